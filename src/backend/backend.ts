@@ -1,0 +1,129 @@
+/**
+ * The Backend contract (STYLE.md §5): memory (alloc from host, read back, free, sync) plus one
+ * method per primitive kernel. Kernels see contiguous row-major data only; the op layer in
+ * src/ops/ checks shapes and dtypes, moves the working axis last, and records gradients, so a
+ * backend never branches on autograd and a model never branches on the backend.
+ *
+ * `Kernels` is the op table's backend half: a backend that misses one is a compile error.
+ * A backend that lacks a kernel for a dtype throws UnsupportedError naming the op and the backend.
+ */
+import type { AnyHostArray, DType, FloatDType } from '../tensor/dtype.ts';
+
+/** A kernel's view of a tensor: the backend's own handle plus what the op layer knows of it. */
+export interface Ref<H> {
+  readonly h: H;
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+}
+
+export type UnaryOp =
+  | 'neg' | 'abs' | 'exp' | 'log' | 'sqrt' | 'rsqrt' | 'tanh' | 'sigmoid' | 'silu' | 'gelu'
+  | 'relu' | 'softplus' | 'square' | 'reciprocal' | 'sign' | 'sin' | 'cos';
+export const UNARY_OPS: readonly UnaryOp[] = [
+  'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'tanh', 'sigmoid', 'silu', 'gelu',
+  'relu', 'softplus', 'square', 'reciprocal', 'sign', 'sin', 'cos',
+];
+
+/** Elementwise binary ops with NumPy broadcasting. Comparisons give 1 or 0 in the input dtype. */
+export type BinaryOp = 'add' | 'sub' | 'mul' | 'div' | 'pow' | 'max' | 'min' | 'eq' | 'ne' | 'lt' | 'le' | 'gt' | 'ge';
+export const BINARY_OPS: readonly BinaryOp[] = ['add', 'sub', 'mul', 'div', 'pow', 'max', 'min', 'eq', 'ne', 'lt', 'le', 'gt', 'ge'];
+
+export type ReduceOp = 'sum' | 'max' | 'min';
+export type ScanOp = 'sum' | 'max' | 'min';
+
+/** Batched GEMM: C[b] = op(A[b]) · op(B[b]); A is (batchA, M, K) or (batchA, K, M) when transA. */
+export interface MatmulArgs {
+  batch: number;
+  m: number; n: number; k: number;
+  transA: boolean; transB: boolean;
+  /** Broadcast of a single matrix over the batch: batchA/batchB is 1 or `batch`. */
+  batchA: number; batchB: number;
+  /** Output dtype (the op layer uses the inputs' dtype; accumulation is f32 regardless). */
+  outDType: FloatDType;
+}
+
+/** Strided read: out[idx] = x[offset + Σ idx[d]·strides[d]]; strides may be 0 or negative. */
+export interface StridedArgs { outShape: readonly number[]; strides: readonly number[]; offset: number }
+
+export interface NormArgs { rows: number; cols: number; eps: number }
+
+export interface AdamWArgs {
+  lr: number; beta1: number; beta2: number; eps: number; weightDecay: number;
+  /** 1 − β^t for the current step t, precomputed on the host. */
+  bias1: number; bias2: number;
+  /** Multiplies the gradient first (clipping by global norm lands here). */
+  gradScale: number;
+}
+
+export interface SGDArgs { lr: number; momentum: number; weightDecay: number; nesterov: boolean; gradScale: number }
+
+export interface Kernels<H> {
+  unary(x: Ref<H>, op: UnaryOp): H;
+  binary(a: Ref<H>, b: Ref<H>, op: BinaryOp, outShape: readonly number[]): H;
+  /** where(cond ≠ 0, a, b) with broadcasting of all three to outShape; dtype of a. */
+  where(cond: Ref<H>, a: Ref<H>, b: Ref<H>, outShape: readonly number[]): H;
+  /** Reduces the last axis of x viewed as (rows, cols) → (rows). f32 accumulation. */
+  reduce(x: Ref<H>, op: ReduceOp, rows: number, cols: number): H;
+  matmul(a: Ref<H>, b: Ref<H>, args: MatmulArgs): H;
+  /** Gathers a strided view into a new contiguous tensor (permute, slice, flip, broadcast). */
+  copyStrided(x: Ref<H>, args: StridedArgs): H;
+  /** Copy of base with src written through the strided view (slice backward, setSlice). */
+  assignStrided(base: Ref<H>, src: Ref<H>, args: StridedArgs): H;
+  /** Inputs viewed as (outer, inner_i) concatenated along the second axis. */
+  concat(xs: readonly Ref<H>[], outer: number, inners: readonly number[]): H;
+  /** x (O, N, I), idx i32 (O, M, I) → out (O, M, I) with out[o,m,i] = x[o, idx[o,m,i], i]. */
+  gather(x: Ref<H>, idx: Ref<H>, o: number, n: number, m: number, inner: number): H;
+  /** base (O, N, I) plus src (O, M, I) added at rows idx (O, M, I): the transpose of gather. */
+  scatterAdd(base: Ref<H>, idx: Ref<H>, src: Ref<H>, o: number, n: number, m: number, inner: number): H;
+  /** table (V, C), ids i32 (T) → (T, C). Out-of-range ids throw on the CPU, give zeros on the GPU. */
+  embedding(table: Ref<H>, ids: Ref<H>, v: number, c: number): H;
+  /** dy (T, C), ids (T) → dTable (V, C), summed over repeated ids (deterministic order). */
+  embeddingBackward(dy: Ref<H>, ids: Ref<H>, v: number, c: number): H;
+  softmax(x: Ref<H>, rows: number, cols: number): H;
+  /** dx = y ⊙ (dy − Σ dy⊙y) per row. */
+  softmaxBackward(y: Ref<H>, dy: Ref<H>, rows: number, cols: number): H;
+  logsumexp(x: Ref<H>, rows: number, cols: number): H;
+  /** y = x·rstd·w, rstd = 1/√(mean(x²)+eps) per row; returns y and rstd (f32, rows). */
+  rmsnorm(x: Ref<H>, w: Ref<H>, args: NormArgs): [H, H];
+  rmsnormBackward(x: Ref<H>, w: Ref<H>, rstd: Ref<H>, dy: Ref<H>, args: NormArgs): [H, H];
+  /** y = (x−μ)·rstd·w + b; returns y, μ and rstd (f32, rows). */
+  layernorm(x: Ref<H>, w: Ref<H>, b: Ref<H>, args: NormArgs): [H, H, H];
+  /** Returns dx, dw, db. */
+  layernormBackward(x: Ref<H>, w: Ref<H>, mean: Ref<H>, rstd: Ref<H>, dy: Ref<H>, args: NormArgs): [H, H, H];
+  /**
+   * Rotary embedding on x viewed as (O, T, I, D), cos/sin (T, D/2) in f32. `interleaved` pairs
+   * (2j, 2j+1) (GPT-J); otherwise (j, j+D/2) (GPT-NeoX / Llama). `inverse` rotates by −θ (backward).
+   */
+  rope(x: Ref<H>, cos: Ref<H>, sin: Ref<H>, o: number, t: number, inner: number, d: number, interleaved: boolean, inverse: boolean): H;
+  /** logits (N, V), targets i32 (N) → loss (N) f32 and logsumexp (N) f32; ignored rows give 0. */
+  crossEntropy(logits: Ref<H>, targets: Ref<H>, n: number, v: number, ignoreIndex: number): [H, H];
+  /** dlogits = (softmax − onehot)·dloss[row], zero on ignored rows. */
+  crossEntropyBackward(logits: Ref<H>, targets: Ref<H>, lse: Ref<H>, dloss: Ref<H>, n: number, v: number, ignoreIndex: number): H;
+  /** Inclusive scan of the last axis; max/min also return the i32 index where each running extreme was taken. */
+  scan(x: Ref<H>, op: ScanOp, rows: number, cols: number): [H, H | null];
+  /** Stable sort of each row's last axis; values and i32 indices. */
+  sort(x: Ref<H>, rows: number, cols: number, descending: boolean): [H, H];
+  cast(x: Ref<H>, to: DType): H;
+  fill(size: number, value: number, dtype: DType): H;
+  /** In place: param, m, v updated (decoupled weight decay, AdamW). */
+  adamw(param: Ref<H>, grad: Ref<H>, m: Ref<H>, v: Ref<H>, args: AdamWArgs): void;
+  /** In place: param, momentum buffer updated. */
+  sgd(param: Ref<H>, grad: Ref<H>, buf: Ref<H>, args: SGDArgs): void;
+}
+
+export interface Backend<H = unknown> extends Kernels<H> {
+  readonly name: string;
+  /** Copies host data into a new handle; the array's length is the element count. */
+  upload(data: AnyHostArray, dtype: DType): H;
+  /** Reads a handle back; the one await on the hot path (STYLE.md §11). */
+  read(h: H, dtype: DType, size: number): Promise<AnyHostArray>;
+  /** Synchronous read where the backend can do it (CPU backends); undefined elsewhere. */
+  readSync?(h: H, dtype: DType, size: number): AnyHostArray;
+  free(h: H): void;
+  /** Waits until every submitted kernel has finished. */
+  sync(): Promise<void>;
+  /** Bytes held by live handles (and, for pooled backends, bytes parked in the pool). */
+  memory(): { liveBytes: number; liveHandles: number; pooledBytes: number };
+  /** Releases device resources; the backend is unusable afterwards. */
+  destroy(): void;
+}

@@ -1,0 +1,51 @@
+/** Helpers the CPU kernels share: f32 views of inputs, typed outputs, broadcasting strides. */
+import { f32ToHost, hostToF32, type AnyHostArray, type DType } from '../../tensor/dtype.ts';
+import type { Ref } from '../backend.ts';
+
+export type CpuHandle = AnyHostArray;
+export type CpuRef = Ref<CpuHandle>;
+
+/** Values of any input as f32 (no copy for f32). */
+export function f32(x: CpuRef): Float32Array {
+  return hostToF32(x.h, x.dtype);
+}
+
+/** f32 results stored as `dtype`. */
+export function store(values: Float32Array, dtype: DType): CpuHandle {
+  return f32ToHost(values, dtype);
+}
+
+export function sizeOf(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+/** Row-major strides of `shape` as read through broadcasting into `outShape` (0 on broadcast axes). */
+export function broadcastStrides(shape: readonly number[], outShape: readonly number[]): number[] {
+  const strides = new Array<number>(outShape.length).fill(0);
+  let s = 1;
+  for (let i = shape.length - 1, j = outShape.length - 1; i >= 0; i--, j--) {
+    strides[j] = shape[i] === 1 ? 0 : s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+/** Calls f(outIndex, inOffsets…) for every element of outShape, walking each input's strides. */
+export function forEachStrided(outShape: readonly number[], strides: readonly (readonly number[])[], bases: readonly number[], f: (i: number, offs: number[]) => void): void {
+  const n = sizeOf(outShape);
+  const rank = outShape.length;
+  const idx = new Array<number>(rank).fill(0);
+  const offs = bases.slice();
+  for (let i = 0; i < n; i++) {
+    f(i, offs);
+    for (let d = rank - 1; d >= 0; d--) {
+      idx[d]++;
+      for (let k = 0; k < strides.length; k++) offs[k] += strides[k][d];
+      if (idx[d] < outShape[d]) break;
+      for (let k = 0; k < strides.length; k++) offs[k] -= strides[k][d] * outShape[d];
+      idx[d] = 0;
+    }
+  }
+}

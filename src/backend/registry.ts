@@ -1,0 +1,64 @@
+/**
+ * Which backends exist and which one new tensors land on. `cpu` and `wasm` are ready at once;
+ * `webgpu` needs an async device request, so `initBackend('webgpu')` (or 'auto') comes first.
+ */
+import { ArgumentError, UnsupportedError } from '../errors.ts';
+import type { Backend } from './backend.ts';
+import { CpuBackend } from './cpu/backend.ts';
+
+export type BackendName = 'cpu' | 'wasm' | 'webgpu';
+const ready = new Map<string, Backend>();
+let current: Backend | null = null;
+
+type Factory = () => Promise<Backend>;
+const factories = new Map<string, Factory>([['cpu', async () => new CpuBackend()]]);
+
+/** Lets the wasm and webgpu modules register themselves without the core importing Node-only code. */
+export function registerBackendFactory(name: string, factory: Factory): void {
+  factories.set(name, factory);
+}
+
+/** Creates (once) and returns the named backend; 'auto' picks webgpu, then wasm, then cpu. */
+export async function initBackend(name: BackendName | 'auto'): Promise<Backend> {
+  if (name === 'auto') {
+    for (const n of ['webgpu', 'wasm', 'cpu'] as const) {
+      if (!factories.has(n)) continue;
+      try { return await initBackend(n); } catch { /* try the next one */ }
+    }
+    throw new UnsupportedError('initBackend: no backend could start');
+  }
+  const have = ready.get(name);
+  if (have) return have;
+  const f = factories.get(name);
+  if (!f) throw new ArgumentError(`initBackend: unknown backend '${name}', expected one of ${[...factories.keys()].join(', ')} (import its module first)`);
+  const b = await f();
+  ready.set(name, b);
+  return b;
+}
+
+/** Makes `b` (or the named, already initialised backend) the default for new tensors. */
+export function setBackend(b: Backend | BackendName): Backend {
+  if (typeof b === 'string') {
+    const have = ready.get(b);
+    if (!have) throw new ArgumentError(`setBackend: backend '${b}' is not initialised; await initBackend('${b}') first`);
+    b = have;
+  }
+  current = b;
+  return b;
+}
+
+export function getBackend(): Backend {
+  if (!current) {
+    let cpu = ready.get('cpu');
+    if (!cpu) { cpu = new CpuBackend(); ready.set('cpu', cpu); }
+    current = cpu;
+  }
+  return current;
+}
+
+/** Destroys every initialised backend (call before process exit when WebGPU was used). */
+export function destroyBackends(): void {
+  for (const b of ready.values()) b.destroy();
+  ready.clear();
+  current = null;
+}

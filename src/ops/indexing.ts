@@ -1,0 +1,60 @@
+/** Index ops: gather and scatter-add along an axis, embedding lookup — with gradients. */
+import { ShapeError } from '../errors.ts';
+import { record } from '../tensor/autograd.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { backendOf, fmt, normAxis, ref, requireDType, requireSameDType, sizeOf, wrap } from './run.ts';
+
+function axisView(x: Tensor, a: number): [number, number, number] {
+  return [sizeOf(x.shape.slice(0, a)), x.shape[a], sizeOf(x.shape.slice(a + 1))];
+}
+
+function checkIndexShape(op: string, x: Tensor, index: Tensor, a: number): void {
+  if (index.rank !== x.rank || index.shape.some((d, i) => i !== a && d !== x.shape[i])) {
+    throw new ShapeError(`${op}: index shape ${fmt(index.shape)} must equal input shape ${fmt(x.shape)} except along axis ${a}`);
+  }
+}
+
+/** out[…, j, …] = x[…, index[…, j, …], …] along `axis` (PyTorch's gather with equal outer shapes). */
+export function gather(x: Tensor, index: Tensor, axis: number): Tensor {
+  const b = backendOf('gather', x, index);
+  requireDType('gather', 'index', index, 'i32');
+  const a = normAxis('gather', axis, x.rank);
+  checkIndexShape('gather', x, index, a);
+  const [o, n, inner] = axisView(x, a);
+  const m = index.shape[a];
+  const out = wrap(b, b.gather(ref(x), ref(index), o, n, m, inner), index.shape, x.dtype);
+  return record('gather', out, [x], (g, [idx]) => [scatterAddRaw(zerosOf(x, g), idx, g, a)], [index]);
+}
+
+function zerosOf(x: Tensor, g: Tensor): Tensor {
+  const b = g.backend;
+  return wrap(b, b.fill(x.size, 0, g.dtype), x.shape, g.dtype);
+}
+
+function scatterAddRaw(base: Tensor, index: Tensor, src: Tensor, a: number): Tensor {
+  const b = base.backend;
+  const [o, n, inner] = axisView(base, a);
+  return wrap(b, b.scatterAdd(ref(base), ref(index), ref(src), o, n, index.shape[a], inner), base.shape, base.dtype);
+}
+
+/** base + src added at rows index along `axis` (the transpose of gather). */
+export function scatterAdd(base: Tensor, index: Tensor, src: Tensor, axis: number): Tensor {
+  backendOf('scatterAdd', base, index, src);
+  requireDType('scatterAdd', 'index', index, 'i32');
+  requireSameDType('scatterAdd', base, src);
+  const a = normAxis('scatterAdd', axis, base.rank);
+  checkIndexShape('scatterAdd', base, index, a);
+  if (fmt(src.shape) !== fmt(index.shape)) throw new ShapeError(`scatterAdd: src shape ${fmt(src.shape)} must equal index shape ${fmt(index.shape)}`);
+  const out = scatterAddRaw(base, index, src, a);
+  return record('scatterAdd', out, [base, src], (g, [idx]) => [g, gather(g, idx, a)], [index]);
+}
+
+/** Rows of `table` (V, C) picked by i32 `ids` of any shape → (…ids.shape, C). */
+export function embedding(table: Tensor, ids: Tensor): Tensor {
+  const b = backendOf('embedding', table, ids);
+  requireDType('embedding', 'ids', ids, 'i32');
+  if (table.rank !== 2) throw new ShapeError(`embedding: table must be (vocab, dim), got ${fmt(table.shape)}`);
+  const [v, c] = table.shape;
+  const out = wrap(b, b.embedding(ref(table), ref(ids), v, c), [...ids.shape, c], table.dtype);
+  return record('embedding', out, [table], (g, [idx]) => [wrap(b, b.embeddingBackward(ref(g), ref(idx), v, c), table.shape, g.dtype)], [ids]);
+}

@@ -1,0 +1,57 @@
+/** Batched matrix multiply with optional transposes and batch broadcasting, and its gradient. */
+import { ShapeError } from '../errors.ts';
+import { record } from '../tensor/autograd.ts';
+import { isFloat, type FloatDType } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { add } from './elementwise.ts';
+import { broadcastTo, reshape, sumTo } from './layout.ts';
+import { backendOf, broadcastShapes, fmt, ref, requireFloat, requireSameDType, sizeOf, wrap } from './run.ts';
+
+export interface MatmulOptions { transA?: boolean; transB?: boolean }
+
+/**
+ * C = op(A)·op(B) over the last two axes; leading axes broadcast (NumPy rules). Rank-1 operands
+ * are not promoted: reshape them first. Accumulates in f32 on every backend.
+ */
+export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
+  const transA = !!opts.transA, transB = !!opts.transB;
+  const be = backendOf('matmul', a, b);
+  requireFloat('matmul', a);
+  requireSameDType('matmul', a, b);
+  if (a.rank < 2 || b.rank < 2) throw new ShapeError(`matmul: operands need rank ≥ 2, got ${fmt(a.shape)} and ${fmt(b.shape)}`);
+  const [m, ka] = transA ? [a.shape[a.rank - 1], a.shape[a.rank - 2]] : [a.shape[a.rank - 2], a.shape[a.rank - 1]];
+  const [kb, n] = transB ? [b.shape[b.rank - 1], b.shape[b.rank - 2]] : [b.shape[b.rank - 2], b.shape[b.rank - 1]];
+  if (ka !== kb) throw new ShapeError(`matmul: inner dimensions differ: ${fmt(a.shape)}${transA ? 'ᵀ' : ''} · ${fmt(b.shape)}${transB ? 'ᵀ' : ''} (${ka} vs ${kb})`);
+  const batchShape = broadcastShapes('matmul', a.shape.slice(0, -2), b.shape.slice(0, -2));
+  const batch = sizeOf(batchShape);
+  const aB = sizeOf(a.shape.slice(0, -2)), bB = sizeOf(b.shape.slice(0, -2));
+  // A batch that is neither whole nor a single matrix (e.g. [2,1] vs [1,3]) is materialised first.
+  const ea = aB === batch || aB === 1 ? a : expandBatch(a, batchShape);
+  const eb = bB === batch || bB === 1 ? b : expandBatch(b, batchShape);
+  const outShape = [...batchShape, m, n];
+  const out = wrap(be, be.matmul(ref(ea), ref(eb), {
+    batch, m, n, k: ka, transA, transB, batchA: ea.size / (m * ka) || 1, batchB: eb.size / (kb * n) || 1, outDType: a.dtype as FloatDType,
+  }), outShape, a.dtype);
+  if (!isFloat(a.dtype)) return out;
+  return record('matmul', out, [a, b], (g, [sa, sb]) => {
+    // dA = g·op(B)ᵀ (or its transpose), dB = op(A)ᵀ·g (or its transpose)
+    const da = a.requiresGrad ? (transA ? matmul(sb, g, { transA: transB, transB: true }) : matmul(g, sb, { transB: !transB })) : null;
+    const db = b.requiresGrad ? (transB ? matmul(g, sa, { transA: true, transB: transA }) : matmul(sa, g, { transA: !transA })) : null;
+    return [da && sumTo(da, a.shape), db && sumTo(db, b.shape)];
+  }, [a, b]);
+}
+
+function expandBatch(x: Tensor, batchShape: readonly number[]): Tensor {
+  return broadcastTo(x, [...batchShape, ...x.shape.slice(-2)]);
+}
+
+/** x·W (+ bias): x (…, in), weight (in, out) or, with transposed weights as in PyTorch, (out, in). */
+export function linear(x: Tensor, weight: Tensor, bias?: Tensor, weightIsOutIn = true): Tensor {
+  const inF = x.shape[x.rank - 1];
+  const x2 = reshape(x, [-1, inF]);
+  const y2 = matmul(x2, weight, { transB: weightIsOutIn });
+  const outF = y2.shape[1];
+  let y = reshape(y2, [...x.shape.slice(0, -1), outF]);
+  if (bias) y = add(y, bias);
+  return y;
+}
