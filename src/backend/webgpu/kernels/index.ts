@@ -1,0 +1,16 @@
+/**
+ * The WebGPU half of the op table: every kernel of the Backend contract mapped to its WGSL
+ * implementation, one module per family. `KernelTable` makes a missing kernel a compile error.
+ */
+import type { KernelTable, WebGpuBackend } from '../backend.ts';
+import { ELEMENTWISE_FILES, elementwiseKernels } from './elementwise.ts';
+import { LAYOUT_FILES, layoutKernels } from './layout.ts';
+import { ROW_FILES, rowKernels } from './rows.ts';
+import { MATMUL_FILES, matmulKernels } from './matmul.ts';
+
+/** Every .wgsl file under kernels/ (loaded when the backend starts). */
+export const KERNEL_FILES: readonly string[] = [...ELEMENTWISE_FILES, ...LAYOUT_FILES, ...ROW_FILES, ...MATMUL_FILES];
+
+export function gpuKernels(be: WebGpuBackend): KernelTable {
+  return { ...elementwiseKernels(be), ...layoutKernels(be), ...rowKernels(be), ...matmulKernels(be) };
+}

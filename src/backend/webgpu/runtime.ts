@@ -1,0 +1,208 @@
+/**
+ * The WebGPU runtime under the backend: pipelines compiled once per (kernel, variant) and cached,
+ * many dispatches recorded into one command encoder, uniforms gathered into one ring buffer
+ * written once per submit, buffers from a pool, and read-back as the only await (STYLE.md §11).
+ *
+ * Ordering rule: `queue.writeBuffer` runs before any command buffer submitted after it, so an
+ * upload into a pooled buffer first submits the pending encoder (whose commands may still read
+ * that buffer's previous contents).
+ */
+import { DeviceError } from '../../errors.ts';
+import { env } from '../../platform/env.ts';
+import type { GpuCaps } from './device.ts';
+import { BufferPool } from './pool.ts';
+import { preprocess, type Variant } from './wgsl.ts';
+
+/** A kernel: a name, its WGSL (before preprocessing) and how a variant changes it. */
+export interface Kernel {
+  readonly name: string;
+  /** Full WGSL for a variant (the variant is also the cache key: never put shapes in it). */
+  source(v: Variant, caps: GpuCaps): string;
+}
+
+export interface Dispatch {
+  kernel: Kernel;
+  variant: Variant;
+  /** Uniform words (u32; floats via f32bits), bound at binding 0 when present. */
+  uniforms?: ArrayLike<number>;
+  /** Storage buffers bound in order after the uniforms. */
+  buffers: readonly GPUBuffer[];
+  workgroups: readonly [number, number?, number?];
+}
+
+const scratch = new DataView(new ArrayBuffer(4));
+/** The u32 bit pattern of an f32 (for float uniforms). */
+export function f32bits(x: number): number {
+  scratch.setFloat32(0, x, true);
+  return scratch.getUint32(0, true);
+}
+
+const RING_BYTES = 1 << 20;
+
+export class GpuRuntime {
+  readonly pool: BufferPool;
+  private pipelines = new Map<string, GPUComputePipeline>();
+  private encoder: GPUCommandEncoder | null = null;
+  private pass: GPUComputePassEncoder | null = null;
+  private ringCpu = new Uint32Array(RING_BYTES / 4);
+  private ringUsed = 0;
+  private rings: GPUBuffer[] = [];
+  private ringIndex = 0;
+  private dispatches = 0;
+  private lostReason: string | null = null;
+  private uncaptured: string | null = null;
+  /** Dispatches recorded since creation (for FON_DEBUG and tests). */
+  totalDispatches = 0;
+
+  constructor(readonly device: GPUDevice, readonly caps: GpuCaps) {
+    this.pool = new BufferPool(device, caps.maxBuffer);
+    device.lost.then((info) => { this.lostReason = `${info.reason}: ${info.message}`; });
+    device.onuncapturederror = (e) => { this.uncaptured ??= e.error.message; };
+  }
+
+  private checkAlive(): void {
+    if (this.lostReason !== null) throw new DeviceError(`webgpu: device lost (${this.lostReason})`);
+  }
+
+  pipeline(kernel: Kernel, variant: Variant): GPUComputePipeline {
+    const key = kernel.name + JSON.stringify(variant);
+    let p = this.pipelines.get(key);
+    if (!p) {
+      const code = kernel.source(variant, this.caps);
+      if (env('FON_DEBUG') === '3') console.error(`// ${key}\n${code}`);
+      const module = this.device.createShaderModule({ code, label: kernel.name });
+      p = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' }, label: key });
+      this.pipelines.set(key, p);
+    }
+    return p;
+  }
+
+  private ring(): GPUBuffer {
+    let r = this.rings[this.ringIndex];
+    if (!r) {
+      r = this.device.createBuffer({ size: RING_BYTES, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+      this.rings[this.ringIndex] = r;
+    }
+    return r;
+  }
+
+  /** Records one compute dispatch into the pending encoder. */
+  run(d: Dispatch): void {
+    this.checkAlive();
+    const [x, y = 1, z = 1] = d.workgroups;
+    if (x === 0 || y === 0 || z === 0) return;
+    const pipeline = this.pipeline(d.kernel, d.variant);
+    const entries: GPUBindGroupEntry[] = [];
+    let slot = 0;
+    if (d.uniforms) {
+      const words = Math.max(4, Math.ceil(d.uniforms.length / 4) * 4);
+      const align = this.caps.minUniformAlignment / 4;
+      if (this.ringUsed + words > this.ringCpu.length) this.flush();
+      const at = this.ringUsed;
+      this.ringCpu.set(d.uniforms as ArrayLike<number>, at);
+      this.ringCpu.fill(0, at + d.uniforms.length, at + words);
+      this.ringUsed = Math.ceil((at + words) / align) * align;
+      entries.push({ binding: slot++, resource: { buffer: this.ring(), offset: at * 4, size: words * 4 } });
+    }
+    for (const b of d.buffers) entries.push({ binding: slot++, resource: { buffer: b } });
+    const group = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+    if (!this.encoder) this.encoder = this.device.createCommandEncoder();
+    if (!this.pass) this.pass = this.encoder.beginComputePass();
+    this.pass.setPipeline(pipeline);
+    this.pass.setBindGroup(0, group);
+    this.pass.dispatchWorkgroups(x, y, z);
+    this.dispatches++;
+    this.totalDispatches++;
+    if (env('FON_DEBUG') === '1') console.error(`[webgpu] ${d.kernel.name} ${JSON.stringify(d.variant)} ${x}x${y}x${z}`);
+    if (this.dispatches >= 4096) this.flush();
+  }
+
+  /** The pending encoder, with any compute pass ended (for copies). */
+  commandEncoder(): GPUCommandEncoder {
+    if (this.pass) { this.pass.end(); this.pass = null; }
+    if (!this.encoder) this.encoder = this.device.createCommandEncoder();
+    return this.encoder;
+  }
+
+  /** Submits everything recorded so far (uniforms first). */
+  flush(): void {
+    if (!this.encoder) return;
+    if (this.pass) { this.pass.end(); this.pass = null; }
+    if (this.ringUsed > 0) {
+      this.device.queue.writeBuffer(this.ring(), 0, this.ringCpu.buffer, 0, this.ringUsed * 4);
+      // The next batch writes a different ring buffer only if this one may still be read; queue
+      // order already guarantees that, so one ring buffer is reused.
+      this.ringUsed = 0;
+    }
+    this.device.queue.submit([this.encoder.finish()]);
+    this.encoder = null;
+    this.dispatches = 0;
+  }
+
+  /** Copies host bytes into `buf` after everything recorded so far. */
+  write(buf: GPUBuffer, data: ArrayBufferView, byteLength = data.byteLength): void {
+    this.checkAlive();
+    this.flush();
+    const padded = Math.ceil(byteLength / 4) * 4;
+    if (padded === byteLength) this.device.queue.writeBuffer(buf, 0, data.buffer, data.byteOffset, byteLength);
+    else {
+      const tmp = new Uint8Array(padded);
+      tmp.set(new Uint8Array(data.buffer, data.byteOffset, byteLength));
+      this.device.queue.writeBuffer(buf, 0, tmp);
+    }
+  }
+
+  /** Reads `byteLength` bytes of `buf` back to the host. */
+  async read(buf: GPUBuffer, byteLength: number): Promise<ArrayBuffer> {
+    this.checkAlive();
+    const padded = Math.max(4, Math.ceil(byteLength / 4) * 4);
+    const staging = this.device.createBuffer({ size: padded, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    this.commandEncoder().copyBufferToBuffer(buf, 0, staging, 0, padded);
+    this.flush();
+    try {
+      await staging.mapAsync(GPUMapMode.READ);
+    } catch (e) {
+      this.checkAlive();
+      throw new DeviceError(`webgpu: read-back of ${byteLength} bytes failed: ${(e as Error).message}`);
+    }
+    const out = staging.getMappedRange(0, padded).slice(0, byteLength);
+    staging.unmap();
+    staging.destroy();
+    await this.checkErrors();
+    return out;
+  }
+
+  /** Throws a DeviceError for a lost device, a failed allocation or a validation error. */
+  async checkErrors(): Promise<void> {
+    this.checkAlive();
+    await this.pool.check();
+    if (this.uncaptured !== null) {
+      const m = this.uncaptured;
+      this.uncaptured = null;
+      throw new DeviceError(`webgpu: ${m}`);
+    }
+  }
+
+  async sync(): Promise<void> {
+    this.flush();
+    await this.device.queue.onSubmittedWorkDone();
+    await this.checkErrors();
+  }
+
+  destroy(): void {
+    try { this.flush(); } catch { /* device may be gone */ }
+    this.pool.trim();
+    for (const r of this.rings) r.destroy();
+    this.device.destroy();
+  }
+}
+
+/** Workgroups for n invocations of size wg: a 2-D grid when one axis would pass 65535. */
+export function grid(n: number, wg: number): [number, number] {
+  const groups = Math.ceil(n / wg);
+  if (groups <= 65535) return [groups, 1];
+  const y = Math.ceil(groups / 65535);
+  return [Math.ceil(groups / y), y];
+}
+
+export { preprocess };

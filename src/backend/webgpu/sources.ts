@@ -1,0 +1,29 @@
+/**
+ * Loads the `.wgsl` files under kernels/ once, when the backend starts: with fs in Node and
+ * with fetch in a browser (bundlers resolve `new URL(file, import.meta.url)` as assets), so the
+ * kernels stay real WGSL files and pipeline creation stays synchronous.
+ */
+const sources = new Map<string, string>();
+
+async function loadText(url: URL): Promise<string> {
+  if (url.protocol === 'file:') {
+    const { readFile } = await import('node:fs/promises');
+    return readFile(url, 'utf8');
+  }
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`webgpu: cannot load kernel source ${url}: HTTP ${r.status}`);
+  return r.text();
+}
+
+export async function loadSources(names: readonly string[]): Promise<void> {
+  await Promise.all(names.filter((n) => !sources.has(n)).map(async (n) => {
+    sources.set(n, await loadText(new URL(`./kernels/${n}.wgsl`, import.meta.url)));
+  }));
+}
+
+/** The text of kernels/NAME.wgsl (loaded by loadSources). */
+export function wgslSource(name: string): string {
+  const s = sources.get(name);
+  if (s === undefined) throw new Error(`webgpu: kernel source '${name}.wgsl' was not loaded (add it to KERNEL_FILES)`);
+  return s;
+}
