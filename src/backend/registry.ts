@@ -18,12 +18,19 @@ export function registerBackendFactory(name: string, factory: Factory): void {
   factories.set(name, factory);
 }
 
-/** Creates (once) and returns the named backend; 'auto' picks webgpu, then wasm, then cpu. */
+/**
+ * Creates (once) and returns the named backend; 'auto' picks a hardware WebGPU adapter, then
+ * wasm, then cpu (a software WebGPU adapter such as SwiftShader is slower than wasm).
+ */
 export async function initBackend(name: BackendName | 'auto'): Promise<Backend> {
   if (name === 'auto') {
     for (const n of ['webgpu', 'wasm', 'cpu'] as const) {
       if (!factories.has(n)) continue;
-      try { return await initBackend(n); } catch { /* try the next one */ }
+      try {
+        const b = await initBackend(n);
+        if ((b as { caps?: { software?: boolean } }).caps?.software) continue;
+        return b;
+      } catch { /* try the next one */ }
     }
     throw new UnsupportedError('initBackend: no backend could start');
   }

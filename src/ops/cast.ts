@@ -13,3 +13,10 @@ export function cast(x: Tensor, to: DType): Tensor {
   const from = x.dtype;
   return record('cast', out, [x], (g) => [cast(g, from)]);
 }
+
+/** A copy with its own storage (a device-side buffer copy on the GPU). */
+export function clone(x: Tensor): Tensor {
+  const b = x.backend;
+  const out = wrap(b, b.cast(ref(x), x.dtype), x.shape, x.dtype);
+  return record('clone', out, [x], (g) => [g]);
+}

@@ -17,6 +17,8 @@ export interface GpuCaps {
   maxInvocations: number;
   minUniformAlignment: number;
   adapterName: string;
+  /** A CPU implementation (SwiftShader, lavapipe): correct but slow; 'auto' prefers wasm over it. */
+  software: boolean;
 }
 
 const WANTED_FEATURES = ['shader-f16', 'subgroups', 'chromium-experimental-subgroup-matrix', 'timestamp-query'];
@@ -62,6 +64,7 @@ export async function requestDevice(): Promise<{ device: GPUDevice; caps: GpuCap
     maxInvocations: device.limits.maxComputeInvocationsPerWorkgroup,
     minUniformAlignment: device.limits.minUniformBufferOffsetAlignment,
     adapterName: [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'unknown adapter',
+    software: !!(info as { isFallbackAdapter?: boolean }).isFallbackAdapter || /swiftshader|llvmpipe|lavapipe/i.test(`${info.architecture} ${info.description}`),
   };
   return { device, caps };
 }

@@ -1,0 +1,74 @@
+/** Bench helpers: timing loops, a printed table, JSON output, and running a Python reference. */
+import { spawnSync } from 'node:child_process';
+import { existsSync, renameSync, writeFileSync } from 'node:fs';
+
+export interface Row {
+  op: string;
+  shape: string;
+  dtype: string;
+  /** FON's figure and unit (TFLOP/s, GFLOP/s, GB/s) and the reference's (PyTorch or numpy). */
+  fon: number;
+  ref?: number;
+  refName?: string;
+  unit: string;
+  ms: number;
+}
+
+export function printTable(title: string, rows: readonly Row[]): void {
+  const head = ['op', 'shape', 'dtype', 'ms', 'FON', 'reference', 'ratio'];
+  const body = rows.map((r) => [
+    r.op, r.shape, r.dtype, r.ms.toFixed(3), `${fmt(r.fon)} ${r.unit}`,
+    r.ref === undefined ? '—' : `${fmt(r.ref)} ${r.unit} (${r.refName})`,
+    r.ref === undefined ? '—' : `${(r.fon / r.ref).toFixed(2)}×`,
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  console.log(`\n${title}\n`);
+  console.log(line(head));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const b of body) console.log(line(b));
+}
+
+function fmt(x: number): string {
+  return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2);
+}
+
+/** Writes JSON atomically (temporary name, then rename). */
+export function writeJson(path: string, value: unknown): void {
+  const tmp = `${path}.tmp`;
+  writeFileSync(tmp, JSON.stringify(value, null, 2));
+  renameSync(tmp, path);
+}
+
+/** Median of `iters` timings of `fn` in ms after `warmup` calls; `fn` must include its own sync. */
+export async function timeMs(fn: () => Promise<void> | void, iters: number, warmup = 1): Promise<number> {
+  for (let i = 0; i < warmup; i++) await fn();
+  const ts: number[] = [];
+  for (let i = 0; i < iters; i++) {
+    const t0 = performance.now();
+    await fn();
+    ts.push(performance.now() - t0);
+  }
+  ts.sort((a, b) => a - b);
+  return ts[Math.floor(ts.length / 2)];
+}
+
+/** Runs a Python script with JSON on stdin and parses JSON from its stdout; null when it can't run. */
+export function runPython(python: string, script: string, input: unknown, timeoutMs = 600_000): unknown | null {
+  const r = spawnSync(python, [script], { input: JSON.stringify(input), encoding: 'utf8', timeout: timeoutMs, maxBuffer: 1 << 24 });
+  if (r.status !== 0) {
+    if (r.stderr) console.error(`(${python} ${script} failed: ${r.stderr.trim().split('\n').slice(-3).join(' | ')})`);
+    return null;
+  }
+  try { return JSON.parse(r.stdout); } catch { return null; }
+}
+
+/** The first Python that can import `module` (Debian's /usr/bin/python3 preferred for numpy). */
+export function findPython(module: string, candidates = ['/usr/bin/python3', 'python3']): string | null {
+  for (const p of candidates) {
+    if (p.startsWith('/') && !existsSync(p)) continue;
+    const r = spawnSync(p, ['-c', `import ${module}`], { encoding: 'utf8' });
+    if (r.status === 0) return p;
+  }
+  return null;
+}

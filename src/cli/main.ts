@@ -1,0 +1,65 @@
+/**
+ * The `fon` command line. Each command has --help; errors print as one line without a stack
+ * trace and exit non-zero (DESIGN.md, "Conventions").
+ */
+import { parseArgs } from 'node:util';
+import { FonError } from '../errors.ts';
+import { destroyBackends, initBackend, type BackendName } from '../backend/registry.ts';
+import '../backend/webgpu/index.ts';
+
+const USAGE = `fon — language models whose attention is not quadratic
+
+usage: fon <command> [options]
+
+commands:
+  devices [--backend NAME]   list the backends that start here and the GPU's features
+  bench [options]            op benchmarks beside PyTorch/numpy (see bench/ops.ts --help)
+
+options:
+  --help, -h                 this text
+  --version                  FON's version`;
+
+class UsageError extends FonError {}
+
+async function devices(argv: string[]): Promise<void> {
+  const { values } = parseArgs({ args: argv, options: { backend: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
+  if (values.help) { console.log('usage: fon devices [--backend cpu|wasm|webgpu]\n\nTries each backend and prints what it found.'); return; }
+  const names: BackendName[] = values.backend ? [values.backend as BackendName] : ['cpu', 'wasm', 'webgpu'];
+  for (const n of names) {
+    try {
+      const b = await initBackend(n);
+      const caps = (b as { caps?: object }).caps;
+      console.log(`${n}: ok${caps ? ` ${JSON.stringify(caps)}` : ''}`);
+    } catch (e) {
+      console.log(`${n}: unavailable (${(e as Error).message})`);
+    }
+  }
+}
+
+async function bench(argv: string[]): Promise<void> {
+  process.argv = [process.argv[0], 'bench/ops.ts', ...argv];
+  await import('../../bench/ops.ts');
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') { console.log(USAGE); return 0; }
+  if (cmd === '--version') {
+    const { default: pkg } = await import('../../package.json', { with: { type: 'json' } });
+    console.log(pkg.version);
+    return 0;
+  }
+  if (cmd === 'devices') { await devices(rest); return 0; }
+  if (cmd === 'bench') { await bench(rest); return 0; }
+  throw new UsageError(`unknown command '${cmd}'; expected one of: devices, bench (fon --help lists them)`);
+}
+
+try {
+  const code = await main(process.argv.slice(2));
+  destroyBackends();
+  process.exit(code);
+} catch (e) {
+  if (e instanceof FonError) console.error(`fon: ${e.message}`);
+  else console.error(e);
+  process.exit(e instanceof FonError ? 2 : 1);
+}

@@ -1,0 +1,147 @@
+/**
+ * Optimizers that update parameters in place on their own backend with one fused kernel per
+ * parameter: AdamW (decoupled weight decay, PyTorch's formula) and SGD with momentum.
+ * State tensors live beside the parameters; `stateDict()` exposes them for checkpoints.
+ */
+import { ArgumentError } from '../errors.ts';
+import { zerosLike } from '../ops/creation.ts';
+import { ref } from '../ops/run.ts';
+import { keep, noGrad } from '../tensor/scope.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+export interface Optimizer {
+  readonly params: readonly Tensor[];
+  /** Current learning rate; schedules set it before each step. */
+  lr: number;
+  /** Applies one update from the parameters' `.grad` (parameters without a gradient are skipped). */
+  step(): void;
+  /** Disposes and clears every parameter's gradient. */
+  zeroGrad(): void;
+  /** Named state tensors (moments, buffers) and scalars, for checkpoints. */
+  stateDict(): { tensors: Record<string, Tensor>; scalars: Record<string, number> };
+  loadStateDict(state: { tensors: Record<string, Tensor>; scalars: Record<string, number> }): void;
+  dispose(): void;
+}
+
+function checkParams(op: string, params: readonly Tensor[]): void {
+  if (params.length === 0) throw new ArgumentError(`${op}: no parameters to optimize`);
+  for (const p of params) if (!p.requiresGrad) throw new ArgumentError(`${op}: parameter ${p} does not have requiresGrad set`);
+}
+
+abstract class BaseOptimizer implements Optimizer {
+  /** Steps taken (the t of bias correction). */
+  t = 0;
+  constructor(readonly params: readonly Tensor[], public lr: number) {}
+  abstract step(): void;
+  abstract stateDict(): { tensors: Record<string, Tensor>; scalars: Record<string, number> };
+  abstract loadStateDict(state: { tensors: Record<string, Tensor>; scalars: Record<string, number> }): void;
+  abstract dispose(): void;
+  zeroGrad(): void {
+    for (const p of this.params) if (p.grad) { p.grad.dispose(); p.grad = null; }
+  }
+}
+
+function stateLike(p: Tensor): Tensor {
+  return keep(noGrad(() => zerosLike(p, { dtype: 'f32' })));
+}
+
+function copyState(into: Tensor[], from: Record<string, Tensor>, prefix: string): void {
+  into.forEach((t, i) => {
+    const src = from[`${prefix}.${i}`];
+    if (!src || src.shape.join() !== t.shape.join()) throw new ArgumentError(`optimizer state: '${prefix}.${i}' missing or of shape [${src?.shape}], expected [${t.shape}]`);
+  });
+  into.forEach((t, i) => { t.dispose(); into[i] = keep(from[`${prefix}.${i}`]); });
+}
+
+export interface AdamWOptions { lr?: number; betas?: [number, number]; eps?: number; weightDecay?: number }
+
+export class AdamW extends BaseOptimizer {
+  readonly beta1: number;
+  readonly beta2: number;
+  readonly eps: number;
+  weightDecay: number;
+  private m: Tensor[];
+  private v: Tensor[];
+  /** Multiplies every gradient in the next step (set by clipping; reset after the step). */
+  gradScale = 1;
+
+  constructor(params: readonly Tensor[], opts: AdamWOptions = {}) {
+    super(params, opts.lr ?? 1e-3);
+    checkParams('AdamW', params);
+    [this.beta1, this.beta2] = opts.betas ?? [0.9, 0.999];
+    this.eps = opts.eps ?? 1e-8;
+    this.weightDecay = opts.weightDecay ?? 0.01;
+    this.m = params.map(stateLike);
+    this.v = params.map(stateLike);
+  }
+
+  step(): void {
+    this.t++;
+    const args = {
+      lr: this.lr, beta1: this.beta1, beta2: this.beta2, eps: this.eps, weightDecay: this.weightDecay,
+      bias1: 1 - this.beta1 ** this.t, bias2: 1 - this.beta2 ** this.t, gradScale: this.gradScale,
+    };
+    this.params.forEach((p, i) => {
+      if (!p.grad) return;
+      p.backend.adamw(ref(p), ref(p.grad), ref(this.m[i]), ref(this.v[i]), args);
+    });
+  }
+
+  stateDict() {
+    const tensors: Record<string, Tensor> = {};
+    this.m.forEach((t, i) => { tensors[`m.${i}`] = t; });
+    this.v.forEach((t, i) => { tensors[`v.${i}`] = t; });
+    return { tensors, scalars: { t: this.t, lr: this.lr } };
+  }
+
+  loadStateDict(state: { tensors: Record<string, Tensor>; scalars: Record<string, number> }): void {
+    copyState(this.m, state.tensors, 'm');
+    copyState(this.v, state.tensors, 'v');
+    this.t = state.scalars.t ?? 0;
+    if (state.scalars.lr !== undefined) this.lr = state.scalars.lr;
+  }
+
+  dispose(): void { for (const t of [...this.m, ...this.v]) t.dispose(); }
+}
+
+export interface SGDOptions { lr?: number; momentum?: number; weightDecay?: number; nesterov?: boolean }
+
+export class SGD extends BaseOptimizer {
+  momentum: number;
+  weightDecay: number;
+  nesterov: boolean;
+  gradScale = 1;
+  private buf: Tensor[];
+
+  constructor(params: readonly Tensor[], opts: SGDOptions = {}) {
+    super(params, opts.lr ?? 1e-2);
+    checkParams('SGD', params);
+    this.momentum = opts.momentum ?? 0;
+    this.weightDecay = opts.weightDecay ?? 0;
+    this.nesterov = opts.nesterov ?? false;
+    if (this.nesterov && this.momentum <= 0) throw new ArgumentError('SGD: nesterov needs momentum > 0');
+    this.buf = params.map(stateLike);
+  }
+
+  step(): void {
+    this.t++;
+    const args = { lr: this.lr, momentum: this.momentum, weightDecay: this.weightDecay, nesterov: this.nesterov, gradScale: this.gradScale };
+    this.params.forEach((p, i) => {
+      if (p.grad) p.backend.sgd(ref(p), ref(p.grad), ref(this.buf[i]), args);
+    });
+  }
+
+  stateDict() {
+    const tensors: Record<string, Tensor> = {};
+    this.buf.forEach((t, i) => { tensors[`buf.${i}`] = t; });
+    return { tensors, scalars: { t: this.t, lr: this.lr } };
+  }
+
+  loadStateDict(state: { tensors: Record<string, Tensor>; scalars: Record<string, number> }): void {
+    copyState(this.buf, state.tensors, 'buf');
+    this.t = state.scalars.t ?? 0;
+    if (state.scalars.lr !== undefined) this.lr = state.scalars.lr;
+  }
+
+  dispose(): void { for (const t of this.buf) t.dispose(); }
+}
