@@ -124,5 +124,5 @@ async function main(): Promise<void> {
 }
 
 await main();
-fon.destroyBackends();
+await fon.shutdownBackends();
 process.exit(0);

@@ -4,7 +4,7 @@ export type { DType, FloatDType } from './tensor/dtype.ts';
 export { Tensor } from './tensor/tensor.ts';
 export { tidy, keep, noGrad, isGradEnabled } from './tensor/scope.ts';
 export type { Backend } from './backend/backend.ts';
-export { initBackend, setBackend, getBackend, destroyBackends, registerBackendFactory, type BackendName } from './backend/registry.ts';
+export { initBackend, setBackend, getBackend, destroyBackends, shutdownBackends, registerBackendFactory, type BackendName } from './backend/registry.ts';
 export * from './ops/creation.ts';
 export { manualSeed } from './ops/random.ts';
 export * from './ops/elementwise.ts';

@@ -69,3 +69,13 @@ export function destroyBackends(): void {
   ready.clear();
   current = null;
 }
+
+/**
+ * Waits for every backend's queued work, then destroys them: the clean way to end a process
+ * that used WebGPU (Dawn's Node binding keeps the process alive, and tearing a device down while
+ * its driver threads still work can crash at exit).
+ */
+export async function shutdownBackends(): Promise<void> {
+  for (const b of ready.values()) await b.sync().catch(() => {});
+  destroyBackends();
+}

@@ -4,7 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { FonError } from '../errors.ts';
-import { destroyBackends, initBackend, type BackendName } from '../backend/registry.ts';
+import { initBackend, shutdownBackends, type BackendName } from '../backend/registry.ts';
 import '../backend/webgpu/index.ts';
 
 const USAGE = `fon — language models whose attention is not quadratic
@@ -56,7 +56,7 @@ async function main(argv: string[]): Promise<number> {
 
 try {
   const code = await main(process.argv.slice(2));
-  destroyBackends();
+  await shutdownBackends();
   process.exit(code);
 } catch (e) {
   if (e instanceof FonError) console.error(`fon: ${e.message}`);

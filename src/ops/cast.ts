@@ -1,11 +1,12 @@
 /** Dtype conversion. Float→int truncates toward zero; gradients flow between float dtypes only. */
 import { record } from '../tensor/autograd.ts';
-import { isFloat, type DType } from '../tensor/dtype.ts';
+import { assertDType, isFloat, type DType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { reshape } from './layout.ts';
 import { ref, wrap } from './run.ts';
 
 export function cast(x: Tensor, to: DType): Tensor {
+  assertDType(to, 'cast');
   if (x.dtype === to) return reshape(x, x.shape);
   const b = x.backend;
   const out = wrap(b, b.cast(ref(x), to), x.shape, to);

@@ -2,7 +2,7 @@
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { Backend } from '../backend/backend.ts';
 import { getBackend } from '../backend/registry.ts';
-import { f32ToHost, isFloat, type AnyHostArray, type DType } from '../tensor/dtype.ts';
+import { allocHost, assertDType, f32ToHost, isFloat, type AnyHostArray, type DType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { normalArray, nextSeed, uniformArray } from './random.ts';
 import { fmt, sizeOf, wrap } from './run.ts';
@@ -32,6 +32,14 @@ function finish(t: Tensor, opts: CreateOptions): Tensor {
 
 type Nested = number | readonly Nested[];
 
+/** Values → host array of `dtype`; integers go straight in (through f32 they would lose bits above 2^24). */
+function toHost(values: ArrayLike<number>, dtype: DType): AnyHostArray {
+  if (isFloat(dtype)) return f32ToHost(Float32Array.from(values), dtype);
+  const out = allocHost(dtype, values.length);
+  for (let i = 0; i < values.length; i++) out[i] = Math.trunc(values[i]);
+  return out;
+}
+
 function flatten(data: Nested, shape: number[], out: number[], depth = 0): void {
   if (typeof data === 'number') { out.push(data); return; }
   if (shape.length <= depth) shape.push(data.length);
@@ -44,16 +52,16 @@ function flatten(data: Nested, shape: number[], out: number[], depth = 0): void 
  * bits when dtype says so; other arrays are values converted to the dtype (default f32).
  */
 export function tensor(data: Nested | AnyHostArray | readonly number[], shape?: readonly number[], opts: CreateOptions = {}): Tensor {
-  const dtype = opts.dtype ?? (data instanceof Int32Array ? 'i32' : data instanceof Uint8Array ? 'u8' : 'f32');
+  const dtype = opts.dtype !== undefined ? assertDType(opts.dtype, 'tensor') : data instanceof Int32Array ? 'i32' : data instanceof Uint8Array ? 'u8' : 'f32';
   let host: AnyHostArray;
   let inferred: number[] = [];
   if (ArrayBuffer.isView(data)) {
     inferred = [data.length];
-    host = data instanceof Uint16Array && (dtype === 'f16' || dtype === 'bf16') ? data : f32ToHost(Float32Array.from(data as ArrayLike<number>), dtype);
+    host = data instanceof Uint16Array && (dtype === 'f16' || dtype === 'bf16') ? data : toHost(data as ArrayLike<number>, dtype);
   } else {
     const flat: number[] = [];
     flatten(data as Nested, inferred, flat);
-    host = f32ToHost(Float32Array.from(flat), dtype);
+    host = toHost(flat, dtype);
   }
   const finalShape = shape ? [...shape] : inferred;
   checkShape('tensor', finalShape);
@@ -68,7 +76,7 @@ export function scalar(value: number, opts: CreateOptions = {}): Tensor {
 
 export function full(shape: readonly number[], value: number, opts: CreateOptions = {}): Tensor {
   checkShape('full', shape);
-  const dtype = opts.dtype ?? 'f32';
+  const dtype = assertDType(opts.dtype ?? 'f32', 'full');
   const b = opts.backend ?? getBackend();
   return finish(wrap(b, b.fill(sizeOf(shape), value, dtype), shape, dtype), opts);
 }
@@ -83,14 +91,13 @@ export function arange(start: number, stop?: number, step = 1, opts: CreateOptio
   if (stop === undefined) { stop = start; start = 0; }
   if (step === 0) throw new ArgumentError('arange: step must not be 0');
   const n = Math.max(0, Math.ceil((stop - start) / step));
-  const v = new Float32Array(n);
-  for (let i = 0; i < n; i++) v[i] = start + i * step;
+  const v = Array.from({ length: n }, (_, i) => start + i * step);
   return tensor(v, [n], { dtype: 'i32', ...opts });
 }
 
 function randomTensor(op: string, shape: readonly number[], values: (seed: number, n: number) => Float32Array, opts: RandomOptions): Tensor {
   checkShape(op, shape);
-  const dtype = opts.dtype ?? 'f32';
+  const dtype = assertDType(opts.dtype ?? 'f32', op);
   if (!isFloat(dtype)) throw new ArgumentError(`${op}: dtype must be a float type, got ${dtype}`);
   return tensor(values(opts.seed ?? nextSeed(), sizeOf(shape)), shape, { ...opts, dtype });
 }

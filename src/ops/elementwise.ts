@@ -1,4 +1,5 @@
 /** Elementwise ops: unary math, broadcasting binary arithmetic and comparisons, where — with gradients. */
+import { ArgumentError } from '../errors.ts';
 import type { BinaryOp, UnaryOp } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -71,7 +72,7 @@ export const cos = (x: Tensor) => unary(x, 'cos');
 
 /** A number operand becomes a scalar tensor of the other operand's dtype and backend. */
 function operands(op: string, a: Operand, b: Operand): [Tensor, Tensor] {
-  if (typeof a === 'number' && typeof b === 'number') throw new TypeError(`${op}: at least one operand must be a tensor`);
+  if (typeof a === 'number' && typeof b === 'number') throw new ArgumentError(`${op}: at least one operand must be a tensor, got two numbers (${a}, ${b})`);
   const ta = typeof a === 'number' ? full([], a, { dtype: (b as Tensor).dtype, backend: (b as Tensor).backend }) : a;
   const tb = typeof b === 'number' ? full([], b, { dtype: ta.dtype, backend: ta.backend }) : b;
   return [ta, tb];
@@ -86,7 +87,7 @@ export function binary(a: Operand, b: Operand, op: BinaryOp): Tensor {
   const rule = binaryGrads[op];
   if (rule) {
     record(op, out, [ta, tb], (g, [sa, sb, so]) => {
-      const [ga, gb] = rule(sa, sb, so, g);
+      const [ga, gb] = rule(sa, sb, so, g, tb.requiresGrad);
       return [ga && ta.requiresGrad ? sumTo(ga, ta.shape) : null, gb && tb.requiresGrad ? sumTo(gb, tb.shape) : null];
     }, [ta, tb, out]);
   }
@@ -98,13 +99,14 @@ function scalarsMade(a: Operand, b: Operand, ta: Tensor, tb: Tensor): Tensor[] {
   return [...(typeof a === 'number' ? [ta] : []), ...(typeof b === 'number' ? [tb] : [])];
 }
 
-type BinaryRule = (a: Tensor, b: Tensor, y: Tensor, g: Tensor) => [Tensor | null, Tensor | null];
+/** `needB`: whether b wants a gradient (the saved copies a, b never carry requiresGrad themselves). */
+type BinaryRule = (a: Tensor, b: Tensor, y: Tensor, g: Tensor, needB: boolean) => [Tensor | null, Tensor | null];
 const binaryGrads: Partial<Record<BinaryOp, BinaryRule>> = {
   add: (_a, _b, _y, g) => [g, g],
   sub: (_a, _b, _y, g) => [g, neg(g)],
   mul: (a, b, _y, g) => [mul(g, b), mul(g, a)],
   div: (_a, b, y, g) => [div(g, b), neg(mul(g, div(y, b)))],
-  pow: (a, b, y, g) => [mul(g, mul(b, pow(a, sub(b, 1)))), b.requiresGrad ? mul(g, mul(y, log(a))) : null],
+  pow: (a, b, y, g, needB) => [mul(g, mul(b, pow(a, sub(b, 1)))), needB ? mul(g, mul(y, log(a))) : null],
   // Ties send the gradient to the first operand, as max(a, b) picks a on ties.
   max: (a, b, _y, g) => { const m = ge(a, b); return [mul(g, m), mul(g, sub(1, m))]; },
   min: (a, b, _y, g) => { const m = le(a, b); return [mul(g, m), mul(g, sub(1, m))]; },

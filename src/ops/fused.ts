@@ -62,11 +62,11 @@ export function rope(x: Tensor, cos: Tensor, sin: Tensor, opts: RopeOptions = {}
   requireDType('rope', 'cos', cos, 'f32');
   requireDType('rope', 'sin', sin, 'f32');
   const seqAxis = (opts.seqAxis ?? -2) < 0 ? x.rank + (opts.seqAxis ?? -2) : opts.seqAxis!;
+  if (!Number.isInteger(seqAxis) || seqAxis >= x.rank - 1 || seqAxis < 0) throw new ShapeError(`rope: seqAxis ${opts.seqAxis} must come before the last axis of ${fmt(x.shape)}`);
   const d = x.shape[x.rank - 1];
   const t = x.shape[seqAxis];
   if (d % 2 !== 0) throw new ShapeError(`rope: last dimension ${d} of ${fmt(x.shape)} must be even`);
   if (fmt(cos.shape) !== fmt([t, d / 2]) || fmt(sin.shape) !== fmt([t, d / 2])) throw new ShapeError(`rope: cos/sin must be [${t}, ${d / 2}] for input ${fmt(x.shape)}, got ${fmt(cos.shape)} and ${fmt(sin.shape)}`);
-  if (seqAxis >= x.rank - 1 || seqAxis < 0) throw new ShapeError(`rope: seqAxis ${opts.seqAxis} must come before the last axis of ${fmt(x.shape)}`);
   const o = sizeOf(x.shape.slice(0, seqAxis)), inner = sizeOf(x.shape.slice(seqAxis + 1, -1));
   const il = !!opts.interleaved;
   const out = wrap(b, b.rope(ref(x), ref(cos), ref(sin), o, t, inner, d, il, false), x.shape, x.dtype);

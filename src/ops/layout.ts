@@ -2,7 +2,7 @@
 import { ArgumentError, ShapeError } from '../errors.ts';
 import { record } from '../tensor/autograd.ts';
 import { shareStorage, type Tensor } from '../tensor/tensor.ts';
-import { backendOf, broadcastShapes, fmt, normAxis, ref, requireSameDType, sameShape, sizeOf, stridesOf, wrap } from './run.ts';
+import { backendOf, broadcastShapes, disposing, fmt, normAxis, ref, requireSameDType, sameShape, sizeOf, stridesOf, wrap } from './run.ts';
 import { sum } from './reduce.ts';
 import { zeros } from './creation.ts';
 
@@ -126,7 +126,8 @@ export function concat(xs: readonly Tensor[], axis = 0): Tensor {
 }
 
 export function stack(xs: readonly Tensor[], axis = 0): Tensor {
-  return concat(xs.map((t) => unsqueeze(t, axis)), axis);
+  const us = xs.map((t) => unsqueeze(t, axis));
+  return disposing(concat(us, axis), ...us);
 }
 
 /** Splits along an axis into pieces of the given sizes. */
@@ -173,5 +174,6 @@ export function sumTo(g: Tensor, shape: readonly number[]): Tensor {
   const lead = g.rank - shape.length;
   const axes: number[] = [];
   for (let i = 0; i < g.rank; i++) if (i < lead || (shape[i - lead] === 1 && g.shape[i] !== 1)) axes.push(i);
-  return reshape(sum(g, axes), shape);
+  const s = sum(g, axes);
+  return disposing(reshape(s, shape), s);
 }

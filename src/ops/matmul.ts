@@ -5,7 +5,7 @@ import { isFloat, type FloatDType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { add } from './elementwise.ts';
 import { broadcastTo, reshape, sumTo } from './layout.ts';
-import { backendOf, broadcastShapes, fmt, ref, requireFloat, requireSameDType, sizeOf, wrap } from './run.ts';
+import { backendOf, broadcastShapes, disposing, fmt, ref, requireFloat, requireSameDType, sizeOf, wrap } from './run.ts';
 
 export interface MatmulOptions { transA?: boolean; transB?: boolean }
 
@@ -32,6 +32,7 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
   const out = wrap(be, be.matmul(ref(ea), ref(eb), {
     batch, m, n, k: ka, transA, transB, batchA: ea.size / (m * ka) || 1, batchB: eb.size / (kb * n) || 1, outDType: a.dtype as FloatDType,
   }), outShape, a.dtype);
+  disposing(null, ...(ea !== a ? [ea] : []), ...(eb !== b ? [eb] : []));
   if (!isFloat(a.dtype)) return out;
   return record('matmul', out, [a, b], (g, [sa, sb]) => {
     // dA = g·op(B)ᵀ (or its transpose), dB = op(A)ᵀ·g (or its transpose)
@@ -51,7 +52,6 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor, weightIsOutIn =
   const x2 = reshape(x, [-1, inF]);
   const y2 = matmul(x2, weight, { transB: weightIsOutIn });
   const outF = y2.shape[1];
-  let y = reshape(y2, [...x.shape.slice(0, -1), outF]);
-  if (bias) y = add(y, bias);
-  return y;
+  const y = disposing(reshape(y2, [...x.shape.slice(0, -1), outF]), x2, y2);
+  return bias ? disposing(add(y, bias), y) : y;
 }

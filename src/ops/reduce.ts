@@ -4,7 +4,7 @@ import { record } from '../tensor/autograd.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { broadcastTo, moveAxisLast, permute, reshape } from './layout.ts';
 import { div, eq, mul, sub, exp } from './elementwise.ts';
-import { fmt, normAxis, ref, requireFloat, wrap } from './run.ts';
+import { disposing, fmt, normAxis, ref, requireFloat, sizeOf, wrap } from './run.ts';
 import { ArgumentError } from '../errors.ts';
 
 export interface ReduceOptions { keepDims?: boolean }
@@ -76,8 +76,7 @@ function alongAxis(x: Tensor, axis: number, kernel: (moved: Tensor, rows: number
   const rows = cols === 0 ? 0 : moved.size / cols;
   const y = kernel(moved, rows, cols);
   if (!inv) return y;
-  const back = permute(y, inv);
-  return back;
+  return disposing(permute(y, inv), y, moved);
 }
 
 /** softmax along `axis` (default last), computed in f32. */
@@ -96,17 +95,19 @@ export function logsumexp(x: Tensor, axis = -1, opts: ReduceOptions = {}): Tenso
   const a = normAxis('logsumexp', axis, x.rank);
   const [moved] = moveAxisLast(x, a);
   const cols = x.shape[a];
-  const rows = cols === 0 ? 0 : moved.size / cols;
+  // Counted from the other axes, not size / cols: an empty axis still has rows (each gives −∞).
+  const rows = sizeOf(moved.shape.slice(0, -1));
   const b = x.backend;
   const keptLast = [...moved.shape.slice(0, -1), 1];
   const y = wrap(b, b.logsumexp(ref(moved), rows, cols), keptLast, x.dtype);
   const r = record('logsumexp', y, [moved], (g, [ms, ys]) => [mul(exp(sub(ms, ys)), g)], [moved, y]);
   const kept = x.shape.map((d, i) => (i === a ? 1 : d));
   const shaped = reshape(r, opts.keepDims ? kept : x.shape.filter((_, i) => i !== a));
-  return shaped;
+  return disposing(shaped, r, ...(moved !== x ? [moved] : []));
 }
 
 /** log softmax = x − logsumexp(x). */
 export function logSoftmax(x: Tensor, axis = -1): Tensor {
-  return sub(x, logsumexp(x, axis, { keepDims: true }));
+  const lse = logsumexp(x, axis, { keepDims: true });
+  return disposing(sub(x, lse), lse);
 }

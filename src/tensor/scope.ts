@@ -36,9 +36,13 @@ export function tidy<T>(fn: () => T): T {
   let result: T;
   try {
     result = fn();
-  } finally {
+  } catch (e) {
+    // Nothing made in a failed scope can be returned: free it all (as tf.tidy does).
     scopes.pop();
+    for (const t of scope) t.dispose();
+    throw e;
   }
+  scopes.pop();
   if (result instanceof Promise) throw new TypeError('tidy: fn must be synchronous; await outside the scope');
   const kept = new Set<Tensor>();
   collect(result, kept);

@@ -5,7 +5,7 @@
  * goes when the last holder (tensor or autograd node) lets go, so a graph can outlive the
  * tensors a user disposed. Using a disposed tensor throws DisposedError.
  */
-import { DisposedError } from '../errors.ts';
+import { DisposedError, UnsupportedError } from '../errors.ts';
 import type { Backend } from '../backend/backend.ts';
 import { isFloat, type AnyHostArray, type DType } from './dtype.ts';
 import { trackInScope, untrackFromScope } from './scope.ts';
@@ -68,7 +68,7 @@ export class Tensor {
   /** Synchronous read, only on backends that have one (cpu, wasm). */
   dataSync(): AnyHostArray {
     const s = this.live();
-    if (!s.backend.readSync) throw new DisposedError(`dataSync: backend '${s.backend.name}' reads asynchronously; use await tensor.data()`);
+    if (!s.backend.readSync) throw new UnsupportedError(`dataSync: backend '${s.backend.name}' reads asynchronously; use await tensor.data()`);
     return s.backend.readSync(s.handle, s.dtype, s.size);
   }
 

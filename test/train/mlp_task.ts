@@ -16,12 +16,13 @@ export interface MlpRun {
   pooledBytes: number[];
 }
 
-export async function trainMlp(backend: Backend, steps: number, readEvery = 1): Promise<MlpRun> {
+/** The task's inputs and initial parameters, seeded (identical on every backend). */
+export function mlpInit(backend: Backend) {
   const opts = { backend };
   const x = fon.randn([64, 8], { seed: 11, ...opts });
   // Labels from a fixed random linear teacher: argmax over 4 classes.
-  const teacher = fon.randn([8, 4], { seed: 12, ...opts });
   const targets = fon.tidy(() => {
+    const teacher = fon.randn([8, 4], { seed: 12, ...opts });
     const labels = fon.argsort(fon.matmul(x, teacher), -1, { descending: true });
     return fon.reshape(fon.narrow(labels, 1, 0, 1), [64]);
   });
@@ -29,19 +30,28 @@ export async function trainMlp(backend: Backend, steps: number, readEvery = 1): 
   const b1 = fon.zeros([32], { requiresGrad: true, ...opts });
   const w2 = fon.randn([32, 4], { seed: 2, std: 0.3, requiresGrad: true, ...opts });
   const b2 = fon.zeros([4], { requiresGrad: true, ...opts });
-  const params = [w1, b1, w2, b2];
+  return { x, targets, params: [w1, b1, w2, b2] };
+}
+
+/** One forward + backward: the loss (detached) with gradients left in the parameters. */
+export function mlpLossAndGrads(x: fon.Tensor, targets: fon.Tensor, [w1, b1, w2, b2]: fon.Tensor[]): fon.Tensor {
+  return fon.tidy(() => {
+    const h = fon.gelu(fon.add(fon.matmul(x, w1), b1));
+    const logits = fon.add(fon.matmul(h, w2), b2);
+    const l = fon.crossEntropy(logits, targets);
+    l.backward();
+    return l.detach();
+  });
+}
+
+export async function trainMlp(backend: Backend, steps: number, readEvery = 1): Promise<MlpRun> {
+  const { x, targets, params } = mlpInit(backend);
   const opt = new AdamW(params, { lr: 1e-2, weightDecay: 0.01 });
   const schedule = warmupCosine(3e-2, 5, steps);
   const run: MlpRun = { losses: [], liveBytes: [], pooledBytes: [] };
   for (let step = 0; step < steps; step++) {
     opt.lr = schedule(step);
-    const loss = fon.tidy(() => {
-      const h = fon.gelu(fon.add(fon.matmul(x, w1), b1));
-      const logits = fon.add(fon.matmul(h, w2), b2);
-      const l = fon.crossEntropy(logits, targets);
-      l.backward();
-      return l.detach();
-    });
+    const loss = mlpLossAndGrads(x, targets, params);
     const norm = clipGradNorm(params, 1.0);
     opt.step();
     opt.zeroGrad();
@@ -52,7 +62,7 @@ export async function trainMlp(backend: Backend, steps: number, readEvery = 1): 
     run.liveBytes.push(mem.liveBytes);
     run.pooledBytes.push(mem.pooledBytes);
   }
-  for (const t of [x, teacher, targets, ...params]) t.dispose();
+  for (const t of [x, targets, ...params]) t.dispose();
   opt.dispose();
   return run;
 }

@@ -92,6 +92,12 @@ export function where(cond: CpuRef, a: CpuRef, b: CpuRef, outShape: readonly num
 
 export function cast(x: CpuRef, to: DType): CpuHandle {
   if (to === x.dtype) return x.h.slice();
+  if (!isFloat(x.dtype) && !isFloat(to)) {
+    // int → int directly (through f32, i32 values above 2^24 would round); u8 wraps like a C cast.
+    const out = allocHost(to, x.h.length);
+    for (let i = 0; i < x.h.length; i++) out[i] = x.h[i];
+    return out;
+  }
   const v = hostToF32(x.h, x.dtype);
   if (to === 'u8') {
     const out = new Uint8Array(v.length);

@@ -1,5 +1,5 @@
 /** Helpers the CPU kernels share: f32 views of inputs, typed outputs, broadcasting strides. */
-import { f32ToHost, hostToF32, type AnyHostArray, type DType } from '../../tensor/dtype.ts';
+import { allocHost, f32ToHost, hostToF32, isFloat, type AnyHostArray, type DType } from '../../tensor/dtype.ts';
 import type { Ref } from '../backend.ts';
 
 export type CpuHandle = AnyHostArray;
@@ -8,6 +8,19 @@ export type CpuRef = Ref<CpuHandle>;
 /** Values of any input as f32 (no copy for f32). */
 export function f32(x: CpuRef): Float32Array {
   return hostToF32(x.h, x.dtype);
+}
+
+/** Values of any input for kernels that also take integers: f32 for floats, exact f64 for i32/u8 (f32 rounds above 2^24). */
+export function numbers(x: CpuRef): Float32Array | Float64Array {
+  return isFloat(x.dtype) ? f32(x) : Float64Array.from(x.h);
+}
+
+/** Results stored as `dtype`: floats rounded once to f32 (then to f16/bf16), integers truncated exactly. */
+export function storeNumbers(values: Float32Array | Float64Array, dtype: DType): CpuHandle {
+  if (isFloat(dtype)) return f32ToHost(values instanceof Float32Array ? values : Float32Array.from(values), dtype);
+  const out = allocHost(dtype, values.length);
+  for (let i = 0; i < values.length; i++) out[i] = Math.trunc(values[i]);
+  return out;
 }
 
 /** f32 results stored as `dtype`. */

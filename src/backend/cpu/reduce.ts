@@ -1,10 +1,10 @@
 /** CPU reference: reductions, softmax, logsumexp, scans and sort, all over the last axis. */
 import type { ReduceOp, ScanOp } from '../backend.ts';
-import { f32, store, type CpuHandle, type CpuRef } from './host.ts';
+import { f32, numbers, store, storeNumbers, type CpuHandle, type CpuRef } from './host.ts';
 
 export function reduce(x: CpuRef, op: ReduceOp, rows: number, cols: number): CpuHandle {
-  const v = f32(x);
-  const out = new Float32Array(rows);
+  const v = numbers(x);
+  const out = new Float64Array(rows);
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
     if (op === 'sum') {
@@ -21,7 +21,7 @@ export function reduce(x: CpuRef, op: ReduceOp, rows: number, cols: number): Cpu
       out[r] = m;
     }
   }
-  return store(out, x.dtype);
+  return storeNumbers(out, x.dtype);
 }
 
 export function softmax(x: CpuRef, rows: number, cols: number): CpuHandle {
@@ -68,8 +68,8 @@ export function rowLogsumexp(v: Float32Array, base: number, cols: number): numbe
 
 /** Inclusive scan; for max/min the index is the latest position holding the running extreme. */
 export function scan(x: CpuRef, op: ScanOp, rows: number, cols: number): [CpuHandle, CpuHandle | null] {
-  const v = f32(x);
-  const out = new Float32Array(v.length);
+  const v = numbers(x);
+  const out = new Float64Array(v.length);
   const idx = op === 'sum' ? null : new Int32Array(v.length);
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
@@ -82,13 +82,13 @@ export function scan(x: CpuRef, op: ScanOp, rows: number, cols: number): [CpuHan
       if (idx) idx[base + c] = at;
     }
   }
-  return [store(out, x.dtype), idx];
+  return [storeNumbers(out, x.dtype), idx];
 }
 
 /** Stable sort of each row; ties keep their original order. */
 export function sort(x: CpuRef, rows: number, cols: number, descending: boolean): [CpuHandle, CpuHandle] {
-  const v = f32(x);
-  const out = new Float32Array(v.length);
+  const v = numbers(x);
+  const out = new Float64Array(v.length);
   const idx = new Int32Array(v.length);
   const order = new Array<number>(cols);
   for (let r = 0; r < rows; r++) {
@@ -97,5 +97,5 @@ export function sort(x: CpuRef, rows: number, cols: number, descending: boolean)
     order.sort(descending ? (i, j) => v[base + j] - v[base + i] : (i, j) => v[base + i] - v[base + j]);
     for (let c = 0; c < cols; c++) { out[base + c] = v[base + order[c]]; idx[base + c] = order[c]; }
   }
-  return [store(out, x.dtype), idx];
+  return [storeNumbers(out, x.dtype), idx];
 }
