@@ -8,7 +8,7 @@
 import { parseArgs } from 'node:util';
 import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
-// wasm import added when the backend lands
+import '../src/backend/wasm/index.ts';
 import type { Backend, DType } from '../src/index.ts';
 import { findPython, printTable, runPython, timeMs, writeJson, type Row } from './lib/report.ts';
 

@@ -17,3 +17,5 @@ export * from './ops/scan_sort.ts';
 export * from './ops/cast.ts';
 export * from './ops/grad.ts';
 export { toBackend } from './ops/transfer.ts';
+export { WasmBackend, type WasmBackendOptions } from './backend/wasm/index.ts';
+export { WebGpuBackend } from './backend/webgpu/index.ts';

@@ -113,6 +113,21 @@ export class FunctionBuilder {
     if (i < 0) throw new Error(`wasm builder: branch to a label outside its block in ${this.name}`);
     return this.labels.length - 1 - i;
   }
+  /**
+   * `for (i = from; i < to; i += step) body()` with unsigned compares; `from` pushes the start
+   * value, `to` is a local. The body may not branch out of the loop.
+   */
+  forUp(i: number, from: () => void, to: number, step: number, body: () => void): this {
+    from();
+    this.set(i);
+    return this.block((exit) => {
+      this.get(i).get(to).i32GeU().brIf(exit);
+      this.loop((top) => {
+        body();
+        this.get(i).i32Const(step).i32Add().tee(i).get(to).i32LtU().brIf(top);
+      });
+    });
+  }
   br(l: Label): this { this.op(0x0c); uleb(this.code, this.depth(l)); return this; }
   brIf(l: Label): this { this.op(0x0d); uleb(this.code, this.depth(l)); return this; }
   return(): this { return this.op(0x0f); }
@@ -161,7 +176,10 @@ export class FunctionBuilder {
     return this.op(0x43, ...bytes);
   }
   f32Add(): this { return this.op(0x92); }
+  f32Sub(): this { return this.op(0x93); }
   f32Mul(): this { return this.op(0x94); }
+  f32Div(): this { return this.op(0x95); }
+  f32Max(): this { return this.op(0x97); }
 
   // SIMD (opcodes from the fixed-width SIMD proposal, now in the core spec).
   v128Load(offset = 0): this { return this.simd(0x00).memarg(4, offset); }
@@ -174,6 +192,51 @@ export class FunctionBuilder {
   f32x4Mul(): this { return this.simd(0xe6); }
   /** Relaxed SIMD: pops (a, b, c), pushes a·b + c, fused or not as the hardware prefers. */
   f32x4RelaxedMadd(): this { return this.simd(0x105); }
+  f32x4Div(): this { return this.simd(0xe7); }
+  /** IEEE min/max: NaN if either lane is NaN. */
+  f32x4Min(): this { return this.simd(0xe8); }
+  f32x4Max(): this { return this.simd(0xe9); }
+  /** Pseudo-max, no NaN rule: pmax(a, b) = a < b ? b : a. */
+  f32x4Pmax(): this { return this.simd(0xeb); }
+  /** Pseudo-min, no NaN rule: pmin(a, b) = b < a ? b : a. */
+  f32x4Pmin(): this { return this.simd(0xea); }
+  f32x4Neg(): this { return this.simd(0xe1); }
+  f32x4Abs(): this { return this.simd(0xe0); }
+  f32x4Sqrt(): this { return this.simd(0xe3); }
+  f32x4Nearest(): this { return this.simd(0x6a); }
+  /** Lane comparisons give all-ones / all-zeros masks. */
+  f32x4Eq(): this { return this.simd(0x41); }
+  f32x4Ne(): this { return this.simd(0x42); }
+  f32x4Lt(): this { return this.simd(0x43); }
+  f32x4Gt(): this { return this.simd(0x44); }
+  f32x4Le(): this { return this.simd(0x45); }
+  f32x4Ge(): this { return this.simd(0x46); }
+  f32x4ExtractLane(lane: number): this { return this.simd(0x1f).op(lane); }
+  /** Pushes the constant f32x4 with every lane `v`. */
+  f32x4Const(v: number): this {
+    this.simd(0x0c);
+    const bytes = new Uint8Array(new Float32Array([v, v, v, v]).buffer);
+    for (const b of bytes) this.code.push(b);
+    return this;
+  }
+  /** Pops (a, b); lane i of the result is lane lanes[i] of a‖b (0–3 from a, 4–7 from b). */
+  f32x4Shuffle(lanes: readonly [number, number, number, number]): this {
+    this.simd(0x0d);
+    for (const lane of lanes) for (let byte = 0; byte < 4; byte++) this.code.push(lane * 4 + byte);
+    return this;
+  }
+  v128And(): this { return this.simd(0x4e); }
+  /** a & ~b. */
+  v128AndNot(): this { return this.simd(0x4f); }
+  v128Or(): this { return this.simd(0x50); }
+  /** Pops (a, b, mask): bits of a where mask is 1, of b elsewhere. */
+  v128Bitselect(): this { return this.simd(0x52); }
+  i32x4Splat(): this { return this.simd(0x11); }
+  i32x4Add(): this { return this.simd(0xae); }
+  i32x4Shl(): this { return this.simd(0xab); }
+  i32x4ShrS(): this { return this.simd(0xac); }
+  i32x4Sub(): this { return this.simd(0xb1); }
+  i32x4TruncSatF32x4S(): this { return this.simd(0xf8); }
 
   /** The encoded body (locals declaration + instructions + end). */
   encode(): number[] {
@@ -213,7 +276,7 @@ export class WasmModuleBuilder {
     return f;
   }
 
-  build(): Uint8Array {
+  build(): Uint8Array<ArrayBuffer> {
     const out = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
     // Types: one per distinct signature.
     const typeKeys: string[] = [];

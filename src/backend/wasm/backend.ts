@@ -1,0 +1,112 @@
+/**
+ * The `wasm` backend: the fast CPU path for users without a GPU. Handles are host typed arrays,
+ * as in `cpu`, so every kernel not overridden here is the CPU reference. Overridden: matmul (the
+ * WebAssembly SIMD GEMM, gemm_driver.ts, across the runtime's threads), the float unary and
+ * binary ops that have a SIMD kernel (elementwise_kernels.ts), and softmax; each falls back to
+ * the CPU reference for the cases its kernel does not take.
+ *
+ * `WasmBackend.create()` alone runs on one thread; give it `threads` and a `spawner` (the Node
+ * adapter, node_threads.ts) for the worker pool, as `initBackend('wasm')` does (index.ts).
+ */
+import type { Backend } from '../backend.ts';
+import { CpuBackend } from '../cpu/backend.ts';
+import type { CpuHandle } from '../cpu/host.ts';
+import { binary as cpuBinary, unary as cpuUnary } from '../cpu/elementwise.ts';
+import { matmul as cpuMatmul } from '../cpu/matmul.ts';
+import { softmax as cpuSoftmax } from '../cpu/reduce.ts';
+import { binaryWasm, softmaxWasm, unaryWasm, type ElementwiseOptions } from './elementwise.ts';
+import { wasmMatmul } from './matmul.ts';
+import { WasmRuntime, type WasmRuntimeOptions } from './runtime.ts';
+
+export interface WasmBackendOptions extends Partial<WasmRuntimeOptions> {
+  /** GEMMs below this many flops run on one thread; tests set 0 to exercise the pool. */
+  minParallelFlops?: number;
+  /**
+   * Elementwise/softmax thresholds: below `minElements` the CPU loop runs (the copies would cost
+   * more), from `minParallelElements` the threads share the work. Tests set both to 0.
+   */
+  elementwise?: ElementwiseOptions;
+}
+
+export class WasmBackend extends CpuBackend {
+  override readonly name: string = 'wasm';
+
+  constructor(readonly runtime: WasmRuntime, private options: Pick<WasmBackendOptions, 'minParallelFlops' | 'elementwise'> = {}) {
+    super();
+  }
+
+  /** Compiles the kernels, starts the worker pool (when given a spawner) and warms the kernels up. */
+  static async create(options: WasmBackendOptions = {}): Promise<WasmBackend> {
+    const runtime = await WasmRuntime.create({ threads: options.threads ?? 1, spawner: options.spawner, fma: options.fma });
+    const backend = new WasmBackend(runtime, { minParallelFlops: options.minParallelFlops, elementwise: options.elementwise });
+    backend.warmUp();
+    return backend;
+  }
+
+  /** Threads a kernel may use, the caller included. */
+  get threads(): number { return this.runtime.threads; }
+
+  /**
+   * Handles this backend made and has not freed. Only those are recycled, and never one that a
+   * kernel handed out twice, so a double free or an aliasing kernel cannot give live data away.
+   */
+  private owned = new Set<CpuHandle>();
+  private aliased = new WeakSet<CpuHandle>();
+
+  protected override track<T extends CpuHandle | null>(h: T): T {
+    if (h !== null) {
+      if (this.owned.has(h)) this.aliased.add(h);
+      this.owned.add(h);
+    }
+    return super.track(h);
+  }
+
+  /** Freed f32 handles go back to the runtime, which copies later outputs into them. */
+  override free(h: CpuHandle): void {
+    super.free(h);
+    if (this.owned.delete(h) && !this.aliased.has(h)) this.runtime.recycle(h);
+  }
+
+  override memory() {
+    return { ...super.memory(), pooledBytes: this.runtime.pooledBytes };
+  }
+
+  override matmul: Backend<CpuHandle>['matmul'] = (a, b, args) => {
+    const out = wasmMatmul(this.runtime, a, b, args, { threads: this.runtime.threads, minParallelFlops: this.options.minParallelFlops });
+    // Too large for the 32-bit wasm address space: the CPU reference still gives the answer.
+    return this.track(out ?? cpuMatmul(a, b, args));
+  };
+
+  override unary: Backend<CpuHandle>['unary'] = (x, op) =>
+    this.track(unaryWasm(this.runtime, x, op, this.options.elementwise) ?? cpuUnary(x, op));
+  override binary: Backend<CpuHandle>['binary'] = (a, b, op, shape) =>
+    this.track(binaryWasm(this.runtime, a, b, op, shape, this.options.elementwise) ?? cpuBinary(a, b, op, shape));
+  override softmax: Backend<CpuHandle>['softmax'] = (x, rows, cols) =>
+    this.track(softmaxWasm(this.runtime, x, rows, cols, this.options.elementwise) ?? cpuSoftmax(x, rows, cols));
+
+  override destroy(): void {
+    super.destroy();
+    this.owned.clear();
+    this.runtime.destroy();
+  }
+
+  /**
+   * V8 first runs wasm through its baseline compiler and swaps in optimized code for later calls
+   * once a function is hot; a few small calls here make the first real ones run optimized code.
+   */
+  private warmUp(): void {
+    const size = 64;
+    const x = { h: new Float32Array(size * size).fill(1), shape: [size, size], dtype: 'f32' as const };
+    const row = { h: new Float32Array(size).fill(1), shape: [1, size], dtype: 'f32' as const };
+    const gemm = { batch: 1, m: size, n: size, k: size, transA: false, transB: false, batchA: 1, batchB: 1, outDType: 'f32' as const };
+    const all = { threads: this.runtime.threads, minParallelFlops: 0 };
+    const everyCase = { minElements: 0, minParallelElements: 0 };
+    for (let i = 0; i < 30; i++) {
+      wasmMatmul(this.runtime, x, x, gemm, all);
+      wasmMatmul(this.runtime, row, x, { ...gemm, m: 1, transB: i % 2 === 0 }, all);
+      unaryWasm(this.runtime, x, 'exp', everyCase);
+      binaryWasm(this.runtime, x, x, 'add', x.shape, everyCase);
+      softmaxWasm(this.runtime, x, size, size, everyCase);
+    }
+  }
+}
