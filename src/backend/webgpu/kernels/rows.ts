@@ -1,23 +1,355 @@
-/** WebGPU row kernels (one row of the last axis per workgroup): reductions, softmax, norms, RoPE, cross-entropy, scans, sort. */
-import type { KernelTable, WebGpuBackend } from '../backend.ts';
-import { todo } from './todo.ts';
+/**
+ * WebGPU row kernels: reductions, softmax, logsumexp, RMSNorm/LayerNorm, RoPE, cross-entropy,
+ * scans and sort, each over the last axis of a (rows, cols) view, checked against
+ * src/backend/cpu/reduce.ts and fused.ts (test/backend/webgpu_rows.test.ts).
+ *
+ * Shape of the work: one workgroup (wgSize invocations) per row, striding over the columns, with
+ * workgroup-memory tree reductions in f32 (rows_common.wgsl). What does not fit that:
+ * - reduce of few long rows splits each row over several workgroups and reduces the f32 partials
+ *   in a second dispatch (no float atomics);
+ * - the norm weight gradients (sums over rows) are column sums over row blocks plus a second pass
+ *   over the block partials (rows_colsum.wgsl), deterministic;
+ * - RoPE and the cross-entropy backward are elementwise (one invocation per pair / logit);
+ * - sort is a bitonic sort on (key, index) pairs, in workgroup memory for rows up to L slots, and
+ *   for longer rows global compare-exchange passes between workgroup-memory passes.
+ * Outputs of the input's dtype go through `viaStorable` (packed bf16/f16 are written as f32 and
+ * packed); statistics (rstd, mean, lse, loss) are f32; shapes travel in uniforms.
+ */
+import { UnsupportedError } from '../../../errors.ts';
+import type { DType } from '../../../tensor/dtype.ts';
+import type { NormArgs, ReduceOp, ScanOp } from '../../backend.ts';
+import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
+import { f32bits, grid, type Kernel } from '../runtime.ts';
+import { wgslSource } from '../sources.ts';
+import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
+import { fill, viaStorable } from './elementwise.ts';
 
-export const ROW_FILES: string[] = [];
+export const ROW_FILES: string[] = [
+  'rows_common', 'rows_reduce', 'rows_softmax', 'rows_softmax_backward', 'rows_ce_backward',
+  'rows_norm', 'rows_norm_backward', 'rows_colsum', 'rows_rope', 'rows_scan', 'rows_sort',
+];
 
-export function rowKernels(_be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort'> {
+/**
+ * Invocations per workgroup (a variant constant): 256, the WebGPU minimum for
+ * maxComputeInvocationsPerWorkgroup; 64 on software adapters, where SwiftShader compiles a
+ * kernel with 256-wide workgroup arrays about four times slower and runs it no faster.
+ */
+const wgSize = (be: WebGpuBackend) => (be.caps.software ? 64 : 256);
+/** Elements each invocation scans in registers per chunk (a chunk is wgSize·SCAN_K elements). */
+const SCAN_K = 4;
+/** Reduce splits a row over several workgroups when it has at least this many columns… */
+const SPLIT_MIN_COLS = 4096;
+/** …and there are fewer rows than this; the split aims at about SPLIT_GROUPS workgroups. */
+const SPLIT_MAX_ROWS = 256;
+const SPLIT_GROUPS = 512;
+const SPLIT_MIN_SPAN = 2048;
+/** Sort block (slots in workgroup memory) for rows of up to this many slots; see sortBlock. */
+const SORT_SMALL = 512;
+const SORT_SMALL_SOFTWARE = 256;
+
+/** A row kernel: its file after the generated header and the shared helpers of rows_common. */
+function rowKernel(name: string, file: string, bindings: (v: Variant) => Binding[], params: string): Kernel {
   return {
-    reduce: todo('reduce'),
-    softmax: todo('softmax'),
-    softmaxBackward: todo('softmaxBackward'),
-    logsumexp: todo('logsumexp'),
-    rmsnorm: todo('rmsnorm'),
-    rmsnormBackward: todo('rmsnormBackward'),
-    layernorm: todo('layernorm'),
-    layernormBackward: todo('layernormBackward'),
-    rope: todo('rope'),
-    crossEntropy: todo('crossEntropy'),
-    crossEntropyBackward: todo('crossEntropyBackward'),
-    scan: todo('scan'),
-    sort: todo('sort'),
+    name,
+    source: (v, caps) => preprocess(wgslSource(file), {
+      ...v,
+      HEADER: header(bindings(v), caps.f16, params),
+      COMMON: preprocess(wgslSource('rows_common'), v),
+    }),
+  };
+}
+
+const input = (name: string, v: Variant, key: string): Binding => ({ name, dtype: v[key] as DType });
+const output = (name: string, v: Variant, key: string): Binding => ({ name, dtype: v[key] as DType, write: true });
+const f32out = (name: string): Binding => ({ name, dtype: 'f32', write: true });
+
+const reduceKernel = rowKernel('rows_reduce', 'rows_reduce', (v) => [input('x', v, 'X'), output('y', v, 'Y')],
+  'rows: u32, cols: u32, parts: u32, span: u32, init: f32');
+
+const softmaxKernel = rowKernel('rows_softmax', 'rows_softmax', (v) => v.CE
+  ? [input('x', v, 'X'), { name: 't', dtype: 'i32' }, f32out('loss'), f32out('lse')]
+  : [input('x', v, 'X'), output('y', v, 'Y')],
+'rows: u32, cols: u32, ignore: i32');
+
+const softmaxBackwardKernel = rowKernel('rows_softmax_backward', 'rows_softmax_backward',
+  (v) => [input('y', v, 'Y'), input('dy', v, 'G'), output('dx', v, 'D')], 'rows: u32, cols: u32');
+
+const ceBackwardKernel = rowKernel('rows_ce_backward', 'rows_ce_backward', (v) => [
+  input('x', v, 'X'), { name: 't', dtype: 'i32' }, input('lse', v, 'S'), input('g', v, 'G'), output('y', v, 'Y'),
+], 'total: u32, v: u32, ignore: i32');
+
+const normKernel = rowKernel('rows_norm', 'rows_norm', (v) => v.LAYER
+  ? [input('x', v, 'X'), input('w', v, 'W'), input('b', v, 'B'), output('y', v, 'Y'), f32out('mean'), f32out('rstd')]
+  : [input('x', v, 'X'), input('w', v, 'W'), output('y', v, 'Y'), f32out('rstd')],
+'rows: u32, cols: u32, eps: f32');
+
+const normBackwardKernel = rowKernel('rows_norm_backward', 'rows_norm_backward', (v) => v.LAYER
+  ? [input('x', v, 'X'), input('w', v, 'W'), input('mean', v, 'M'), input('rstd', v, 'R'), input('dy', v, 'G'), output('dx', v, 'D')]
+  : [input('x', v, 'X'), input('w', v, 'W'), input('rstd', v, 'R'), input('dy', v, 'G'), output('dx', v, 'D')],
+'rows: u32, cols: u32');
+
+const colsumKernel = rowKernel('rows_colsum', 'rows_colsum', (v) => [
+  input('dy', v, 'G'),
+  ...(v.PLAIN ? [] : [input('x', v, 'X')]),
+  ...(v.LNW ? [input('mean', v, 'M')] : []),
+  ...(v.PLAIN ? [] : [input('rstd', v, 'R')]),
+  output('out', v, 'Y'),
+], 'rows: u32, cols: u32, span: u32');
+
+const ropeKernel = rowKernel('rows_rope', 'rows_rope', (v) => [
+  input('x', v, 'X'), input('cos', v, 'C'), input('sin', v, 'S'), output('y', v, 'Y'),
+], 'pairs: u32, t: u32, inner: u32, half: u32, sgn: f32');
+
+const scanKernel = rowKernel('rows_scan', 'rows_scan', (v) => [
+  input('x', v, 'X'), output('y', v, 'Y'), ...(v.EXTREME ? [{ name: 'idx', dtype: 'i32' as DType, write: true }] : []),
+], 'rows: u32, cols: u32');
+
+const sortKernel = rowKernel('rows_sort', 'rows_sort', (v) => {
+  const scratch = (name: string): Binding => ({ name, dtype: 'i32', write: !v.STORE_OUT });
+  if (v.STEP) return [scratch('tk'), scratch('ti')];
+  return [
+    ...(v.LOAD_X || v.STORE_OUT ? [input('x', v, 'X')] : []),
+    ...(v.LOAD_X && v.STORE_OUT ? [] : [scratch('tk'), scratch('ti')]),
+    ...(v.STORE_OUT ? [output('y', v, 'Y'), { name: 'idx', dtype: 'i32' as DType, write: true }] : []),
+  ];
+}, 'rows: u32, cols: u32, n2: u32, blk: u32, kfirst: u32, klast: u32, k: u32, j: u32, desc: u32');
+
+interface RowDispatch {
+  kernel: Kernel;
+  variant: Variant;
+  uniforms: readonly number[];
+  buffers: readonly GPUBuffer[];
+  /** One workgroup per job (row, row part, sort block) … */
+  groups?: number;
+  /** … or one invocation per element; a 2-D grid past 65535 workgroups either way. */
+  threads?: number;
+  /** … or an explicit grid. */
+  workgroups?: [number, number];
+}
+
+/** Records a row kernel's dispatch with the device's workgroup size in its variant. */
+function run(be: WebGpuBackend, d: RowDispatch): void {
+  const wg = wgSize(be);
+  const workgroups = d.workgroups ?? grid(d.groups !== undefined ? d.groups * wg : d.threads ?? 0, wg);
+  be.rt.run({ kernel: d.kernel, variant: { ...d.variant, WG: wg }, uniforms: d.uniforms, buffers: d.buffers, workgroups });
+}
+
+/** How many workgroups reduce one row: 1 unless the rows are few and long. */
+function splitParts(rows: number, cols: number): number {
+  if (cols < SPLIT_MIN_COLS || rows >= SPLIT_MAX_ROWS) return 1;
+  return Math.max(1, Math.min(Math.ceil(cols / SPLIT_MIN_SPAN), Math.ceil(SPLIT_GROUPS / rows)));
+}
+
+export function reduce(be: WebGpuBackend, x: GpuRef, op: ReduceOp, rows: number, cols: number): GpuHandle {
+  const init = op === 'sum' ? 0 : op === 'max' ? -Infinity : Infinity;
+  const dispatch = (src: GPUBuffer, from: DType, dst: GPUBuffer, to: DType, r: number, c: number, parts: number) => {
+    run(be, {
+      kernel: reduceKernel, variant: { X: from, Y: to, SUM: op === 'sum', PICK: op },
+      uniforms: [r, c, parts, Math.ceil(c / parts), f32bits(init)], buffers: [src, dst], groups: r * parts,
+    });
+  };
+  const parts = splitParts(rows, cols);
+  if (parts === 1) return viaStorable(be, x.dtype, rows, `reduce ${op}`, (buf, y) => dispatch(x.h.buffer, x.dtype, buf, y, rows, cols, 1));
+  const partial = be.alloc('f32', rows * parts, `reduce ${op} partials`);
+  dispatch(x.h.buffer, x.dtype, partial.buffer, 'f32', rows, cols, parts);
+  const out = viaStorable(be, x.dtype, rows, `reduce ${op}`, (buf, y) => dispatch(partial.buffer, 'f32', buf, y, rows, parts, 1));
+  be.free(partial);
+  return out;
+}
+
+/** softmax (y of x's dtype, rows·cols) or logsumexp (y of x's dtype, rows): one online pass. */
+function softmaxLike(be: WebGpuBackend, x: GpuRef, rows: number, cols: number, mode: 'SOFTMAX' | 'LSE'): GpuHandle {
+  const n = mode === 'SOFTMAX' ? rows * cols : rows;
+  return viaStorable(be, x.dtype, n, mode.toLowerCase(), (buf, y) => run(be, {
+    kernel: softmaxKernel, variant: { X: x.dtype, Y: y, [mode]: true },
+    uniforms: [rows, cols, 0], buffers: [x.h.buffer, buf], groups: rows,
+  }));
+}
+
+export function softmaxBackward(be: WebGpuBackend, y: GpuRef, dy: GpuRef, rows: number, cols: number): GpuHandle {
+  return viaStorable(be, y.dtype, rows * cols, 'softmaxBackward', (buf, d) => run(be, {
+    kernel: softmaxBackwardKernel, variant: { Y: y.dtype, G: dy.dtype, D: d },
+    uniforms: [rows, cols], buffers: [y.h.buffer, dy.h.buffer, buf], groups: rows,
+  }));
+}
+
+export function crossEntropy(be: WebGpuBackend, logits: GpuRef, targets: GpuRef, n: number, v: number, ignoreIndex: number): [GpuHandle, GpuHandle] {
+  const loss = be.alloc('f32', n, 'crossEntropy loss');
+  const lse = be.alloc('f32', n, 'crossEntropy lse');
+  run(be, {
+    kernel: softmaxKernel, variant: { X: logits.dtype, CE: true },
+    uniforms: [n, v, ignoreIndex >>> 0], buffers: [logits.h.buffer, targets.h.buffer, loss.buffer, lse.buffer], groups: n,
+  });
+  return [loss, lse];
+}
+
+export function crossEntropyBackward(be: WebGpuBackend, logits: GpuRef, targets: GpuRef, lse: GpuRef, dloss: GpuRef, n: number, v: number, ignoreIndex: number): GpuHandle {
+  return viaStorable(be, logits.dtype, n * v, 'crossEntropyBackward', (buf, y) => run(be, {
+    kernel: ceBackwardKernel, variant: { X: logits.dtype, S: lse.dtype, G: dloss.dtype, Y: y },
+    uniforms: [n * v, v, ignoreIndex >>> 0],
+    buffers: [logits.h.buffer, targets.h.buffer, lse.h.buffer, dloss.h.buffer, buf], threads: n * v,
+  }));
+}
+
+export function rmsnorm(be: WebGpuBackend, x: GpuRef, w: GpuRef, { rows, cols, eps }: NormArgs): [GpuHandle, GpuHandle] {
+  const rstd = be.alloc('f32', rows, 'rmsnorm rstd');
+  const y = viaStorable(be, x.dtype, rows * cols, 'rmsnorm', (buf, yd) => run(be, {
+    kernel: normKernel, variant: { X: x.dtype, W: w.dtype, Y: yd },
+    uniforms: [rows, cols, f32bits(eps)], buffers: [x.h.buffer, w.h.buffer, buf, rstd.buffer], groups: rows,
+  }));
+  return [y, rstd];
+}
+
+export function layernorm(be: WebGpuBackend, x: GpuRef, w: GpuRef, b: GpuRef, { rows, cols, eps }: NormArgs): [GpuHandle, GpuHandle, GpuHandle] {
+  const mean = be.alloc('f32', rows, 'layernorm mean');
+  const rstd = be.alloc('f32', rows, 'layernorm rstd');
+  const y = viaStorable(be, x.dtype, rows * cols, 'layernorm', (buf, yd) => run(be, {
+    kernel: normKernel, variant: { X: x.dtype, W: w.dtype, B: b.dtype, Y: yd, LAYER: true },
+    uniforms: [rows, cols, f32bits(eps)], buffers: [x.h.buffer, w.h.buffer, b.h.buffer, buf, mean.buffer, rstd.buffer], groups: rows,
+  }));
+  return [y, mean, rstd];
+}
+
+type ColTerm = 'RMS' | 'LNW' | 'PLAIN';
+
+/**
+ * out[c] = Σ_r term(r, c) as `outDType`: blocks of `span` rows summed per column into f32
+ * partials, then the partials summed (one dispatch when there is a single block).
+ * `ins` are dy, then x, mean, rstd as the term needs them (rows_colsum.wgsl).
+ */
+function colSums(be: WebGpuBackend, term: ColTerm, ins: readonly GpuRef[], rows: number, cols: number, outDType: DType, what: string): GpuHandle {
+  if (rows === 0) return fill(be, cols, 0, outDType);
+  const wg = wgSize(be);
+  if (Math.ceil(cols / wg) > 65535) throw new UnsupportedError(`webgpu: ${what}: ${cols} columns exceed one dispatch (at most ${65535 * wg})`);
+  const dispatch = (t: ColTerm, refs: readonly GpuRef[], dst: GPUBuffer, to: DType, r: number, span: number) => {
+    const [dy, x, third, fourth] = refs;
+    run(be, {
+      kernel: colsumKernel,
+      variant: { [t]: true, G: dy.dtype, Y: to, ...(x ? { X: x.dtype } : {}), ...(t === 'LNW' ? { M: third.dtype, R: fourth.dtype } : t === 'RMS' ? { R: third.dtype } : {}) },
+      uniforms: [r, cols, span], buffers: [...refs.map((q) => q.h.buffer), dst], workgroups: [Math.ceil(cols / wg), Math.ceil(r / span)],
+    });
+  };
+  const span = rows <= 64 ? rows : Math.max(32, Math.ceil(rows / 256));
+  const blocks = Math.ceil(rows / span);
+  if (blocks === 1) return viaStorable(be, outDType, cols, what, (buf, y) => dispatch(term, ins, buf, y, rows, span));
+  const partial = be.alloc('f32', blocks * cols, `${what} partials`);
+  dispatch(term, ins, partial.buffer, 'f32', rows, span);
+  const out = viaStorable(be, outDType, cols, what, (buf, y) => dispatch('PLAIN', [{ h: partial, shape: [blocks, cols], dtype: 'f32' }], buf, y, blocks, blocks));
+  be.free(partial);
+  return out;
+}
+
+export function rmsnormBackward(be: WebGpuBackend, x: GpuRef, w: GpuRef, rstd: GpuRef, dy: GpuRef, { rows, cols }: NormArgs): [GpuHandle, GpuHandle] {
+  const dx = viaStorable(be, x.dtype, rows * cols, 'rmsnormBackward dx', (buf, d) => run(be, {
+    kernel: normBackwardKernel, variant: { X: x.dtype, W: w.dtype, R: rstd.dtype, G: dy.dtype, D: d },
+    uniforms: [rows, cols], buffers: [x.h.buffer, w.h.buffer, rstd.h.buffer, dy.h.buffer, buf], groups: rows,
+  }));
+  return [dx, colSums(be, 'RMS', [dy, x, rstd], rows, cols, w.dtype, 'rmsnormBackward dw')];
+}
+
+export function layernormBackward(be: WebGpuBackend, x: GpuRef, w: GpuRef, mean: GpuRef, rstd: GpuRef, dy: GpuRef, { rows, cols }: NormArgs): [GpuHandle, GpuHandle, GpuHandle] {
+  const dx = viaStorable(be, x.dtype, rows * cols, 'layernormBackward dx', (buf, d) => run(be, {
+    kernel: normBackwardKernel, variant: { X: x.dtype, W: w.dtype, M: mean.dtype, R: rstd.dtype, G: dy.dtype, D: d, LAYER: true },
+    uniforms: [rows, cols], buffers: [x.h.buffer, w.h.buffer, mean.h.buffer, rstd.h.buffer, dy.h.buffer, buf], groups: rows,
+  }));
+  const dw = colSums(be, 'LNW', [dy, x, mean, rstd], rows, cols, w.dtype, 'layernormBackward dw');
+  const db = colSums(be, 'PLAIN', [dy], rows, cols, w.dtype, 'layernormBackward db');
+  return [dx, dw, db];
+}
+
+export function rope(be: WebGpuBackend, x: GpuRef, cos: GpuRef, sin: GpuRef, o: number, t: number, inner: number, d: number, interleaved: boolean, inverse: boolean): GpuHandle {
+  const pairs = (o * t * inner * d) / 2;
+  return viaStorable(be, x.dtype, 2 * pairs, 'rope', (buf, y) => run(be, {
+    kernel: ropeKernel, variant: { X: x.dtype, C: cos.dtype, S: sin.dtype, Y: y, INTERLEAVED: interleaved },
+    uniforms: [pairs, t, inner, d / 2, f32bits(inverse ? -1 : 1)],
+    buffers: [x.h.buffer, cos.h.buffer, sin.h.buffer, buf], threads: pairs,
+  }));
+}
+
+export function scan(be: WebGpuBackend, x: GpuRef, op: ScanOp, rows: number, cols: number): [GpuHandle, GpuHandle | null] {
+  const n = rows * cols;
+  const extreme = op !== 'sum';
+  const idx = extreme ? be.alloc('i32', n, `scan ${op} indices`) : null;
+  const values = viaStorable(be, x.dtype, n, `scan ${op}`, (buf, y) => run(be, {
+    kernel: scanKernel, variant: { X: x.dtype, Y: y, K: SCAN_K, EXTREME: extreme, ...(extreme ? { CMP: op === 'max' ? '>=' : '<=' } : {}) },
+    uniforms: [rows, cols], buffers: [x.h.buffer, buf, ...(idx ? [idx.buffer] : [])], groups: rows,
+  }));
+  return [values, idx];
+}
+
+/**
+ * Slots one workgroup sorts in workgroup memory (8 bytes each: key, index) for a row padded to
+ * n2: a small block for short rows (more workgroups resident), else the largest power of two
+ * the device's workgroup memory holds, up to 4096. Software adapters always get the small one:
+ * SwiftShader's pipeline compile time grows with workgroup memory (about 5 s for 16 KiB).
+ */
+function sortBlock(be: WebGpuBackend, n2: number): number {
+  if (be.caps.software) return SORT_SMALL_SOFTWARE;
+  if (n2 <= SORT_SMALL) return SORT_SMALL;
+  let l = 4096;
+  while (l > SORT_SMALL && l * 8 > be.caps.maxWorkgroupStorage) l /= 2;
+  return l;
+}
+
+export function sort(be: WebGpuBackend, x: GpuRef, rows: number, cols: number, descending: boolean): [GpuHandle, GpuHandle] {
+  const n = rows * cols;
+  const idx = be.alloc('i32', n, 'sort indices');
+  if (n === 0) return [be.alloc(x.dtype, 0, 'sort'), idx];
+  let n2 = 1;
+  while (n2 < cols) n2 *= 2;
+  const L = sortBlock(be, n2);
+  const desc = descending ? 1 : 0;
+  const uniforms = (blk: number, kfirst: number, klast: number, k = 0, j = 0) => [rows, cols, n2, blk, kfirst, klast, k, j, desc];
+  if (n2 <= L) {
+    const values = viaStorable(be, x.dtype, n, 'sort', (buf, y) => run(be, {
+      kernel: sortKernel, variant: { X: x.dtype, Y: y, L, LOAD_X: true, STORE_OUT: true },
+      uniforms: uniforms(n2, 2, n2), buffers: [x.h.buffer, buf, idx.buffer], groups: rows,
+    }));
+    return [values, idx];
+  }
+  // Rows longer than one block: bitonic sort across the (rows, n2) scratch of keys and indices.
+  const tk = be.alloc('i32', rows * n2, 'sort keys');
+  const ti = be.alloc('i32', rows * n2, 'sort scratch indices');
+  const blocks = rows * (n2 / L);
+  run(be, {
+    kernel: sortKernel, variant: { X: x.dtype, L, LOAD_X: true },
+    uniforms: uniforms(L, 2, L), buffers: [x.h.buffer, tk.buffer, ti.buffer], groups: blocks,
+  });
+  const values = viaStorable(be, x.dtype, n, 'sort', (buf, y) => {
+    for (let k = 2 * L; k <= n2; k *= 2) {
+      for (let j = k / 2; j >= L; j /= 2) {
+        run(be, {
+          kernel: sortKernel, variant: { STEP: true },
+          uniforms: uniforms(L, 0, 0, k, j), buffers: [tk.buffer, ti.buffer], threads: (rows * n2) / 2,
+        });
+      }
+      const last = k === n2;
+      run(be, {
+        kernel: sortKernel, variant: last ? { X: x.dtype, Y: y, L, STORE_OUT: true } : { L },
+        uniforms: uniforms(L, k, k),
+        buffers: last ? [x.h.buffer, tk.buffer, ti.buffer, buf, idx.buffer] : [tk.buffer, ti.buffer], groups: blocks,
+      });
+    }
+  });
+  be.free(tk);
+  be.free(ti);
+  return [values, idx];
+}
+
+export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort'> {
+  return {
+    reduce: (x, op, rows, cols) => reduce(be, x, op, rows, cols),
+    softmax: (x, rows, cols) => softmaxLike(be, x, rows, cols, 'SOFTMAX'),
+    softmaxBackward: (y, dy, rows, cols) => softmaxBackward(be, y, dy, rows, cols),
+    logsumexp: (x, rows, cols) => softmaxLike(be, x, rows, cols, 'LSE'),
+    rmsnorm: (x, w, args) => rmsnorm(be, x, w, args),
+    rmsnormBackward: (x, w, rstd, dy, args) => rmsnormBackward(be, x, w, rstd, dy, args),
+    layernorm: (x, w, b, args) => layernorm(be, x, w, b, args),
+    layernormBackward: (x, w, mean, rstd, dy, args) => layernormBackward(be, x, w, mean, rstd, dy, args),
+    rope: (x, cos, sin, o, t, inner, d, il, inv) => rope(be, x, cos, sin, o, t, inner, d, il, inv),
+    crossEntropy: (logits, targets, n, v, ignore) => crossEntropy(be, logits, targets, n, v, ignore),
+    crossEntropyBackward: (logits, targets, lse, dloss, n, v, ignore) => crossEntropyBackward(be, logits, targets, lse, dloss, n, v, ignore),
+    scan: (x, op, rows, cols) => scan(be, x, op, rows, cols),
+    sort: (x, rows, cols, desc) => sort(be, x, rows, cols, desc),
   };
 }
