@@ -99,7 +99,8 @@ export function logsumexp(x: Tensor, axis = -1, opts: ReduceOptions = {}): Tenso
   const rows = sizeOf(moved.shape.slice(0, -1));
   const b = x.backend;
   const keptLast = [...moved.shape.slice(0, -1), 1];
-  const y = wrap(b, b.logsumexp(ref(moved), rows, cols), keptLast, x.dtype);
+  // An empty axis sums nothing: log 0 = −∞ on every backend, without running a kernel.
+  const y = wrap(b, cols === 0 ? b.fill(rows, -Infinity, x.dtype) : b.logsumexp(ref(moved), rows, cols), keptLast, x.dtype);
   const r = record('logsumexp', y, [moved], (g, [ms, ys]) => [mul(exp(sub(ms, ys)), g)], [moved, y]);
   const kept = x.shape.map((d, i) => (i === a ? 1 : d));
   const shaped = reshape(r, opts.keepDims ? kept : x.shape.filter((_, i) => i !== a));

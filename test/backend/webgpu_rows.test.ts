@@ -255,6 +255,35 @@ test('scan sum/max/min with indices (latest index on ties, NaN as the CPU) [webg
   await parity('cumsum i32', [pair(Int32Array.from(ties(3 * 700, 9, 50)), [3, 700], 'i32')], ([x]) => fon.cumsum(x, -1), EXACT);
 });
 
+test('i32 reduce and scan are exact and wrap as Int32Array, near ±2^30, one pass and split [webgpu]', { skip }, async () => {
+  // Values within 2^20 of ±2^30 (f32 would round them), mostly positive so sums overflow and wrap;
+  // 3×5000 takes the split reduce (i32 partials), 7×33 the one pass. Compared word for word.
+  for (const [rows, cols] of [[3, 5000], [7, 33]] as const) {
+    const u = uniformArray(rows + cols, rows * cols, 0, 1);
+    const v = Int32Array.from(u, (r, i) => (i % 5 === 4 ? -1 : 1) * (2 ** 30) + Math.floor((r - 0.5) * 2 ** 21));
+    v[1] = 2147483647; v[2] = -2147483648; // the i32 extremes
+    const runs: [string, (x: Tensor) => Tensor[]][] = [
+      ['sum', (x) => [fon.sum(x, -1)]], ['max', (x) => [fon.max(x, -1)]], ['min', (x) => [fon.min(x, -1)]],
+      ['cumsum', (x) => [fon.cumsum(x, -1)]],
+      ['cummax', (x) => { const r = fon.cummax(x, -1); return [r.values, r.indices]; }],
+      ['cummin', (x) => { const r = fon.cummin(x, -1); return [r.values, r.indices]; }],
+    ];
+    for (const [name, f] of runs) {
+      const [xc, xg] = pair(v, [rows, cols], 'i32');
+      const [outC, outG] = [f(xc), f(xg)];
+      for (let k = 0; k < outC.length; k++) {
+        assert.equal(outG[k].dtype, 'i32');
+        const [g, w] = [await outG[k].data(), await outC[k].data()];
+        assert.ok(w instanceof Int32Array && g instanceof Int32Array, `${name}: i32 data`);
+        const i = w.findIndex((e, j) => e !== g[j]);
+        assert.equal(i, -1, `${name} ${rows}x${cols} output ${k}: element ${i} is ${g[i]}, the CPU gives ${w[i]}`);
+      }
+      if (name === 'sum') assert.ok(Array.from(await outC[0].data()).some((s, r) => s !== v.slice(r * cols, (r + 1) * cols).reduce((a, b) => a + b, 0)), 'sums wrap');
+      for (const t of [...outC, ...outG, xc, xg]) t.dispose();
+    }
+  }
+});
+
 test('sort is stable, ascending and descending, in workgroup memory and across workgroups [webgpu]', { skip }, async () => {
   // Rows past one workgroup's block (256 slots on software adapters, 512–4096 on GPUs) take the
   // multi-pass path: 5000 and 4097 pad to 8192, 9000 to 16384.

@@ -4,9 +4,11 @@
  * src/backend/cpu/reduce.ts and fused.ts (test/backend/webgpu_rows.test.ts).
  *
  * Shape of the work: one workgroup (wgSize invocations) per row, striding over the columns, with
- * workgroup-memory tree reductions in f32 (rows_common.wgsl). What does not fit that:
- * - reduce of few long rows splits each row over several workgroups and reduces the f32 partials
- *   in a second dispatch (no float atomics);
+ * workgroup-memory tree reductions in f32 (rows_common.wgsl). Reduce and scan of i32/u8 inputs
+ * take their INT variants instead, exact in i32 arithmetic with sums wrapping modulo 2^32 (and u8
+ * results wrapping modulo 256) as the CPU reference's typed arrays. What does not fit that:
+ * - reduce of few long rows splits each row over several workgroups and reduces the partials
+ *   (f32, or i32 under INT) in a second dispatch (no float atomics);
  * - the norm weight gradients (sums over rows) are column sums over row blocks plus a second pass
  *   over the block partials (rows_colsum.wgsl), deterministic;
  * - RoPE and the cross-entropy backward are elementwise (one invocation per pair / logit);
@@ -140,19 +142,29 @@ function splitParts(rows: number, cols: number): number {
   return Math.max(1, Math.min(Math.ceil(cols / SPLIT_MIN_SPAN), Math.ceil(SPLIT_GROUPS / rows)));
 }
 
+/** i32 and u8 inputs reduce and scan exactly in i32 (the INT variants of rows_reduce/rows_scan). */
+const isInt = (d: DType) => d === 'i32' || d === 'u8';
+/** The INT variant's flags: an f32 store target under INT is a u8 result going through viaStorable. */
+const intVariant = (to: DType): Variant => ({ INT: true, U8_OUT: to === 'f32' });
+/** i32 identities of the INT reduce (the f32 `init` uniform is for floats). */
+const INT_INIT: Record<ReduceOp, string> = { sum: '0i', max: 'i32(-2147483647i - 1i)', min: '2147483647i' };
+
 export function reduce(be: WebGpuBackend, x: GpuRef, op: ReduceOp, rows: number, cols: number): GpuHandle {
+  const int = isInt(x.dtype);
   const init = op === 'sum' ? 0 : op === 'max' ? -Infinity : Infinity;
   const dispatch = (src: GPUBuffer, from: DType, dst: GPUBuffer, to: DType, r: number, c: number, parts: number) => {
     run(be, {
-      kernel: reduceKernel, variant: { X: from, Y: to, SUM: op === 'sum', PICK: op },
-      uniforms: [r, c, parts, Math.ceil(c / parts), f32bits(init)], buffers: [src, dst], groups: r * parts,
+      kernel: reduceKernel,
+      variant: { X: from, Y: to, SUM: op === 'sum', PICK: op, ...(int ? { ...intVariant(to), IINIT: INT_INIT[op] } : {}) },
+      uniforms: [r, c, parts, Math.ceil(c / parts), int ? 0 : f32bits(init)], buffers: [src, dst], groups: r * parts,
     });
   };
   const parts = splitParts(rows, cols);
   if (parts === 1) return viaStorable(be, x.dtype, rows, `reduce ${op}`, (buf, y) => dispatch(x.h.buffer, x.dtype, buf, y, rows, cols, 1));
-  const partial = be.alloc('f32', rows * parts, `reduce ${op} partials`);
-  dispatch(x.h.buffer, x.dtype, partial.buffer, 'f32', rows, cols, parts);
-  const out = viaStorable(be, x.dtype, rows, `reduce ${op}`, (buf, y) => dispatch(partial.buffer, 'f32', buf, y, rows, parts, 1));
+  const pd: DType = int ? 'i32' : 'f32';
+  const partial = be.alloc(pd, rows * parts, `reduce ${op} partials`);
+  dispatch(x.h.buffer, x.dtype, partial.buffer, pd, rows, cols, parts);
+  const out = viaStorable(be, x.dtype, rows, `reduce ${op}`, (buf, y) => dispatch(partial.buffer, pd, buf, y, rows, parts, 1));
   be.free(partial);
   return out;
 }
@@ -271,7 +283,8 @@ export function scan(be: WebGpuBackend, x: GpuRef, op: ScanOp, rows: number, col
   const extreme = op !== 'sum';
   const idx = extreme ? be.alloc('i32', n, `scan ${op} indices`) : null;
   const values = viaStorable(be, x.dtype, n, `scan ${op}`, (buf, y) => run(be, {
-    kernel: scanKernel, variant: { X: x.dtype, Y: y, K: SCAN_K, EXTREME: extreme, ...(extreme ? { CMP: op === 'max' ? '>=' : '<=' } : {}) },
+    kernel: scanKernel,
+    variant: { X: x.dtype, Y: y, K: SCAN_K, EXTREME: extreme, ...(extreme ? { CMP: op === 'max' ? '>=' : '<=' } : {}), ...(isInt(x.dtype) ? intVariant(y) : {}) },
     uniforms: [rows, cols], buffers: [x.h.buffer, buf, ...(idx ? [idx.buffer] : [])], groups: rows,
   }));
   return [values, idx];

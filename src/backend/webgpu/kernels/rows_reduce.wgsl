@@ -1,17 +1,44 @@
 // Reduces the last axis of x viewed as (rows, cols). Workgroup w reduces part (w % parts) of row
 // (w / parts), the columns [part·span, min(cols, (part+1)·span)), into y[w]. parts = 1 is the
 // one-pass reduce; parts > 1 is the first pass of the split for few long rows, whose (rows, parts)
-// f32 partials a second dispatch with parts = 1 reduces (no atomics). max/min propagate NaN.
+// partials a second dispatch with parts = 1 reduces (no atomics). max/min propagate NaN.
+// Floats accumulate in f32. INT (i32 and u8 inputs) accumulates exactly in i32, sums wrapping
+// modulo 2^32 as the CPU's Int32Array; its split partials are i32 too. An INT result bound for u8
+// (U8_OUT) goes out through an f32 buffer as its low byte, the CPU's Uint8Array wrap.
 {{HEADER}}
 {{COMMON}}
 
-fn combine(a: f32, b: f32) -> f32 {
+#if INT
+alias T = i32;
+fn ld(i: u32) -> i32 { return ldi_x(i); }
+fn acc_init() -> i32 { return {{IINIT}}; }
+fn put(i: u32, v: i32) {
+#if U8_OUT
+  st_y(i, f32(v & 255i));
+#else
+  sti_y(i, v);
+#endif
+}
+#else
+alias T = f32;
+fn ld(i: u32) -> f32 { return ld_x(i); }
+fn acc_init() -> f32 { return P.init; }
+fn put(i: u32, v: f32) { st_y(i, v); }
+#endif
+
+var<workgroup> acc_wg: array<T, WG>;
+
+fn combine(a: T, b: T) -> T {
 #if SUM
   return a + b;
+#else
+#if INT
+  return {{PICK}}(a, b);
 #else
   if (is_nan(a)) { return a; }
   if (is_nan(b)) { return b; }
   return {{PICK}}(a, b);
+#endif
 #endif
 }
 
@@ -23,19 +50,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let start = (w % P.parts) * P.span;
   let end = min(P.cols, start + P.span);
   let base = row * P.cols;
-  var acc = vec4<f32>(P.init);
+  var acc = vec4<T>(acc_init());
   var c = start + lid;
   for (; c + 3u * WG < end; c += 4u * WG) {
     let i = base + c;
-    let v = vec4<f32>(ld_x(i), ld_x(i + WG), ld_x(i + 2u * WG), ld_x(i + 3u * WG));
-    acc = vec4<f32>(combine(acc.x, v.x), combine(acc.y, v.y), combine(acc.z, v.z), combine(acc.w, v.w));
+    let v = vec4<T>(ld(i), ld(i + WG), ld(i + 2u * WG), ld(i + 3u * WG));
+    acc = vec4<T>(combine(acc.x, v.x), combine(acc.y, v.y), combine(acc.z, v.z), combine(acc.w, v.w));
   }
-  for (; c < end; c += WG) { acc.x = combine(acc.x, ld_x(base + c)); }
-  red[lid] = combine(combine(acc.x, acc.y), combine(acc.z, acc.w));
+  for (; c < end; c += WG) { acc.x = combine(acc.x, ld(base + c)); }
+  acc_wg[lid] = combine(combine(acc.x, acc.y), combine(acc.z, acc.w));
   workgroupBarrier();
   for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] = combine(red[lid], red[lid + s]); }
+    if (lid < s) { acc_wg[lid] = combine(acc_wg[lid], acc_wg[lid + s]); }
     workgroupBarrier();
   }
-  if (lid == 0u) { st_y(w, red[0]); }
+  if (lid == 0u) { put(w, acc_wg[0]); }
 }
