@@ -1,9 +1,259 @@
-/** WebGPU GEMM: tiled f32 kernel, and f16 tensor-core kernel through subgroup matrices where they exist. */
-import type { KernelTable, WebGpuBackend } from '../backend.ts';
-import { todo } from './todo.ts';
+/**
+ * WebGPU GEMM (Backend.matmul): C[b] = op(A[b]) · op(B[b]) with f32 accumulation.
+ *
+ * Two kernels, chosen per call:
+ * - `matmul_tc.wgsl`, tensor cores through `chromium-experimental-subgroup-matrix`: taken when
+ *   both inputs are f16 and the device has 16×16×16 f16→f32 subgroup matrices with 32-wide
+ *   subgroups. No other dtype is converted to reach it (a cast is an explicit op).
+ * - `matmul_f32.wgsl`, the plain register-blocked tiled kernel: every other case (f32, bf16, f16
+ *   without subgroup matrices); 16-bit inputs are read through the ld_ loaders.
+ * Both take any M, N, K (edges guarded), both transposes and batch broadcasting (batchA/batchB of
+ * 1). Outputs of packed dtypes (bf16, f16 without shader-f16) are written as f32 and packed
+ * (`viaStorable`). dev/kernels/gemm.ts holds the versions these came from, with their timings.
+ */
+import { UnsupportedError } from '../../../errors.ts';
+import type { DType } from '../../../tensor/dtype.ts';
+import type { MatmulArgs } from '../../backend.ts';
+import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
+import type { GpuCaps } from '../device.ts';
+import type { Kernel } from '../runtime.ts';
+import { wgslSource } from '../sources.ts';
+import { preprocess, storageType, type Variant } from '../wgsl.ts';
+import { viaStorable } from './elementwise.ts';
 
-export const MATMUL_FILES: string[] = [];
+export const MATMUL_FILES = ['matmul_f32', 'matmul_tc'];
 
-export function matmulKernels(_be: WebGpuBackend): Pick<KernelTable, 'matmul'> {
-  return { matmul: todo('matmul') };
+/** Plain kernel geometry: a BM×BN block per workgroup, TM×TN per invocation, K-slices of BK. */
+export interface PlainTile { bm: number; bn: number; bk: number; tm: number; tn: number }
+/**
+ * Tensor-core geometry: SGM×SGN subgroups, each TM×TN tiles of 16×16, K-slices of BK, rows padded
+ * by PAD halves; `prefetch` issues the next slice's global loads before the current slice's MMAs;
+ * `coop` stages whole fragments (subgroupMatrixLoad/Store), only where M, N and K are multiples of
+ * 16 (experimental and slower on the H200: dev/kernels/gemm.ts t12–t14).
+ */
+export interface TcTile { sgm: number; sgn: number; tm: number; tn: number; bk: number; pad: number; prefetch: boolean; coop: boolean }
+
+export const PLAIN_TILE: PlainTile = { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 };
+/** For problems too small to fill the GPU with 128×128 blocks. */
+export const PLAIN_TILE_SMALL: PlainTile = { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
+export const TC_TILE: TcTile = { sgm: 4, sgn: 2, tm: 4, tn: 4, bk: 32, pad: 8, prefetch: true, coop: false };
+/** Where TC_TILE's 37 KiB of workgroup memory is not available (23 KiB). */
+export const TC_TILE_SMALL: TcTile = { ...TC_TILE, sgm: 2 };
+
+const PARAMS = 'm: u32, n: u32, k: u32, strideA: u32, strideB: u32, b0: u32, y0: u32';
+
+/** `ld_NAME(i) -> f32` for the storage of a float input (f32, f16 native or packed, bf16). */
+function loader(name: string, dtype: DType, f16: boolean): string {
+  switch (dtype) {
+    case 'f32': return `fn ld_${name}(i: u32) -> f32 { return ${name}[i]; }`;
+    case 'f16': return f16
+      ? `fn ld_${name}(i: u32) -> f32 { return f32(${name}[i]); }`
+      : `fn ld_${name}(i: u32) -> f32 { return unpack2x16float(${name}[i >> 1u])[i & 1u]; }`;
+    case 'bf16': return `fn ld_${name}(i: u32) -> f32 { return bitcast<f32>(((${name}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }`;
+    default: throw new UnsupportedError(`webgpu: matmul does not take ${dtype} inputs`);
+  }
+}
+
+/**
+ * Uniforms at binding 0, then a, b (read) and c (read_write). An input given as `vec` is bound
+ * as an array of that vector type (no loader); otherwise by its storage type with `ld_`.
+ */
+function bindings(caps: GpuCaps, a: { dtype: DType; vec?: string }, b: { dtype: DType; vec?: string }, c: { dtype: DType; vec?: string }): string {
+  const lines = [`struct Params { ${PARAMS} }`, '@group(0) @binding(0) var<uniform> P: Params;'];
+  const input = (slot: number, name: string, x: { dtype: DType; vec?: string }) => {
+    lines.push(`@group(0) @binding(${slot}) var<storage, read> ${name}: array<${x.vec ?? storageType(x.dtype, caps.f16)}>;`);
+    if (!x.vec) lines.push(loader(name, x.dtype, caps.f16));
+  };
+  input(1, 'a', a);
+  input(2, 'b', b);
+  lines.push(`@group(0) @binding(3) var<storage, read_write> c: array<${c.vec ?? storageType(c.dtype, caps.f16)}>;`);
+  if (!c.vec) lines.push(c.dtype === 'f32' ? 'fn st_c(i: u32, v: f32) { c[i] = v; }' : 'fn st_c(i: u32, v: f32) { c[i] = f16(v); }');
+  return lines.join('\n');
+}
+
+const dt = (v: Variant, k: string) => v[k] as DType;
+
+/** The plain tiled kernel; its variant carries dtypes, transposes, vector flags and the tile. */
+export const plainKernel: Kernel = {
+  name: 'matmul_f32',
+  source: (v, caps) => {
+    const f16 = caps.f16 && [dt(v, 'A'), dt(v, 'B'), dt(v, 'C')].includes('f16');
+    const head = (f16 ? 'enable f16;\n' : '') + bindings(caps,
+      { dtype: dt(v, 'A'), vec: v.VEC_A ? 'vec4<f32>' : undefined },
+      { dtype: dt(v, 'B'), vec: v.VEC_B ? 'vec4<f32>' : undefined },
+      { dtype: dt(v, 'C'), vec: v.VEC_C ? 'vec4<f32>' : undefined });
+    return preprocess(wgslSource('matmul_f32'), { ...v, HEADER: head });
+  },
+};
+
+/**
+ * Unrolled tensor-core code for a variant: accumulators, the MMA block, both epilogues and, for
+ * COOP staging, the FA + FB fragment registers with their fetch and stage code.
+ */
+function tcBody(v: Variant): Record<string, string> {
+  const tm = v.TM as number, tn = v.TN as number, fa = v.FA as number, fb = v.FB as number;
+  const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>';
+  const acc: string[] = [], mma: string[] = [], direct: string[] = [], scratch: string[] = [];
+  for (let i = 0; i < tm; i++) {
+    mma.push(`      let a${i} = subgroupMatrixLoad<${L}>(&As, offA(am + ${16 * i}u, kk), COLA, LDA);`);
+    for (let j = 0; j < tn; j++) acc.push(`  var c${i}_${j}: subgroup_matrix_result<f32, 16, 16>;`);
+  }
+  for (let j = 0; j < tn; j++) {
+    mma.push(`      let b${j} = subgroupMatrixLoad<${R}>(&Bs, offB(bn + ${16 * j}u, kk), COLB, LDB);`);
+    for (let i = 0; i < tm; i++) mma.push(`      c${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}, b${j}, c${i}_${j});`);
+  }
+  for (let i = 0; i < tm; i++) {
+    for (let j = 0; j < tn; j++) {
+      direct.push(`    subgroupMatrixStore(&c, baseC + (m0 + am + ${16 * i}u) * P.n + n0 + bn + ${16 * j}u, c${i}_${j}, false, P.n);`);
+      scratch.push(
+        `  subgroupMatrixStore(&Cs, sg * 256u, c${i}_${j}, false, 16u);`,
+        '  workgroupBarrier();',
+        `  putTile(sg, lane, lanes, baseC, m0 + am + ${16 * i}u, n0 + bn + ${16 * j}u);`,
+        '  workgroupBarrier();');
+    }
+  }
+  const frags: string[] = [], fetch: string[] = [], stage: string[] = [];
+  for (let l = 0; l < fa; l++) {
+    frags.push(`  var fa${l}: ${L};`);
+    fetch.push(`      { let f = frag(sg * FA + ${l}u); if (k0 + f.y < P.k) { fa${l} = subgroupMatrixLoad<${L}>(&a, gA(baseA, m0, k0, f), COLA, ldA()); } else { fa${l} = ${L}(); } }`);
+    stage.push(`    { let f = frag(sg * FA + ${l}u); subgroupMatrixStore(&As, offA(f.x, f.y), fa${l}, COLA, LDA); }`);
+  }
+  for (let l = 0; l < fb; l++) {
+    frags.push(`  var fb${l}: ${R};`);
+    fetch.push(`      { let f = frag(sg * FB + ${l}u); if (k0 + f.y < P.k) { fb${l} = subgroupMatrixLoad<${R}>(&b, gB(baseB, n0, k0, f), COLB, ldB()); } else { fb${l} = ${R}(); } }`);
+    stage.push(`    { let f = frag(sg * FB + ${l}u); subgroupMatrixStore(&Bs, offB(f.x, f.y), fb${l}, COLB, LDB); }`);
+  }
+  return {
+    ACC: acc.join('\n'), MMA: mma.join('\n'), STORE_DIRECT: direct.join('\n'), STORE_SCRATCH: scratch.join('\n'),
+    FRAGS: frags.join('\n'), FETCH: fetch.join('\n'), FETCH_FIRST: `  {\n    let k0 = 0u;\n${fetch.join('\n')}\n  }`, STAGE: stage.join('\n'),
+  };
+}
+
+export const tcKernel: Kernel = {
+  name: 'matmul_tc',
+  source: (v, caps) => {
+    const head = [
+      'diagnostic(off, chromium.subgroup_matrix_uniformity);',
+      'enable f16;',
+      'enable subgroups;',
+      'enable chromium_experimental_subgroup_matrix;',
+      bindings(caps,
+        { dtype: 'f16', vec: v.VEC_A ? 'vec4<u32>' : 'f16' },
+        { dtype: 'f16', vec: v.VEC_B ? 'vec4<u32>' : 'f16' },
+        { dtype: dt(v, 'C'), vec: v.DIRECT_C ? 'f32' : undefined }),
+      v.DIRECT_C ? 'fn st_c(i: u32, v: f32) { c[i] = v; }' : '',
+    ].join('\n');
+    return preprocess(wgslSource('matmul_tc'), { ...v, ...tcBody(v), HEADER: head });
+  },
+};
+
+const cdiv = (x: number, y: number) => Math.ceil(x / y);
+
+/**
+ * Records the dispatches of one GEMM into `out`: a grid of (N blocks, M blocks, batch), split
+ * into several dispatches where an axis would pass 65535 workgroups.
+ */
+function dispatchGrid(be: WebGpuBackend, kernel: Kernel, variant: Variant, a: GpuRef, b: GpuRef, out: GPUBuffer, args: MatmulArgs, bm: number, bn: number): void {
+  const { m, n, k, batch } = args;
+  const gx = cdiv(n, bn), gy = cdiv(m, bm);
+  if (gx > 65535) throw new UnsupportedError(`webgpu: matmul with n=${n} needs ${gx} workgroups along N, above 65535`);
+  const strideA = args.batchA === 1 ? 0 : m * k;
+  const strideB = args.batchB === 1 ? 0 : k * n;
+  for (let b0 = 0; b0 < batch; b0 += 65535) {
+    for (let y0 = 0; y0 < gy; y0 += 65535) {
+      be.rt.run({
+        kernel, variant,
+        uniforms: [m, n, k, strideA, strideB, b0, y0],
+        buffers: [a.h.buffer, b.h.buffer, out],
+        workgroups: [gx, Math.min(65535, gy - y0), Math.min(65535, batch - b0)],
+      });
+    }
+  }
+}
+
+function checkArgs(a: GpuRef, b: GpuRef, args: MatmulArgs): void {
+  const { m, n, k, batch, batchA, batchB } = args;
+  if ((batchA !== 1 && batchA !== batch) || (batchB !== 1 && batchB !== batch)) {
+    throw new UnsupportedError(`webgpu: matmul batchA=${batchA}, batchB=${batchB} must each be 1 or batch=${batch}`);
+  }
+  if (batch * Math.max(m * n, m * k, k * n) >= 2 ** 32) throw new UnsupportedError(`webgpu: matmul of ${batch}×${m}×${n}×${k} passes u32 indexing`);
+  for (const x of [a, b]) if (x.dtype !== 'f32' && x.dtype !== 'f16' && x.dtype !== 'bf16') throw new UnsupportedError(`webgpu: matmul does not take ${x.dtype} inputs`);
+}
+
+/** The plain kernel; `tile` is exposed for dev/kernels/gemm.ts. */
+export function matmulPlain(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs, tile: PlainTile = pickPlainTile(args)): GpuHandle {
+  checkArgs(a, b, args);
+  const { m, n, k, transA, transB } = args;
+  return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) => {
+    const variant: Variant = {
+      A: a.dtype, B: b.dtype, C: c, TRANS_A: transA, TRANS_B: transB,
+      VEC_A: a.dtype === 'f32' && (transA ? m : k) % 4 === 0,
+      VEC_B: b.dtype === 'f32' && (transB ? k : n) % 4 === 0,
+      VEC_C: c === 'f32' && n % 4 === 0,
+      BM: tile.bm, BN: tile.bn, BK: tile.bk, TM: tile.tm, TN: tile.tn,
+    };
+    dispatchGrid(be, plainKernel, variant, a, b, buf, args, tile.bm, tile.bn);
+  });
+}
+
+/** 128×128 blocks when they fill the GPU, else 64×64. */
+export function pickPlainTile(args: MatmulArgs): PlainTile {
+  return cdiv(args.m, 128) * cdiv(args.n, 128) * args.batch >= 256 ? PLAIN_TILE : PLAIN_TILE_SMALL;
+}
+
+function tcSmem(t: TcTile): number {
+  const bm = t.sgm * t.tm * 16, bn = t.sgn * t.tn * 16;
+  const sa = Math.max(bm * (t.bk + t.pad), t.bk * (bm + t.pad));
+  const sb = Math.max(t.bk * (bn + t.pad), bn * (t.bk + t.pad));
+  return 2 * (sa + sb) + 1024 * t.sgm * t.sgn;
+}
+
+/** The largest tensor-core geometry this device's workgroup memory and invocation limits allow. */
+export function pickTcTile(be: WebGpuBackend): TcTile {
+  const fits = (t: TcTile) => tcSmem(t) <= be.caps.maxWorkgroupStorage && 32 * t.sgm * t.sgn <= be.caps.maxInvocations;
+  return fits(TC_TILE) ? TC_TILE : TC_TILE_SMALL;
+}
+
+/** Whether the tensor-core kernel takes this call (f16 inputs, 16×16×16 f16 subgroup matrices, 32-wide subgroups). */
+export function tcEligible(be: WebGpuBackend, a: GpuRef, b: GpuRef, tile: TcTile = TC_TILE_SMALL): boolean {
+  const sm = be.caps.subgroupMatrix;
+  if (a.dtype !== 'f16' || b.dtype !== 'f16' || !sm || sm.m !== 16 || sm.n !== 16 || sm.k !== 16 || !be.caps.f16) return false;
+  const info = (be.rt.device as GPUDevice & { adapterInfo?: { subgroupMaxSize?: number } }).adapterInfo;
+  if (info?.subgroupMaxSize !== undefined && info.subgroupMaxSize !== 32) return false;
+  return tcSmem(tile) <= be.caps.maxWorkgroupStorage && 32 * tile.sgm * tile.sgn <= be.caps.maxInvocations;
+}
+
+/** The tensor-core kernel (callers check tcEligible); `tile` is exposed for dev/kernels/gemm.ts. */
+export function matmulTc(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs, tile: TcTile = pickTcTile(be)): GpuHandle {
+  checkArgs(a, b, args);
+  const { m, n, k, transA, transB } = args;
+  const bm = tile.sgm * tile.tm * 16, bn = tile.sgn * tile.tn * 16;
+  const wg = 32 * tile.sgm * tile.sgn;
+  const nsg = tile.sgm * tile.sgn;
+  if ((bm * tile.bk / 8) % wg !== 0 || (bn * tile.bk / 8) % wg !== 0 || tile.bk % 16 !== 0
+    || (tile.coop && ((bm / 16 * tile.bk / 16) % nsg !== 0 || (bn / 16 * tile.bk / 16) % nsg !== 0))) {
+    throw new UnsupportedError(`webgpu: matmul tensor-core tile ${JSON.stringify(tile)} does not divide into ${wg} invocations`);
+  }
+  return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) => {
+    const coop = tile.coop && m % 16 === 0 && n % 16 === 0 && k % 16 === 0;
+    const nsg = tile.sgm * tile.sgn, frags = tile.bk / 16;
+    const variant: Variant = {
+      C: c, TRANS_A: transA, TRANS_B: transB, COOP: coop,
+      VEC_A: !coop && (transA ? m : k) % 8 === 0, VEC_B: !coop && (transB ? k : n) % 8 === 0, DIRECT_C: c === 'f32',
+      SGM: tile.sgm, SGN: tile.sgn, TM: tile.tm, TN: tile.tn, BK: tile.bk, PAD: tile.pad, PREFETCH: tile.prefetch,
+      AR: transA ? tile.bk : bm, AC: transA ? bm : tile.bk,
+      BR: transB ? bn : tile.bk, BC: transB ? tile.bk : bn,
+      COLA: transA, COLB: transB,
+      FA: coop ? bm / 16 * frags / nsg : 0, FB: coop ? bn / 16 * frags / nsg : 0,
+    };
+    dispatchGrid(be, tcKernel, variant, a, b, buf, args, bm, bn);
+  });
+}
+
+export function matmul(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs): GpuHandle {
+  return tcEligible(be, a, b) ? matmulTc(be, a, b, args) : matmulPlain(be, a, b, args);
+}
+
+export function matmulKernels(be: WebGpuBackend): Pick<KernelTable, 'matmul'> {
+  return { matmul: (a, b, args) => matmul(be, a, b, args) };
 }

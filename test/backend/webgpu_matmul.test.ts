@@ -1,0 +1,128 @@
+/**
+ * WebGPU GEMM against the CPU reference (src/backend/cpu/matmul.ts) on random inputs whose sizes
+ * are multiples of no tile, every transA/transB combination, batch broadcasting (batchA = 1 or
+ * batchB = 1), f32/f16/bf16 inputs. Where the device has f16 subgroup matrices the f16 cases run
+ * the tensor-core kernel; elsewhere the plain one.
+ *
+ * Tolerance: |gpu − ref| ≤ tol·(1 + |ref|), ref computed in f32 from the same (rounded) inputs;
+ * tol = 1e-4 for an f32 output (accumulation order only), 4e-3 for f16 (one rounding of the
+ * output, 2^-11 relative, plus order), 2e-2 for bf16 (2^-8). Inputs are uniform in [−1, 1].
+ *
+ *   VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json node --import tsx --test test/backend/webgpu_matmul.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { MatmulArgs } from '../../src/backend/backend.ts';
+import { matmul as cpuMatmul } from '../../src/backend/cpu/matmul.ts';
+import { bf16BitsToF32, f32ToBf16Bits, f32ToF16Bits, hostToF32, type FloatDType } from '../../src/tensor/dtype.ts';
+import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import { matmulPlain, matmulTc, PLAIN_TILE, pickTcTile, tcEligible } from '../../src/backend/webgpu/kernels/matmul.ts';
+import type { GpuHandle } from '../../src/backend/webgpu/backend.ts';
+import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+
+const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
+exitAfterWebgpu();
+const skip = webgpuSkipReason();
+
+const TOL: Record<FloatDType, number> = { f32: 1e-4, f16: 4e-3, bf16: 2e-2 };
+
+let seed = 12345;
+function rand(): number {
+  seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+  return (seed / 2 ** 32) * 2 - 1;
+}
+
+/** Random host data of `dtype` (16-bit floats as bit patterns). */
+function randomHost(n: number, dtype: FloatDType): Float32Array | Uint16Array {
+  if (dtype === 'f32') return Float32Array.from({ length: n }, rand);
+  const bits = new Uint16Array(n);
+  for (let i = 0; i < n; i++) bits[i] = dtype === 'f16' ? f32ToF16Bits(rand()) : f32ToBf16Bits(rand());
+  return bits;
+}
+
+interface Case { m: number; n: number; k: number; batch: number; batchA: number; batchB: number; transA: boolean; transB: boolean; dtype: FloatDType; out: FloatDType }
+
+async function check(c: Case, run: (a: { h: GpuHandle; shape: number[]; dtype: FloatDType }, b: { h: GpuHandle; shape: number[]; dtype: FloatDType }, args: MatmulArgs) => GpuHandle): Promise<void> {
+  const g = gpu!;
+  const { m, n, k, transA, transB, dtype } = c;
+  const aShape = [c.batchA, ...(transA ? [k, m] : [m, k])];
+  const bShape = [c.batchB, ...(transB ? [n, k] : [k, n])];
+  const ah = randomHost(c.batchA * m * k, dtype), bh = randomHost(c.batchB * k * n, dtype);
+  const args: MatmulArgs = { batch: c.batch, m, n, k, transA, transB, batchA: c.batchA, batchB: c.batchB, outDType: c.out };
+  const ref = cpuMatmul({ h: ah, shape: aShape, dtype }, { h: bh, shape: bShape, dtype }, { ...args, outDType: 'f32' }) as Float32Array;
+  const a = { h: g.upload(ah, dtype), shape: aShape, dtype }, b = { h: g.upload(bh, dtype), shape: bShape, dtype };
+  const outH = run(a, b, args);
+  const raw = await g.read(outH, c.out, c.batch * m * n);
+  g.free(a.h); g.free(b.h); g.free(outH);
+  const out = c.out === 'bf16' ? Float32Array.from(raw as Uint16Array, bf16BitsToF32) : hostToF32(raw, c.out);
+  const tol = TOL[c.out];
+  let worst = 0, at = -1;
+  for (let i = 0; i < ref.length; i++) {
+    const err = Math.abs(out[i] - ref[i]) / (1 + Math.abs(ref[i]));
+    if (!(err <= worst)) { worst = err; at = i; }
+  }
+  assert.ok(worst <= tol, `${JSON.stringify(c)}: worst error ${worst} at ${at} (gpu ${out[at]}, cpu ${ref[at]}) above ${tol}`);
+}
+
+// [37, 70, 48]: K a multiple of 16 (the tensor-core kernel's fragment staging) with M, N off every tile.
+const SIZES: [number, number, number][] = [[1, 1, 1], [7, 5, 3], [33, 65, 17], [130, 70, 129], [37, 70, 48]];
+const TRANS: [boolean, boolean][] = [[false, false], [false, true], [true, false], [true, true]];
+const BATCHES: [number, number, number][] = [[1, 1, 1], [2, 1, 2], [3, 3, 1]];
+
+for (const dtype of ['f32', 'f16', 'bf16'] as const) {
+  test(`matmul ${dtype} vs CPU: sizes × transposes × batch broadcast [webgpu]`, { skip }, async () => {
+    for (const [m, n, k] of SIZES) {
+      for (const [transA, transB] of TRANS) {
+        for (const [batch, batchA, batchB] of BATCHES) {
+          await check({ m, n, k, batch, batchA, batchB, transA, transB, dtype, out: dtype }, (a, b, args) => gpu!.matmul(a, b, args));
+        }
+      }
+    }
+  });
+}
+
+test('matmul 16-bit inputs into an f32 output [webgpu]', { skip }, async () => {
+  for (const dtype of ['f16', 'bf16'] as const) {
+    for (const [transA, transB] of TRANS) {
+      await check({ m: 33, n: 65, k: 17, batch: 2, batchA: 2, batchB: 1, transA, transB, dtype, out: 'f32' }, (a, b, args) => gpu!.matmul(a, b, args));
+    }
+  }
+});
+
+test('matmul plain kernel with 128×128 blocks (the large-problem tile) [webgpu]', { skip }, async () => {
+  for (const dtype of ['f32', 'f16'] as const) {
+    for (const [transA, transB] of [[false, false], [true, true]] as const) {
+      await check({ m: 130, n: 70, k: 129, batch: 2, batchA: 1, batchB: 2, transA, transB, dtype, out: dtype },
+        (a, b, args) => matmulPlain(gpu!, a, b, args, PLAIN_TILE));
+    }
+  }
+});
+
+test('matmul tensor-core kernel: both geometries, and the experimental fragment staging [webgpu]', { skip }, async (t) => {
+  const g = gpu!;
+  const f16ref = { h: null as unknown as GpuHandle, shape: [1, 1], dtype: 'f16' as const };
+  if (!tcEligible(g, f16ref, f16ref)) { t.skip('no f16 subgroup matrices on this device'); return; }
+  const big = pickTcTile(g);
+  // coop is taken only when M, N, K are multiples of 16: [48, 80, 64] and [128, 256, 96] run it.
+  for (const tile of [big, { ...big, sgm: 2 }, { ...big, coop: true }]) {
+    for (const [m, n, k] of [[130, 70, 129], [37, 70, 48], [48, 80, 64], [128, 256, 96]]) {
+      for (const [transA, transB] of TRANS) {
+        await check({ m, n, k, batch: 2, batchA: 1, batchB: 2, transA, transB, dtype: 'f16', out: 'f16' }, (a, b, args) => matmulTc(g, a, b, args, tile));
+      }
+    }
+  }
+});
+
+test('matmul k = 0 gives zeros, m = 0 gives an empty result [webgpu]', { skip }, async () => {
+  await check({ m: 3, n: 5, k: 0, batch: 1, batchA: 1, batchB: 1, transA: false, transB: false, dtype: 'f32', out: 'f32' }, (a, b, args) => gpu!.matmul(a, b, args));
+  await check({ m: 0, n: 5, k: 4, batch: 1, batchA: 1, batchB: 1, transA: false, transB: false, dtype: 'f32', out: 'f32' }, (a, b, args) => gpu!.matmul(a, b, args));
+});
+
+test('matmul kernel choice: tensor cores only for f16 inputs with subgroup matrices [webgpu]', { skip }, () => {
+  const g = gpu!;
+  const ref = (dtype: FloatDType) => ({ h: null as unknown as GpuHandle, shape: [1, 1], dtype });
+  assert.equal(tcEligible(g, ref('f32'), ref('f32')), false);
+  assert.equal(tcEligible(g, ref('bf16'), ref('bf16')), false);
+  assert.equal(tcEligible(g, ref('f16'), ref('f16')), g.caps.subgroupMatrix !== null && g.caps.subgroupMatrix.m === 16);
+  if (!tcEligible(g, ref('f16'), ref('f16'))) console.log(`# [webgpu] no f16 subgroup matrices on ${g.caps.adapterName}: f16 cases ran the plain kernel`);
+});
