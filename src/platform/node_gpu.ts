@@ -1,9 +1,17 @@
 /**
- * Node adapter for WebGPU: Dawn through the npm package `webgpu`, with the two toggles FON
- * needs (DESIGN.md, "Backends"): `allow_unsafe_apis` unlocks subgroup matrices, and
+ * Node adapter for WebGPU: Dawn through the npm package `webgpu`, with the toggles FON needs
+ * (DESIGN.md, "Backends"): `allow_unsafe_apis` unlocks subgroup matrices, and
  * `vulkan_enable_f16_on_nvidia` un-hides shader-f16 on NVIDIA. Node-only; the browser uses
  * `navigator.gpu` and never loads this file.
+ *
+ * `disable_robustness` is on by default: Dawn's robustness pass clamps every storage and
+ * workgroup-memory index and bounds-checks every subgroup-matrix load, which cost about 10% of
+ * the f32 GEMM and 45% of the tensor-core GEMM on the H200 (dev/kernels/gemm.ts). FON's kernels
+ * guard their own edges and are checked against the CPU reference at ragged sizes;
+ * FON_WEBGPU_ROBUST=1 turns the pass back on (for debugging a kernel that may read out of bounds).
  */
+import { env } from './env.ts';
+
 // The instance stays referenced for the life of the process: once it is garbage-collected, the
 // devices it made crash (SIGSEGV / SIGABRT in Dawn's event processing) at a later map or submit.
 let instance: GPU | null = null;
@@ -13,6 +21,7 @@ export async function nodeGpu(): Promise<GPU> {
   const { create, globals } = await import('webgpu');
   Object.assign(globalThis, globals);
   process.env.XDG_RUNTIME_DIR ??= '/tmp';
-  instance = create(['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia']) as GPU;
+  const toggles = ['allow_unsafe_apis', 'vulkan_enable_f16_on_nvidia', ...(env('FON_WEBGPU_ROBUST') === '1' ? [] : ['disable_robustness'])];
+  instance = create([`enable-dawn-features=${toggles.join(',')}`]) as GPU;
   return instance;
 }

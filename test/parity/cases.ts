@@ -263,6 +263,8 @@ const BIN_SHAPES: readonly [readonly number[], readonly number[]][] = [
 for (const [op, { fn, a, b, diff }] of Object.entries(BINARY) as [BinName, (typeof BINARY)[BinName]][]) {
   for (const [sa, sb] of BIN_SHAPES) add({ op, inputs: [inp(sa, a), inp(sb, b)], run: ([x, y]) => fn(x, y), grad: diff ? [0, 1] : [], tol: EW });
   for (const dtype of ['f16', 'bf16'] as const) add({ op, inputs: [inp([7, 33], a, dtype), inp([33], b, dtype)], run: ([x, y]) => fn(x, y) });
+  // Same shape with a size that is a multiple of 4 (the vectorised path of GPU backends).
+  add({ op, inputs: [inp([12, 33], a), inp([12, 33], b)], note: 'vec4', run: ([x, y]) => fn(x, y), grad: diff ? [0, 1] : [], tol: EW });
 }
 // Number operands on either side.
 add({ op: 'mul', inputs: [inp([7, 33])], note: 'x*3', run: ([x]) => fon.mul(x, 3), grad: [0] });

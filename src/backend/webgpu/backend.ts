@@ -11,6 +11,7 @@ import { requestDevice, type GpuCaps } from './device.ts';
 import { GpuRuntime } from './runtime.ts';
 import { loadSources } from './sources.ts';
 import { KERNEL_FILES, gpuKernels } from './kernels/index.ts';
+import { copyBytes } from './kernels/elementwise.ts';
 import { env } from '../../platform/env.ts';
 
 export interface GpuHandle {
@@ -51,8 +52,7 @@ export class WebGpuBackend implements Backend<GpuHandle> {
   /** A device-side copy of the first `size` elements of h. */
   copy(h: GpuHandle, size: number, dtype: DType): GpuHandle {
     const out = this.alloc(dtype, size, 'copy');
-    const bytes = Math.ceil(out.bytes / 4) * 4;
-    if (bytes > 0) this.rt.commandEncoder().copyBufferToBuffer(h.buffer, 0, out.buffer, 0, bytes);
+    if (out.bytes > 0) copyBytes(this, h.buffer, out.buffer, out.bytes);
     return out;
   }
 

@@ -50,6 +50,14 @@ const whereKernel = kernel('where', 'where', (v) => [
 ], 'n: u32, rank: u32, shape: array<vec4<u32>, 2>, sc: array<vec4<u32>, 2>, sa: array<vec4<u32>, 2>, sb: array<vec4<u32>, 2>');
 const packKernel = kernel('pack', 'pack', (v) => [{ name: 'x', dtype: dt(v, 'X') }, { name: 'y', dtype: dt(v, 'Y'), write: true }], 'n: u32');
 const fillKernel: Kernel = { name: 'fill', source: () => wgslSource('fill') };
+const copyKernel: Kernel = { name: 'copy_vec4', source: () => wgslSource('copy_vec4') };
+const binaryVec4Kernel: Kernel = { name: 'binary_vec4', source: (v) => preprocess(wgslSource('binary_vec4'), v) };
+
+/** Copies the first `bytes` bytes of src into dst on the device (16-byte words). */
+export function copyBytes(be: WebGpuBackend, src: GPUBuffer, dst: GPUBuffer, bytes: number): void {
+  const words = Math.ceil(bytes / 16);
+  be.rt.run({ kernel: copyKernel, variant: {}, uniforms: [words], buffers: [src, dst], workgroups: grid(words, 256) });
+}
 
 const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 
@@ -125,6 +133,11 @@ export function binary(be: WebGpuBackend, a: GpuRef, b: GpuRef, op: BinaryOp, ou
   const bscalar = !flat && size(a.shape) === n && size(b.shape) === 1;
   const isInt = a.dtype === 'i32';
   if (isInt && !INT_EXPR[op]) throw new UnsupportedError(`webgpu: binary op '${op}' on i32 tensors is not supported (cast to f32 first)`);
+  if (flat && a.dtype === 'f32' && b.dtype === 'f32' && n % 4 === 0) {
+    const out = be.alloc('f32', n, op);
+    be.rt.run({ kernel: binaryVec4Kernel, variant: { EXPR: BINARY_EXPR[op] }, uniforms: [n / 4], buffers: [a.h.buffer, b.h.buffer, out.buffer], workgroups: grid(n / 4, 256) });
+    return out;
+  }
   return viaStorable(be, a.dtype, n, op, (buf, y) => {
     be.rt.run({
       kernel: binaryKernel,
@@ -148,7 +161,7 @@ export function where(be: WebGpuBackend, c: GpuRef, a: GpuRef, b: GpuRef, outSha
   });
 }
 
-export const ELEMENTWISE_FILES = ['unary', 'binary', 'where', 'pack', 'fill'];
+export const ELEMENTWISE_FILES = ['unary', 'binary', 'binary_vec4', 'copy_vec4', 'where', 'pack', 'fill'];
 
 export function elementwiseKernels(be: WebGpuBackend): Pick<KernelTable, 'unary' | 'binary' | 'where' | 'cast' | 'fill'> {
   return {
