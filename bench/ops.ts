@@ -11,6 +11,7 @@ import '../src/backend/webgpu/index.ts';
 import '../src/backend/wasm/index.ts';
 import type { Backend, DType } from '../src/index.ts';
 import { findPython, printTable, runPython, timeMs, writeJson, type Row } from './lib/report.ts';
+import { tfjsWasmGemm } from './lib/tfjs.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -133,7 +134,20 @@ async function main(): Promise<void> {
     console.error(`  ${c.key}: ${ms.toFixed(3)} ms`);
   }
   printTable(`FON (${b.name}) vs ${gpu ? 'PyTorch' : 'numpy'}`, rows);
-  if (flags.json) writeJson(flags.json, { date: new Date().toISOString(), backend: b.name, adapter: caps?.adapterName ?? null, rows });
+  const peer = gpu ? [] : await peerRows(cases, rows);
+  if (peer.length) printTable(`FON (${b.name}) vs ${peer[0].refName}`, peer);
+  if (flags.json) writeJson(flags.json, { date: new Date().toISOString(), backend: b.name, adapter: caps?.adapterName ?? null, rows, peer });
+}
+
+/** The CPU GEMM rows again, against TensorFlow.js's wasm backend (when installed). */
+async function peerRows(cases: Case[], rows: Row[]): Promise<Row[]> {
+  const gemms = cases.map((c, i) => ({ c, row: rows[i] })).filter(({ c }) => c.op === 'gemm');
+  const tf = await tfjsWasmGemm(gemms.map(({ c }) => c.shape[0]), 5);
+  if (!tf) return [];
+  return gemms.map(({ c, row }) => {
+    const ms = tf.ms.get(c.shape[0])!;
+    return { ...row, ref: work(c).amount / (ms / 1e3) / 1e9, refName: tf.name };
+  });
 }
 
 await main();
