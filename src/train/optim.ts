@@ -1,10 +1,14 @@
 /**
  * Optimizers that update parameters in place on their own backend with one fused kernel per
- * parameter: AdamW (decoupled weight decay, PyTorch's formula) and SGD with momentum.
- * State tensors live beside the parameters; `stateDict()` exposes them for checkpoints.
+ * parameter: AdamW (decoupled weight decay, PyTorch's formula) and SGD with momentum. Views of a
+ * parameter (reshape, detach) share its storage and so see each step, as in PyTorch.
+ * State tensors (f32) live beside the parameters; `stateDict()` exposes them for checkpoints and
+ * `loadStateDict()` copies what it is given, so two optimizers never share state.
  */
 import { ArgumentError } from '../errors.ts';
+import { clone } from '../ops/cast.ts';
 import { zerosLike } from '../ops/creation.ts';
+import { zeroGrad } from '../ops/grad.ts';
 import { ref } from '../ops/run.ts';
 import { keep, noGrad } from '../tensor/scope.ts';
 import type { Tensor } from '../tensor/tensor.ts';
@@ -36,21 +40,31 @@ abstract class BaseOptimizer implements Optimizer {
   abstract stateDict(): { tensors: Record<string, Tensor>; scalars: Record<string, number> };
   abstract loadStateDict(state: { tensors: Record<string, Tensor>; scalars: Record<string, number> }): void;
   abstract dispose(): void;
-  zeroGrad(): void {
-    for (const p of this.params) if (p.grad) { p.grad.dispose(); p.grad = null; }
-  }
+  zeroGrad(): void { zeroGrad(this.params); }
 }
 
 function stateLike(p: Tensor): Tensor {
   return keep(noGrad(() => zerosLike(p, { dtype: 'f32' })));
 }
 
+/**
+ * Replaces the state tensors `into` with copies of `from[prefix.i]`, after checking every one
+ * (shape, f32, backend) so a bad state dict changes nothing.
+ */
 function copyState(into: Tensor[], from: Record<string, Tensor>, prefix: string): void {
   into.forEach((t, i) => {
-    const src = from[`${prefix}.${i}`];
-    if (!src || src.shape.join() !== t.shape.join()) throw new ArgumentError(`optimizer state: '${prefix}.${i}' missing or of shape [${src?.shape}], expected [${t.shape}]`);
+    const key = `${prefix}.${i}`;
+    const src = from[key];
+    if (!src) throw new ArgumentError(`optimizer state: '${key}' is missing`);
+    if (src.shape.join() !== t.shape.join()) throw new ArgumentError(`optimizer state: '${key}' has shape [${src.shape}], expected [${t.shape}]`);
+    if (src.dtype !== 'f32') throw new ArgumentError(`optimizer state: '${key}' has dtype ${src.dtype}, expected f32`);
+    if (src.backend !== t.backend) throw new ArgumentError(`optimizer state: '${key}' lives on backend '${src.backend.name}', the parameters on '${t.backend.name}'; move it with toBackend() first`);
   });
-  into.forEach((t, i) => { t.dispose(); into[i] = keep(from[`${prefix}.${i}`]); });
+  into.forEach((t, i) => {
+    const copy = keep(noGrad(() => clone(from[`${prefix}.${i}`])));
+    t.dispose();
+    into[i] = copy;
+  });
 }
 
 export interface AdamWOptions { lr?: number; betas?: [number, number]; eps?: number; weightDecay?: number }
@@ -62,7 +76,7 @@ export class AdamW extends BaseOptimizer {
   weightDecay: number;
   private m: Tensor[];
   private v: Tensor[];
-  /** Multiplies every gradient in the next step (set by clipping; reset after the step). */
+  /** Multiplies every gradient before the update (e.g. 1/N for N accumulated micro-batches). */
   gradScale = 1;
 
   constructor(params: readonly Tensor[], opts: AdamWOptions = {}) {
@@ -110,6 +124,7 @@ export class SGD extends BaseOptimizer {
   momentum: number;
   weightDecay: number;
   nesterov: boolean;
+  /** Multiplies every gradient before the update (e.g. 1/N for N accumulated micro-batches). */
   gradScale = 1;
   private buf: Tensor[];
 
