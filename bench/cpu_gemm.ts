@@ -18,7 +18,7 @@ import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { MatmulArgs } from '../src/backend/backend.ts';
 import { WasmBackend } from '../src/backend/wasm/index.ts';
-import { nodeSpawner, nodeThreadCount } from '../src/backend/wasm/node_threads.ts';
+import { nodeSpawner, nodeThreadCount } from '../src/platform/wasm_threads.ts';
 import { findPython, printTable, writeJson, type Row } from './lib/report.ts';
 
 const { values: flags } = parseArgs({

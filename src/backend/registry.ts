@@ -8,6 +8,8 @@ import { CpuBackend } from './cpu/backend.ts';
 
 export type BackendName = 'cpu' | 'wasm' | 'webgpu';
 const ready = new Map<string, Backend>();
+/** Backends being created: a second initBackend of the same name awaits the first's device. */
+const starting = new Map<string, Promise<Backend>>();
 let current: Backend | null = null;
 
 type Factory = () => Promise<Backend>;
@@ -26,9 +28,18 @@ export async function initBackend(name: BackendName | 'auto'): Promise<Backend> 
   if (name === 'auto') {
     for (const n of ['webgpu', 'wasm', 'cpu'] as const) {
       if (!factories.has(n)) continue;
+      const existed = ready.has(n) || starting.has(n);
       try {
         const b = await initBackend(n);
-        if ((b as { caps?: { software?: boolean } }).caps?.software) continue;
+        if ((b as { caps?: { software?: boolean } }).caps?.software) {
+          // Skipped: a software device made only for this probe is released, not left in `ready`.
+          if (!existed && ready.get(n) === b) {
+            ready.delete(n);
+            if (current === b) current = null;
+            b.destroy();
+          }
+          continue;
+        }
         return b;
       } catch { /* try the next one */ }
     }
@@ -38,9 +49,12 @@ export async function initBackend(name: BackendName | 'auto'): Promise<Backend> 
   if (have) return have;
   const f = factories.get(name);
   if (!f) throw new ArgumentError(`initBackend: unknown backend '${name}', expected one of ${[...factories.keys()].join(', ')} (import its module first)`);
-  const b = await f();
-  ready.set(name, b);
-  return b;
+  let p = starting.get(name);
+  if (!p) {
+    p = f().then((b) => { ready.set(name, b); return b; }).finally(() => { starting.delete(name); });
+    starting.set(name, p);
+  }
+  return p;
 }
 
 /** Makes `b` (or the named, already initialised backend) the default for new tensors. */

@@ -83,12 +83,17 @@ export function full(shape: readonly number[], value: number, opts: CreateOption
 
 export const zeros = (shape: readonly number[], opts: CreateOptions = {}) => full(shape, 0, opts);
 export const ones = (shape: readonly number[], opts: CreateOptions = {}) => full(shape, 1, opts);
-export const zerosLike = (t: Tensor, opts: CreateOptions = {}) => full(t.shape, 0, { dtype: t.dtype, backend: t.backend, ...opts });
-export const onesLike = (t: Tensor, opts: CreateOptions = {}) => full(t.shape, 1, { dtype: t.dtype, backend: t.backend, ...opts });
+// dtype and backend are read from `t` only when opts do not give them, so a disposed `t` still
+// serves as a shape when both are given (gradient rules do this with their inputs' shapes).
+export const zerosLike = (t: Tensor, opts: CreateOptions = {}) => full(t.shape, 0, { ...opts, dtype: opts.dtype ?? t.dtype, backend: opts.backend ?? t.backend });
+export const onesLike = (t: Tensor, opts: CreateOptions = {}) => full(t.shape, 1, { ...opts, dtype: opts.dtype ?? t.dtype, backend: opts.backend ?? t.backend });
 
 /** [start, start+step, …) below stop, like numpy.arange; i32 unless dtype says otherwise. */
 export function arange(start: number, stop?: number, step = 1, opts: CreateOptions = {}): Tensor {
   if (stop === undefined) { stop = start; start = 0; }
+  for (const [name, v] of [['start', start], ['stop', stop], ['step', step]] as const) {
+    if (!Number.isFinite(v)) throw new ArgumentError(`arange: ${name} must be a finite number, got ${v}`);
+  }
   if (step === 0) throw new ArgumentError('arange: step must not be 0');
   const n = Math.max(0, Math.ceil((stop - start) / step));
   const v = Array.from({ length: n }, (_, i) => start + i * step);
@@ -115,6 +120,8 @@ export function randn(shape: readonly number[], opts: RandomOptions & { mean?: n
 /** Random integers in [low, high), as i32. */
 export function randint(shape: readonly number[], low: number, high: number, opts: RandomOptions = {}): Tensor {
   checkShape('randint', shape);
+  if (!Number.isInteger(low) || !Number.isInteger(high)) throw new ArgumentError(`randint: low ${low} and high ${high} must be integers`);
+  if (high <= low) throw new ArgumentError(`randint: high ${high} must be greater than low ${low} (values are drawn from [low, high))`);
   const u = uniformArray(opts.seed ?? nextSeed(), sizeOf(shape));
   const v = new Int32Array(u.length);
   for (let i = 0; i < u.length; i++) v[i] = low + Math.floor(u[i] * (high - low));

@@ -84,12 +84,16 @@ export function binary(a: Operand, b: Operand, op: BinaryOp): Tensor {
   requireSameDType(op, ta, tb);
   const shape = broadcastShapes(op, ta.shape, tb.shape);
   const out = wrap(be, be.binary(ref(ta), ref(tb), op, shape), shape, ta.dtype);
-  const rule = binaryGrads[op];
-  if (rule) {
-    record(op, out, [ta, tb], (g, [sa, sb, so]) => {
-      const [ga, gb] = rule(sa, sb, so, g, tb.requiresGrad);
+  const grad = binaryGrads[op];
+  if (grad) {
+    // Save only what this op's rule reads, so the graph keeps no activation it does not need.
+    const from: Record<SavedName, Tensor> = { a: ta, b: tb, y: out };
+    record(op, out, [ta, tb], (g, saved) => {
+      const s: Partial<Record<SavedName, Tensor>> = {};
+      grad.save.forEach((k, i) => { s[k] = saved[i]; });
+      const [ga, gb] = grad.rule(s as Record<SavedName, Tensor>, g, tb.requiresGrad);
       return [ga && ta.requiresGrad ? sumTo(ga, ta.shape) : null, gb && tb.requiresGrad ? sumTo(gb, tb.shape) : null];
-    }, [ta, tb, out]);
+    }, grad.save.map((k) => from[k]));
   }
   return disposing(out, ...scalarsMade(a, b, ta, tb));
 }
@@ -99,17 +103,36 @@ function scalarsMade(a: Operand, b: Operand, ta: Tensor, tb: Tensor): Tensor[] {
   return [...(typeof a === 'number' ? [ta] : []), ...(typeof b === 'number' ? [tb] : [])];
 }
 
-/** `needB`: whether b wants a gradient (the saved copies a, b never carry requiresGrad themselves). */
-type BinaryRule = (a: Tensor, b: Tensor, y: Tensor, g: Tensor, needB: boolean) => [Tensor | null, Tensor | null];
-const binaryGrads: Partial<Record<BinaryOp, BinaryRule>> = {
-  add: (_a, _b, _y, g) => [g, g],
-  sub: (_a, _b, _y, g) => [g, neg(g)],
-  mul: (a, b, _y, g) => [mul(g, b), mul(g, a)],
-  div: (_a, b, y, g) => [div(g, b), neg(mul(g, div(y, b)))],
-  pow: (a, b, y, g, needB) => [mul(g, mul(b, pow(a, sub(b, 1)))), needB ? mul(g, mul(y, log(a))) : null],
+type SavedName = 'a' | 'b' | 'y';
+/**
+ * A binary op's gradient: `save` names the tensors its rule reads (inputs a, b, output y) and
+ * only those are kept by the graph; the rule sees them by name (entries not saved are absent).
+ * `needB`: whether b wants a gradient (the saved copies never carry requiresGrad themselves).
+ */
+interface BinaryGrad {
+  save: readonly SavedName[];
+  rule: (s: Record<SavedName, Tensor>, g: Tensor, needB: boolean) => [Tensor | null, Tensor | null];
+}
+const binaryGrads: Partial<Record<BinaryOp, BinaryGrad>> = {
+  add: { save: [], rule: (_s, g) => [g, g] },
+  sub: { save: [], rule: (_s, g) => [g, neg(g)] },
+  mul: { save: ['a', 'b'], rule: ({ a, b }, g) => [mul(g, b), mul(g, a)] },
+  div: { save: ['b', 'y'], rule: ({ b, y }, g) => [div(g, b), neg(mul(g, div(y, b)))] },
+  pow: {
+    save: ['a', 'b', 'y'],
+    rule: ({ a, b, y }, g, needB) => {
+      // As PyTorch: d/da is 0 where b == 0 (not 0·a^-1 = NaN at a = 0), and d/db = y·log(a) is 0
+      // where a == 0 and b ≥ 0 (not 0·(−∞) = NaN).
+      const da = where(eq(b, 0), 0, mul(b, pow(a, sub(b, 1))));
+      if (!needB) return [mul(g, da), null];
+      const t = mul(y, log(a));
+      const db = where(eq(a, 0), where(ge(b, 0), 0, t), t);
+      return [mul(g, da), mul(g, db)];
+    },
+  },
   // Ties send the gradient to the first operand, as max(a, b) picks a on ties.
-  max: (a, b, _y, g) => { const m = ge(a, b); return [mul(g, m), mul(g, sub(1, m))]; },
-  min: (a, b, _y, g) => { const m = le(a, b); return [mul(g, m), mul(g, sub(1, m))]; },
+  max: { save: ['a', 'b'], rule: ({ a, b }, g) => { const m = ge(a, b); return [mul(g, m), mul(g, sub(1, m))]; } },
+  min: { save: ['a', 'b'], rule: ({ a, b }, g) => { const m = le(a, b); return [mul(g, m), mul(g, sub(1, m))]; } },
 };
 
 export const add = (a: Operand, b: Operand) => binary(a, b, 'add');

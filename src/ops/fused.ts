@@ -1,5 +1,5 @@
 /** Fused kernels with their own backward: RMSNorm, LayerNorm, RoPE, cross-entropy from logits. */
-import { ShapeError } from '../errors.ts';
+import { DTypeError, ShapeError } from '../errors.ts';
 import { record } from '../tensor/autograd.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { sum } from './reduce.ts';
@@ -10,6 +10,8 @@ import { reshape } from './layout.ts';
 
 function normShapes(op: string, x: Tensor, w: Tensor): [number, number] {
   requireFloat(op, x);
+  if (x.rank === 0) throw new ShapeError(`${op}: input must have rank ≥ 1 (normalised over its last axis), got shape ${fmt(x.shape)}`);
+  if (w.dtype !== x.dtype) throw new DTypeError(`${op}: weight dtype ${w.dtype} must equal input dtype ${x.dtype}`);
   const cols = x.shape[x.rank - 1];
   if (w.rank !== 1 || w.shape[0] !== cols) throw new ShapeError(`${op}: weight shape ${fmt(w.shape)} must be [${cols}] for input ${fmt(x.shape)}`);
   return [x.size / cols, cols];
@@ -35,6 +37,7 @@ export function rmsnorm(x: Tensor, weight: Tensor, eps = 1e-6): Tensor {
 export function layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps = 1e-5): Tensor {
   const b = backendOf('layernorm', x, weight, bias);
   const [rows, cols] = normShapes('layernorm', x, weight);
+  if (bias.dtype !== x.dtype) throw new DTypeError(`layernorm: bias dtype ${bias.dtype} must equal input dtype ${x.dtype}`);
   if (fmt(bias.shape) !== fmt(weight.shape)) throw new ShapeError(`layernorm: bias shape ${fmt(bias.shape)} must equal weight shape ${fmt(weight.shape)}`);
   const args = { rows, cols, eps };
   const [y, mu, rstd] = b.layernorm(ref(x), ref(weight), ref(bias), args);
@@ -85,6 +88,7 @@ export function crossEntropy(logits: Tensor, targets: Tensor, opts: CrossEntropy
   const b = backendOf('crossEntropy', logits, targets);
   requireFloat('crossEntropy', logits);
   requireDType('crossEntropy', 'targets', targets, 'i32');
+  if (logits.rank === 0) throw new ShapeError(`crossEntropy: logits must have rank ≥ 1 (…, V), got shape ${fmt(logits.shape)}`);
   const v = logits.shape[logits.rank - 1];
   const n = logits.size / v;
   if (fmt(targets.shape) !== fmt(logits.shape.slice(0, -1))) throw new ShapeError(`crossEntropy: targets shape ${fmt(targets.shape)} must be logits shape ${fmt(logits.shape)} without its last axis`);

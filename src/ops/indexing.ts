@@ -2,6 +2,7 @@
 import { ShapeError } from '../errors.ts';
 import { record } from '../tensor/autograd.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import { zerosLike } from './creation.ts';
 import { backendOf, fmt, normAxis, ref, requireDType, requireSameDType, sizeOf, wrap } from './run.ts';
 
 function axisView(x: Tensor, a: number): [number, number, number] {
@@ -23,12 +24,7 @@ export function gather(x: Tensor, index: Tensor, axis: number): Tensor {
   const [o, n, inner] = axisView(x, a);
   const m = index.shape[a];
   const out = wrap(b, b.gather(ref(x), ref(index), o, n, m, inner), index.shape, x.dtype);
-  return record('gather', out, [x], (g, [idx]) => [scatterAddRaw(zerosOf(x, g), idx, g, a)], [index]);
-}
-
-function zerosOf(x: Tensor, g: Tensor): Tensor {
-  const b = g.backend;
-  return wrap(b, b.fill(x.size, 0, g.dtype), x.shape, g.dtype);
+  return record('gather', out, [x], (g, [idx]) => [scatterAddRaw(zerosLike(x, { dtype: g.dtype, backend: g.backend }), idx, g, a)], [index]);
 }
 
 function scatterAddRaw(base: Tensor, index: Tensor, src: Tensor, a: number): Tensor {

@@ -75,6 +75,8 @@ export function moveAxisLast(x: Tensor, axis: number): [Tensor, number[] | null]
  * A size of -1 means "to the end". Copies.
  */
 export function slice(x: Tensor, starts: readonly number[], sizes?: readonly number[]): Tensor {
+  requireIntegers('slice', 'start', starts);
+  if (sizes) requireIntegers('slice', 'size', sizes);
   const st = x.shape.map((d, i) => {
     const s = starts[i] ?? 0;
     return s < 0 ? s + d : s;
@@ -95,8 +97,17 @@ export function slice(x: Tensor, starts: readonly number[], sizes?: readonly num
   });
 }
 
+/** ArgumentError naming the op and the first entry of `values` that is not an integer. */
+function requireIntegers(op: string, what: string, values: readonly number[]): void {
+  values.forEach((v, i) => {
+    if (!Number.isInteger(v)) throw new ArgumentError(`${op}: ${what} ${v} (at position ${i} of ${fmt(values)}) must be an integer`);
+  });
+}
+
 /** Slice along one axis: x[..., start:end, ...]. */
 export function narrow(x: Tensor, axis: number, start: number, length: number): Tensor {
+  if (!Number.isInteger(start)) throw new ArgumentError(`narrow: start ${start} must be an integer`);
+  if (!Number.isInteger(length)) throw new ArgumentError(`narrow: length ${length} must be an integer`);
   const a = normAxis('narrow', axis, x.rank);
   const starts = x.shape.map((_, i) => (i === a ? start : 0));
   const sizes = x.shape.map((d, i) => (i === a ? length : d));
@@ -133,6 +144,7 @@ export function stack(xs: readonly Tensor[], axis = 0): Tensor {
 /** Splits along an axis into pieces of the given sizes. */
 export function split(x: Tensor, sizes: readonly number[], axis = 0): Tensor[] {
   const a = normAxis('split', axis, x.rank);
+  for (const n of sizes) if (!Number.isInteger(n) || n < 0) throw new ArgumentError(`split: size ${n} in ${fmt(sizes)} must be a non-negative integer`);
   if (sizes.reduce((s, v) => s + v, 0) !== x.shape[a]) throw new ShapeError(`split: sizes ${fmt(sizes)} do not add up to ${x.shape[a]} (axis ${axis} of ${fmt(x.shape)})`);
   let at = 0;
   return sizes.map((n) => { const p = narrow(x, a, at, n); at += n; return p; });

@@ -1,7 +1,7 @@
 /** Batched matrix multiply with optional transposes and batch broadcasting, and its gradient. */
 import { ShapeError } from '../errors.ts';
 import { record } from '../tensor/autograd.ts';
-import { isFloat, type FloatDType } from '../tensor/dtype.ts';
+import type { FloatDType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { add } from './elementwise.ts';
 import { broadcastTo, reshape, sumTo } from './layout.ts';
@@ -33,7 +33,6 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
     batch, m, n, k: ka, transA, transB, batchA: ea.size / (m * ka) || 1, batchB: eb.size / (kb * n) || 1, outDType: a.dtype as FloatDType,
   }), outShape, a.dtype);
   disposing(null, ...(ea !== a ? [ea] : []), ...(eb !== b ? [eb] : []));
-  if (!isFloat(a.dtype)) return out;
   return record('matmul', out, [a, b], (g, [sa, sb]) => {
     // dA = g·op(B)ᵀ (or its transpose), dB = op(A)ᵀ·g (or its transpose)
     const da = a.requiresGrad ? (transA ? matmul(sb, g, { transA: transB, transB: true }) : matmul(g, sb, { transB: !transB })) : null;

@@ -5,7 +5,7 @@
  * by the tensors they produced and by the nodes downstream, so dropping a graph without calling
  * `backward()` frees what it saved; `backward()` frees it too unless asked to keep the graph.
  */
-import { GradError } from '../errors.ts';
+import { ArgumentError, DTypeError, GradError } from '../errors.ts';
 import { isGradEnabled, keep, noGrad, tidy } from './scope.ts';
 import { shareStorage, type Tensor } from './tensor.ts';
 
@@ -39,11 +39,18 @@ export class GradNode {
     this.rule = null;
   }
 
-  /** One owner let go; the last one frees the node and lets go of its inputs' nodes. */
+  /**
+   * One owner let go; the last one frees the node and lets go of its inputs' nodes. Iterative
+   * (an explicit stack), so releasing a chain of any length cannot overflow the call stack.
+   */
   drop(): void {
-    if (--this.refs > 0) return;
-    this.free();
-    for (const t of this.targets) if (t && 'node' in t) t.node.drop();
+    const stack: GradNode[] = [this];
+    while (stack.length) {
+      const node = stack.pop()!;
+      if (--node.refs > 0) continue;
+      node.free();
+      for (const t of node.targets) if (t && 'node' in t) stack.push(t.node);
+    }
   }
 }
 
@@ -74,6 +81,8 @@ export function backward(root: Tensor, grad: Tensor | null, opts: BackwardOption
   if (!root.requiresGrad) throw new GradError(`backward: tensor of shape [${root.shape}] does not require grad (no input of its graph has requiresGrad)`);
   if (!grad && root.size !== 1) throw new GradError(`backward: root of shape [${root.shape}] is not a scalar; pass a gradient of the same shape`);
   if (grad && grad.shape.join() !== root.shape.join()) throw new GradError(`backward: gradient shape [${grad.shape}] does not match root shape [${root.shape}]`);
+  if (grad && grad.dtype !== root.dtype) throw new DTypeError(`backward: gradient dtype ${grad.dtype} does not match root dtype ${root.dtype}`);
+  if (grad && grad.backend !== root.backend) throw new ArgumentError(`backward: gradient lives on backend '${grad.backend.name}', root on '${root.backend.name}'; move one with toBackend()`);
   noGrad(() => tidy(() => {
     const seed = grad ?? ones(root);
     if (!root.node) { accumulateLeaf(root, seed, add); return; }
@@ -81,7 +90,11 @@ export function backward(root: Tensor, grad: Tensor | null, opts: BackwardOption
     const pending = new Map<GradNode, Tensor>([[root.node, seed]]);
     for (const node of order) {
       const g = pending.get(node);
-      if (!g) continue;
+      if (!g) {
+        // No gradient reached this node (every path to it returned null): it is done all the same.
+        if (!opts.retainGraph) node.free();
+        continue;
+      }
       pending.delete(node);
       const grads = node.apply(g);
       node.targets.forEach((target, i) => {
@@ -101,7 +114,9 @@ export function backward(root: Tensor, grad: Tensor | null, opts: BackwardOption
 function accumulateLeaf(leaf: Tensor, g: Tensor, add: (a: Tensor, b: Tensor) => Tensor): void {
   if (leaf.disposed) return;
   if (g.shape.join() !== leaf.shape.join()) throw new GradError(`internal: gradient of shape [${g.shape}] for a leaf of shape [${leaf.shape}]`);
-  const next = leaf.grad ? add(leaf.grad, g) : g.dtype === leaf.dtype ? shareStorage(g, g.shape) : g;
+  if (g.dtype !== leaf.dtype) throw new GradError(`internal: gradient of dtype ${g.dtype} for a leaf of dtype ${leaf.dtype}`);
+  // Always a tensor of our own (sharing storage), never the caller's or a rule's tensor object.
+  const next = leaf.grad ? add(leaf.grad, g) : shareStorage(g, g.shape);
   if (leaf.grad) leaf.grad.dispose();
   leaf.grad = keep(next);
 }

@@ -103,13 +103,30 @@ export function hostToF32(data: AnyHostArray, dtype: DType): Float32Array {
   return out;
 }
 
-/** f32 values → host array of `dtype` (ints truncate toward zero, u8 wraps like a C cast of the int). */
+/**
+ * Float → i32, the one rule of every backend (PyTorch-like): truncate toward zero, saturate to
+ * [−2^31, 2^31 − 1], NaN → 0.
+ */
+export function floatToI32(x: number): number {
+  if (x !== x) return 0;
+  if (x >= 2147483647) return 2147483647;
+  if (x <= -2147483648) return -2147483648;
+  return Math.trunc(x) | 0;
+}
+
+/** Float → u8: the saturated i32 of floatToI32, wrapped mod 256 (−1 → 255, 300 → 44, 1e10 → 255). */
+export function floatToU8(x: number): number {
+  return floatToI32(x) & 0xff;
+}
+
+/** f32 values → host array of `dtype` (ints: floatToI32; u8: floatToU8, the i32 wrapped mod 256). */
 export function f32ToHost(data: Float32Array, dtype: DType): AnyHostArray {
   if (dtype === 'f32') return data;
   const out = allocHost(dtype, data.length);
   if (dtype === 'f16') for (let i = 0; i < data.length; i++) out[i] = f32ToF16Bits(data[i]);
   else if (dtype === 'bf16') for (let i = 0; i < data.length; i++) out[i] = f32ToBf16Bits(data[i]);
-  else for (let i = 0; i < data.length; i++) out[i] = Math.trunc(data[i]);
+  else if (dtype === 'i32') for (let i = 0; i < data.length; i++) out[i] = floatToI32(data[i]);
+  else for (let i = 0; i < data.length; i++) out[i] = floatToU8(data[i]);
   return out;
 }
 
@@ -119,7 +136,7 @@ export function roundTo(dtype: DType, x: number): number {
     case 'f32': return Math.fround(x);
     case 'f16': return f16BitsToF32(f32ToF16Bits(x));
     case 'bf16': return bf16BitsToF32(f32ToBf16Bits(x));
-    case 'i32': return Math.trunc(x) | 0;
-    case 'u8': return (Math.trunc(x) & 0xff);
+    case 'i32': return floatToI32(x);
+    case 'u8': return floatToU8(x);
   }
 }

@@ -3,7 +3,8 @@
  * switch. A tensor returned from `tidy` (alone, or inside arrays and plain objects) moves to the
  * enclosing scope; `keep` takes a tensor out of scope tracking for good.
  */
-import type { Tensor } from './tensor.ts';
+import { ArgumentError } from '../errors.ts';
+import { isTensor, type Tensor } from './tensor.ts';
 
 const scopes: Set<Tensor>[] = [];
 
@@ -24,9 +25,13 @@ export function keep<T extends Tensor>(t: T): T {
 function collect(value: unknown, out: Set<Tensor>, seen = new Set<unknown>()): void {
   if (value === null || typeof value !== 'object' || seen.has(value)) return;
   seen.add(value);
-  if ((value as { constructor?: { name?: string } }).constructor?.name === 'Tensor') { out.add(value as Tensor); return; }
+  if (isTensor(value)) { out.add(value); return; }
   if (Array.isArray(value)) { for (const v of value) collect(v, out, seen); return; }
   if (Object.getPrototypeOf(value) === Object.prototype) for (const v of Object.values(value)) collect(v, out, seen);
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return v instanceof Promise || (v !== null && (typeof v === 'object' || typeof v === 'function') && typeof (v as { then?: unknown }).then === 'function');
 }
 
 /** Runs fn; disposes every tensor it created except those in its result. */
@@ -43,7 +48,12 @@ export function tidy<T>(fn: () => T): T {
     throw e;
   }
   scopes.pop();
-  if (result instanceof Promise) throw new TypeError('tidy: fn must be synchronous; await outside the scope');
+  if (isThenable(result)) {
+    // Whatever the async fn made before its first await is freed; the promise's own outcome is moot.
+    for (const t of scope) t.dispose();
+    result.then(undefined, () => {});
+    throw new ArgumentError('tidy: fn must be synchronous, got a function that returned a Promise; await outside the scope');
+  }
   const kept = new Set<Tensor>();
   collect(result, kept);
   for (const t of scope) if (!kept.has(t)) t.dispose();

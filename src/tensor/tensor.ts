@@ -1,6 +1,9 @@
 /**
  * Tensor: shape, dtype and a reference-counted storage on one backend, plus the autograd fields.
- * Tensors are immutable and always contiguous (row-major); `reshape` shares storage, every other
+ * Tensors are always contiguous (row-major). Ops never write into their inputs: each returns a
+ * new tensor. They are not immutable, though, as in PyTorch: optimizers update parameters in
+ * place, and views — `reshape`, `detach` and a `cast` to the same dtype — share storage with
+ * their source, so an in-place update shows through every tensor on that storage. Every other
  * layout change copies. `dispose()` frees the tensor's hold on its storage; the storage itself
  * goes when the last holder (tensor or autograd node) lets go, so a graph can outlive the
  * tensors a user disposed. Using a disposed tensor throws DisposedError.
@@ -10,6 +13,18 @@ import type { Backend } from '../backend/backend.ts';
 import { isFloat, type AnyHostArray, type DType } from './dtype.ts';
 import { trackInScope, untrackFromScope } from './scope.ts';
 import type { GradNode } from './autograd.ts';
+import { sizeOf } from './shape.ts';
+
+/** Brand on every Tensor (shared across module copies via the global symbol registry). */
+const TENSOR_BRAND: unique symbol = Symbol.for('fon.Tensor') as never;
+
+/**
+ * Whether `v` is a Tensor, by brand rather than by class name or `instanceof` (both break under
+ * minification, subclassing or a second copy of the module).
+ */
+export function isTensor(v: unknown): v is Tensor {
+  return typeof v === 'object' && v !== null && (v as { [TENSOR_BRAND]?: unknown })[TENSOR_BRAND] === true;
+}
 
 /** Backend memory held by one or more tensors; freed when `refs` reaches zero. */
 export class Storage {
@@ -24,6 +39,8 @@ export class Storage {
 let nextId = 1;
 
 export class Tensor {
+  /** @internal the brand `isTensor` looks for. */
+  get [TENSOR_BRAND](): true { return true; }
   readonly id = nextId++;
   readonly shape: readonly number[];
   readonly size: number;
@@ -40,7 +57,7 @@ export class Tensor {
   constructor(storage: Storage, shape: readonly number[], tracked = true) {
     this.storage = storage;
     this.shape = Object.freeze(shape.slice());
-    this.size = shape.reduce((a, b) => a * b, 1);
+    this.size = sizeOf(shape);
     if (tracked) trackInScope(this);
   }
 
@@ -89,8 +106,7 @@ export class Tensor {
 
 /** @internal a new tensor on a fresh handle owned by it. */
 export function fromHandle(backend: Backend, handle: unknown, shape: readonly number[], dtype: DType): Tensor {
-  const size = shape.reduce((a, b) => a * b, 1);
-  return new Tensor(new Storage(backend, handle, dtype, size), shape);
+  return new Tensor(new Storage(backend, handle, dtype, sizeOf(shape)), shape);
 }
 
 /** @internal a second tensor over the same storage (reshape, saved-for-backward copies). */

@@ -35,7 +35,7 @@ import { binaryWasm, softmaxWasm, unaryWasm } from '../../src/backend/wasm/eleme
 import { WASM_BINARY_OPS, WASM_UNARY_OPS } from '../../src/backend/wasm/elementwise_kernels.ts';
 import { WasmBackend } from '../../src/backend/wasm/index.ts';
 import { buildKernelModule } from '../../src/backend/wasm/kernel_module.ts';
-import { nodeSpawner, nodeThreadCount } from '../../src/backend/wasm/node_threads.ts';
+import { nodeSpawner, nodeThreadCount } from '../../src/platform/wasm_threads.ts';
 import { detectWasmFeatures } from '../../src/backend/wasm/wasm_features.ts';
 import * as fon from '../../src/index.ts';
 import { f32ToHost, hostToF32, type FloatDType } from '../../src/tensor/dtype.ts';
@@ -370,7 +370,7 @@ describe('wasm backend pieces', { skip: onlyMatmul }, () => {
 
   test('a process with a live worker pool exits by itself', () => {
     const backendModule = new URL('../../src/backend/wasm/index.ts', import.meta.url).href;
-    const spawnerModule = new URL('../../src/backend/wasm/node_threads.ts', import.meta.url).href;
+    const spawnerModule = new URL('../../src/platform/wasm_threads.ts', import.meta.url).href;
     const code = `
       import { WasmBackend } from '${backendModule}';
       import { nodeSpawner } from '${spawnerModule}';

@@ -1,6 +1,6 @@
 /** CPU reference: unary and broadcasting binary ops, where, cast, fill. */
 import type { BinaryOp, UnaryOp } from '../backend.ts';
-import { allocHost, f32ToHost, hostToF32, isFloat, type DType } from '../../tensor/dtype.ts';
+import { allocHost, f32ToHost, floatToU8, hostToF32, isFloat, type DType } from '../../tensor/dtype.ts';
 import { broadcastStrides, f32, forEachStrided, sizeOf, store, type CpuHandle, type CpuRef } from './host.ts';
 
 const GELU_C = Math.sqrt(2 / Math.PI);
@@ -43,6 +43,16 @@ export const binaryFns: Record<BinaryOp, (a: number, b: number) => number> = {
   ge: (a, b) => (a >= b ? 1 : 0),
 };
 
+/**
+ * i32 ops whose f64 result would not wrap like 32-bit integer arithmetic (the GPU's): a product of
+ * two i32 passes 2^53 and loses its low bits before the store wraps it.
+ */
+const i32Fns: Partial<Record<BinaryOp, (a: number, b: number) => number>> = {
+  add: (a, b) => (a + b) | 0,
+  sub: (a, b) => (a - b) | 0,
+  mul: Math.imul,
+};
+
 export function unary(x: CpuRef, op: UnaryOp): CpuHandle {
   const v = f32(x);
   const out = new Float32Array(v.length);
@@ -64,7 +74,7 @@ export function binary(a: CpuRef, b: CpuRef, op: BinaryOp, outShape: readonly nu
   const n = sizeOf(outShape);
   const av = isFloat(a.dtype) ? f32(a) : a.h;
   const bv = isFloat(b.dtype) ? f32(b) : b.h;
-  const fn = binaryFns[op];
+  const fn = (a.dtype === 'i32' ? i32Fns[op] : undefined) ?? binaryFns[op];
   const out = isFloat(a.dtype) ? new Float32Array(n) : new Float64Array(n);
   if (a.h.length === n && b.h.length === n) {
     for (let i = 0; i < n; i++) out[i] = fn(av[i], bv[i]);
@@ -101,7 +111,7 @@ export function cast(x: CpuRef, to: DType): CpuHandle {
   const v = hostToF32(x.h, x.dtype);
   if (to === 'u8') {
     const out = new Uint8Array(v.length);
-    for (let i = 0; i < v.length; i++) out[i] = Math.trunc(v[i]) & 0xff;
+    for (let i = 0; i < v.length; i++) out[i] = floatToU8(v[i]);
     return out;
   }
   return f32ToHost(v, to);

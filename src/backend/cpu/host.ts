@@ -1,6 +1,8 @@
 /** Helpers the CPU kernels share: f32 views of inputs, typed outputs, broadcasting strides. */
 import { allocHost, f32ToHost, hostToF32, isFloat, type AnyHostArray, type DType } from '../../tensor/dtype.ts';
 import type { Ref } from '../backend.ts';
+import { sizeOf } from '../../tensor/shape.ts';
+export { sizeOf, broadcastStrides } from '../../tensor/shape.ts';
 
 export type CpuHandle = AnyHostArray;
 export type CpuRef = Ref<CpuHandle>;
@@ -26,23 +28,6 @@ export function storeNumbers(values: Float32Array | Float64Array, dtype: DType):
 /** f32 results stored as `dtype`. */
 export function store(values: Float32Array, dtype: DType): CpuHandle {
   return f32ToHost(values, dtype);
-}
-
-export function sizeOf(shape: readonly number[]): number {
-  let n = 1;
-  for (const d of shape) n *= d;
-  return n;
-}
-
-/** Row-major strides of `shape` as read through broadcasting into `outShape` (0 on broadcast axes). */
-export function broadcastStrides(shape: readonly number[], outShape: readonly number[]): number[] {
-  const strides = new Array<number>(outShape.length).fill(0);
-  let s = 1;
-  for (let i = shape.length - 1, j = outShape.length - 1; i >= 0; i--, j--) {
-    strides[j] = shape[i] === 1 ? 0 : s;
-    s *= shape[i];
-  }
-  return strides;
 }
 
 /** Calls f(outIndex, inOffsets…) for every element of outShape, walking each input's strides. */

@@ -60,7 +60,9 @@ export function logsumexp(x: CpuRef, rows: number, cols: number): CpuHandle {
 export function rowLogsumexp(v: Float32Array, base: number, cols: number): number {
   let m = -Infinity;
   for (let c = 0; c < cols; c++) m = Math.max(m, v[base + c]);
-  if (m === -Infinity) return -Infinity;
+  // ±Infinity max: the exp-sum below would compute inf - inf = NaN; the answer is the max itself
+  // (as on the GPU). A NaN anywhere makes m NaN and the result NaN.
+  if (m === -Infinity || m === Infinity) return m;
   let s = 0;
   for (let c = 0; c < cols; c++) s += Math.exp(v[base + c] - m);
   return m + Math.log(s);
@@ -85,7 +87,17 @@ export function scan(x: CpuRef, op: ScanOp, rows: number, cols: number): [CpuHan
   return [storeNumbers(out, x.dtype), idx];
 }
 
-/** Stable sort of each row; ties keep their original order. */
+/**
+ * Ascending total order of the sort kernels (rows_sort.wgsl's key_of): NaN after +Infinity,
+ * −0 equal to +0. `v[i] - v[j]` is no comparator once NaN (or inf − inf) appears.
+ */
+function compareAsc(a: number, b: number): number {
+  const an = a !== a, bn = b !== b;
+  if (an || bn) return an === bn ? 0 : an ? 1 : -1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Stable sort of each row; ties keep their original order. NaN goes last ascending, first descending. */
 export function sort(x: CpuRef, rows: number, cols: number, descending: boolean): [CpuHandle, CpuHandle] {
   const v = numbers(x);
   const out = new Float64Array(v.length);
@@ -94,7 +106,7 @@ export function sort(x: CpuRef, rows: number, cols: number, descending: boolean)
   for (let r = 0; r < rows; r++) {
     const base = r * cols;
     for (let c = 0; c < cols; c++) order[c] = c;
-    order.sort(descending ? (i, j) => v[base + j] - v[base + i] : (i, j) => v[base + i] - v[base + j]);
+    order.sort(descending ? (i, j) => compareAsc(v[base + j], v[base + i]) : (i, j) => compareAsc(v[base + i], v[base + j]));
     for (let c = 0; c < cols; c++) { out[base + c] = v[base + order[c]]; idx[base + c] = order[c]; }
   }
   return [storeNumbers(out, x.dtype), idx];

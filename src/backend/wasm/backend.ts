@@ -6,7 +6,7 @@
  * the CPU reference for the cases its kernel does not take.
  *
  * `WasmBackend.create()` alone runs on one thread; give it `threads` and a `spawner` (the Node
- * adapter, node_threads.ts) for the worker pool, as `initBackend('wasm')` does (index.ts).
+ * adapter, platform/wasm_threads.ts) for the worker pool, as `initBackend('wasm')` does (index.ts).
  */
 import type { Backend } from '../backend.ts';
 import { CpuBackend } from '../cpu/backend.ts';

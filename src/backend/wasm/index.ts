@@ -11,6 +11,6 @@ export { WasmBackend, type WasmBackendOptions } from './backend.ts';
 registerBackendFactory('wasm', async () => {
   const isNode = typeof process !== 'undefined' && process.versions?.node !== undefined;
   if (!isNode) return WasmBackend.create({ threads: 1 });
-  const { nodeSpawner, nodeThreadCount } = await import('./node_threads.ts');
+  const { nodeSpawner, nodeThreadCount } = await import('../../platform/wasm_threads.ts');
   return WasmBackend.create({ threads: nodeThreadCount(), spawner: nodeSpawner });
 });

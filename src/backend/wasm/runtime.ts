@@ -27,7 +27,7 @@ export const MAX_WORKSPACE_BYTES = WASM_MAX_PAGES * WASM_PAGE_BYTES - WORKSPACE_
 export interface WasmRuntimeOptions {
   /** Threads including the caller (capped at MAX_THREADS); more than 1 needs `spawner` and shared memory. */
   threads: number;
-  /** Starts worker threads (node_threads.ts in Node); without one the runtime is single-threaded. */
+  /** Starts worker threads (platform/wasm_threads.ts in Node); without one the runtime is single-threaded. */
   spawner?: ThreadSpawner;
   /** Use relaxed-SIMD fma; defaults to whether the engine validates it. False forces mul+add. */
   fma?: boolean;

@@ -5,7 +5,7 @@
  * worker owns one cache line of an Int32Array control block and sleeps on its request word.
  *
  * Nothing here is Node-only; starting a worker is the `ThreadSpawner` an adapter provides
- * (node_threads.ts). Browsers would need cross-origin isolation and a main thread that may not
+ * (platform/wasm_threads.ts). Browsers would need cross-origin isolation and a main thread that may not
  * block, so there the backend runs single-threaded.
  */
 import { FonError, UnsupportedError } from '../../errors.ts';

@@ -58,8 +58,11 @@ export class BufferPool {
     for (const e of await Promise.all(pending)) if (e) throw e;
   }
 
-  /** Destroys parked buffers (e.g. after a phase with different shapes). */
-  trim(): void {
+  /**
+   * Destroys parked buffers. Internal: a parked buffer may still be bound by commands in the
+   * runtime's pending encoder, so only GpuRuntime.trimPool (which submits them first) calls this.
+   */
+  destroyParked(): void {
     for (const list of this.free.values()) for (const b of list) b.destroy();
     this.free.clear();
     this.pooledBytes = 0;

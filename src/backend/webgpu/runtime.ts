@@ -46,8 +46,8 @@ export class GpuRuntime {
   private pass: GPUComputePassEncoder | null = null;
   private ringCpu = new Uint32Array(RING_BYTES / 4);
   private ringUsed = 0;
-  private rings: GPUBuffer[] = [];
-  private ringIndex = 0;
+  /** The uniform ring: one buffer, rewritten per submit (queue order makes reuse safe). */
+  private ringBuffer: GPUBuffer | null = null;
   private dispatches = 0;
   private lostReason: string | null = null;
   private uncaptured: string | null = null;
@@ -78,12 +78,8 @@ export class GpuRuntime {
   }
 
   private ring(): GPUBuffer {
-    let r = this.rings[this.ringIndex];
-    if (!r) {
-      r = this.device.createBuffer({ size: RING_BYTES, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
-      this.rings[this.ringIndex] = r;
-    }
-    return r;
+    this.ringBuffer ??= this.device.createBuffer({ size: RING_BYTES, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    return this.ringBuffer;
   }
 
   /** Records one compute dispatch into the pending encoder. */
@@ -130,8 +126,7 @@ export class GpuRuntime {
     if (this.pass) { this.pass.end(); this.pass = null; }
     if (this.ringUsed > 0) {
       this.device.queue.writeBuffer(this.ring(), 0, this.ringCpu.buffer, 0, this.ringUsed * 4);
-      // The next batch writes a different ring buffer only if this one may still be read; queue
-      // order already guarantees that, so one ring buffer is reused.
+      // writeBuffer is ordered after every earlier submit, so the next batch may reuse the buffer.
       this.ringUsed = 0;
     }
     this.device.queue.submit([this.encoder.finish()]);
@@ -189,10 +184,20 @@ export class GpuRuntime {
     await this.checkErrors();
   }
 
+  /**
+   * Destroys the pool's parked buffers (e.g. after a phase with different shapes). Submits the
+   * pending encoder first: its commands may still bind a buffer released since they were recorded.
+   */
+  trimPool(): void {
+    this.flush();
+    this.pool.destroyParked();
+  }
+
   destroy(): void {
     try { this.flush(); } catch { /* device may be gone */ }
-    this.pool.trim();
-    for (const r of this.rings) r.destroy();
+    this.pool.destroyParked();
+    this.ringBuffer?.destroy();
+    this.ringBuffer = null;
     this.device.destroy();
   }
 }

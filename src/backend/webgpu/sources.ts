@@ -3,15 +3,23 @@
  * with fetch in a browser (bundlers resolve `new URL(file, import.meta.url)` as assets), so the
  * kernels stay real WGSL files and pipeline creation stays synchronous.
  */
+import { DeviceError } from '../../errors.ts';
+
 const sources = new Map<string, string>();
 
-async function loadText(url: URL): Promise<string> {
-  if (url.protocol === 'file:') {
-    const { readFile } = await import('node:fs/promises');
-    return readFile(url, 'utf8');
+/** Exported for tests. */
+export async function loadText(url: URL): Promise<string> {
+  let r: Response;
+  try {
+    if (url.protocol === 'file:') {
+      const { readFile } = await import('node:fs/promises');
+      return await readFile(url, 'utf8');
+    }
+    r = await fetch(url);
+  } catch (e) {
+    throw new DeviceError(`webgpu: cannot load kernel source ${url}: ${(e as Error).message}`);
   }
-  const r = await fetch(url);
-  if (!r.ok) throw new Error(`webgpu: cannot load kernel source ${url}: HTTP ${r.status}`);
+  if (!r.ok) throw new DeviceError(`webgpu: cannot load kernel source ${url}: HTTP ${r.status}`);
   return r.text();
 }
 

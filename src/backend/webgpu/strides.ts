@@ -3,19 +3,9 @@
  * walks them contiguously (fewer divisions per element, and rank ≤ 8 for the uniform arrays).
  */
 import { UnsupportedError } from '../../errors.ts';
+export { broadcastStrides } from '../../tensor/shape.ts';
 
 export const MAX_RANK = 8;
-
-/** Per-input strides of `shape` broadcast into `out` (0 on broadcast axes). */
-export function broadcastStrides(shape: readonly number[], out: readonly number[]): number[] {
-  const s = new Array<number>(out.length).fill(0);
-  let acc = 1;
-  for (let i = shape.length - 1, j = out.length - 1; i >= 0; i--, j--) {
-    s[j] = shape[i] === 1 ? 0 : acc;
-    acc *= shape[i];
-  }
-  return s;
-}
 
 /** Merges adjacent output axes where each stride list stays linear; drops size-1 axes. */
 export function coalesce(shape: readonly number[], strides: readonly (readonly number[])[]): { shape: number[]; strides: number[][] } {

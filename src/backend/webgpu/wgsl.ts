@@ -71,11 +71,23 @@ function storer(b: Binding, f16: boolean): string {
   const n = b.name;
   switch (b.dtype) {
     case 'f32': return `fn st_${n}(i: u32, v: f32) { ${n}[i] = v; }`;
-    case 'i32': return `fn st_${n}(i: u32, v: f32) { ${n}[i] = i32(v); }\nfn sti_${n}(i: u32, v: i32) { ${n}[i] = v; }`;
+    case 'i32': return `fn st_${n}(i: u32, v: f32) { ${n}[i] = f32_to_i32(v); }\nfn sti_${n}(i: u32, v: i32) { ${n}[i] = v; }`;
     case 'f16': return f16 ? `fn st_${n}(i: u32, v: f32) { ${n}[i] = f16(v); }` : '';
     default: return '';
   }
 }
+
+/**
+ * Float → i32, the rule of every backend (dtype.ts floatToI32): truncate toward zero, saturate to
+ * [−2^31, 2^31 − 1], NaN → 0. WGSL's i32(f32) clamps to [−2^31, 2^31 − 128] (the largest f32
+ * below 2^31), so v ≥ 2^31 is mapped to 2^31 − 1 explicitly. NaN is tested by its bits: some
+ * compilers (NVIDIA's) fold comparisons with NaN, so `v != v` is not reliable.
+ */
+export const F32_TO_I32_WGSL = `fn f32_to_i32(v: f32) -> i32 {
+  let nan = (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+  let t = select(i32(clamp(v, -2147483648.0, 2147483520.0)), 2147483647i, v >= 2147483648.0);
+  return select(t, 0i, nan);
+}`;
 
 /**
  * Declarations for binding 0 (uniforms, when `params` is given) and one storage binding per
@@ -88,6 +100,7 @@ export function header(bindings: readonly Binding[], f16: boolean, params?: stri
   if (params !== undefined) {
     lines.push(`struct Params { ${params} }`, `@group(0) @binding(${slot++}) var<uniform> P: Params;`);
   }
+  if (bindings.some((b) => b.write)) lines.push(F32_TO_I32_WGSL);
   for (const b of bindings) {
     lines.push(`@group(0) @binding(${slot++}) var<storage, ${b.write ? 'read_write' : 'read'}> ${b.name}: array<${storageType(b.dtype, f16)}>;`);
     lines.push(loader(b, f16));

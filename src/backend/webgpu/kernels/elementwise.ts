@@ -12,7 +12,7 @@ import { header, preprocess, storesDirectly, type Binding, type Variant } from '
 export function kernel(name: string, file: string, bindings: (v: Variant) => Binding[], params?: string): Kernel {
   return {
     name,
-    source: (v, caps) => preprocess(wgslSource(file), { ...v, HEADER: header(bindings(v), caps.f16, params) }),
+    source: (v, caps) => preprocess(wgslSource(file), { ...v, HEADER: header(bindings(v), caps.f16, params), PACKING: wgslSource('packing') }),
   };
 }
 
@@ -105,7 +105,7 @@ function castInto(be: WebGpuBackend, src: GPUBuffer, from: DType, n: number, to:
   const per = to === 'u8' ? 4 : 2;
   const words = Math.ceil(n / per);
   const convert = to === 'u8' ? 'to_u8' : to === 'bf16' ? 'to_bf16' : 'to_f16';
-  be.rt.run({ kernel: packKernel, variant: { X: from, Y: to, PER_WORD: per, CONVERT: convert, INT_IN: from === 'i32' }, uniforms: [n], buffers: [src, out.buffer], workgroups: grid(words, 256) });
+  be.rt.run({ kernel: packKernel, variant: { X: from, Y: to, PER_WORD: per, CONVERT: convert, INT_IN: from === 'i32', INT_TO_U8: from === 'i32' && to === 'u8' }, uniforms: [n], buffers: [src, out.buffer], workgroups: grid(words, 256) });
   return out;
 }
 
@@ -161,7 +161,7 @@ export function where(be: WebGpuBackend, c: GpuRef, a: GpuRef, b: GpuRef, outSha
   });
 }
 
-export const ELEMENTWISE_FILES = ['unary', 'binary', 'binary_vec4', 'copy_vec4', 'where', 'pack', 'fill'];
+export const ELEMENTWISE_FILES = ['unary', 'binary', 'binary_vec4', 'copy_vec4', 'where', 'pack', 'packing', 'fill'];
 
 export function elementwiseKernels(be: WebGpuBackend): Pick<KernelTable, 'unary' | 'binary' | 'where' | 'cast' | 'fill'> {
   return {

@@ -5,13 +5,7 @@
 // buffer (bf16, f16 without shader-f16) is written one whole word at a time (P_WORD / B_WORD).
 {{HEADER}}
 
-fn to_bf16(v: f32) -> u32 {
-  let u = bitcast<u32>(v);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu) != 0u) { return 0x7fc0u; }
-  return ((u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u) & 0xffffu;
-}
-fn pack_bf16(a: f32, b: f32) -> u32 { return to_bf16(a) | (to_bf16(b) << 16u); }
-fn pack_f16(a: f32, b: f32) -> u32 { return pack2x16float(vec2<f32>(a, b)); }
+{{PACKING}}
 
 // (p, buf) after one step of element i.
 fn step(i: u32) -> vec2<f32> {

@@ -5,8 +5,8 @@
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { ArgumentError } from '../../errors.ts';
-import { WORKER_LOOP_SOURCE, type ThreadSpawner } from './thread_pool.ts';
+import { ArgumentError } from '../errors.ts';
+import { WORKER_LOOP_SOURCE, type ThreadSpawner } from '../backend/wasm/thread_pool.ts';
 
 /** Threads the wasm backend uses by default, the calling thread included. */
 export function nodeThreadCount(): number {
