@@ -47,13 +47,20 @@ fn wg_sum2(lid: u32, v: vec2<f32>) -> vec2<f32> {
 // into independent accumulators: four loads in flight per invocation instead of one, which is
 // what keeps a latency-bound row walk near the memory's bandwidth.
 
-// Online logsumexp state a = (running max m, Σ exp(x − m)); seed with vec2(-BIG, 0).
+// Online logsumexp state a = (running max m, Σ exp(x − m)); seed with vec2(-BIG, 0). A NaN input
+// makes Σ NaN for good (tested by bits: NVIDIA's compiler drops comparisons with NaN), so the
+// row's result is NaN as on the CPU.
+// (NaN and −inf are made at run time: a constant bitcast to them does not compile.)
+fn f32_from_bits(b: u32) -> f32 { var v = b; return bitcast<f32>(v); }
+
 fn lse_push(a: vec2<f32>, x: f32) -> vec2<f32> {
+  if (is_nan(x)) { return vec2<f32>(a.x, f32_from_bits(0x7fc00000u)); }
   if (x > a.x) { return vec2<f32>(x, a.y * exp(a.x - x) + 1.0); }
   return vec2<f32>(a.x, a.y + exp(x - a.x));
 }
 
 fn lse_push4(a: vec2<f32>, v: vec4<f32>) -> vec2<f32> {
+  if (is_nan(v.x) || is_nan(v.y) || is_nan(v.z) || is_nan(v.w)) { return vec2<f32>(a.x, f32_from_bits(0x7fc00000u)); }
   let m = max(a.x, max(max(v.x, v.y), max(v.z, v.w)));
   let e = exp(v - vec4<f32>(m));
   return vec2<f32>(m, a.y * exp(a.x - m) + ((e.x + e.y) + (e.z + e.w)));
@@ -81,5 +88,10 @@ fn wg_lse(lid: u32, a: vec2<f32>) -> vec2<f32> {
   return r;
 }
 
-// log Σ exp of a finished state: -inf when nothing but -inf was seen (Σ = 0).
-fn lse_value(a: vec2<f32>) -> f32 { return a.x + log(a.y); }
+// log Σ exp of a finished state: NaN when a NaN was seen, -inf when nothing but -inf was (Σ = 0;
+// returned explicitly, since log(0) is not -inf on every implementation).
+fn lse_value(a: vec2<f32>) -> f32 {
+  if (is_nan(a.y)) { return f32_from_bits(0x7fc00000u); }
+  if (a.y <= 0.0) { return f32_from_bits(0xff800000u); }
+  return a.x + log(a.y);
+}
