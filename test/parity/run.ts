@@ -292,7 +292,10 @@ export function formatReport(r: ParityReport): string {
 /** Throws an Error listing every failure (and unsupported case unless allowed, and stale skip keys). */
 export function assertParity(r: ParityReport, opts: { allowUnsupported?: boolean } = {}): void {
   const bad = r.results.filter((x) => x.status === 'fail' || (x.status === 'unsupported' && !opts.allowUnsupported));
-  const lines = bad.map((x) => `  ${x.status.toUpperCase()} ${x.case}: ${x.detail}`);
+  // At most 40 cases, each detail on one line of at most 300 characters: a broken kernel can fail
+  // hundreds of cases, and a huge message makes the test runner's own output parsing crawl.
+  const lines = bad.slice(0, 40).map((x) => `  ${x.status.toUpperCase()} ${x.case}: ${String(x.detail).replace(/\s+/g, ' ').slice(0, 300)}`);
+  if (bad.length > 40) lines.push(`  … and ${bad.length - 40} more`);
   for (const k of r.unusedSkips) lines.push(`  STALE SKIP '${k}' matches no case`);
   if (lines.length) throw new Error(`${formatReport(r)}\n${lines.join('\n')}`);
 }
