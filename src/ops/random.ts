@@ -45,3 +45,9 @@ export function manualSeed(seed: number): void { globalSeed = seed >>> 0; draws 
 
 /** The next seed for a creation call that gave none: deterministic after `manualSeed`. */
 export function nextSeed(): number { return hash32(globalSeed ^ Math.imul(++draws, 0x85ebca6b)); }
+
+/** Successive uniforms of stream `seed` as a function (for host-side test data and sampling). */
+export function uniformStream(seed: number): () => number {
+  let i = 0;
+  return () => uniformAt(seed, i++);
+}

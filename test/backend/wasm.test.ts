@@ -41,22 +41,14 @@ import * as fon from '../../src/index.ts';
 import { f32ToHost, hostToF32, type FloatDType } from '../../src/tensor/dtype.ts';
 import { assertParity, formatReport, runParity } from '../parity/run.ts';
 import { skipsFor } from '../parity/skips.ts';
+import { uniformStream } from '../../src/ops/random.ts';
 
 const features = detectWasmFeatures();
 const onlyMatmul = process.env.FON_WASM_TEST_ONLY_MATMUL === '1';
 const cpu = new CpuBackend();
 
-/** Deterministic generator (mulberry32) so a failure reproduces. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic uniforms (FON's counter-based stream) so a failure reproduces. */
+const rng = uniformStream;
 
 function randomRef(length: number, shape: number[], dtype: FloatDType, next: () => number): Ref<CpuHandle> {
   const values = new Float32Array(length);

@@ -16,6 +16,7 @@ import { CpuBackend } from '../../src/backend/cpu/backend.ts';
 import { f32ToHost, hostToF32, type AnyHostArray } from '../../src/tensor/dtype.ts';
 import { fromHandle } from '../../src/tensor/tensor.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+import { uniformStream } from '../../src/ops/random.ts';
 
 const maybeGpu = await webgpuOrSkip();
 exitAfterWebgpu();
@@ -27,17 +28,8 @@ const ALL: readonly DType[] = ['f32', 'f16', 'bf16', 'i32', 'u8'];
 const FLOATS: readonly DType[] = ['f32', 'f16', 'bf16'];
 const SIZES = [1, 7, 33, 257, 1000];
 
-/** Deterministic generator (mulberry32) so a failure reproduces. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic uniforms (FON's counter-based stream) so a failure reproduces. */
+const rng = uniformStream;
 
 /** Random host data of a dtype: normals for floats, full-range i32 (beyond f32's exact integers), any u8. */
 function randomHost(dtype: DType, n: number, seed: number): AnyHostArray {
