@@ -6,21 +6,34 @@
  *   python3 dev/kernels/gemm_torch.py 4096,8192        (PyTorch beside it: fp32 with TF32 off, bf16, fp16)
  *
  * TFLOP/s on one H200 (Dawn 0.6.2 through Vulkan, driver 580.159; default toggles unless noted),
- * 4096³ / 8192³, from the four runs of 2026-11-29 (run 1 timed without a warm-up long enough for
- * the clocks, so only its 8192 figures are kept, and only where no later run repeated them).
- * PyTorch in the same runs: fp32 (TF32 off) 49.7–50.7 / 50.7–50.9, bf16 672–720 / 758–787.
+ * 4096³ / 8192³. Runs of 2026-11-29: the first four (run 1 timed without a warm-up long enough for
+ * the clocks, so only its 8192 figures are kept, and only where no later run repeated them) ran
+ * with Dawn's robustness pass on, as node_gpu.ts then did, and `disable_robustness` only where
+ * noted; PyTorch in those runs: fp32 (TF32 off) 49.7–50.7 / 50.7–50.9, bf16 672–720 / 758–787.
+ * Runs 5 and 6 (marked [5], [6]; `--sizes 8192` and `--sizes 4096,8192`, groups of versions
+ * through --only) ran with robustness off, node_gpu.ts's default since; PyTorch beside run 6
+ * (bench/ops.ts in the same machine session): fp32 50.6 / 50.9, bf16 735 / 788.
  *
  * f32 inputs, plain ALUs (f32 output):
  *   v1  naive: one output per invocation, 16×16 workgroups, operands straight from global memory.    1.6 / 1.5
  *   v2  src kernel (matmul_f32.wgsl) with 64×64 blocks, 4×4 per invocation, K-slices of 16,
  *       k-major workgroup tiles read as vec4, double-buffered with the next slice's loads in flight.  — / 23.0 (run 1)
  *   v3  as v2 with 128×128 blocks and 8×8 per invocation (4 pieces of 4×4 spread apart).            17.6 / 16.6
- *   v4  as v3 with K-slices of 8 (half the workgroup memory and prefetch registers).  ← src (PLAIN_TILE)
- *                                                              26.5–26.7 / 26.3–27.6; disable_robustness: 29.2–30.8
+ *   v4  as v3 with K-slices of 8 (half the workgroup memory and prefetch registers).
+ *                                      26.5–26.7 / 26.3–27.6; disable_robustness: 29.2–30.8; [5] — / 29.1
  *   v5  as v4 with 128×256 blocks, 8×16 per invocation.                                              — / 19.6 (run 1)
  *   v6  as v4 with 128×64 blocks (128 invocations).                                                 24.7 / 24.7
  *   v7  as v4 with 64×64 blocks (64 invocations, 8×8 each).                      18.0 / 20.0; disable_robustness 19.1
  *   v8  as v4 with 64×128 blocks (128 invocations).                                       26.8–26.9 / 25.1–26.6
+ *   v9  as v4 where M, N, K are multiples of the block and K-slice: the ALIGNED variant, no bounds
+ *       check on any load or store.  ← src (PLAIN_TILE: v9 where the sizes allow, v4 otherwise;
+ *       bench/ops.ts in run 6: 32.8 / 34.5)
+ *                                                                           [5] — / 34.4; [6] 33.6 / 32.4
+ *   v10 as v9 with the blocks walked in groups of 8 block rows (GROUP 8).                    [5] — / 31.3
+ *   v11 as v9 with K-slices of 16.                                                           [5] — / 26.3
+ *   v12 as v9 with 64×128 blocks (v8's geometry).                           [5] — / 34.5; [6] 35.5 / 35.6
+ *   v13 as v9 with 128×64 blocks (v6's geometry).                                       [6] 34.6 / 34.6
+ *   v14 as v12 with K-slices of 16.                                                     [6] 28.0 / 28.1
  * f16 inputs, tensor cores through chromium-experimental-subgroup-matrix (f32 accumulation):
  *   t1  naive: one 16×16 tile per 32-wide workgroup, fragments loaded straight from global memory
  *       (the DESIGN.md anchor, 43 TFLOP/s at 4096³); f32 output; needs multiples of 16.                — / 19.8 (run 1)
@@ -28,28 +41,52 @@
  *       (128×128 block), no workgroup memory; f32 output; needs multiples of 128.                      — / 37.6 (run 1)
  *   t3  src kernel (matmul_tc.wgsl): 2×2 subgroups of 4×4 tiles (128×128 block), K-slices of 32
  *       staged global → registers → workgroup memory (rows padded by 8 halves), next slice's
- *       loads in flight during the MMAs, f16 output through a per-subgroup scratch.   ← src (TC_TILE_SMALL)
- *                                                                       80.1 / 91.1; disable_robustness: 161.3
+ *       loads in flight during the MMAs, f16 output through a per-subgroup scratch; bounds
+ *       checks everywhere; subgroupMatrixLoad/Store with the bool layout argument.
+ *                                                    80.1 / 91.1; disable_robustness: 161.3; [5] — / 156.3
  *   t4  as t3 with 2×4 subgroups (128×256 block, 256 invocations).                                  — / 41.0 (run 1)
  *   t5  as t3 with K-slices of 64.                                                                  — / 23.3 (run 1)
  *   t6  as t3 with 4×2 subgroups of 2×4 tiles (128×128 block, 256 invocations).                     — / 36.5 (run 1)
  *   t7  as t3 with K-slices of 16.                                                                  77.2 / 78.6
  *   t8  as t2 with the next K-step's fragments loaded before the current step's MMAs.               69.4 / 72.5
  *   t9  as t3 without the register prefetch (load, store, multiply in turn; fewer registers).        80.8 / 82.0
- *   t10 as t3 with 4×2 subgroups of 4×4 tiles (256×128 block, 256 invocations).  ← src (TC_TILE)
- *                                                              99.0–99.7 / 101.9–103.2; disable_robustness: 143.1
+ *   t10 as t3 with 4×2 subgroups of 4×4 tiles (256×128 block, 256 invocations).
+ *                                      99.0–99.7 / 101.9–103.2; disable_robustness: 143.1; [5] — / 150.8
  *   t11 as t3 with 2×2 subgroups of 4×2 tiles (128×64 block, half the accumulators).                 62.3 / 62.2
  *   t12 as t3 with COOP staging: whole 16×16 fragments go global → subgroupMatrixLoad → registers →
  *       subgroupMatrixStore → workgroup memory, instead of 8 scalar halves a load. Wrong at 300×200×160
  *       under robustness (hence src takes it only for multiples of 16).     — / 52.1; disable_robustness: — / 68.6
  *   t13 as t10 with COOP staging.                                                 disable_robustness: — / 76.5
  *   t14 as t12 with K-slices of 16.                                               (wrong under robustness, as t12)
+ *   t15 as t3 with the layout as a template argument (subgroupMatrixLoad<T, row_major>(p, offset,
+ *       stride), the form Dawn 0.6.2 does not call deprecated; same speed).                     [5] — / 155.3
+ *   t16 as t15 where M, N, K are multiples of the block and K-slice: the ALIGNED variant, no bounds
+ *       check on any global load, the f16 output written 8 halves per vec4<u32> store.
+ *       ← src (TC_TILE: t16 where the sizes allow, t15 otherwise; bench/ops.ts in run 6: 231 / 240)
+ *                                                                        [5] — / 241.9; [6] 238.2 / 246.9
+ *   t17 as t15 with double-buffered workgroup tiles (DB: one barrier per slice; 41 KiB).       [5] — / 89.8
+ *   t18 as t17, ALIGNED.                                                                      [5] — / 150.6
+ *   t19 as t18 with GROUP 8.                                                                  [5] — / 154.9
+ *   t20 as t18 with K-slices of 16.                                                           [5] — / 95.8
+ *   t21 as t20 with GROUP 8.                                                                  [5] — / 90.2
+ *   t22 as t20 with t10's 4×2 subgroups (256×128 block).                                      [5] — / 154.2
+ *   t23 as t22 with GROUP 8.                                                                  [5] — / 166.8
+ *   t24 as t16 with t10's 4×2 subgroups (256×128 block).                                [6] 211.1 / 216.7
+ *   t25 as t16 with GROUP 8.                                                            [6] 234.4 / 249.4
+ *   t26 as t16 with K-slices of 16 (16 KiB of workgroup memory: TC_TILE_SMALL).         [6] 178.1 / 180.4
+ *   t27 as t16 without the register prefetch.                                           [6] 203.2 / 215.4
  *   p16 the plain kernel (v4 geometry) on the same f16 inputs: the fallback without subgroup matrices.  — / 18.8 (run 1, BK 16)
  *
  * Findings: Dawn's robustness transform (index clamps on every workgroup access, a predicated
- * copy around every subgroupMatrixLoad/Store) costs ~10% on f32 and ~45% on the tensor-core kernel
- * (t3 91 → 161 TFLOP/s without it); node_gpu.ts does not set `disable_robustness`, so src runs with
- * it. Register pressure decides the rest: K-slices of 16 (f32) or 64 (f16) lose badly.
+ * copy around every subgroupMatrixLoad/Store) cost ~10% on f32 and ~45% on the tensor-core kernel
+ * (t3 91 → 161 TFLOP/s without it); node_gpu.ts now disables it. With it off, the bounds checks
+ * of FON's own code were the next cost: the variant without them where the sizes are tile
+ * multiples (for f16 output also storing 8 halves at a time; which of the two mattered more was
+ * not separated) took t15 from 155 to 242–247 TFLOP/s (t16), and v4 from 29 to 32–34 (v9). Double-buffered
+ * workgroup tiles lost (t17, t18: 41 KiB per workgroup, cause not established), as did K-slices
+ * of 16 and the larger 256×128 block once the checks were gone; grouped block order is within
+ * run-to-run spread (t25 vs t16, and it lost on f32: v10). Register pressure decides the rest:
+ * K-slices of 16 (f32) or 64 (f16) lose badly.
  *
  * Each version runs in this process unless --only picks some; the GPU runs isolated groups of
  * versions in processes of their own with a timeout each (a staged subgroup-matrix variant once
@@ -192,8 +229,11 @@ function runFixed(kernel: Kernel, groups: (args: MatmulArgs) => [number, number]
 const plain = (tile: PlainTile) => (be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs) => matmulPlain(be, a, b, args, tile);
 const tc = (tile: TcTile) => (be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs) => matmulTc(be, a, b, args, tile);
 
-const BK8: PlainTile = { ...PLAIN_TILE, bk: 8 };
-const T3: TcTile = { sgm: 2, sgn: 2, tm: 4, tn: 4, bk: 32, pad: 8, prefetch: true, coop: false };
+// The versions of the 2026-11-29 runs keep their code: no bounds-check-free variant, bool-argument loads.
+const BK8: PlainTile = { ...PLAIN_TILE, bk: 8, group: 0, aligned: false };
+const T3: TcTile = { sgm: 2, sgn: 2, tm: 4, tn: 4, bk: 32, pad: 8, prefetch: true, coop: false, db: false, group: 0, aligned: false, loadForm: 'arg' };
+const T15: TcTile = { ...T3, loadForm: 'template' };
+const T18: TcTile = { ...T15, db: true, aligned: true };
 const VERSIONS: Version[] = [
   { name: 'v1', dtype: 'f32', multiple: 1, run: runFixed(v1Kernel, (x) => [Math.ceil(x.n / 16), Math.ceil(x.m / 16)]) },
   { name: 'v2', dtype: 'f32', multiple: 1, run: plain({ bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 }) },
@@ -203,6 +243,12 @@ const VERSIONS: Version[] = [
   { name: 'v6', dtype: 'f32', multiple: 1, run: plain({ ...BK8, bn: 64 }) },
   { name: 'v7', dtype: 'f32', multiple: 1, run: plain({ ...BK8, bm: 64, bn: 64 }) },
   { name: 'v8', dtype: 'f32', multiple: 1, run: plain({ ...BK8, bm: 64 }) },
+  { name: 'v9', dtype: 'f32', multiple: 1, run: plain({ ...BK8, aligned: true }) },
+  { name: 'v10', dtype: 'f32', multiple: 1, run: plain({ ...BK8, aligned: true, group: 8 }) },
+  { name: 'v11', dtype: 'f32', multiple: 1, run: plain({ ...BK8, aligned: true, bk: 16 }) },
+  { name: 'v12', dtype: 'f32', multiple: 1, run: plain({ ...BK8, aligned: true, bm: 64 }) },
+  { name: 'v13', dtype: 'f32', multiple: 1, run: plain({ ...BK8, aligned: true, bn: 64 }) },
+  { name: 'v14', dtype: 'f32', multiple: 1, run: plain({ ...BK8, aligned: true, bm: 64, bk: 16 }) },
   { name: 't1', dtype: 'f16', multiple: 16, run: runFixed(t1Kernel, (x) => [x.n / 16, x.m / 16]) },
   { name: 't2', dtype: 'f16', multiple: 128, run: runFixed(t2Kernel, (x) => [x.n / 128, x.m / 128]) },
   { name: 't3', dtype: 'f16', multiple: 1, run: tc(T3) },
@@ -217,7 +263,20 @@ const VERSIONS: Version[] = [
   { name: 't12', dtype: 'f16', multiple: 1, run: tc({ ...T3, coop: true }) },
   { name: 't13', dtype: 'f16', multiple: 1, run: tc({ ...T3, sgm: 4, coop: true }) },
   { name: 't14', dtype: 'f16', multiple: 1, run: tc({ ...T3, bk: 16, coop: true }) },
-  { name: 'p16', dtype: 'f16', multiple: 1, run: plain(PLAIN_TILE) },
+  { name: 't15', dtype: 'f16', multiple: 1, run: tc(T15) },
+  { name: 't16', dtype: 'f16', multiple: 1, run: tc({ ...T15, aligned: true }) },
+  { name: 't17', dtype: 'f16', multiple: 1, run: tc({ ...T15, db: true }) },
+  { name: 't18', dtype: 'f16', multiple: 1, run: tc(T18) },
+  { name: 't19', dtype: 'f16', multiple: 1, run: tc({ ...T18, group: 8 }) },
+  { name: 't20', dtype: 'f16', multiple: 1, run: tc({ ...T18, bk: 16 }) },
+  { name: 't21', dtype: 'f16', multiple: 1, run: tc({ ...T18, bk: 16, group: 8 }) },
+  { name: 't22', dtype: 'f16', multiple: 1, run: tc({ ...T18, sgm: 4, bk: 16 }) },
+  { name: 't23', dtype: 'f16', multiple: 1, run: tc({ ...T18, sgm: 4, bk: 16, group: 8 }) },
+  { name: 't24', dtype: 'f16', multiple: 1, run: tc({ ...T15, aligned: true, sgm: 4 }) },
+  { name: 't25', dtype: 'f16', multiple: 1, run: tc({ ...T15, aligned: true, group: 8 }) },
+  { name: 't26', dtype: 'f16', multiple: 1, run: tc({ ...T15, aligned: true, bk: 16 }) },
+  { name: 't27', dtype: 'f16', multiple: 1, run: tc({ ...T15, aligned: true, prefetch: false }) },
+  { name: 'p16', dtype: 'f16', multiple: 1, run: plain(BK8) },
 ];
 
 // ---------------------------------------------------------------- harness

@@ -16,7 +16,7 @@ import type { MatmulArgs } from '../../src/backend/backend.ts';
 import { matmul as cpuMatmul } from '../../src/backend/cpu/matmul.ts';
 import { bf16BitsToF32, f32ToBf16Bits, f32ToF16Bits, hostToF32, type FloatDType } from '../../src/tensor/dtype.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { matmulPlain, matmulTc, PLAIN_TILE, pickTcTile, tcEligible } from '../../src/backend/webgpu/kernels/matmul.ts';
+import { matmulPlain, matmulTc, PLAIN_TILE, pickTcTile, tcEligible, type TcTile } from '../../src/backend/webgpu/kernels/matmul.ts';
 import type { GpuHandle } from '../../src/backend/webgpu/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 
@@ -98,17 +98,34 @@ test('matmul plain kernel with 128×128 blocks (the large-problem tile) [webgpu]
   }
 });
 
-test('matmul tensor-core kernel: both geometries, and the experimental fragment staging [webgpu]', { skip }, async (t) => {
+test('matmul plain kernel: the bounds-check-free variant (sizes multiples of the tile) and grouped block order [webgpu]', { skip }, async () => {
+  // [256, 128, 64] is a multiple of the 128×128×8 tile (aligned variant); [300, 260, 40] with groups
+  // of 2 block rows leaves a last group of one row.
+  for (const [tile, [m, n, k]] of [[PLAIN_TILE, [256, 128, 64]], [{ ...PLAIN_TILE, group: 2 }, [300, 260, 40]], [{ ...PLAIN_TILE, group: 2 }, [384, 256, 16]]] as const) {
+    for (const [transA, transB] of TRANS) {
+      await check({ m, n, k, batch: 2, batchA: 1, batchB: 2, transA, transB, dtype: 'f32', out: 'f32' }, (a, b, args) => matmulPlain(gpu!, a, b, args, tile));
+    }
+  }
+});
+
+test('matmul tensor-core kernel: geometries, K-slices, double buffering, grouped order, both load forms, fragment staging [webgpu]', { skip }, async (t) => {
   const g = gpu!;
   const f16ref = { h: null as unknown as GpuHandle, shape: [1, 1], dtype: 'f16' as const };
   if (!tcEligible(g, f16ref, f16ref)) { t.skip('no f16 subgroup matrices on this device'); return; }
   const big = pickTcTile(g);
-  // coop is taken only when M, N, K are multiples of 16: [48, 80, 64] and [128, 256, 96] run it.
-  for (const tile of [big, { ...big, sgm: 2 }, { ...big, coop: true }]) {
-    for (const [m, n, k] of [[130, 70, 129], [37, 70, 48], [48, 80, 64], [128, 256, 96]]) {
+  // coop is taken only when M, N, K are multiples of 16: [48, 80, 64], [128, 256, 96] and [256, 256, 64]
+  // run it. [256, 256, 64] is a multiple of every geometry's block and K-slice (the aligned variant).
+  const tiles: TcTile[] = [big, { ...big, sgm: 4 }, { ...big, bk: 16 }, { ...big, db: true }, { ...big, group: 2 }, { ...big, aligned: false }, { ...big, loadForm: 'arg' }, { ...big, coop: true }];
+  for (const tile of tiles) {
+    if (!tcEligible(g, f16ref, f16ref, tile)) continue;
+    for (const [m, n, k] of [[130, 70, 129], [37, 70, 48], [48, 80, 64], [128, 256, 96], [256, 256, 64], [600, 300, 32]]) {
       for (const [transA, transB] of TRANS) {
         await check({ m, n, k, batch: 2, batchA: 1, batchB: 2, transA, transB, dtype: 'f16', out: 'f16' }, (a, b, args) => matmulTc(g, a, b, args, tile));
       }
+    }
+    // f32 output: stored straight from the accumulators where a block lies inside C.
+    for (const [m, n, k] of [[256, 256, 64], [130, 70, 129]]) {
+      await check({ m, n, k, batch: 1, batchA: 1, batchB: 1, transA: false, transB: true, dtype: 'f16', out: 'f32' }, (a, b, args) => matmulTc(g, a, b, args, tile));
     }
   }
 });

@@ -8,8 +8,12 @@
  * - `matmul_f32.wgsl`, the plain register-blocked tiled kernel: every other case (f32, bf16, f16
  *   without subgroup matrices); 16-bit inputs are read through the ld_ loaders.
  * Both take any M, N, K (edges guarded), both transposes and batch broadcasting (batchA/batchB of
- * 1). Outputs of packed dtypes (bf16, f16 without shader-f16) are written as f32 and packed
- * (`viaStorable`). dev/kernels/gemm.ts holds the versions these came from, with their timings.
+ * 1). Where M, N and K are multiples of the block and K-slice (and the operands can be read as
+ * vectors) a call takes each kernel's ALIGNED variant, which has no bounds checks: on the H200
+ * that variant is what lifts the tensor-core GEMM from ~155 to ~240 TFLOP/s and the f32 one from
+ * ~29 to ~33 TFLOP/s at 8192³. Outputs of packed dtypes (bf16, f16 without shader-f16) are
+ * written as f32 and packed (`viaStorable`). dev/kernels/gemm.ts holds the versions these came
+ * from, with their timings.
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -23,22 +27,33 @@ import { viaStorable } from './elementwise.ts';
 
 export const MATMUL_FILES = ['matmul_f32', 'matmul_tc'];
 
-/** Plain kernel geometry: a BM×BN block per workgroup, TM×TN per invocation, K-slices of BK. */
-export interface PlainTile { bm: number; bn: number; bk: number; tm: number; tn: number }
+/**
+ * Plain kernel geometry: a BM×BN block per workgroup, TM×TN per invocation, K-slices of BK;
+ * `group` > 0 walks the blocks in groups of that many block rows (0: dispatch order); `aligned`
+ * false never takes the bounds-check-free variant (dev/kernels/gemm.ts compares the two).
+ */
+export interface PlainTile { bm: number; bn: number; bk: number; tm: number; tn: number; group?: number; aligned?: boolean }
 /**
  * Tensor-core geometry: SGM×SGN subgroups, each TM×TN tiles of 16×16, K-slices of BK, rows padded
  * by PAD halves; `prefetch` issues the next slice's global loads before the current slice's MMAs;
+ * `db` double-buffers the workgroup tiles (one barrier per slice; implies the prefetch);
  * `coop` stages whole fragments (subgroupMatrixLoad/Store), only where M, N and K are multiples of
- * 16 (experimental and slower on the H200: dev/kernels/gemm.ts t12–t14).
+ * 16 (experimental and slower on the H200: dev/kernels/gemm.ts t12–t14; never double-buffered);
+ * `group` and `aligned` as for PlainTile; `loadForm` 'arg' writes subgroupMatrixLoad/Store with the
+ * layout as a bool argument (the form Dawn 0.6.2 calls deprecated) instead of a template argument.
  */
-export interface TcTile { sgm: number; sgn: number; tm: number; tn: number; bk: number; pad: number; prefetch: boolean; coop: boolean }
+export interface TcTile {
+  sgm: number; sgn: number; tm: number; tn: number; bk: number; pad: number; prefetch: boolean; coop: boolean;
+  db?: boolean; group?: number; aligned?: boolean; loadForm?: 'arg' | 'template';
+}
 
 export const PLAIN_TILE: PlainTile = { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8 };
 /** For problems too small to fill the GPU with 128×128 blocks. */
 export const PLAIN_TILE_SMALL: PlainTile = { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4 };
-export const TC_TILE: TcTile = { sgm: 4, sgn: 2, tm: 4, tn: 4, bk: 32, pad: 8, prefetch: true, coop: false };
-/** Where TC_TILE's 37 KiB of workgroup memory is not available (23 KiB). */
-export const TC_TILE_SMALL: TcTile = { ...TC_TILE, sgm: 2 };
+/** 2×2 subgroups of 4×4 tiles: 128×128 blocks, K-slices of 32, 24 KiB (gemm.ts t15/t16). */
+export const TC_TILE: TcTile = { sgm: 2, sgn: 2, tm: 4, tn: 4, bk: 32, pad: 8, prefetch: true, coop: false };
+/** Where TC_TILE's 24 KiB of workgroup memory is not available: K-slices of 16 (16 KiB, WebGPU's default limit). */
+export const TC_TILE_SMALL: TcTile = { ...TC_TILE, bk: 16 };
 
 const PARAMS = 'm: u32, n: u32, k: u32, strideA: u32, strideB: u32, b0: u32, y0: u32';
 
@@ -88,25 +103,36 @@ export const plainKernel: Kernel = {
 
 /**
  * Unrolled tensor-core code for a variant: accumulators, the MMA block, both epilogues and, for
- * COOP staging, the FA + FB fragment registers with their fetch and stage code.
+ * COOP staging, the FA + FB fragment registers with their fetch and stage code. Loads and stores
+ * take the layout as a template argument (`row_major` / `col_major`), or with LOAD_ARG as the
+ * older bool argument (Dawn 0.6.2 warns that form is deprecated).
  */
 function tcBody(v: Variant): Record<string, string> {
   const tm = v.TM as number, tn = v.TN as number, fa = v.FA as number, fb = v.FB as number;
   const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>';
   const acc: string[] = [], mma: string[] = [], direct: string[] = [], scratch: string[] = [];
+  const arg = v.LOAD_ARG === true;
+  const layout = (col: boolean) => (col ? 'col_major' : 'row_major');
+  const load = (T: string, ptr: string, off: string, col: boolean, ld: string) => arg
+    ? `subgroupMatrixLoad<${T}>(${ptr}, ${off}, ${col}, ${ld})`
+    : `subgroupMatrixLoad<${T}, ${layout(col)}>(${ptr}, ${off}, ${ld})`;
+  const store = (ptr: string, off: string, x: string, col: boolean, ld: string) => arg
+    ? `subgroupMatrixStore(${ptr}, ${off}, ${x}, ${col}, ${ld})`
+    : `subgroupMatrixStore<${layout(col)}>(${ptr}, ${off}, ${x}, ${ld})`;
+  const colA = v.TRANS_A === true, colB = v.TRANS_B === true;
   for (let i = 0; i < tm; i++) {
-    mma.push(`      let a${i} = subgroupMatrixLoad<${L}>(&As, offA(am + ${16 * i}u, kk), COLA, LDA);`);
+    mma.push(`      let a${i} = ${load(L, '&As', `ab + offA(am + ${16 * i}u, kk)`, colA, 'LDA')};`);
     for (let j = 0; j < tn; j++) acc.push(`  var c${i}_${j}: subgroup_matrix_result<f32, 16, 16>;`);
   }
   for (let j = 0; j < tn; j++) {
-    mma.push(`      let b${j} = subgroupMatrixLoad<${R}>(&Bs, offB(bn + ${16 * j}u, kk), COLB, LDB);`);
+    mma.push(`      let b${j} = ${load(R, '&Bs', `bb + offB(bn + ${16 * j}u, kk)`, colB, 'LDB')};`);
     for (let i = 0; i < tm; i++) mma.push(`      c${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}, b${j}, c${i}_${j});`);
   }
   for (let i = 0; i < tm; i++) {
     for (let j = 0; j < tn; j++) {
-      direct.push(`    subgroupMatrixStore(&c, baseC + (m0 + am + ${16 * i}u) * P.n + n0 + bn + ${16 * j}u, c${i}_${j}, false, P.n);`);
+      direct.push(`    ${store('&c', `baseC + (m0 + am + ${16 * i}u) * P.n + n0 + bn + ${16 * j}u`, `c${i}_${j}`, false, 'P.n')};`);
       scratch.push(
-        `  subgroupMatrixStore(&Cs, sg * 256u, c${i}_${j}, false, 16u);`,
+        `  ${store('&Cs', 'sg * 256u', `c${i}_${j}`, false, '16u')};`,
         '  workgroupBarrier();',
         `  putTile(sg, lane, lanes, baseC, m0 + am + ${16 * i}u, n0 + bn + ${16 * j}u);`,
         '  workgroupBarrier();');
@@ -115,13 +141,13 @@ function tcBody(v: Variant): Record<string, string> {
   const frags: string[] = [], fetch: string[] = [], stage: string[] = [];
   for (let l = 0; l < fa; l++) {
     frags.push(`  var fa${l}: ${L};`);
-    fetch.push(`      { let f = frag(sg * FA + ${l}u); if (k0 + f.y < P.k) { fa${l} = subgroupMatrixLoad<${L}>(&a, gA(baseA, m0, k0, f), COLA, ldA()); } else { fa${l} = ${L}(); } }`);
-    stage.push(`    { let f = frag(sg * FA + ${l}u); subgroupMatrixStore(&As, offA(f.x, f.y), fa${l}, COLA, LDA); }`);
+    fetch.push(`      { let f = frag(sg * FA + ${l}u); if (k0 + f.y < P.k) { fa${l} = ${load(L, '&a', 'gA(baseA, m0, k0, f)', colA, 'ldA()')}; } else { fa${l} = ${L}(); } }`);
+    stage.push(`    { let f = frag(sg * FA + ${l}u); ${store('&As', 'offA(f.x, f.y)', `fa${l}`, colA, 'LDA')}; }`);
   }
   for (let l = 0; l < fb; l++) {
     frags.push(`  var fb${l}: ${R};`);
-    fetch.push(`      { let f = frag(sg * FB + ${l}u); if (k0 + f.y < P.k) { fb${l} = subgroupMatrixLoad<${R}>(&b, gB(baseB, n0, k0, f), COLB, ldB()); } else { fb${l} = ${R}(); } }`);
-    stage.push(`    { let f = frag(sg * FB + ${l}u); subgroupMatrixStore(&Bs, offB(f.x, f.y), fb${l}, COLB, LDB); }`);
+    fetch.push(`      { let f = frag(sg * FB + ${l}u); if (k0 + f.y < P.k) { fb${l} = ${load(R, '&b', 'gB(baseB, n0, k0, f)', colB, 'ldB()')}; } else { fb${l} = ${R}(); } }`);
+    stage.push(`    { let f = frag(sg * FB + ${l}u); ${store('&Bs', 'offB(f.x, f.y)', `fb${l}`, colB, 'LDB')}; }`);
   }
   return {
     ACC: acc.join('\n'), MMA: mma.join('\n'), STORE_DIRECT: direct.join('\n'), STORE_SCRATCH: scratch.join('\n'),
@@ -140,7 +166,7 @@ export const tcKernel: Kernel = {
       bindings(caps,
         { dtype: 'f16', vec: v.VEC_A ? 'vec4<u32>' : 'f16' },
         { dtype: 'f16', vec: v.VEC_B ? 'vec4<u32>' : 'f16' },
-        { dtype: dt(v, 'C'), vec: v.DIRECT_C ? 'f32' : undefined }),
+        { dtype: dt(v, 'C'), vec: v.DIRECT_C ? 'f32' : v.VEC_C16 ? 'vec4<u32>' : undefined }),
       v.DIRECT_C ? 'fn st_c(i: u32, v: f32) { c[i] = v; }' : '',
     ].join('\n');
     return preprocess(wgslSource('matmul_tc'), { ...v, ...tcBody(v), HEADER: head });
@@ -190,8 +216,10 @@ export function matmulPlain(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: Matmu
       VEC_A: a.dtype === 'f32' && (transA ? m : k) % 4 === 0,
       VEC_B: b.dtype === 'f32' && (transB ? k : n) % 4 === 0,
       VEC_C: c === 'f32' && n % 4 === 0,
-      BM: tile.bm, BN: tile.bn, BK: tile.bk, TM: tile.tm, TN: tile.tn,
+      BM: tile.bm, BN: tile.bn, BK: tile.bk, TM: tile.tm, TN: tile.tn, GROUP: tile.group ?? 0,
     };
+    variant.ALIGNED = tile.aligned !== false && !!variant.VEC_A && !!variant.VEC_B && !!variant.VEC_C
+      && m % tile.bm === 0 && n % tile.bn === 0 && k % tile.bk === 0 && k > 0;
     dispatchGrid(be, plainKernel, variant, a, b, buf, args, tile.bm, tile.bn);
   });
 }
@@ -205,7 +233,7 @@ function tcSmem(t: TcTile): number {
   const bm = t.sgm * t.tm * 16, bn = t.sgn * t.tn * 16;
   const sa = Math.max(bm * (t.bk + t.pad), t.bk * (bm + t.pad));
   const sb = Math.max(t.bk * (bn + t.pad), bn * (t.bk + t.pad));
-  return 2 * (sa + sb) + 1024 * t.sgm * t.sgn;
+  return 2 * (sa + sb) * (t.db && !t.coop ? 2 : 1) + 1024 * t.sgm * t.sgn;
 }
 
 /** The largest tensor-core geometry this device's workgroup memory and invocation limits allow. */
@@ -237,13 +265,16 @@ export function matmulTc(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulAr
   return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) => {
     const coop = tile.coop && m % 16 === 0 && n % 16 === 0 && k % 16 === 0;
     const nsg = tile.sgm * tile.sgn, frags = tile.bk / 16;
+    const vecA = !coop && (transA ? m : k) % 8 === 0, vecB = !coop && (transB ? k : n) % 8 === 0;
+    const aligned = tile.aligned !== false && vecA && vecB && m % bm === 0 && n % bn === 0 && k % tile.bk === 0 && k > 0;
     const variant: Variant = {
       C: c, TRANS_A: transA, TRANS_B: transB, COOP: coop,
-      VEC_A: !coop && (transA ? m : k) % 8 === 0, VEC_B: !coop && (transB ? k : n) % 8 === 0, DIRECT_C: c === 'f32',
+      VEC_A: vecA, VEC_B: vecB, DIRECT_C: c === 'f32', ALIGNED: aligned, VEC_C16: aligned && c === 'f16',
+      DB: !coop && tile.db === true, NBUF: !coop && tile.db === true ? 2 : 1, GROUP: tile.group ?? 0,
+      LOAD_ARG: tile.loadForm === 'arg',
       SGM: tile.sgm, SGN: tile.sgn, TM: tile.tm, TN: tile.tn, BK: tile.bk, PAD: tile.pad, PREFETCH: tile.prefetch,
       AR: transA ? tile.bk : bm, AC: transA ? bm : tile.bk,
       BR: transB ? bn : tile.bk, BC: transB ? tile.bk : bn,
-      COLA: transA, COLB: transB,
       FA: coop ? bm / 16 * frags / nsg : 0, FB: coop ? bn / 16 * frags / nsg : 0,
     };
     dispatchGrid(be, tcKernel, variant, a, b, buf, args, bm, bn);

@@ -10,7 +10,9 @@
 // Variant flags: TRANS_A / TRANS_B (operand stored (K, M) / (N, K)); VEC_A / VEC_B (f32 operand
 // whose contiguous axis is a multiple of 4: one vec4 load, else four guarded scalar loads through
 // ld_a / ld_b, which also serve f16 and bf16); VEC_C (f32 output with N a multiple of 4).
-// Out-of-range elements load as zero; stores are guarded.
+// Out-of-range elements load as zero; stores are guarded. ALIGNED (M, N, K multiples of BM, BN,
+// BK, K > 0, VEC_A, VEC_B and VEC_C) drops every bounds check. GROUP > 0 walks the blocks in
+// column-major groups of GROUP block rows (L2 reuse of B).
 {{HEADER}}
 
 const BM = {{BM}}u;
@@ -27,6 +29,7 @@ const LA = BM * BK / 4u / WG; // vec4 global loads of A per invocation per slice
 const LB = BN * BK / 4u / WG;
 const SA = BK * BM / 4u;      // vec4s per buffer of As
 const SB = BK * BN / 4u;
+const GROUP = {{GROUP}}u;
 
 var<workgroup> As: array<vec4<f32>, 2u * SA>; // [buf][k][m/4]
 var<workgroup> Bs: array<vec4<f32>, 2u * SB>; // [buf][k][n/4]
@@ -37,6 +40,9 @@ fn loadA(q: u32, base: u32, m0: u32, k0: u32) -> vec4<f32> {
   let gk = k0 + q / (BM / 4u);
   let gm = m0 + (q % (BM / 4u)) * 4u;
   let i = base + gk * P.m + gm;
+#if ALIGNED
+  return a[i >> 2u];
+#else
   if (gk >= P.k) { return vec4<f32>(0.0); }
 #if VEC_A
   if (gm < P.m) { return a[i >> 2u]; }
@@ -46,10 +52,14 @@ fn loadA(q: u32, base: u32, m0: u32, k0: u32) -> vec4<f32> {
   for (var j = 0u; j < 4u; j++) { if (gm + j < P.m) { v[j] = ld_a(i + j); } }
   return v;
 #endif
+#endif
 #else
   let gm = m0 + q / (BK / 4u);
   let gk = k0 + (q % (BK / 4u)) * 4u;
   let i = base + gm * P.k + gk;
+#if ALIGNED
+  return a[i >> 2u];
+#else
   if (gm >= P.m) { return vec4<f32>(0.0); }
 #if VEC_A
   if (gk < P.k) { return a[i >> 2u]; }
@@ -58,6 +68,7 @@ fn loadA(q: u32, base: u32, m0: u32, k0: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
   for (var j = 0u; j < 4u; j++) { if (gk + j < P.k) { v[j] = ld_a(i + j); } }
   return v;
+#endif
 #endif
 #endif
 }
@@ -83,6 +94,9 @@ fn loadB(q: u32, base: u32, n0: u32, k0: u32) -> vec4<f32> {
   let gn = n0 + q / (BK / 4u);
   let gk = k0 + (q % (BK / 4u)) * 4u;
   let i = base + gn * P.k + gk;
+#if ALIGNED
+  return b[i >> 2u];
+#else
   if (gn >= P.n) { return vec4<f32>(0.0); }
 #if VEC_B
   if (gk < P.k) { return b[i >> 2u]; }
@@ -92,10 +106,14 @@ fn loadB(q: u32, base: u32, n0: u32, k0: u32) -> vec4<f32> {
   for (var j = 0u; j < 4u; j++) { if (gk + j < P.k) { v[j] = ld_b(i + j); } }
   return v;
 #endif
+#endif
 #else
   let gk = k0 + q / (BN / 4u);
   let gn = n0 + (q % (BN / 4u)) * 4u;
   let i = base + gk * P.n + gn;
+#if ALIGNED
+  return b[i >> 2u];
+#else
   if (gk >= P.k) { return vec4<f32>(0.0); }
 #if VEC_B
   if (gn < P.n) { return b[i >> 2u]; }
@@ -104,6 +122,7 @@ fn loadB(q: u32, base: u32, n0: u32, k0: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
   for (var j = 0u; j < 4u; j++) { if (gn + j < P.n) { v[j] = ld_b(i + j); } }
   return v;
+#endif
 #endif
 #endif
 }
@@ -123,11 +142,28 @@ fn storeB(q: u32, buf: u32, v: vec4<f32>) {
 #endif
 }
 
+// This workgroup's (block row, block column): the dispatch order, or with GROUP the blocks in
+// groups of GROUP block rows walked column by column.
+fn blockOf(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
+#if GROUP
+  let id = wid.y * nwg.x + wid.x;
+  let per = GROUP * nwg.x;
+  let first = id / per * GROUP;
+  let rows = min(nwg.y - first, GROUP);
+  let r = id % per;
+  return vec2<u32>(first + r % rows, r / rows);
+#else
+  return vec2<u32>(wid.y, wid.x);
+#endif
+}
+
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {
+  let blk = blockOf(wid, nwg);
   let batch = wid.z + P.b0;
-  let m0 = (wid.y + P.y0) * BM;
-  let n0 = wid.x * BN;
+  let m0 = (blk.x + P.y0) * BM;
+  let n0 = blk.y * BN;
   let baseA = batch * P.strideA;
   let baseB = batch * P.strideB;
   let tx = t % NTX;
@@ -175,6 +211,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var g = 0u; g < RM; g++) {
     for (var i = 0u; i < 4u; i++) {
       let row = m0 + g * 4u * NTY + ty * 4u + i;
+#if ALIGNED
+      for (var h = 0u; h < RN; h++) {
+        let col = n0 + h * 4u * NTX + tx * 4u;
+        c[(baseC + row * P.n + col) >> 2u] = acc[(g * 4u + i) * RN + h];
+      }
+#else
       if (row >= P.m) { continue; }
       for (var h = 0u; h < RN; h++) {
         let col = n0 + h * 4u * NTX + tx * 4u;
@@ -186,6 +228,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var j = 0u; j < 4u; j++) { if (col + j < P.n) { st_c(at + j, v[j]); } }
 #endif
       }
+#endif
     }
   }
 }
