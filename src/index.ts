@@ -13,6 +13,7 @@ export * from './ops/layout.ts';
 export * from './ops/matmul.ts';
 export * from './ops/indexing.ts';
 export * from './ops/fused.ts';
+export { attention, kvWrite, type AttentionOptions } from './ops/attention.ts';
 export * from './ops/scan_sort.ts';
 export * from './ops/cast.ts';
 export * from './ops/grad.ts';

@@ -57,6 +57,22 @@ export interface AdamWArgs {
 
 export interface SGDArgs { lr: number; momentum: number; weightDecay: number; nesterov: boolean; gradScale: number }
 
+/**
+ * Attention over q (batch, heads, tq, d) and k, v (batch, kvHeads, tk, d), contiguous; query head
+ * h reads kv head ⌊h / (heads/kvHeads)⌋ (GQA). Query i sits at absolute position qOffset + i; key
+ * j is visible to the query at position p iff j < kvLength, j ≤ p when causal, and j > p − window
+ * when window > 0 (0: unlimited).
+ */
+export interface AttentionArgs {
+  batch: number; heads: number; kvHeads: number;
+  tq: number; tk: number; d: number;
+  kvLength: number; qOffset: number;
+  causal: boolean; window: number; scale: number;
+}
+
+/** kvWrite: x (batch, kvHeads, n, d) written into cache (batch, kvHeads, tmax, d) at rows [pos, pos + n). */
+export interface KvWriteArgs { batch: number; kvHeads: number; tmax: number; n: number; d: number; pos: number }
+
 export interface Kernels<H> {
   unary(x: Ref<H>, op: UnaryOp): H;
   binary(a: Ref<H>, b: Ref<H>, op: BinaryOp, outShape: readonly number[]): H;
@@ -105,6 +121,15 @@ export interface Kernels<H> {
   sort(x: Ref<H>, rows: number, cols: number, descending: boolean): [H, H];
   cast(x: Ref<H>, to: DType): H;
   fill(size: number, value: number, dtype: DType): H;
+  /**
+   * Softmax attention: out (batch, heads, tq, d) of q's dtype and the logsumexp of each row's
+   * scaled scores (batch, heads, tq) in f32 (−∞ for a row that sees no key; its out row is 0).
+   */
+  attention(q: Ref<H>, k: Ref<H>, v: Ref<H>, args: AttentionArgs): [H, H];
+  /** Returns dq, dk, dv (dk, dv summed over the query heads sharing a kv head; zero past kvLength). */
+  attentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: AttentionArgs): [H, H, H];
+  /** In place: writes x into rows [pos, pos + n) of every (batch, kv head) of cache. */
+  kvWrite(cache: Ref<H>, x: Ref<H>, args: KvWriteArgs): void;
   /** In place: param, m, v updated (decoupled weight decay, AdamW). */
   adamw(param: Ref<H>, grad: Ref<H>, m: Ref<H>, v: Ref<H>, args: AdamWArgs): void;
   /** In place: param, momentum buffer updated. */

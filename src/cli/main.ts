@@ -4,6 +4,11 @@
  */
 import { parseArgs } from 'node:util';
 import { FonError } from '../errors.ts';
+import { UsageError } from './args.ts';
+import { evalCommand } from './eval.ts';
+import { generateCommand } from './generate.ts';
+import { infoCommand } from './info.ts';
+import { trainCommand } from './train.ts';
 import { initBackend, shutdownBackends, type BackendName } from '../backend/registry.ts';
 import '../backend/webgpu/index.ts';
 
@@ -12,14 +17,18 @@ const USAGE = `fon — language models whose attention is not quadratic
 usage: fon <command> [options]
 
 commands:
-  devices [--backend NAME]   list the backends that start here and the GPU's features
-  bench [options]            op benchmarks beside PyTorch/numpy (see bench/ops.ts --help)
+  train      train a language model (fon train --data builtin:brown --out runs/tiny)
+  generate   continue a prompt from a checkpoint
+  eval       perplexity and bits per byte of a checkpoint
+  info       parameters, config and KV-cache size of a checkpoint
+  devices    list the backends that start here and the GPU's features
+  bench      op benchmarks beside PyTorch/numpy (see bench/ops.ts --help)
+
+Each command takes --help.
 
 options:
   --help, -h                 this text
   --version                  FON's version`;
-
-class UsageError extends FonError {}
 
 async function devices(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { backend: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
@@ -49,9 +58,14 @@ async function main(argv: string[]): Promise<number> {
     console.log(pkg.version);
     return 0;
   }
-  if (cmd === 'devices') { await devices(rest); return 0; }
-  if (cmd === 'bench') { await bench(rest); return 0; }
-  throw new UsageError(`unknown command '${cmd}'; expected one of: devices, bench (fon --help lists them)`);
+  const commands: Record<string, (argv: string[]) => Promise<number>> = {
+    train: trainCommand, generate: generateCommand, eval: evalCommand, info: infoCommand,
+    devices: async (a) => { await devices(a); return 0; },
+    bench: async (a) => { await bench(a); return 0; },
+  };
+  const run = commands[cmd];
+  if (!run) throw new UsageError(`unknown command '${cmd}'; expected one of: ${Object.keys(commands).join(', ')} (fon --help lists them)`);
+  return run(rest);
 }
 
 try {

@@ -78,6 +78,11 @@ export class AdamW extends BaseOptimizer {
   private v: Tensor[];
   /** Multiplies every gradient before the update (e.g. 1/N for N accumulated micro-batches). */
   gradScale = 1;
+  /**
+   * Per parameter, whether weight decay applies (default: all). Language models usually decay
+   * only matrices, not norm weights or biases (nanoGPT's parameter groups).
+   */
+  decayMask: readonly boolean[] | null = null;
 
   constructor(params: readonly Tensor[], opts: AdamWOptions = {}) {
     super(params, opts.lr ?? 1e-3);
@@ -95,9 +100,13 @@ export class AdamW extends BaseOptimizer {
       lr: this.lr, beta1: this.beta1, beta2: this.beta2, eps: this.eps, weightDecay: this.weightDecay,
       bias1: 1 - this.beta1 ** this.t, bias2: 1 - this.beta2 ** this.t, gradScale: this.gradScale,
     };
+    if (this.decayMask && this.decayMask.length !== this.params.length) {
+      throw new ArgumentError(`AdamW: decayMask has ${this.decayMask.length} entries for ${this.params.length} parameters`);
+    }
+    const noDecay = { ...args, weightDecay: 0 };
     this.params.forEach((p, i) => {
       if (!p.grad) return;
-      p.backend.adamw(ref(p), ref(p.grad), ref(this.m[i]), ref(this.v[i]), args);
+      p.backend.adamw(ref(p), ref(p.grad), ref(this.m[i]), ref(this.v[i]), this.decayMask && !this.decayMask[i] ? noDecay : args);
     });
   }
 

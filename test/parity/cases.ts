@@ -470,6 +470,16 @@ for (const dtype of ['f16', 'bf16'] as const) {
   add({ op: 'layernorm', inputs: [inp([7, 33], randn(), dtype), inp([33], randn(0.5, 1), dtype), inp([33], randn(), dtype)], run: ([x, w, b]) => fon.layernorm(x, w, b), tol: ACC });
 }
 
+// Fused attention (ops/attention.ts): q (B, H, Tq, D), k and v (B, Hkv, Tk, D); sizes off every tile.
+add({ op: 'attention', inputs: [inp([1, 4, 7, 8]), inp([1, 2, 7, 8]), inp([1, 2, 7, 8])], note: 'causal, GQA 4/2', run: ([q, k, v]) => fon.attention(q, k, v), grad: [0, 1, 2], tol: ACC });
+add({ op: 'attention', inputs: [inp([2, 2, 5, 6]), inp([2, 2, 9, 6]), inp([2, 2, 9, 6])], note: 'non-causal, kvLength 8 of 9', run: ([q, k, v]) => fon.attention(q, k, v, { causal: false, kvLength: 8 }), grad: [0, 1, 2], tol: ACC });
+add({ op: 'attention', inputs: [inp([1, 3, 11, 4]), inp([1, 1, 11, 4]), inp([1, 1, 11, 4])], note: 'window 3, one kv head', run: ([q, k, v]) => fon.attention(q, k, v, { window: 3 }), grad: [0, 1, 2], tol: ACC });
+add({ op: 'attention', inputs: [inp([1, 2, 1, 8]), inp([1, 2, 13, 8]), inp([1, 2, 13, 8])], note: 'decode: one query at position 9', run: ([q, k, v]) => fon.attention(q, k, v, { kvLength: 10 }), grad: [0, 1, 2], tol: ACC });
+add({ op: 'attention', inputs: [inp([1, 2, 37, 16]), inp([1, 2, 37, 16]), inp([1, 2, 37, 16])], note: 'scale 0.5, T past a 32-row tile', run: ([q, k, v]) => fon.attention(q, k, v, { scale: 0.5 }), tol: ACC });
+for (const dtype of ['f16', 'bf16'] as const) {
+  add({ op: 'attention', inputs: [inp([1, 4, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype)], run: ([q, k, v]) => fon.attention(q, k, v), tol: ACC });
+}
+
 /** RoPE tables (T, D/2): θ(p, j) = p · base^(−2j/D), as in the RoFormer paper. */
 export function ropeAngles(t: number, d: number, base = 10000): Float64Array {
   const half = d / 2;
@@ -591,6 +601,7 @@ export const CASES: readonly OpCase[] = CASE_LIST;
  */
 export const NOT_OPS: Readonly<Record<string, string>> = {
   backward: 'autograd entry point: test/tensor/autograd.test.ts',
+  kvWrite: 'writes a KV cache in place and returns nothing: test/ops/attention.test.ts, test/backend/webgpu_attention.test.ts',
   detach: 'autograd: test/tensor/autograd.test.ts',
   zeroGrad: 'autograd: test/tensor/autograd.test.ts and memory.test.ts',
   tidy: 'memory scope: test/tensor/memory.test.ts',

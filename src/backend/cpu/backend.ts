@@ -5,6 +5,7 @@
 import type { AnyHostArray, DType } from '../../tensor/dtype.ts';
 import type { Backend } from '../backend.ts';
 import { adamw, sgd } from './optim.ts';
+import { attention, attentionBackward, kvWrite } from './attention.ts';
 import { binary, cast, fill, unary, where } from './elementwise.ts';
 import { crossEntropy, crossEntropyBackward, layernorm, layernormBackward, rmsnorm, rmsnormBackward, rope } from './fused.ts';
 import type { CpuHandle } from './host.ts';
@@ -60,6 +61,9 @@ export class CpuBackend implements Backend<CpuHandle> {
   sort: Backend<CpuHandle>['sort'] = (x, r, c, d) => this.trackAll(sort(x, r, c, d));
   cast: Backend<CpuHandle>['cast'] = (x, to) => this.track(cast(x, to));
   fill: Backend<CpuHandle>['fill'] = (n, v, d) => this.track(fill(n, v, d));
+  attention: Backend<CpuHandle>['attention'] = (q, k, v, a) => this.trackAll(attention(q, k, v, a));
+  attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, l, g, a) => this.trackAll(attentionBackward(q, k, v, o, l, g, a));
+  kvWrite: Backend<CpuHandle>['kvWrite'] = (c, x, a) => kvWrite(c, x, a);
   adamw: Backend<CpuHandle>['adamw'] = (p, g, m, v, a) => adamw(p, g, m, v, a);
   sgd: Backend<CpuHandle>['sgd'] = (p, g, b, a) => sgd(p, g, b, a);
 

@@ -1,7 +1,7 @@
 /** CPU reference: unary and broadcasting binary ops, where, cast, fill. */
 import type { BinaryOp, UnaryOp } from '../backend.ts';
 import { allocHost, f32ToHost, floatToU8, hostToF32, isFloat, type DType } from '../../tensor/dtype.ts';
-import { broadcastStrides, f32, forEachStrided, sizeOf, store, type CpuHandle, type CpuRef } from './host.ts';
+import { broadcastStrides, f32, forEachRow, forEachStrided, sizeOf, store, type CpuHandle, type CpuRef } from './host.ts';
 
 const GELU_C = Math.sqrt(2 / Math.PI);
 
@@ -84,7 +84,11 @@ export function binary(a: CpuRef, b: CpuRef, op: BinaryOp, outShape: readonly nu
   } else {
     const sa = broadcastStrides(a.shape, outShape);
     const sb = broadcastStrides(b.shape, outShape);
-    forEachStrided(outShape, [sa, sb], [0, 0], (i, o) => { out[i] = fn(av[o[0]], bv[o[1]]); });
+    const la = sa.length ? sa[sa.length - 1] : 0, lb = sb.length ? sb[sb.length - 1] : 0;
+    forEachRow(outShape, [sa, sb], [0, 0], (i, o, len) => {
+      const a0 = o[0], b0 = o[1];
+      for (let j = 0; j < len; j++) out[i + j] = fn(av[a0 + j * la], bv[b0 + j * lb]);
+    });
   }
   return isFloat(a.dtype) ? store(out as Float32Array, a.dtype) : integerResult(out, a.dtype, op);
 }

@@ -31,6 +31,22 @@ export function store(values: Float32Array, dtype: DType): CpuHandle {
 }
 
 /** Calls f(outIndex, inOffsets…) for every element of outShape, walking each input's strides. */
+/**
+ * forEachStrided by rows: `f(i, offs, len)` handles the `len` = outShape[last] elements out[i …],
+ * whose inputs start at offs[k] and step by the inputs' last strides; one call per row keeps the
+ * inner loop free of index arithmetic (permutes and broadcasts are row copies).
+ */
+export function forEachRow(outShape: readonly number[], strides: readonly (readonly number[])[], bases: readonly number[], f: (i: number, offs: number[], len: number) => void): void {
+  const rank = outShape.length;
+  if (rank === 0) { f(0, bases.slice(), 1); return; }
+  const len = outShape[rank - 1];
+  if (len === 0) return;
+  const outer = outShape.slice(0, -1);
+  const outerStrides = strides.map((s) => s.slice(0, -1));
+  let i = 0;
+  forEachStrided(outer, outerStrides, bases, (_r, offs) => { f(i, offs, len); i += len; });
+}
+
 export function forEachStrided(outShape: readonly number[], strides: readonly (readonly number[])[], bases: readonly number[], f: (i: number, offs: number[]) => void): void {
   const n = sizeOf(outShape);
   const rank = outShape.length;

@@ -2,19 +2,28 @@
 import { ArgumentError } from '../../errors.ts';
 import { allocHost } from '../../tensor/dtype.ts';
 import type { StridedArgs } from '../backend.ts';
-import { f32, forEachStrided, sizeOf, store, type CpuHandle, type CpuRef } from './host.ts';
+import { f32, forEachRow, sizeOf, store, type CpuHandle, type CpuRef } from './host.ts';
 
 export function copyStrided(x: CpuRef, args: StridedArgs): CpuHandle {
   const out = allocHost(x.dtype, sizeOf(args.outShape));
   const src = x.h;
-  forEachStrided(args.outShape, [args.strides], [args.offset], (i, o) => { out[i] = src[o[0]]; });
+  const step = args.strides.length ? args.strides[args.strides.length - 1] : 0;
+  forEachRow(args.outShape, [args.strides], [args.offset], (i, o, len) => {
+    const s0 = o[0];
+    if (step === 1) out.set(src.subarray(s0, s0 + len) as never, i);
+    else for (let j = 0; j < len; j++) out[i + j] = src[s0 + j * step];
+  });
   return out;
 }
 
 export function assignStrided(base: CpuRef, src: CpuRef, args: StridedArgs): CpuHandle {
   const out = base.h.slice();
   const sv = src.h;
-  forEachStrided(args.outShape, [args.strides], [args.offset], (i, o) => { out[o[0]] = sv[i]; });
+  const step = args.strides.length ? args.strides[args.strides.length - 1] : 0;
+  forEachRow(args.outShape, [args.strides], [args.offset], (i, o, len) => {
+    const d0 = o[0];
+    for (let j = 0; j < len; j++) out[d0 + j * step] = sv[i + j];
+  });
   return out;
 }
 

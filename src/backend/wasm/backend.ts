@@ -2,8 +2,9 @@
  * The `wasm` backend: the fast CPU path for users without a GPU. Handles are host typed arrays,
  * as in `cpu`, so every kernel not overridden here is the CPU reference. Overridden: matmul (the
  * WebAssembly SIMD GEMM, gemm_driver.ts, across the runtime's threads), the float unary and
- * binary ops that have a SIMD kernel (elementwise_kernels.ts), and softmax; each falls back to
- * the CPU reference for the cases its kernel does not take.
+ * binary ops that have a SIMD kernel (elementwise_kernels.ts), softmax, and attention with its
+ * backward (attention.ts, a module and worker pool of its own); each falls back to the CPU
+ * reference for the cases its kernel does not take.
  *
  * `WasmBackend.create()` alone runs on one thread; give it `threads` and a `spawner` (the Node
  * adapter, platform/wasm_threads.ts) for the worker pool, as `initBackend('wasm')` does (index.ts).
@@ -14,6 +15,8 @@ import type { CpuHandle } from '../cpu/host.ts';
 import { binary as cpuBinary, unary as cpuUnary } from '../cpu/elementwise.ts';
 import { matmul as cpuMatmul } from '../cpu/matmul.ts';
 import { softmax as cpuSoftmax } from '../cpu/reduce.ts';
+import { attention as cpuAttention, attentionBackward as cpuAttentionBackward } from '../cpu/attention.ts';
+import { WasmAttention, type WasmAttentionOptions } from './attention.ts';
 import { binaryWasm, softmaxWasm, unaryWasm, type ElementwiseOptions } from './elementwise.ts';
 import { wasmMatmul } from './matmul.ts';
 import { WasmRuntime, type WasmRuntimeOptions } from './runtime.ts';
@@ -26,6 +29,8 @@ export interface WasmBackendOptions extends Partial<WasmRuntimeOptions> {
    * more), from `minParallelElements` the threads share the work. Tests set both to 0.
    */
   elementwise?: ElementwiseOptions;
+  /** Attention thresholds (tests set `minParallelWork` 0 to run every call on the pool). */
+  attention?: WasmAttentionOptions;
 }
 
 export class WasmBackend extends CpuBackend {
@@ -39,6 +44,7 @@ export class WasmBackend extends CpuBackend {
   static async create(options: WasmBackendOptions = {}): Promise<WasmBackend> {
     const runtime = await WasmRuntime.create({ threads: options.threads ?? 1, spawner: options.spawner, fma: options.fma });
     const backend = new WasmBackend(runtime, { minParallelFlops: options.minParallelFlops, elementwise: options.elementwise });
+    backend.attentionKernels = await WasmAttention.create(runtime, options.spawner, options.attention);
     backend.warmUp();
     return backend;
   }
@@ -84,8 +90,23 @@ export class WasmBackend extends CpuBackend {
   override softmax: Backend<CpuHandle>['softmax'] = (x, rows, cols) =>
     this.track(softmaxWasm(this.runtime, x, rows, cols, this.options.elementwise) ?? cpuSoftmax(x, rows, cols));
 
+  /** The SIMD attention kernels (attention.ts); null for a backend built without `create`, which then uses the CPU reference. */
+  private attentionKernels: WasmAttention | null = null;
+
+  private trackEach<T extends CpuHandle[]>(hs: T): T {
+    for (const h of hs) this.track(h);
+    return hs;
+  }
+
+  override attention: Backend<CpuHandle>['attention'] = (q, k, v, args) =>
+    this.trackEach(this.attentionKernels?.forward(q, k, v, args) ?? cpuAttention(q, k, v, args));
+  override attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, lse, g, args) =>
+    this.trackEach(this.attentionKernels?.backward(q, k, v, o, lse, g, args) ?? cpuAttentionBackward(q, k, v, o, lse, g, args));
+
   override destroy(): void {
     super.destroy();
+    this.attentionKernels?.destroy();
+    this.attentionKernels = null;
     this.owned.clear();
     this.runtime.destroy();
   }
@@ -107,6 +128,14 @@ export class WasmBackend extends CpuBackend {
       unaryWasm(this.runtime, x, 'exp', everyCase);
       binaryWasm(this.runtime, x, x, 'add', x.shape, everyCase);
       softmaxWasm(this.runtime, x, size, size, everyCase);
+    }
+    if (this.attentionKernels) {
+      const qkv = { h: new Float32Array(4 * 32 * 32).fill(0.5), shape: [1, 4, 32, 32], dtype: 'f32' as const };
+      const args = { batch: 1, heads: 4, kvHeads: 4, tq: 32, tk: 32, d: 32, kvLength: 32, qOffset: 0, causal: true, window: 0, scale: 0.2 };
+      for (let i = 0; i < 10; i++) {
+        const [o, lse] = this.attentionKernels.forward(qkv, qkv, qkv, args) ?? [];
+        if (o && lse) this.attentionKernels.backward(qkv, qkv, qkv, { ...qkv, h: o }, { h: lse, shape: [1, 4, 32], dtype: 'f32' }, qkv, args);
+      }
     }
   }
 }

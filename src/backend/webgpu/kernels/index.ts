@@ -7,10 +7,11 @@ import { ELEMENTWISE_FILES, elementwiseKernels } from './elementwise.ts';
 import { LAYOUT_FILES, layoutKernels } from './layout.ts';
 import { ROW_FILES, rowKernels } from './rows.ts';
 import { MATMUL_FILES, matmulKernels } from './matmul.ts';
+import { ATTENTION_FILES, attentionKernels } from './attention.ts';
 
 /** Every .wgsl file under kernels/ (loaded when the backend starts). */
-export const KERNEL_FILES: readonly string[] = [...ELEMENTWISE_FILES, ...LAYOUT_FILES, ...ROW_FILES, ...MATMUL_FILES];
+export const KERNEL_FILES: readonly string[] = [...ELEMENTWISE_FILES, ...LAYOUT_FILES, ...ROW_FILES, ...MATMUL_FILES, ...ATTENTION_FILES];
 
 export function gpuKernels(be: WebGpuBackend): KernelTable {
-  return { ...elementwiseKernels(be), ...layoutKernels(be), ...rowKernels(be), ...matmulKernels(be) };
+  return { ...elementwiseKernels(be), ...layoutKernels(be), ...rowKernels(be), ...matmulKernels(be), ...attentionKernels(be) };
 }

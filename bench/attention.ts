@@ -1,0 +1,110 @@
+/**
+ * Attention benchmark: causal prefill forward and forward+backward at B=1, H=32, D=128, and
+ * one-query decode over a long KV cache with GQA 32/8, D=128 — FON's attention op on the WebGPU
+ * backend (f16 storage), beside PyTorch's scaled_dot_product_attention (bf16; decode with
+ * enable_gqa) on the same GPU in the same run (bench/torch_attention.py) when python3 has torch.
+ * Prints a markdown table with the ratio FON speed / PyTorch speed and writes JSON.
+ *
+ *   node --import tsx bench/attention.ts [--prefill 1024,...,16384] [--backward 1024,...,16384]
+ *                                        [--decode 4096,...,262144] [--json bench/results_attention_h200.json]
+ */
+import { parseArgs } from 'node:util';
+import * as fon from '../src/index.ts';
+import '../src/backend/webgpu/index.ts';
+import type { Backend, Tensor } from '../src/index.ts';
+import { attention } from '../src/ops/attention.ts';
+import { findPython, runPython, writeJson } from './lib/report.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    prefill: { type: 'string', default: '1024,2048,4096,8192,16384' },
+    backward: { type: 'string', default: '1024,2048,4096,8192,16384' },
+    decode: { type: 'string', default: '4096,16384,65536,131072,262144' },
+    json: { type: 'string' },
+  },
+});
+
+const H = 32, HKV = 8, D = 128;
+const sizes = (s: string) => s.split(',').filter(Boolean).map(Number);
+
+interface Case { key: string; op: 'prefill' | 'prefill_fwd_bwd' | 'decode'; t: number }
+
+const cases: Case[] = [
+  ...sizes(flags.prefill).map((t): Case => ({ key: `prefill-${t}`, op: 'prefill', t })),
+  ...sizes(flags.backward).map((t): Case => ({ key: `fwdbwd-${t}`, op: 'prefill_fwd_bwd', t })),
+  ...sizes(flags.decode).map((t): Case => ({ key: `decode-${t}`, op: 'decode', t })),
+];
+
+/** FLOPs (prefill: causal, the backward counted as 2.5× the forward) or bytes of K and V read (decode). */
+function work(c: Case): { amount: number; unit: string; scale: number } {
+  const fwd = (4 * c.t * c.t * D * H) / 2;
+  if (c.op === 'prefill') return { amount: fwd, unit: 'TFLOP/s', scale: 1e12 };
+  if (c.op === 'prefill_fwd_bwd') return { amount: 3.5 * fwd, unit: 'TFLOP/s', scale: 1e12 };
+  return { amount: 2 * HKV * c.t * D * 2, unit: 'GB/s', scale: 1e9 };
+}
+
+/** ms per call: batches of back-to-back calls, each ≥ 250 ms of GPU work, one sync per batch; median of 3 (calls over 1 s: one timed call after one warm-up). */
+async function timeCase(b: Backend, c: Case): Promise<number> {
+  const opts = { backend: b, dtype: 'f16' as const };
+  const grad = c.op === 'prefill_fwd_bwd';
+  const q = fon.randn(c.op === 'decode' ? [1, H, 1, D] : [1, H, c.t, D], { seed: 1, ...opts, requiresGrad: grad });
+  const kvShape = c.op === 'decode' ? [1, HKV, c.t, D] : [1, H, c.t, D];
+  const k = fon.randn(kvShape, { seed: 2, ...opts, requiresGrad: grad });
+  const v = fon.randn(kvShape, { seed: 3, ...opts, requiresGrad: grad });
+  const g = grad ? fon.randn(q.shape, { seed: 4, ...opts }) : null;
+  const once = () => {
+    fon.tidy(() => {
+      const o = attention(q, k, v);
+      if (g) fon.backward(o, g);
+    });
+    if (grad) for (const t of [q, k, v]) { t.grad?.dispose(); t.grad = null; }
+  };
+  const batch = async (n: number) => { const t0 = performance.now(); for (let i = 0; i < n; i++) once(); await b.sync(); return performance.now() - t0; };
+  let n = 1;
+  let t = await batch(n);
+  // A call of over a second (the plain backward at long lengths) is timed once more after the warm-up.
+  if (t > 1000) {
+    t = await batch(1);
+    for (const x of [q, k, v, ...(g ? [g] : [])] as Tensor[]) x.dispose();
+    return t;
+  }
+  while (t < 250 && n < 100_000) { n = Math.ceil(n * Math.min(10, 300 / Math.max(t, 0.5))); t = await batch(n); }
+  const ts = [await batch(n), await batch(n), await batch(n)].sort((x, y) => x - y);
+  for (const x of [q, k, v, ...(g ? [g] : [])] as Tensor[]) x.dispose();
+  return ts[1] / n;
+}
+
+interface Row { key: string; op: string; tokens: number; ms: number; fon: number; unit: string; torchMs?: number; torch?: number; ratio?: number }
+
+async function main(): Promise<void> {
+  const b = await fon.initBackend('webgpu');
+  const caps = (b as unknown as { caps: { adapterName: string; f16: boolean; subgroupMatrix: unknown } }).caps;
+  console.log(`FON attention bench on ${caps.adapterName} (f16 ${caps.f16}, subgroup matrix ${caps.subgroupMatrix ? 'yes' : 'no'})`);
+  const python = findPython('torch', ['python3', '/usr/bin/python3']);
+  const refs = new Map<string, number>();
+  if (python) {
+    const res = runPython(python, new URL('./torch_attention.py', import.meta.url).pathname, cases.map((c) => ({ ...c, h: H, hkv: HKV, d: D }))) as { key: string; ms: number }[] | null;
+    for (const r of res ?? []) refs.set(r.key, r.ms);
+  } else console.log('(no PyTorch found: reference column left empty)');
+  const rows: Row[] = [];
+  for (const c of cases) {
+    const ms = await timeCase(b, c);
+    const w = work(c);
+    const torchMs = refs.get(c.key);
+    const row: Row = { key: c.key, op: c.op, tokens: c.t, ms, fon: w.amount / (ms / 1e3) / w.scale, unit: w.unit };
+    if (torchMs !== undefined) Object.assign(row, { torchMs, torch: w.amount / (torchMs / 1e3) / w.scale, ratio: torchMs / ms });
+    rows.push(row);
+    console.error(`  ${c.key}: ${ms.toFixed(3)} ms${torchMs !== undefined ? ` (PyTorch ${torchMs.toFixed(3)} ms)` : ''}`);
+  }
+  const f = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+  console.log('\n| op | tokens | FON ms | FON | PyTorch ms | PyTorch | FON / PyTorch |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    console.log(`| ${r.op} | ${r.tokens} | ${r.ms.toFixed(3)} | ${f(r.fon)} ${r.unit} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torch !== undefined ? `${f(r.torch)} ${r.unit}` : '—'} | ${r.ratio !== undefined ? `${r.ratio.toFixed(3)}×` : '—'} |`);
+  }
+  if (flags.json) writeJson(flags.json, { date: new Date().toISOString(), adapter: caps.adapterName, shapes: { batch: 1, heads: H, kvHeadsDecode: HKV, headDim: D, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows });
+}
+
+await main();
+await fon.shutdownBackends();
+process.exit(0);

@@ -1,0 +1,81 @@
+"""PyTorch side of bench/attention.ts: reads a JSON list of cases on stdin and prints a JSON list of
+{key, ms}: torch.nn.functional.scaled_dot_product_attention in bf16 on CUDA, causal prefill
+(forward, or forward + backward) at (1, H, T, D), and one-query decode over (1, Hkv, T, D) with
+enable_gqa (kv heads expanded once, outside the timing, where this torch lacks it). Each timing is
+the median of 3 CUDA-event-timed batches of back-to-back calls, each batch >= 250 ms of GPU work."""
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+
+cases = json.load(sys.stdin)
+out = []
+if not torch.cuda.is_available():
+    print(json.dumps(out))
+    sys.exit(0)
+
+dev = "cuda"
+bf = torch.bfloat16
+
+
+def timed(fn):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+
+    def batch(n):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(n):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        return s.elapsed_time(e)
+
+    n = 1
+    t = batch(n)
+    while t < 250 and n < 100000:
+        n = int(n * min(10, 300 / max(t, 0.05))) + 1
+        t = batch(n)
+    ts = sorted(batch(n) for _ in range(3))
+    return ts[1] / n
+
+
+for c in cases:
+    t, h, hkv, d = c["t"], c["h"], c["hkv"], c["d"]
+    if c["op"] == "decode":
+        q = torch.randn(1, h, 1, d, device=dev, dtype=bf)
+        k = torch.randn(1, hkv, t, d, device=dev, dtype=bf)
+        v = torch.randn(1, hkv, t, d, device=dev, dtype=bf)
+        try:
+            F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+            ms = timed(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+            name = "SDPA enable_gqa"
+        except TypeError:
+            ke, ve = k.repeat_interleave(h // hkv, 1), v.repeat_interleave(h // hkv, 1)
+            ms = timed(lambda: F.scaled_dot_product_attention(q, ke, ve))
+            name = "SDPA expanded kv"
+    else:
+        grad = c["op"] == "prefill_fwd_bwd"
+        q = torch.randn(1, h, t, d, device=dev, dtype=bf, requires_grad=grad)
+        k = torch.randn(1, h, t, d, device=dev, dtype=bf, requires_grad=grad)
+        v = torch.randn(1, h, t, d, device=dev, dtype=bf, requires_grad=grad)
+        if grad:
+            g = torch.randn(1, h, t, d, device=dev, dtype=bf)
+
+            def step():
+                q.grad = k.grad = v.grad = None
+                F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(g)
+
+            ms = timed(step)
+        else:
+            with torch.no_grad():
+                ms = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        name = "SDPA causal"
+    out.append({"key": c["key"], "ms": ms, "name": name})
+    del q, k, v
+    torch.cuda.empty_cache()
+
+print(json.dumps(out))

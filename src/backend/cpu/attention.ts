@@ -1,0 +1,107 @@
+/**
+ * CPU reference for attention (Backend.attention / attentionBackward / kvWrite): row by row over
+ * (batch, head, query), scores of the visible keys into one scratch row, softmax in f32 with the
+ * row maximum subtracted, then the weighted sum of values. The backward is the flash-attention
+ * backward written row by row: P is recomputed from q, k and the saved logsumexp, and
+ *   dv_j += P_j·dO,  dS_j = P_j·(dO·v_j − dO·O),  dq += scale·Σ dS_j·k_j,  dk_j += scale·dS_j·q,
+ * with dk, dv summed over the query heads of a GQA group. Inputs are read as f32 once; scratch rows
+ * are allocated once per call, so the inner loops are plain indexed arithmetic.
+ */
+import type { AttentionArgs, KvWriteArgs } from '../backend.ts';
+import { f32, store, type CpuHandle, type CpuRef } from './host.ts';
+
+/** Σ a[ao + c]·b[bo + c] over c < n, four independent partial sums (a dependency chain of one add per element otherwise). */
+function dot(a: Float32Array, ao: number, b: Float32Array, bo: number, n: number): number {
+  let s0 = 0, s1 = 0, s2 = 0, s3 = 0, c = 0;
+  for (; c + 3 < n; c += 4) {
+    s0 += a[ao + c] * b[bo + c];
+    s1 += a[ao + c + 1] * b[bo + c + 1];
+    s2 += a[ao + c + 2] * b[bo + c + 2];
+    s3 += a[ao + c + 3] * b[bo + c + 3];
+  }
+  for (; c < n; c++) s0 += a[ao + c] * b[bo + c];
+  return (s0 + s1) + (s2 + s3);
+}
+
+/** The visible key range [lo, hi) of the query at absolute position p. */
+export function visibleKeys(p: number, a: AttentionArgs): [number, number] {
+  const hi = a.causal ? Math.min(a.kvLength, p + 1) : a.kvLength;
+  const lo = a.window > 0 ? Math.max(0, p - a.window + 1) : 0;
+  return [lo, Math.max(lo, hi)];
+}
+
+export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs): [CpuHandle, CpuHandle] {
+  const qv = f32(q), kv = f32(k), vv = f32(v);
+  const { batch, heads, kvHeads, tq, tk, d, scale } = a;
+  const group = heads / kvHeads;
+  const out = new Float32Array(batch * heads * tq * d);
+  const lse = new Float32Array(batch * heads * tq);
+  const s = new Float32Array(Math.max(1, a.kvLength));
+  const acc = new Float32Array(d);
+  for (let b = 0; b < batch; b++) for (let h = 0; h < heads; h++) {
+    const kvBase = (b * kvHeads + Math.floor(h / group)) * tk * d;
+    for (let i = 0; i < tq; i++) {
+      const row = (b * heads + h) * tq + i;
+      const qo = row * d;
+      const [lo, hi] = visibleKeys(a.qOffset + i, a);
+      if (hi <= lo) { lse[row] = -Infinity; continue; }
+      let m = -Infinity;
+      for (let j = lo; j < hi; j++) {
+        const x = dot(qv, qo, kv, kvBase + j * d, d) * scale;
+        s[j - lo] = x;
+        if (x > m) m = x;
+      }
+      acc.fill(0);
+      let l = 0;
+      for (let j = lo; j < hi; j++) {
+        const p = Math.exp(s[j - lo] - m);
+        l += p;
+        const vo = kvBase + j * d;
+        for (let c = 0; c < d; c++) acc[c] += p * vv[vo + c];
+      }
+      for (let c = 0; c < d; c++) out[qo + c] = acc[c] / l;
+      lse[row] = m + Math.log(l);
+    }
+  }
+  return [store(out, q.dtype), lse];
+}
+
+export function attentionBackward(q: CpuRef, k: CpuRef, v: CpuRef, o: CpuRef, lse: CpuRef, dout: CpuRef, a: AttentionArgs): [CpuHandle, CpuHandle, CpuHandle] {
+  const qv = f32(q), kv = f32(k), vv = f32(v), ov = f32(o), lv = f32(lse), gv = f32(dout);
+  const { batch, heads, kvHeads, tq, tk, d, scale } = a;
+  const group = heads / kvHeads;
+  const dq = new Float32Array(qv.length), dk = new Float32Array(kv.length), dv = new Float32Array(vv.length);
+  const acc = new Float32Array(d);
+  for (let b = 0; b < batch; b++) for (let h = 0; h < heads; h++) {
+    const kvBase = (b * kvHeads + Math.floor(h / group)) * tk * d;
+    for (let i = 0; i < tq; i++) {
+      const row = (b * heads + h) * tq + i;
+      const qo = row * d;
+      const [lo, hi] = visibleKeys(a.qOffset + i, a);
+      if (hi <= lo) continue;
+      let delta = 0;
+      for (let c = 0; c < d; c++) delta += gv[qo + c] * ov[qo + c];
+      acc.fill(0);
+      for (let j = lo; j < hi; j++) {
+        const ko = kvBase + j * d;
+        const p = Math.exp(dot(qv, qo, kv, ko, d) * scale - lv[row]);
+        const dp = dot(gv, qo, vv, ko, d);
+        const ds = p * (dp - delta) * scale;
+        for (let c = 0; c < d; c++) {
+          dv[ko + c] += p * gv[qo + c];
+          dk[ko + c] += ds * qv[qo + c];
+          acc[c] += ds * kv[ko + c];
+        }
+      }
+      for (let c = 0; c < d; c++) dq[qo + c] = acc[c];
+    }
+  }
+  return [store(dq, q.dtype), store(dk, k.dtype), store(dv, v.dtype)];
+}
+
+/** In place: the raw elements of x (any dtype, same as cache) copied into the cache rows. */
+export function kvWrite(cache: CpuRef, x: CpuRef, { batch, kvHeads, tmax, n, d, pos }: KvWriteArgs): void {
+  for (let bh = 0; bh < batch * kvHeads; bh++) {
+    cache.h.set(x.h.subarray(bh * n * d, (bh + 1) * n * d) as never, (bh * tmax + pos) * d);
+  }
+}

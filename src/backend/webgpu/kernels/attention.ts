@@ -1,0 +1,350 @@
+/**
+ * WebGPU attention (Backend.attention / attentionBackward / kvWrite), checked against
+ * src/backend/cpu/attention.ts by test/backend/webgpu_attention.test.ts.
+ *
+ * Forward, one of three kernels per call:
+ * - `attention_decode.wgsl` + `attention_combine.wgsl` (flash-decoding) when the query rows of one
+ *   GQA group are few (group·Tq ≤ 16): the visible keys split over many workgroups, each serving
+ *   every query head of one kv head, then a combine pass;
+ * - `attention_tc.wgsl` (tensor cores) for f16 inputs where the device has 16×16×16 f16
+ *   subgroup matrices with 32-wide subgroups, D is a multiple of 16 (≤ 256) and Tq ≥ 16: two
+ *   passes over the key blocks (row maxima, then P·V with the row sums), no rescaling of the
+ *   opaque accumulators;
+ * - `attention_plain.wgsl` FWD otherwise: tiled flash attention in f32 arithmetic, any dtype.
+ * Backward: attention_plain.wgsl DELTA (rowsum dO∘O), DQ (over query blocks) and DKDV (over key
+ * blocks, summing the query heads of a GQA group); no float atomics. Every kernel visits only the
+ * key (or query) blocks inside the causal/window bound. Outputs of packed dtypes (bf16, f16
+ * without shader-f16) are written as f32 and packed (`viaStorable`); statistics are f32.
+ * dev/kernels/attention.ts holds the forward versions these came from, with their timings.
+ */
+import { UnsupportedError } from '../../../errors.ts';
+import { bytesPerElement, type DType } from '../../../tensor/dtype.ts';
+import type { AttentionArgs, KvWriteArgs } from '../../backend.ts';
+import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
+import type { GpuCaps } from '../device.ts';
+import { f32bits, grid, type Kernel } from '../runtime.ts';
+import { wgslSource } from '../sources.ts';
+import { header, preprocess, storageType, type Binding, type Variant } from '../wgsl.ts';
+import { viaStorable } from './elementwise.ts';
+
+export const ATTENTION_FILES = ['attention_plain', 'attention_decode', 'attention_combine', 'attention_kv_write', 'attention_tc'];
+
+const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32';
+const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32, chunk: u32, nsplit: u32`;
+
+function uniforms(a: AttentionArgs): number[] {
+  return [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, a.causal ? 1 : 0, a.window, f32bits(a.scale), a.heads / a.kvHeads];
+}
+
+const dt = (v: Variant, key: string) => v[key] as DType;
+const ins = (v: Variant, key: string, ...names: string[]): Binding[] => names.map((name) => ({ name, dtype: dt(v, key) }));
+const f32in = (name: string): Binding => ({ name, dtype: 'f32' });
+const f32out = (name: string): Binding => ({ name, dtype: 'f32', write: true });
+
+const plainKernel: Kernel = {
+  name: 'attention_plain',
+  source: (v, caps) => {
+    const b: Binding[] = v.DELTA ? [{ name: 'o', dtype: dt(v, 'O') }, { name: 'g', dtype: dt(v, 'G') }, f32out('delta')]
+      : v.FWD ? [...ins(v, 'X', 'q', 'k', 'v'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')]
+        : [...ins(v, 'X', 'q', 'k', 'v'), { name: 'g', dtype: dt(v, 'G') }, f32in('lse'), f32in('delta'),
+          ...(v.DQ ? [{ name: 'dq', dtype: dt(v, 'Y'), write: true }] : [{ name: 'dk', dtype: dt(v, 'Y'), write: true }, { name: 'dv', dtype: dt(v, 'Y'), write: true }])];
+    return preprocess(wgslSource('attention_plain'), { BQ: 16, BK: 16, DM: 16, ...v, HEADER: header(b, caps.f16, PARAMS) });
+  },
+};
+
+/** 4-element loads of k and v for the decode kernel: vectors where D is a multiple of 4, else guarded scalars. */
+function kvLoaders(dtype: DType, vec: boolean, f16: boolean, slot: number, names: readonly string[] = ['k', 'v']): string {
+  const lines: string[] = [];
+  for (const n of names) {
+    const i = n === 'k' ? 0 : 1;
+    if (vec) {
+      lines.push(`@group(0) @binding(${slot + i}) var<storage, read> ${n}: array<${dtype === 'f32' ? 'vec4<f32>' : 'vec2<u32>'}>;`);
+      const body = dtype === 'f32' ? `return ${n}[e >> 2u];`
+        : dtype === 'f16' ? `let w = ${n}[e >> 2u]; return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));`
+          : `let w = ${n}[e >> 2u]; return vec4<f32>(bitcast<f32>(w.x << 16u), bitcast<f32>(w.x & 0xffff0000u), bitcast<f32>(w.y << 16u), bitcast<f32>(w.y & 0xffff0000u));`;
+      lines.push(`fn ld${n}4(e: u32, left: u32) -> vec4<f32> { ${body} }`);
+    } else {
+      lines.push(`@group(0) @binding(${slot + i}) var<storage, read> ${n}: array<${storageType(dtype, f16)}>;`);
+      const one = dtype === 'f32' ? `${n}[i]` : dtype === 'f16' && f16 ? `f32(${n}[i])`
+        : dtype === 'f16' ? `unpack2x16float(${n}[i >> 1u])[i & 1u]` : `bitcast<f32>(((${n}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u)`;
+      lines.push(`fn ld${n}1(i: u32) -> f32 { return ${one}; }`);
+      // Guarded by branches, not select(): reads past the row could pass the buffer's end (no robustness pass).
+      lines.push(`fn ld${n}4(e: u32, left: u32) -> vec4<f32> { var x = vec4<f32>(ld${n}1(e), 0.0, 0.0, 0.0); if (left > 1u) { x.y = ld${n}1(e + 1u); } if (left > 2u) { x.z = ld${n}1(e + 2u); } if (left > 3u) { x.w = ld${n}1(e + 3u); } return x; }`);
+    }
+  }
+  return lines.join('\n');
+}
+
+/** K rows as vec4<u32> (8 packed halves) for the K8 variant, and up4: 4 packed halves → f32. */
+function k8Loader(dtype: DType, slot: number): string {
+  const up = dtype === 'f16' ? 'return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));'
+    : 'return vec4<f32>(bitcast<f32>(w.x << 16u), bitcast<f32>(w.x & 0xffff0000u), bitcast<f32>(w.y << 16u), bitcast<f32>(w.y & 0xffff0000u));';
+  return `@group(0) @binding(${slot}) var<storage, read> k: array<vec4<u32>>;\nfn up4(w: vec2<u32>) -> vec4<f32> { ${up} }`;
+}
+
+const decodeKernel: Kernel = {
+  name: 'attention_decode',
+  source: (v, caps) => {
+    const x = dt(v, 'X');
+    const head = [
+      v.SG ? 'enable subgroups;' : '',
+      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
+      v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n')
+        : kvLoaders(x, !!v.VEC, caps.f16, 5),
+    ].join('\n');
+    return preprocess(wgslSource('attention_decode'), { ...v, HEADER: head });
+  },
+};
+
+const combineKernel: Kernel = {
+  name: 'attention_combine',
+  source: (v, caps) => preprocess(wgslSource('attention_combine'), {
+    DC: v.DC,
+    HEADER: header([f32in('pm'), f32in('pl'), f32in('pacc'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')], caps.f16, 'nrows: u32, d: u32, nsplit: u32'),
+  }),
+};
+
+const kvWriteKernel: Kernel = { name: 'attention_kv_write', source: () => wgslSource('attention_kv_write') };
+
+const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
+
+/** Head dim rounded up to a power of two ≥ 16: the row pitch of the workgroup tiles. */
+function headPitch(what: string, d: number): number {
+  if (d > 256) throw new UnsupportedError(`webgpu: ${what} takes head dims up to 256, got ${d}`);
+  return pow2AtLeast(d, 16);
+}
+
+/** Query and key rows per tile of the plain kernels: the largest pair whose workgroup memory fits. */
+export function plainTile(caps: GpuCaps, dm: number, backward: boolean): { bq: number; bk: number } {
+  for (const [bq, bk] of [[16, 16], [16, 8], [8, 8]]) {
+    const words = backward ? (2 * bq + 2 * bk) * dm + 2 * bq * bk + 2 * bq : (bq + 2 * bk) * dm + bq * bk + 3 * bq;
+    if (words * 4 <= caps.maxWorkgroupStorage) return { bq, bk };
+  }
+  throw new UnsupportedError(`webgpu: attention with head dim ${dm} needs more workgroup memory than this device's ${caps.maxWorkgroupStorage} bytes`);
+}
+
+function checkGrid(what: string, ...dims: number[]): void {
+  for (const n of dims) if (n > 65535) throw new UnsupportedError(`webgpu: ${what} needs ${n} workgroups along one grid axis, above 65535`);
+}
+
+/** The plain forward (any dtype); exported for tests and dev/kernels/attention.ts. */
+export function attentionPlain(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs): [GpuHandle, GpuHandle] {
+  const dm = headPitch('attention', a.d);
+  const { bq, bk } = plainTile(be.caps, dm, false);
+  const rows = a.batch * a.heads * a.tq;
+  const lse = be.alloc('f32', rows, 'attention lse');
+  const gx = Math.ceil(a.tq / bq);
+  checkGrid('attention', gx, a.heads, a.batch);
+  const out = viaStorable(be, q.dtype, rows * a.d, 'attention', (buf, y) => be.rt.run({
+    kernel: plainKernel, variant: { FWD: true, X: q.dtype, Y: y, BQ: bq, BK: bk, DM: dm },
+    uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
+  }));
+  return [out, lse];
+}
+
+/** Query rows one decode workgroup serves (the whole GQA group's), or 0 when the decode kernel does not take the call. */
+export function decodeRows(be: WebGpuBackend, a: AttentionArgs): number {
+  const rows = (a.heads / a.kvHeads) * a.tq;
+  if (rows > 16 || a.d > 256) return 0;
+  const rm = pow2AtLeast(rows, 1), dm = pow2AtLeast(a.d, 16);
+  const bytes = (2 * rm * dm + 2 * rm * 128 + 3 * rm) * 4;
+  return bytes <= be.caps.maxWorkgroupStorage ? rows : 0;
+}
+
+/** Workgroups the decode kernel aims at in all (chunks × kv heads × batch). */
+const DECODE_GROUPS = 1024;
+const DECODE_GROUPS_SOFTWARE = 8;
+
+/** Flash-decoding (split + combine); callers check decodeRows. Exported for tests and dev/kernels. */
+export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups): [GpuHandle, GpuHandle] {
+  const rows = decodeRows(be, a);
+  if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
+  const nrows = a.batch * a.heads * a.tq;
+  const lo = a.window > 0 ? Math.max(0, a.qOffset - a.window + 1) : 0;
+  const hi = Math.max(lo, a.causal ? Math.min(a.kvLength, a.qOffset + a.tq) : a.kvLength);
+  const blocks = Math.max(1, Math.ceil((hi - lo) / 128));
+  const target = be.caps.software ? DECODE_GROUPS_SOFTWARE : DECODE_GROUPS;
+  let nsplit = Math.max(1, Math.min(blocks, splits ?? Math.ceil(target / (a.batch * a.kvHeads))));
+  const chunk = Math.ceil(blocks / nsplit) * 128;
+  nsplit = Math.max(1, Math.ceil((hi - lo) / chunk));
+  checkGrid('attention decode', nsplit, a.kvHeads, a.batch);
+  const k8 = q.dtype !== 'f32' && a.d % 8 === 0;
+  const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
+  const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
+  const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
+  be.rt.run({
+    kernel: decodeKernel,
+    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16) },
+    uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
+    buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
+    workgroups: [nsplit, a.kvHeads, a.batch],
+  });
+  const lse = be.alloc('f32', nrows, 'attention lse');
+  const out = viaStorable(be, q.dtype, nrows * a.d, 'attention', (buf, y) => be.rt.run({
+    kernel: combineKernel, variant: { Y: y, DC: a.d <= 64 ? 64 : a.d <= 128 ? 128 : 256 },
+    uniforms: [nrows, a.d, nsplit], buffers: [pm.buffer, pl.buffer, pacc.buffer, buf, lse.buffer], workgroups: grid(nrows, 1),
+  }));
+  be.free(pm); be.free(pl); be.free(pacc);
+  return [out, lse];
+}
+
+export function attention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs): [GpuHandle, GpuHandle] {
+  if (a.batch * a.heads * a.tq === 0) return [be.alloc(q.dtype, 0, 'attention'), be.alloc('f32', 0, 'attention lse')];
+  if (decodeRows(be, a) > 0) return attentionDecode(be, q, k, v, a);
+  if (a.tq >= 16 && tcEligible(be, q.dtype, a.d)) return attentionTc(be, q, k, v, a);
+  return attentionPlain(be, q, k, v, a);
+}
+
+export function attentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: AttentionArgs): [GpuHandle, GpuHandle, GpuHandle] {
+  const dm = headPitch('attention backward', a.d);
+  const { bq, bk } = plainTile(be.caps, dm, true);
+  const rows = a.batch * a.heads * a.tq;
+  const kvSize = a.batch * a.kvHeads * a.tk * a.d;
+  const u = uniforms(a);
+  const delta = be.alloc('f32', rows, 'attention backward delta');
+  be.rt.run({
+    kernel: plainKernel, variant: { DELTA: true, O: o.dtype, G: g.dtype },
+    uniforms: u, buffers: [o.h.buffer, g.h.buffer, delta.buffer], workgroups: grid(rows, 64),
+  });
+  const base = { X: q.dtype, G: g.dtype, BWD: true, BQ: bq, BK: bk, DM: dm };
+  const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, lse.h.buffer, delta.buffer];
+  checkGrid('attention backward', Math.ceil(a.tq / bq), Math.ceil(a.tk / bk), a.heads, a.batch);
+  const dq = viaStorable(be, q.dtype, rows * a.d, 'attention dq', (buf, y) => be.rt.run({
+    kernel: plainKernel, variant: { ...base, DQ: true, Y: y },
+    uniforms: u, buffers: [...inputs, buf], workgroups: [Math.ceil(a.tq / bq), a.heads, a.batch],
+  }));
+  let dv: GpuHandle | null = null;
+  const dk = viaStorable(be, k.dtype, kvSize, 'attention dk', (bufK, y) => {
+    dv = viaStorable(be, v.dtype, kvSize, 'attention dv', (bufV) => be.rt.run({
+      kernel: plainKernel, variant: { ...base, DKDV: true, Y: y },
+      uniforms: u, buffers: [...inputs, bufK, bufV], workgroups: [Math.ceil(a.tk / bk), a.kvHeads, a.batch],
+    }));
+  });
+  be.free(delta);
+  return [dq, dk, dv!];
+}
+
+/** In place: a buffer copy per (batch, kv head) block where rows are 4-byte aligned, else attention_kv_write.wgsl. */
+export function kvWrite(be: WebGpuBackend, cache: GpuRef, x: GpuRef, a: KvWriteArgs): void {
+  const eb = bytesPerElement(cache.dtype);
+  const block = a.n * a.d;
+  const blocks = a.batch * a.kvHeads;
+  if (a.n === a.tmax) {
+    const bytes = Math.ceil((blocks * block * eb) / 4) * 4;
+    be.rt.commandEncoder().copyBufferToBuffer(x.h.buffer, 0, cache.h.buffer, 0, bytes);
+  } else if ((a.d * eb) % 4 === 0) {
+    const enc = be.rt.commandEncoder();
+    for (let bh = 0; bh < blocks; bh++) enc.copyBufferToBuffer(x.h.buffer, bh * block * eb, cache.h.buffer, (bh * a.tmax + a.pos) * a.d * eb, block * eb);
+  } else {
+    const words = (block >> 1) + 2;
+    be.rt.run({
+      kernel: kvWriteKernel, variant: {}, uniforms: [a.pos * a.d, a.tmax * a.d, block, words, blocks],
+      buffers: [cache.h.buffer, x.h.buffer], workgroups: grid(blocks * words, 64),
+    });
+  }
+}
+
+// ------------------------------------------------------------------------------------ tensor cores
+
+/** Whether the tensor-core forward takes f16 inputs of head dim d on this device. */
+export function tcEligible(be: WebGpuBackend, dtype: DType, d: number): boolean {
+  const sm = be.caps.subgroupMatrix;
+  if (dtype !== 'f16' || !be.caps.f16 || !sm || sm.m !== 16 || sm.n !== 16 || sm.k !== 16) return false;
+  if (d % 16 !== 0 || d === 0 || d > 256) return false;
+  const info = (be.rt.device as GPUDevice & { adapterInfo?: { subgroupMaxSize?: number } }).adapterInfo;
+  if (info?.subgroupMaxSize !== undefined && info.subgroupMaxSize !== 32) return false;
+  return tcSmem(4, d) <= be.caps.maxWorkgroupStorage;
+}
+
+const TC_BK = 32;
+
+/** Subgroups per workgroup of the tensor-core forward (16 query rows each): 8 where memory allows, else 4. */
+function tcSubgroups(caps: GpuCaps, d: number): number {
+  return tcSmem(8, d) <= caps.maxWorkgroupStorage && 256 <= caps.maxInvocations ? 8 : 4;
+}
+
+function tcSmem(nsg: number, d: number): number {
+  return 2 * TC_BK * d * 2 + nsg * 16 * TC_BK * (4 + 2) + nsg * 16 * 4;
+}
+
+/** Unrolled subgroup-matrix code for head dim d (no matrix lives in an indexed array). */
+function tcBody(d: number, qReload: boolean): Record<string, string> {
+  const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>', A = 'subgroup_matrix_result<f32, 16, 16>';
+  const nd = d / 16;
+  const qload: string[] = [], scores: string[] = [`    {`, `      var s0 = ${A}();`, `      var s1 = ${A}();`];
+  const oinit: string[] = [], pv: string[] = [], store: string[] = [];
+  for (let i = 0; i < nd; i++) {
+    const qi = `subgroupMatrixLoad<${L}>(&q16, (qrow0 + rb) * D + ${16 * i}u, false, D)`;
+    if (qReload) scores.push(`      let q${i} = ${qi};`);
+    else qload.push(`  let q${i} = ${qi};`);
+    scores.push(`      s0 = subgroupMatrixMultiplyAccumulate(q${i}, subgroupMatrixLoad<${R}>(&KV, ${16 * i}u, true, D), s0);`);
+    scores.push(`      s1 = subgroupMatrixMultiplyAccumulate(q${i}, subgroupMatrixLoad<${R}>(&KV, 16u * D + ${16 * i}u, true, D), s1);`);
+    oinit.push(`  var o${i} = ${A}();`);
+    store.push(`  subgroupMatrixStore(&Ss, sg * SP, o${i}, false, 16u);`, '  workgroupBarrier();', `  put_tile(sg, lane, qrow0, rb, ${16 * i}u);`, '  workgroupBarrier();');
+  }
+  scores.push('      subgroupMatrixStore(&Ss, sbase, s0, true, 16u);', '      subgroupMatrixStore(&Ss, sbase + 256u, s1, true, 16u);', '    }');
+  for (let kk = 0; kk < TC_BK / 16; kk++) {
+    pv.push(`    let p${kk} = subgroupMatrixLoad<${L}>(&Ps, sbase + ${256 * kk}u, true, 16u);`);
+  }
+  for (let n = 0; n < nd; n++) {
+    for (let kk = 0; kk < TC_BK / 16; kk++) {
+      pv.push(`    o${n} = subgroupMatrixMultiplyAccumulate(p${kk}, subgroupMatrixLoad<${R}>(&KV, BK * D + ${16 * kk}u * D + ${16 * n}u, false, D), o${n});`);
+    }
+  }
+  return { QLOAD: qload.join('\n'), SCORES: scores.join('\n'), OINIT: oinit.join('\n'), PV: pv.join('\n'), STORE: store.join('\n') };
+}
+
+const tcKernel: Kernel = {
+  name: 'attention_tc',
+  source: (v) => {
+    const head = [
+      'diagnostic(off, chromium.subgroup_matrix_uniformity);',
+      'enable f16;',
+      'enable subgroups;',
+      'enable chromium_experimental_subgroup_matrix;',
+      `struct Params { ${PARAMS} }`,
+      '@group(0) @binding(0) var<uniform> P: Params;',
+      '@group(0) @binding(1) var<storage, read> q16: array<f16>;',
+      '@group(0) @binding(2) var<storage, read> k8: array<vec4<u32>>;',
+      '@group(0) @binding(3) var<storage, read> v8: array<vec4<u32>>;',
+      '@group(0) @binding(4) var<storage, read_write> out: array<f16>;',
+      '@group(0) @binding(5) var<storage, read_write> lse: array<f32>;',
+    ].join('\n');
+    return preprocess(wgslSource('attention_tc'), { ...v, ...tcBody(v.D as number, !!v.QRELOAD), HEADER: head });
+  },
+};
+
+/** The tensor-core forward (callers check tcEligible); exported for tests and dev/kernels/attention.ts. */
+/**
+ * Tensor-core forward variants (dev/kernels/attention.ts t1–t4): subgroups per workgroup; whether
+ * pass 1 finds only the row maximum (the sum is taken in pass 2); whether q fragments are loaded
+ * again for every key block instead of held in registers (fewer registers, more loads).
+ */
+export interface TcVariant { nsg: number; maxPass: boolean; qReload: boolean }
+
+export function tcVariant(caps: GpuCaps, d: number): TcVariant {
+  return { nsg: tcSubgroups(caps, d), maxPass: true, qReload: false };
+}
+
+export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}): [GpuHandle, GpuHandle] {
+  const { nsg, maxPass, qReload } = { ...tcVariant(be.caps, a.d), ...variant };
+  if (!tcEligible(be, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
+  const rows = a.batch * a.heads * a.tq;
+  const gx = Math.ceil(a.tq / (16 * nsg));
+  checkGrid('attention', gx, a.heads, a.batch);
+  const out = be.alloc('f16', rows * a.d, 'attention');
+  const lse = be.alloc('f32', rows, 'attention lse');
+  be.rt.run({
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, MAXPASS: maxPass, QRELOAD: qReload },
+    uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer], workgroups: [gx, a.heads, a.batch],
+  });
+  return [out, lse];
+}
+
+export function attentionKernels(be: WebGpuBackend): Pick<KernelTable, 'attention' | 'attentionBackward' | 'kvWrite'> {
+  return {
+    attention: (q, k, v, a) => attention(be, q, k, v, a),
+    attentionBackward: (q, k, v, o, lse, g, a) => attentionBackward(be, q, k, v, o, lse, g, a),
+    kvWrite: (cache, x, a) => kvWrite(be, cache, x, a),
+  };
+}

@@ -1,0 +1,191 @@
+// Flash-decoding, split pass: few query rows (Tq ≤ 16) against a long KV cache. The visible key
+// range is cut into P.nsplit chunks; one workgroup per (chunk, kv head, batch) serves every query
+// row of that kv head's GQA group (RM rows: group·Tq, padded to a power of two), so each K and V
+// row is read from memory once. Per step of BKD = WG keys:
+//   scores  invocation t takes key k0 + t: its K row in 4-element loads (ldk4: vec4<f32>, or
+//           vec2<u32> of packed f16/bf16) dotted with every query row (q pre-scaled, in
+//           workgroup memory);
+//           (K8: 16-byte loads of 8 packed halves where D is a multiple of 8);
+//   softmax the step's maximum per row (SG: subgroupMax, then one lane per subgroup; else a
+//           tree in workgroup memory), rescale factor α per row, P = exp(s − m) in place;
+//   P·V     invocation (c4, g) owns columns 4·c4…4·c4+3 and keys g, g + NG, …: coalesced 4-element
+//           V loads, RM accumulators of vec4 (and the row sums l) in registers.
+// At the end the NG key groups' accumulators are summed through workgroup memory and the chunk's
+// (m, l, unnormalised O) are written as f32 partials; attention_combine merges the chunks.
+{{HEADER}}
+
+const WG = 128u;
+const BKD = WG;
+const RM = {{RM}}u;
+const DM = {{DM}}u;
+// The head dim as a constant where K8 takes the call (constant trip counts: loads issued together).
+const DK = {{DK}}u;
+const D4 = DM / 4u;
+const NG = WG / D4;
+const BIG: f32 = 0x1.fffffep+127f;
+const VIS: f32 = -1e37;
+
+var<workgroup> Qs: array<vec4<f32>, RM * D4>;
+var<workgroup> Ss: array<f32, RM * BKD>;
+var<workgroup> Mx: array<f32, RM * BKD>;
+var<workgroup> Mrow: array<f32, RM>;
+var<workgroup> Arow: array<f32, RM>;
+var<workgroup> Red: array<vec4<f32>, RM * D4>;
+var<workgroup> Lred: array<f32, RM>;
+
+// Query row r of the workgroup: its row in q/out (of B·H·Tq) and its index i along Tq.
+fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
+  let hh = r / P.tq;
+  return (b * P.h + kvh * P.group + hh) * P.tq + r % P.tq;
+}
+
+fn visible(r: u32, j: u32) -> bool {
+  if (r >= P.rows || j >= P.kvlen) { return false; }
+  let p = i32(r % P.tq) + P.qoff;
+  let jj = i32(j);
+  if (P.causal != 0u && jj > p) { return false; }
+  if (P.window != 0u && jj <= p - i32(P.window)) { return false; }
+  return true;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32
+#if SG
+        , @builtin(subgroup_size) sgsize: u32
+#endif
+        ) {
+  let split = wid.x;
+  let kvh = wid.y;
+  let b = wid.z;
+  let kbase = (b * P.hkv + kvh) * P.tk * P.d;
+  let d4 = (P.d + 3u) / 4u;
+  for (var e = lid; e < RM * D4; e += WG) {
+    let r = e / D4;
+    let c = (e % D4) * 4u;
+    var x = vec4<f32>(0.0);
+    if (r < P.rows && c < P.d) {
+      let o = qrow(b, kvh, r) * P.d + c;
+      x.x = ld_q(o);
+      if (c + 1u < P.d) { x.y = ld_q(o + 1u); }
+      if (c + 2u < P.d) { x.z = ld_q(o + 2u); }
+      if (c + 3u < P.d) { x.w = ld_q(o + 3u); }
+      x *= P.scale;
+    }
+    Qs[e] = x;
+  }
+  if (lid < RM) { Mrow[lid] = -BIG; }
+  let kstart = P.lo + split * P.chunk;
+  let kend = min(P.hi, kstart + P.chunk);
+  let c4 = lid % D4;
+  let g = lid / D4;
+  var acc: array<vec4<f32>, RM>;
+  var lsum: array<f32, RM>;
+  for (var r = 0u; r < RM; r++) { acc[r] = vec4<f32>(0.0); lsum[r] = 0.0; }
+  for (var k0 = kstart; k0 < kend; k0 += BKD) {
+    workgroupBarrier();
+    // Scores of key k0 + lid against every row.
+    // Past kend the last row is read again (no branch around the loads); its scores are masked.
+    let j = k0 + lid;
+    var dots: array<f32, RM>;
+    for (var r = 0u; r < RM; r++) { dots[r] = 0.0; }
+    let base = kbase + min(j, kend - 1u) * P.d;
+#if K8
+    for (var c8 = 0u; c8 < DK / 8u; c8++) {
+      let w = k[(base >> 3u) + c8];
+      let lo = up4(w.xy);
+      let hi = up4(w.zw);
+      for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + 2u * c8], lo) + dot(Qs[r * D4 + 2u * c8 + 1u], hi); }
+    }
+#else
+    for (var c = 0u; c < d4; c++) {
+      let kv = ldk4(base + 4u * c, P.d - 4u * c);
+      for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + c], kv); }
+    }
+#endif
+    for (var r = 0u; r < RM; r++) {
+      let s = select(-BIG, dots[r], j < kend && visible(r, j));
+      Ss[r * BKD + lid] = s;
+#if SG
+      Mx[r * BKD + lid] = subgroupMax(s);
+#else
+      Mx[r * BKD + lid] = s;
+#endif
+    }
+    workgroupBarrier();
+#if SG
+    // Each subgroup's maximum sits at every one of its lanes: read one lane per subgroup.
+    if (lid < RM) {
+      var mx = -BIG;
+      for (var i = 0u; i < BKD; i += sgsize) { mx = max(mx, Mx[lid * BKD + i]); }
+      let m = max(Mrow[lid], mx);
+      Arow[lid] = exp(Mrow[lid] - m);
+      Mrow[lid] = m;
+    }
+#else
+    for (var s = BKD / 2u; s > 0u; s >>= 1u) {
+      for (var u = lid; u < RM * s; u += WG) {
+        let r = u / s;
+        let i = u % s;
+        Mx[r * BKD + i] = max(Mx[r * BKD + i], Mx[r * BKD + i + s]);
+      }
+      workgroupBarrier();
+    }
+    if (lid < RM) {
+      let m = max(Mrow[lid], Mx[lid * BKD]);
+      Arow[lid] = exp(Mrow[lid] - m);
+      Mrow[lid] = m;
+    }
+#endif
+    workgroupBarrier();
+    for (var r = 0u; r < RM; r++) {
+      let s = Ss[r * BKD + lid];
+      Ss[r * BKD + lid] = select(0.0, exp(s - Mrow[r]), s > VIS);
+    }
+    workgroupBarrier();
+    for (var r = 0u; r < RM; r++) { acc[r] *= Arow[r]; lsum[r] *= Arow[r]; }
+    if (c4 < d4) {
+      // Keys past kend have P = 0; their (clamped) V rows are read without a branch.
+      for (var i = 0u; i < BKD / NG; i++) {
+        let jj = g + i * NG;
+        let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
+        for (var r = 0u; r < RM; r++) {
+          let p = Ss[r * BKD + jj];
+          acc[r] += p * vv;
+          lsum[r] += p;
+        }
+      }
+    }
+  }
+  // Sum the NG key groups' accumulators into group 0 (l from column group 0 of each key group).
+  for (var gg = 1u; gg < NG; gg++) {
+    workgroupBarrier();
+    if (g == gg) {
+      for (var r = 0u; r < RM; r++) {
+        Red[r * D4 + c4] = acc[r];
+        if (c4 == 0u) { Lred[r] = lsum[r]; }
+      }
+    }
+    workgroupBarrier();
+    if (g == 0u) {
+      for (var r = 0u; r < RM; r++) {
+        acc[r] += Red[r * D4 + c4];
+        lsum[r] += Lred[r];
+      }
+    }
+  }
+  if (g == 0u) {
+    for (var r = 0u; r < P.rows; r++) {
+      let row = qrow(b, kvh, r);
+      let at = split * P.nrows + row;
+      let c = 4u * c4;
+      if (c < P.d) { pacc[at * P.d + c] = acc[r].x; }
+      if (c + 1u < P.d) { pacc[at * P.d + c + 1u] = acc[r].y; }
+      if (c + 2u < P.d) { pacc[at * P.d + c + 2u] = acc[r].z; }
+      if (c + 3u < P.d) { pacc[at * P.d + c + 3u] = acc[r].w; }
+      if (c4 == 0u) {
+        pm[at] = Mrow[r];
+        pl[at] = lsum[r];
+      }
+    }
+  }
+}

@@ -1,0 +1,304 @@
+// Flash attention on plain ALUs, f32 arithmetic over any storage dtype (ld_/st_ helpers from the
+// generated header). One file, four entry variants:
+//   FWD   a block of BQ query rows of one (batch, head) per workgroup; loops over key blocks of BK
+//         inside the causal/window bound only, online softmax (running max and sum per row in f32),
+//         O accumulated in registers (BQ·DM/WG elements per invocation), then out = O/l, lse = m + log l.
+//   DELTA delta[row] = Σ dO·O, one invocation per row (the backward's precomputed term).
+//   DQ    as FWD over query blocks: P = exp(s − lse), dS = P·(dO·v − delta), dq = scale·Σ dS·k.
+//   DKDV  a block of BK keys of one (batch, kv head) per workgroup; loops over the query heads of its
+//         GQA group and the query blocks that can see these keys: dv += Pᵀ·dO, dk += scale·dSᵀ·q.
+// Tiles live in workgroup memory as f32 (rows padded to DM, the head dim rounded up), scores in an
+// f32 tile; masked scores are −BIG and give P = 0 explicitly, so a row that sees no key ends with
+// l = 0: out 0 and lse −∞, never NaN. Shapes travel in uniforms; BQ, BK, DM are variant constants.
+{{HEADER}}
+
+const WG = 64u;
+const BQ = {{BQ}}u;
+const BK = {{BK}}u;
+const DM = {{DM}}u;
+const BIG: f32 = 0x1.fffffep+127f;
+// Scores at or below this are masked (a real scaled score never gets near it).
+const VIS: f32 = -1e37;
+
+fn f32_from_bits(b: u32) -> f32 { var v = b; return bitcast<f32>(v); }
+
+// Whether key j is visible from query row i (absolute position i + qoff).
+fn visible(i: u32, j: u32) -> bool {
+  if (i >= P.tq || j >= P.kvlen) { return false; }
+  let p = i32(i) + P.qoff;
+  let jj = i32(j);
+  if (P.causal != 0u && jj > p) { return false; }
+  if (P.window != 0u && jj <= p - i32(P.window)) { return false; }
+  return true;
+}
+
+// Keys [lo, hi) that query rows [i0, i1) can see (i1 > i0).
+fn key_range(i0: u32, i1: u32) -> vec2<u32> {
+  let p0 = i32(i0) + P.qoff;
+  let p1 = i32(i1) - 1 + P.qoff;
+  var hi = i32(P.kvlen);
+  if (P.causal != 0u) { hi = min(hi, p1 + 1); }
+  var lo = 0;
+  if (P.window != 0u) { lo = max(0, p0 - i32(P.window) + 1); }
+  return vec2<u32>(u32(lo), u32(max(hi, lo)));
+}
+
+#if DELTA
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+  let row = gid.x + gid.y * nw.x * WG;
+  if (row >= P.b * P.h * P.tq) { return; }
+  var s = 0.0;
+  for (var c = 0u; c < P.d; c++) { s += ld_o(row * P.d + c) * ld_g(row * P.d + c); }
+  delta[row] = s;
+}
+#else
+
+var<workgroup> Qs: array<f32, BQ * DM>;
+var<workgroup> Ks: array<f32, BK * DM>;
+var<workgroup> Vs: array<f32, BK * DM>;
+var<workgroup> Ss: array<f32, BQ * BK>;
+#if FWD
+var<workgroup> Ms: array<f32, BQ>;
+var<workgroup> Ls: array<f32, BQ>;
+var<workgroup> As: array<f32, BQ>;
+#else
+var<workgroup> Gs: array<f32, BQ * DM>;
+var<workgroup> Ds: array<f32, BQ * BK>;
+var<workgroup> Rl: array<f32, BQ>;
+var<workgroup> Rd: array<f32, BQ>;
+#endif
+
+// Rows [i0, i0 + BQ) of q (and dO, lse, delta for the backward) of the (batch, head) whose first
+// row is qrow0; rows past tq and columns past d read as zero.
+fn load_queries(lid: u32, qrow0: u32, i0: u32) {
+  for (var e = lid; e < BQ * DM; e += WG) {
+    let r = e / DM;
+    let c = e % DM;
+    var x = 0.0;
+#if FWD
+#else
+    var g = 0.0;
+#endif
+    if (i0 + r < P.tq && c < P.d) {
+      let o = (qrow0 + i0 + r) * P.d + c;
+      x = ld_q(o);
+#if FWD
+#else
+      g = ld_g(o);
+#endif
+    }
+    Qs[e] = x;
+#if FWD
+#else
+    Gs[e] = g;
+#endif
+  }
+#if FWD
+#else
+  if (lid < BQ) {
+    var l = 0.0;
+    var dl = 0.0;
+    if (i0 + lid < P.tq) { l = lse[qrow0 + i0 + lid]; dl = delta[qrow0 + i0 + lid]; }
+    Rl[lid] = l;
+    Rd[lid] = dl;
+  }
+#endif
+}
+
+// Rows [k0, k0 + BK) of k and v starting at element kbase; rows past kvlen read as zero.
+fn load_keys(lid: u32, kbase: u32, k0: u32) {
+  for (var e = lid; e < BK * DM; e += WG) {
+    let j = e / DM;
+    let c = e % DM;
+    var kx = 0.0;
+    var vx = 0.0;
+    if (k0 + j < P.kvlen && c < P.d) {
+      let o = kbase + (k0 + j) * P.d + c;
+      kx = ld_k(o);
+      vx = ld_v(o);
+    }
+    Ks[e] = kx;
+    Vs[e] = vx;
+  }
+}
+
+fn dot_qk(r: u32, j: u32) -> f32 {
+  var s = 0.0;
+  for (var c = 0u; c < P.d; c++) { s += Qs[r * DM + c] * Ks[j * DM + c]; }
+  return s;
+}
+
+#if BWD
+fn dot_gv(r: u32, j: u32) -> f32 {
+  var s = 0.0;
+  for (var c = 0u; c < P.d; c++) { s += Gs[r * DM + c] * Vs[j * DM + c]; }
+  return s;
+}
+#endif
+
+#if DKDV
+const R = BK * DM / WG;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let kvh = wid.y;
+  let b = wid.z;
+  let j0 = wid.x * BK;
+  let kbase = (b * P.hkv + kvh) * P.tk * P.d;
+  load_keys(lid, kbase, j0);
+  var ak: array<f32, R>;
+  var av: array<f32, R>;
+  for (var t = 0u; t < R; t++) { ak[t] = 0.0; av[t] = 0.0; }
+  // Query rows that can see keys [j0, j1): i ≥ j0 − qoff (causal), i < j1 − 1 + window − qoff (window).
+  let j1 = min(j0 + BK, P.kvlen);
+  var ilo = 0;
+  var ihi = i32(P.tq);
+  if (j0 >= P.kvlen) { ihi = 0; }
+  if (P.causal != 0u) { ilo = max(0, i32(j0) - P.qoff); }
+  if (P.window != 0u) { ihi = min(ihi, i32(j1) - 1 + i32(P.window) - P.qoff); }
+  for (var hh = 0u; hh < P.group; hh++) {
+    let qrow0 = (b * P.h + kvh * P.group + hh) * P.tq;
+    for (var i0 = u32(ilo) / BQ * BQ; i32(i0) < ihi; i0 += BQ) {
+      workgroupBarrier();
+      load_queries(lid, qrow0, i0);
+      workgroupBarrier();
+      for (var e = lid; e < BQ * BK; e += WG) {
+        let r = e / BK;
+        let j = e % BK;
+        var p = 0.0;
+        var ds = 0.0;
+        if (visible(i0 + r, j0 + j)) {
+          p = exp(dot_qk(r, j) * P.scale - Rl[r]);
+          ds = p * (dot_gv(r, j) - Rd[r]) * P.scale;
+        }
+        Ss[e] = p;
+        Ds[e] = ds;
+      }
+      workgroupBarrier();
+      for (var t = 0u; t < R; t++) {
+        let e = lid + t * WG;
+        let j = e / DM;
+        let c = e % DM;
+        var sk = ak[t];
+        var sv = av[t];
+        for (var r = 0u; r < BQ; r++) {
+          sv += Ss[r * BK + j] * Gs[r * DM + c];
+          sk += Ds[r * BK + j] * Qs[r * DM + c];
+        }
+        ak[t] = sk;
+        av[t] = sv;
+      }
+    }
+  }
+  for (var t = 0u; t < R; t++) {
+    let e = lid + t * WG;
+    let j = e / DM;
+    let c = e % DM;
+    if (j0 + j < P.tk && c < P.d) {
+      let o = kbase + (j0 + j) * P.d + c;
+      st_dk(o, ak[t]);
+      st_dv(o, av[t]);
+    }
+  }
+}
+#else
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let h = wid.y;
+  let b = wid.z;
+  let i0 = wid.x * BQ;
+  let qrow0 = (b * P.h + h) * P.tq;
+  let kbase = (b * P.hkv + h / P.group) * P.tk * P.d;
+  load_queries(lid, qrow0, i0);
+#if FWD
+  if (lid < BQ) { Ms[lid] = -BIG; Ls[lid] = 0.0; }
+#endif
+  const R = BQ * DM / WG;
+  var acc: array<f32, R>;
+  for (var t = 0u; t < R; t++) { acc[t] = 0.0; }
+  let kr = key_range(i0, min(i0 + BQ, P.tq));
+  for (var k0 = kr.x / BK * BK; k0 < kr.y; k0 += BK) {
+    workgroupBarrier();
+    load_keys(lid, kbase, k0);
+    workgroupBarrier();
+#if FWD
+    for (var e = lid; e < BQ * BK; e += WG) {
+      let r = e / BK;
+      let j = e % BK;
+      var s = -BIG;
+      if (visible(i0 + r, k0 + j)) { s = dot_qk(r, j) * P.scale; }
+      Ss[e] = s;
+    }
+    workgroupBarrier();
+    if (lid < BQ) {
+      var m = Ms[lid];
+      for (var j = 0u; j < BK; j++) { let s = Ss[lid * BK + j]; if (s > VIS) { m = max(m, s); } }
+      let alpha = exp(Ms[lid] - m);
+      var sum = 0.0;
+      for (var j = 0u; j < BK; j++) {
+        let s = Ss[lid * BK + j];
+        let p = select(0.0, exp(s - m), s > VIS);
+        Ss[lid * BK + j] = p;
+        sum += p;
+      }
+      Ls[lid] = Ls[lid] * alpha + sum;
+      Ms[lid] = m;
+      As[lid] = alpha;
+    }
+    workgroupBarrier();
+    for (var t = 0u; t < R; t++) {
+      let e = lid + t * WG;
+      let r = e / DM;
+      let c = e % DM;
+      var a = acc[t] * As[r];
+      for (var j = 0u; j < BK; j++) { a += Ss[r * BK + j] * Vs[j * DM + c]; }
+      acc[t] = a;
+    }
+#else
+    for (var e = lid; e < BQ * BK; e += WG) {
+      let r = e / BK;
+      let j = e % BK;
+      var ds = 0.0;
+      if (visible(i0 + r, k0 + j)) {
+        let p = exp(dot_qk(r, j) * P.scale - Rl[r]);
+        ds = p * (dot_gv(r, j) - Rd[r]);
+      }
+      Ds[e] = ds;
+    }
+    workgroupBarrier();
+    for (var t = 0u; t < R; t++) {
+      let e = lid + t * WG;
+      let r = e / DM;
+      let c = e % DM;
+      var a = acc[t];
+      for (var j = 0u; j < BK; j++) { a += Ds[r * BK + j] * Ks[j * DM + c]; }
+      acc[t] = a;
+    }
+#endif
+  }
+  workgroupBarrier();
+  for (var t = 0u; t < R; t++) {
+    let e = lid + t * WG;
+    let r = e / DM;
+    let c = e % DM;
+    if (i0 + r < P.tq && c < P.d) {
+      let o = (qrow0 + i0 + r) * P.d + c;
+#if FWD
+      let l = Ls[r];
+      st_out(o, select(0.0, acc[t] / l, l > 0.0));
+#else
+      st_dq(o, acc[t] * P.scale);
+#endif
+    }
+  }
+#if FWD
+  if (lid < BQ && i0 + lid < P.tq) {
+    let l = Ls[lid];
+    lse[qrow0 + i0 + lid] = select(f32_from_bits(0xff800000u), Ms[lid] + log(l), l > 0.0);
+  }
+#endif
+}
+#endif
+#endif

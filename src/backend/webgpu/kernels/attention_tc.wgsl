@@ -1,0 +1,221 @@
+// Flash attention forward on tensor cores (`chromium_experimental_subgroup_matrix`): f16 q, k, v,
+// f32 accumulation, f16 out, f32 lse. A workgroup of NSG subgroups (32 lanes each) takes BQ =
+// 16·NSG query rows of one (batch, head); subgroup sg owns rows 16·sg…16·sg+15, whose q fragments
+// (D/16 left matrices, named q<i>) stay in registers for the whole kernel.
+//
+// Subgroup matrices are opaque: a row of a result cannot be rescaled in place, so the online
+// softmax's running rescale of O is replaced by two passes over the same key blocks (only those
+// inside the causal/window bound):
+//   pass 1  S = q·Kᵀ (MMA) → workgroup memory → each lane pair keeps the running maximum m of its
+//           row (MAXPASS; otherwise the running (max, Σexp) and so the lse);
+//   pass 2  S again, P = exp2(S·scale·log2 e − m) ≤ 1 (masked entries 0) summed into l in f32 and
+//           written as f16, O += P·V (MMA) into D/16 result matrices o<n>; out = O/l at the end
+//           (without MAXPASS: P = exp(scale·S − lse), already normalised).
+// That is 1.5× the MMAs of one pass but no rescaling. K and V blocks of BK keys are staged global →
+// workgroup memory as 8-half vec4<u32> loads (rows past kvLength as zeros); q fragments load
+// straight from global memory, the last block's subgroups moved back to end at row tq (so this
+// kernel needs tq ≥ 16). Key blocks wholly inside every row's visible range skip the mask tests.
+// The epilogue stores each 16×16 tile of O into the subgroup's scratch and its lanes write it as
+// f16. Workgroups take query blocks from the last (longest under causal masking) to the first.
+//
+// Matrix offsets derive from subgroup_id, subgroup-uniform but not workgroup-uniform: hence the
+// diagnostic(off, ...) in the header, as in matmul_tc.wgsl.
+{{HEADER}}
+
+const NSG = {{NSG}}u;
+const WG = NSG * 32u;
+const BQ = NSG * 16u;
+const BK = 32u;
+const D = {{D}}u;
+const D8 = D / 8u;
+// Per subgroup: S (f32) and P (f16) of its 16 rows × BK keys, column-major with 16 rows a column,
+// so the lane pair of row r (lanes 2r, 2r+1, taking alternate keys) reads 32 distinct banks.
+const SP = 16u * BK;
+const BIG: f32 = 0x1.fffffep+127f;
+
+var<workgroup> KV: array<f16, 2u * BK * D>;
+var<workgroup> Ss: array<f32, NSG * SP>;
+var<workgroup> Ps: array<f16, NSG * SP>;
+#if MAXPASS
+var<workgroup> Linv: array<f32, NSG * 16u>;
+#endif
+
+fn f32_from_bits(b: u32) -> f32 { var v = b; return bitcast<f32>(v); }
+
+fn visible(i: u32, j: u32) -> bool {
+  if (i >= P.tq || j >= P.kvlen) { return false; }
+  let p = i32(i) + P.qoff;
+  let jj = i32(j);
+  if (P.causal != 0u && jj > p) { return false; }
+  if (P.window != 0u && jj <= p - i32(P.window)) { return false; }
+  return true;
+}
+
+fn put8(at: u32, w: vec4<u32>) {
+  let h0 = bitcast<vec2<f16>>(w.x); let h1 = bitcast<vec2<f16>>(w.y);
+  let h2 = bitcast<vec2<f16>>(w.z); let h3 = bitcast<vec2<f16>>(w.w);
+  KV[at] = h0.x; KV[at + 1u] = h0.y; KV[at + 2u] = h1.x; KV[at + 3u] = h1.y;
+  KV[at + 4u] = h2.x; KV[at + 5u] = h2.y; KV[at + 6u] = h3.x; KV[at + 7u] = h3.y;
+}
+
+// Rows [k0, k0 + BK) of k at KV[0, BK·D) (and of v at KV[BK·D, 2·BK·D) when with_v); rows past
+// kvlen as zeros.
+fn stage_keys(lid: u32, kbase8: u32, k0: u32, with_v: bool) {
+  for (var e = lid; e < BK * D8; e += WG) {
+    let j = e / D8;
+    let c8 = e % D8;
+    var kw = vec4<u32>(0u);
+    var vw = vec4<u32>(0u);
+    if (k0 + j < P.kvlen) {
+      let o = kbase8 + (k0 + j) * D8 + c8;
+      kw = k8[o];
+      if (with_v) { vw = v8[o]; }
+    }
+    put8(j * D + c8 * 8u, kw);
+    if (with_v) { put8(BK * D + j * D + c8 * 8u, vw); }
+  }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sg: u32,
+        @builtin(subgroup_invocation_id) lane: u32) {
+  let h = wid.y;
+  let b = wid.z;
+  let i0 = (nw.x - 1u - wid.x) * BQ;
+  let qrow0 = (b * P.h + h) * P.tq;
+  let kbase8 = (b * P.hkv + h / P.group) * P.tk * D8;
+  // This subgroup's 16 rows, moved back to end at tq in a cut-off last block (tq ≥ 16: rows a
+  // neighbour also computes are written twice with the same values, and nothing is read past q).
+  let rb = min(i0 + sg * 16u, P.tq - 16u);
+{{QLOAD}}
+
+  // Keys the block's rows can see, and which key blocks need no mask at all.
+  let pmin = i32(min(i0, P.tq - 16u)) + P.qoff;
+  let pmax = i32(min(i0 + BQ, P.tq)) - 1 + P.qoff;
+  var hi = i32(P.kvlen);
+  if (P.causal != 0u) { hi = min(hi, pmax + 1); }
+  var lo = 0;
+  if (P.window != 0u) { lo = max(0, pmin - i32(P.window) + 1); }
+  let kfirst = u32(lo) / BK * BK;
+  let kend = u32(max(hi, lo));
+
+  // This lane's share of the scalar work: row r of the subgroup's 16, keys par, par + 2, ….
+  let r = lane / 2u;
+  let par = lane % 2u;
+  let row = rb + r;
+  let sbase = sg * SP;
+
+#if MAXPASS
+  // Pass 1: the maximum of each row, in log2 units (scores times scale·log2 e).
+  let sc = P.scale * 1.4426950408889634;
+  var m = -BIG;
+  for (var k0 = kfirst; k0 < kend; k0 += BK) {
+    stage_keys(lid, kbase8, k0, false);
+    workgroupBarrier();
+{{SCORES}}
+    workgroupBarrier();
+    let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
+    if (full) {
+      for (var c = par; c < BK; c += 2u) { m = max(m, Ss[sbase + c * 16u + r] * sc); }
+    } else {
+      for (var c = par; c < BK; c += 2u) {
+        if (visible(row, k0 + c)) { m = max(m, Ss[sbase + c * 16u + r] * sc); }
+      }
+    }
+  }
+  m = max(m, subgroupShuffleXor(m, 1u));
+  var l = 0.0;
+#else
+  // Pass 1: lse of each row.
+  var m = -BIG;
+  var l = 0.0;
+  for (var k0 = kfirst; k0 < kend; k0 += BK) {
+    stage_keys(lid, kbase8, k0, false);
+    workgroupBarrier();
+{{SCORES}}
+    workgroupBarrier();
+    let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
+    var mb = m;
+    if (full) {
+      for (var c = par; c < BK; c += 2u) { mb = max(mb, Ss[sbase + c * 16u + r] * P.scale); }
+      var sum = 0.0;
+      for (var c = par; c < BK; c += 2u) { sum += exp(Ss[sbase + c * 16u + r] * P.scale - mb); }
+      l = l * exp(m - mb) + sum;
+    } else {
+      for (var c = par; c < BK; c += 2u) {
+        if (visible(row, k0 + c)) { mb = max(mb, Ss[sbase + c * 16u + r] * P.scale); }
+      }
+      var sum = 0.0;
+      for (var c = par; c < BK; c += 2u) {
+        if (visible(row, k0 + c)) { sum += exp(Ss[sbase + c * 16u + r] * P.scale - mb); }
+      }
+      l = l * exp(m - mb) + sum;
+    }
+    m = mb;
+  }
+  // Merge the two lanes of each row.
+  let m2 = subgroupShuffleXor(m, 1u);
+  let l2 = subgroupShuffleXor(l, 1u);
+  let mm = max(m, m2);
+  let ll = l * exp(m - mm) + l2 * exp(m2 - mm);
+  let lse_r = select(f32_from_bits(0xff800000u), mm + log(ll), ll > 0.0);
+  if (par == 0u) { lse[qrow0 + row] = lse_r; }
+#endif
+
+  // Pass 2: O = Σ P·V, P = exp(scale·S − lse) (MAXPASS: exp2(S·sc − m), summed into l as it goes).
+{{OINIT}}
+  for (var k0 = kfirst; k0 < kend; k0 += BK) {
+    workgroupBarrier();
+    stage_keys(lid, kbase8, k0, true);
+    workgroupBarrier();
+{{SCORES}}
+    workgroupBarrier();
+    let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
+    if (full) {
+      for (var c = par; c < BK; c += 2u) {
+#if MAXPASS
+        let p = exp2(Ss[sbase + c * 16u + r] * sc - m);
+        l += p;
+        Ps[sbase + c * 16u + r] = f16(p);
+#else
+        Ps[sbase + c * 16u + r] = f16(exp(Ss[sbase + c * 16u + r] * P.scale - lse_r));
+#endif
+      }
+    } else {
+      for (var c = par; c < BK; c += 2u) {
+        var p = 0.0;
+#if MAXPASS
+        if (visible(row, k0 + c)) { p = exp2(Ss[sbase + c * 16u + r] * sc - m); }
+        l += p;
+#else
+        if (visible(row, k0 + c)) { p = exp(Ss[sbase + c * 16u + r] * P.scale - lse_r); }
+#endif
+        Ps[sbase + c * 16u + r] = f16(p);
+      }
+    }
+    workgroupBarrier();
+{{PV}}
+  }
+#if MAXPASS
+  l += subgroupShuffleXor(l, 1u);
+  if (par == 0u) {
+    lse[qrow0 + row] = select(f32_from_bits(0xff800000u), (m + log2(l)) * 0.6931471805599453, l > 0.0);
+    Linv[sg * 16u + r] = select(0.0, 1.0 / l, l > 0.0);
+  }
+#endif
+  workgroupBarrier();
+{{STORE}}
+}
+
+// Writes the 16 × 16 tile the subgroup left row-major in its scratch (Ss[sg·SP], stride 16) to
+// out rows rb…rb+15, columns col…col+15.
+fn put_tile(sg: u32, lane: u32, qrow0: u32, rb: u32, col: u32) {
+  for (var e = lane; e < 256u; e += 32u) {
+#if MAXPASS
+    out[(qrow0 + rb + e / 16u) * D + col + e % 16u] = f16(Ss[sg * SP + e] * Linv[sg * 16u + e / 16u]);
+#else
+    out[(qrow0 + rb + e / 16u) * D + col + e % 16u] = f16(Ss[sg * SP + e]);
+#endif
+  }
+}

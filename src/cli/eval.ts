@@ -1,0 +1,46 @@
+/** `fon eval`: perplexity and bits per byte of a checkpoint over a file or the built-in validation split. */
+import { evaluate } from '../eval/perplexity.ts';
+import { tokenByteLengths } from '../eval/token_bytes.ts';
+import { loadModel } from '../io/model_checkpoint.ts';
+import { brownCorpus, buildTokenStore, evalWindows, readDocuments } from '../train/data/index.ts';
+import { numberFlag, parseFlags, requireFlag } from './args.ts';
+import { backendFromFlag } from './backend_flag.ts';
+import { Progress } from './progress.ts';
+
+export const EVAL_USAGE = `usage: fon eval --model DIR [--file PATH] [--context N] [--stride N] [--json]
+
+Perplexity and bits per byte of the checkpoint in DIR over PATH (text, folder or .jsonl; default:
+the built-in Brown validation split). The text is cut into windows of N tokens (default: the
+model's context); with stride = context (the default) the windows do not overlap and every token
+after the first is scored exactly once; a smaller stride scores each window's last \`stride\`
+tokens with the rest as context.
+
+options:
+  --batch N          windows per forward pass (default 8)
+  --backend NAME     cpu, wasm, webgpu or auto (default)
+  --json             print the result as one JSON object`;
+
+export async function evalCommand(argv: string[]): Promise<number> {
+  const { values: v } = parseFlags('eval', argv, {
+    model: { type: 'string' }, file: { type: 'string' }, context: { type: 'string' }, stride: { type: 'string' },
+    batch: { type: 'string' }, backend: { type: 'string' }, json: { type: 'boolean' },
+  });
+  if (v.help) { console.log(EVAL_USAGE); return 0; }
+  const dir = requireFlag('eval', 'model', v.model);
+  const backend = await backendFromFlag('eval', v.backend);
+  const { model, tokenizer, config } = await loadModel(dir, backend);
+  const context = numberFlag('eval', 'context', v.context, config.contextLength, { integer: true, min: 1, max: config.contextLength });
+  const stride = numberFlag('eval', 'stride', v.stride, context, { integer: true, min: 1, max: context });
+  const batch = numberFlag('eval', 'batch', v.batch, 8, { integer: true, min: 1 });
+  const source = v.file ?? 'builtin:brown (validation)';
+  const store = await buildTokenStore(v.file ? readDocuments(v.file) : brownCorpus().validation, tokenizer);
+  const windows = Math.max(1, Math.ceil(Math.max(0, store.length - 1 - context) / stride) + 1);
+  const bar = new Progress({ label: 'eval', total: windows, unit: 'win' });
+  const r = await evaluate(model, evalWindows(store, context, stride), { byteLengths: tokenByteLengths(tokenizer, config.vocabSize), batch, onProgress: (n) => bar.update(n) });
+  bar.finish();
+  store.close();
+  model.dispose();
+  if (v.json) console.log(JSON.stringify({ source, context, stride, ...r }));
+  else console.log(`${source}: perplexity ${r.perplexity.toFixed(3)}, bits per byte ${r.bitsPerByte.toFixed(4)}, loss ${r.loss.toFixed(4)} nats/token over ${r.tokens} tokens (${r.bytes} bytes), context ${context}, stride ${stride}`);
+  return 0;
+}

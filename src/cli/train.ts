@@ -1,0 +1,268 @@
+/**
+ * `fon train`: tokenizer → token stores → model → training loop with evaluation, checkpoints,
+ * a JSONL log and a loss plot, then a final evaluation and a sample. Readable top to bottom:
+ * flags → (resume or fresh) set-up → loop → finish. Ctrl-C stops after the current step and
+ * writes a checkpoint; a second Ctrl-C exits at once (checkpoints are written atomically, so the
+ * last one stays intact either way).
+ */
+import type { Backend } from '../backend/backend.ts';
+import { evaluate, type EvalResult } from '../eval/perplexity.ts';
+import { tokenByteLengths } from '../eval/token_bytes.ts';
+import { linePlot } from '../io/plot_svg.ts';
+import { loadModel, loadTrainerState, saveCheckpoint } from '../io/model_checkpoint.ts';
+import { byteTokenizer, trainBpe, END_OF_TEXT, type Tokenizer } from '../io/tokenizer/tokenizer.ts';
+import { generate } from '../infer/generate.ts';
+import { DEFAULT_CONFIG, parseModelConfig, type ModelConfig } from '../model/config.ts';
+import { Decoder } from '../model/decoder.ts';
+import { preset, PRESET_NAMES } from '../model/presets.ts';
+import { ParamFactory } from '../nn/params.ts';
+import { pathKind, readFileIfExists, writeFileAtomic, joinPath } from '../platform/files.ts';
+import { BatchSampler, evalWindows, type EvalWindow, type TokenStore } from '../train/data/index.ts';
+import { presetTraining } from '../train/preset_training.ts';
+import { DEFAULT_TRAIN, Trainer, type StepResult, type TrainConfig } from '../train/trainer.ts';
+import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
+import { backendFromFlag } from './backend_flag.ts';
+import { loadCorpus, type Corpus } from './corpus.ts';
+import { Progress } from './progress.ts';
+
+export const TRAIN_USAGE = `usage: fon train --data PATH|builtin:brown --out DIR [options]
+
+Trains a decoder language model, evaluates it on the validation split, writes checkpoints
+(DIR/latest.json → DIR/step-N/), a JSONL log (DIR/log.jsonl) and a loss plot (DIR/loss.svg).
+
+data and model:
+  --data PATH|builtin:brown  text file, folder of them, .jsonl with a "text" field, or the built-in Brown Corpus
+  --out DIR                  output directory
+  --preset NAME              ${PRESET_NAMES.join(', ')} (default tiny)
+  --config FILE              model config JSON (keys of model/config.ts), over the preset
+  --tokenizer byte|bpe:N     bytes (default) or a byte-level BPE of N tokens trained on the training split
+  --backend NAME             cpu, wasm, webgpu or auto (default: a hardware GPU, else wasm)
+  --resume                   continue the run in DIR from its last checkpoint (exactly)
+  --overwrite                start afresh even if DIR holds a checkpoint
+
+training (defaults in parentheses; a preset brings its own, train/preset_training.ts):
+  --steps N (${DEFAULT_TRAIN.steps})  --batch N (${DEFAULT_TRAIN.batchSize})  --accumulate N (${DEFAULT_TRAIN.accumulate})  --context N (the model's)
+  --lr X (${DEFAULT_TRAIN.lr})  --min-lr X (${DEFAULT_TRAIN.minLr})  --warmup N (${DEFAULT_TRAIN.warmup}, at most steps/10)  --weight-decay X (${DEFAULT_TRAIN.weightDecay})  --grad-clip X (${DEFAULT_TRAIN.gradClip})
+  --eval-every N (${DEFAULT_TRAIN.evalEvery})  --eval-windows N (${DEFAULT_TRAIN.evalWindows})  --checkpoint-every N (${DEFAULT_TRAIN.checkpointEvery})  --seed N (${DEFAULT_TRAIN.seed})
+  --final-eval-windows N     validation windows in the final evaluation (default: all)
+  --stop-after N             stop after step N as Ctrl-C would (checkpoint written, resumable)
+  --sample                   print a generated sample at the end
+  --sample-tokens N          its length (default 200)`;
+
+const FLAGS = {
+  data: { type: 'string' }, out: { type: 'string' }, preset: { type: 'string' }, config: { type: 'string' },
+  tokenizer: { type: 'string' }, backend: { type: 'string' }, resume: { type: 'boolean' }, overwrite: { type: 'boolean' },
+  steps: { type: 'string' }, batch: { type: 'string' }, accumulate: { type: 'string' }, context: { type: 'string' },
+  lr: { type: 'string' }, 'min-lr': { type: 'string' }, warmup: { type: 'string' }, 'weight-decay': { type: 'string' },
+  'grad-clip': { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-windows': { type: 'string' },
+  'checkpoint-every': { type: 'string' }, seed: { type: 'string' }, 'final-eval-windows': { type: 'string' },
+  sample: { type: 'boolean' }, 'stop-after': { type: 'string' }, 'sample-tokens': { type: 'string' },
+} as const;
+
+type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
+
+/** The description of a run that a resume needs to rebuild the same data and schedule. */
+interface RunSpec { data: string; tokenizer: string; train: TrainConfig }
+
+interface LogEntry { step: number; [k: string]: number | string }
+
+/** Flags over the preset's training defaults over DEFAULT_TRAIN. */
+function trainConfigFrom(v: Flags, context: number): TrainConfig {
+  const n = (name: keyof Flags, fallback: number, o: { integer?: boolean; min?: number; max?: number } = {}) => numberFlag('train', name, v[name], fallback, o);
+  const d: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining(v.preset ?? 'tiny') };
+  const steps = n('steps', d.steps, { integer: true, min: 1 });
+  return {
+    steps, batchSize: n('batch', d.batchSize, { integer: true, min: 1 }),
+    accumulate: n('accumulate', d.accumulate, { integer: true, min: 1 }), context: n('context', context, { integer: true, min: 1, max: context }),
+    lr: n('lr', d.lr, { min: 0 }), minLr: n('min-lr', d.minLr, { min: 0 }), warmup: n('warmup', Math.min(d.warmup, Math.floor(steps / 10)), { integer: true, min: 0, max: steps }),
+    weightDecay: n('weight-decay', d.weightDecay, { min: 0 }), beta1: d.beta1, beta2: d.beta2, gradClip: n('grad-clip', d.gradClip, { min: 0 }),
+    evalEvery: n('eval-every', d.evalEvery, { integer: true, min: 0 }), evalWindows: n('eval-windows', d.evalWindows, { integer: true, min: 1 }),
+    checkpointEvery: n('checkpoint-every', d.checkpointEvery, { integer: true, min: 0 }), seed: n('seed', d.seed, { integer: true, min: 0 }),
+  };
+}
+
+async function modelConfigFrom(v: Flags, vocabSize: number): Promise<ModelConfig> {
+  let cfg = preset(v.preset ?? 'tiny');
+  if (v.config) {
+    const bytes = await readFileIfExists(v.config);
+    if (!bytes) throw new UsageError(`train: --config ${v.config} does not exist`);
+    let json: unknown;
+    try { json = JSON.parse(new TextDecoder().decode(bytes)); } catch (e) { throw new UsageError(`train: --config ${v.config} is not valid JSON: ${(e as Error).message}`); }
+    cfg = parseModelConfig(json, cfg, v.config);
+  }
+  if (cfg.vocabSize !== DEFAULT_CONFIG.vocabSize && cfg.vocabSize < vocabSize) {
+    throw new UsageError(`train: the config's vocabSize ${cfg.vocabSize} is smaller than the tokenizer's ${vocabSize}`);
+  }
+  return parseModelConfig({ vocabSize: Math.max(vocabSize, cfg.vocabSize === DEFAULT_CONFIG.vocabSize ? 0 : cfg.vocabSize) }, cfg);
+}
+
+async function makeTokenizer(spec: string, corpus: Corpus, log: (s: string) => void): Promise<Tokenizer> {
+  if (spec === 'byte') return byteTokenizer();
+  const m = /^bpe:(\d+)$/.exec(spec);
+  if (!m) throw new UsageError(`train: --tokenizer ${JSON.stringify(spec)}: expected byte or bpe:N (e.g. bpe:4096)`);
+  const size = Number(m[1]);
+  if (size < 258) throw new UsageError(`train: --tokenizer ${spec}: a byte-level BPE needs at least 258 tokens (256 bytes, a merge, ${END_OF_TEXT})`);
+  const docs = await corpus.sampleForTokenizer();
+  const bar = new Progress({ label: 'tokenizer', total: size, unit: 'tok' });
+  const tok = trainBpe(docs, size, { onProgress: (done) => bar.update(done) });
+  bar.finish();
+  log(`tokenizer: byte-level BPE of ${tok.vocabSize} tokens`);
+  return tok;
+}
+
+/** Validation windows, at most `max` of them. */
+function* limited(store: TokenStore, context: number, max: number): Generator<EvalWindow> {
+  let i = 0;
+  for (const w of evalWindows(store, context)) { if (i++ >= max) return; yield w; }
+}
+
+function plot(outDir: string, log: LogEntry[]): Promise<void> {
+  const train = log.filter((e) => typeof e.loss === 'number').map((e) => [e.step, e.loss as number] as [number, number]);
+  const val = log.filter((e) => typeof e.valLoss === 'number').map((e) => [e.step, e.valLoss as number] as [number, number]);
+  const series = [{ name: 'train', points: train }, ...(val.length ? [{ name: 'validation', points: val }] : [])];
+  if (train.length === 0) return Promise.resolve();
+  return writeFileAtomic(joinPath(outDir, 'loss.svg'), linePlot({ title: 'loss', xLabel: 'step', yLabel: 'cross-entropy (nats/token)', series }));
+}
+
+function writeLog(outDir: string, log: LogEntry[]): Promise<void> {
+  return writeFileAtomic(joinPath(outDir, 'log.jsonl'), log.map((e) => JSON.stringify(e)).join('\n') + (log.length ? '\n' : ''));
+}
+
+async function readLog(outDir: string, upTo: number): Promise<LogEntry[]> {
+  const bytes = await readFileIfExists(joinPath(outDir, 'log.jsonl'));
+  if (!bytes) return [];
+  const out: LogEntry[] = [];
+  for (const line of new TextDecoder().decode(bytes).split('\n')) {
+    if (!line.trim()) continue;
+    try {
+      const e = JSON.parse(line) as LogEntry;
+      if (typeof e.step === 'number' && e.step <= upTo) out.push(e);
+    } catch { /* a line cut by a crash: dropped, the resumed run rewrites the log */ }
+  }
+  return out;
+}
+
+export async function trainCommand(argv: string[]): Promise<number> {
+  const { values: v } = parseFlags('train', argv, FLAGS);
+  if (v.help) { console.log(TRAIN_USAGE); return 0; }
+  const outDir = requireFlag('train', 'out', v.out);
+  const say = (s: string) => console.error(s);
+  let backend: Backend;
+
+  // ---- set-up: a fresh run, or the state of the last checkpoint
+  let model: Decoder, tokenizer: Tokenizer, spec: RunSpec, corpus: Corpus;
+  let resumeDir: string | null = null;
+  const hasCheckpoint = (await pathKind(joinPath(outDir, 'latest.json'))) === 'file';
+  if (v.resume) {
+    if (!hasCheckpoint) throw new UsageError(`train: --resume: ${outDir} holds no checkpoint (no latest.json)`);
+    backend = await backendFromFlag('train', v.backend);
+    const loaded = await loadModel(outDir, backend);
+    ({ model, tokenizer } = loaded);
+    resumeDir = loaded.dir;
+    const runText = await readFileIfExists(joinPath(loaded.dir, 'trainer.json'));
+    if (!runText) throw new UsageError(`train: --resume: ${loaded.dir} has no trainer.json (a checkpoint saved outside training cannot be resumed)`);
+    spec = (JSON.parse(new TextDecoder().decode(runText)) as { run: RunSpec }).run;
+    if (v.steps !== undefined) spec.train.steps = numberFlag('train', 'steps', v.steps, spec.train.steps, { integer: true, min: 1 });
+    corpus = await loadCorpus(spec.data);
+    say(`resuming ${loaded.dir}`);
+  } else {
+    if (hasCheckpoint && !v.overwrite) throw new UsageError(`train: ${outDir} already holds a checkpoint; pass --resume to continue it or --overwrite to start afresh`);
+    const data = requireFlag('train', 'data', v.data);
+    corpus = await loadCorpus(data);
+    tokenizer = await makeTokenizer(v.tokenizer ?? 'byte', corpus, say);
+    const cfg = await modelConfigFrom(v, tokenizer.vocabSize);
+    spec = { data, tokenizer: v.tokenizer ?? 'byte', train: trainConfigFrom(v, cfg.contextLength) };
+    numberFlag('train', 'stop-after', v['stop-after'], 1, { integer: true, min: 1 });
+    numberFlag('train', 'final-eval-windows', v['final-eval-windows'], 1, { integer: true, min: 1 });
+    backend = await backendFromFlag('train', v.backend);
+    model = new Decoder(cfg, new ParamFactory({ backend, seed: spec.train.seed }));
+  }
+  const tc = spec.train;
+  const stores = await corpus.tokenStores(tokenizer, tc.context);
+  const trainer = new Trainer(model, new BatchSampler(stores.train, { batch: tc.batchSize, context: tc.context, seed: tc.seed }), tc);
+  let log: LogEntry[] = [];
+  if (resumeDir) {
+    const state = await loadTrainerState(resumeDir, trainer.optimizer, backend);
+    trainer.step = state.step;
+    log = await readLog(outDir, state.step);
+  }
+  const byteLengths = tokenByteLengths(tokenizer, model.config.vocabSize);
+  say(`model: ${(model.parameterCount() / 1e6).toFixed(2)}M parameters, ${model.config.nLayers} layers, d=${model.config.dModel}; backend ${backend.name}; `
+    + `data ${spec.data}: ${stores.train.length} training and ${stores.validation.length} validation tokens`);
+
+  let savedStep = -1;
+  const latestSaved = (step: number) => savedStep === step;
+  const save = async () => {
+    savedStep = trainer.step;
+    const name = `step-${String(trainer.step).padStart(6, '0')}`;
+    const opt = trainer.optimizer.stateDict();
+    await saveCheckpoint(outDir, name, model, tokenizer, { optimizer: trainer.optimizer, trainer: { step: trainer.step, optimizerScalars: opt.scalars, run: spec as unknown as Record<string, unknown> } });
+    await writeLog(outDir, log);
+    await plot(outDir, log);
+  };
+  const validate = async (windows: number, label: string): Promise<EvalResult> => {
+    const total = Math.min(windows, Math.max(1, Math.ceil((stores.validation.length - 1) / tc.context)));
+    const bar = new Progress({ label, total, unit: 'win' });
+    const r = await evaluate(model, limited(stores.validation, tc.context, windows), { byteLengths, batch: tc.batchSize, onProgress: (n) => bar.update(n) });
+    bar.finish();
+    return r;
+  };
+
+  // ---- the loop
+  let stop = false;
+  const onSigint = () => {
+    if (stop) process.exit(130);
+    stop = true;
+    say('\ninterrupt: finishing this step and writing a checkpoint (Ctrl-C again to quit at once; the last checkpoint stays intact)');
+  };
+  process.on('SIGINT', onSigint);
+  const stopAfter = numberFlag('train', 'stop-after', v['stop-after'], Infinity, { integer: true, min: 1 });
+  const tokensPerStep = tc.accumulate * tc.batchSize * tc.context;
+  const bar = new Progress({ label: 'train', total: tc.steps * tokensPerStep, unit: 'tok' });
+  bar.update(trainer.step * tokensPerStep);
+  try {
+    while (trainer.step < tc.steps && !stop) {
+      const r: StepResult = await trainer.trainStep();
+      log.push({ step: r.step, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm });
+      if (!Number.isFinite(r.loss)) throw new UsageError(`train: the loss became ${r.loss} at step ${r.step}; lower --lr (now ${tc.lr})`);
+      bar.update(r.step * tokensPerStep, { step: `${r.step}/${tc.steps}`, loss: r.loss.toFixed(3) });
+      const last = r.step === tc.steps;
+      if (tc.evalEvery > 0 && r.step % tc.evalEvery === 0 && !last) {
+        const e = await validate(tc.evalWindows, 'eval');
+        log.push({ step: r.step, valLoss: e.loss, valBpb: e.bitsPerByte });
+        bar.log(`step ${r.step}: validation loss ${e.loss.toFixed(4)}, bits per byte ${e.bitsPerByte.toFixed(3)}`);
+      }
+      if ((tc.checkpointEvery > 0 && r.step % tc.checkpointEvery === 0) || last) await save();
+      if (r.step >= stopAfter && !last) stop = true;
+    }
+    bar.finish();
+    if (stop) {
+      if (log.length === 0 || !latestSaved(trainer.step)) await save();
+      say(`stopped at step ${trainer.step}; continue with: fon train --out ${outDir} --resume`);
+      return 130;
+    }
+  } finally {
+    process.off('SIGINT', onSigint);
+  }
+
+  // ---- finish: full evaluation, the log and plot, a sample
+  const finalWindows = numberFlag('train', 'final-eval-windows', v['final-eval-windows'], Infinity, { integer: true, min: 1 });
+  const e = await validate(finalWindows, 'validation');
+  log.push({ step: trainer.step, valLoss: e.loss, valBpb: e.bitsPerByte });
+  await writeLog(outDir, log);
+  await plot(outDir, log);
+  console.log(`validation: perplexity ${e.perplexity.toFixed(2)}, bits per byte ${e.bitsPerByte.toFixed(3)} (${e.tokens} tokens, ${e.bytes} bytes)`);
+  console.log(`checkpoint: ${outDir} (loss plot ${joinPath(outDir, 'loss.svg')})`);
+  if (v.sample) {
+    const n = numberFlag('train', 'sample-tokens', v['sample-tokens'], 200, { integer: true, min: 1 });
+    console.log('sample:');
+    process.stdout.write('  ');
+    await generate(model, tokenizer, '', { maxTokens: n, temperature: 0.8, topK: 40, seed: tc.seed, onText: (s) => process.stdout.write(s.replace(/\n/g, '\n  ')) });
+    process.stdout.write('\n');
+  }
+  trainer.dispose();
+  model.dispose();
+  stores.train.close();
+  stores.validation.close();
+  return 0;
+}

@@ -1,0 +1,104 @@
+/**
+ * Text generation: prefill the prompt into a KV cache allocated once for the whole sequence, then
+ * one token per step through the cache, sampling on the host (one read-back of a logits row per
+ * token), streaming text as it completes, stopping at end-of-text, a stop string or the length.
+ */
+import { ArgumentError } from '../errors.ts';
+import { tensor } from '../ops/creation.ts';
+import type { Decoder } from '../model/decoder.ts';
+import type { Tokenizer } from '../io/tokenizer/tokenizer.ts';
+import { noGrad } from '../tensor/scope.ts';
+import { KvCache } from './kv_cache.ts';
+import { Sampler, type SamplingOptions } from './sampler.ts';
+import { StopMatcher } from './stop_strings.ts';
+
+export interface GenerateOptions extends SamplingOptions {
+  /** Tokens to generate at most (default 128). */
+  maxTokens?: number;
+  /** Generation ends before any of these strings; they are not part of the output. */
+  stop?: string[];
+  /** Called with each piece of text as soon as it is final. */
+  onText?: (text: string) => void;
+  /** Keep the last tokens of a prompt that does not fit the context (with a warning) instead of failing. */
+  truncatePrompt?: boolean;
+  /** Called with warnings (e.g. prompt truncation). */
+  onWarning?: (message: string) => void;
+}
+
+export interface GenerateResult {
+  text: string;
+  /** Generated ids (without the prompt). */
+  ids: number[];
+  promptTokens: number;
+  stopReason: 'eos' | 'stop' | 'maxTokens' | 'context';
+  /** Decode speed after the prefill. */
+  tokensPerSecond: number;
+}
+
+/**
+ * The prompt is preceded by the end-of-text id, the separator training put before every document,
+ * so an empty prompt starts a new document.
+ */
+export async function generate(model: Decoder, tok: Tokenizer, prompt: string, opts: GenerateOptions = {}): Promise<GenerateResult> {
+  const cfg = model.config;
+  const maxTokens = opts.maxTokens ?? 128;
+  if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new ArgumentError(`generate: maxTokens ${maxTokens} must be a positive integer`);
+  let ids = [tok.eosId, ...tok.encode(prompt)];
+  if (ids.length >= cfg.contextLength) {
+    const msg = `prompt of ${ids.length - 1} tokens (plus the start token) leaves no room in the context of ${cfg.contextLength} tokens`;
+    if (!opts.truncatePrompt) throw new ArgumentError(`generate: ${msg}; shorten it or allow truncation (--truncate)`);
+    // Keep the start token and the prompt's end, leaving one position to generate into.
+    ids = [tok.eosId, ...ids.slice(ids.length - (cfg.contextLength - 2))];
+    opts.onWarning?.(`${msg}: kept its last ${ids.length - 1} tokens`);
+  }
+  const backend = model.embed.weight.backend;
+  const cache = new KvCache(cfg, 1, Math.min(cfg.contextLength, ids.length + maxTokens), backend, model.embed.weight.dtype === 'f32' ? 'f32' : 'f16');
+  const sampler = new Sampler(cfg.vocabSize, opts);
+  const stops = new StopMatcher(opts.stop ?? []);
+  const stream = tok.streamDecoder();
+  const history = ids.slice();
+  const out: number[] = [];
+  let text = '';
+  const emit = (s: string) => { if (s) { text += s; opts.onText?.(s); } };
+  const step = async (input: number[], pos: number): Promise<Float32Array> => {
+    const logits = noGrad(() => {
+      const x = tensor(Int32Array.from(input), [1, input.length], { backend, dtype: 'i32' });
+      const y = model.forward(x, { cache: cache.layers, pos, lastOnly: true });
+      x.dispose();
+      return y;
+    });
+    const row = (await logits.data()) as Float32Array;
+    logits.dispose();
+    return row;
+  };
+  let stopReason: GenerateResult['stopReason'] = 'maxTokens';
+  let t0 = 0;
+  try {
+    let logits = await step(ids, 0);
+    let pos = ids.length;
+    t0 = performance.now();
+    for (;;) {
+      const next = sampler.next(logits, history);
+      if (next === tok.eosId) { stopReason = 'eos'; break; }
+      out.push(next);
+      history.push(next);
+      const r = stops.push(stream.push(next));
+      emit(r.emit);
+      if (r.stopped) { stopReason = 'stop'; break; }
+      if (out.length >= maxTokens) break;
+      if (pos >= cache.maxLength) { stopReason = 'context'; break; }
+      logits = await step([next], pos);
+      pos++;
+    }
+    if (stopReason !== 'stop') {
+      const r = stops.push(stream.flush());
+      emit(r.emit);
+      if (r.stopped) stopReason = 'stop';
+      else emit(stops.flush());
+    }
+  } finally {
+    cache.dispose();
+  }
+  const secs = (performance.now() - t0) / 1000;
+  return { text, ids: out, promptTokens: ids.length - 1, stopReason, tokensPerSecond: out.length > 1 ? (out.length - 1) / secs : 0 };
+}

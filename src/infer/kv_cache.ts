@@ -1,0 +1,39 @@
+/**
+ * The KV cache of one generation: per layer k and v (B, Hkv, Tmax, D), allocated once when the
+ * sequence starts and written in place (ops/attention.ts kvWrite), never re-allocated per token.
+ * `length` is the number of positions already written.
+ */
+import type { LayerKv } from '../attention/mechanism.ts';
+import type { Backend } from '../backend/backend.ts';
+import { ArgumentError } from '../errors.ts';
+import { zeros } from '../ops/creation.ts';
+import type { ModelConfig } from '../model/config.ts';
+import { keep } from '../tensor/scope.ts';
+import type { FloatDType } from '../tensor/dtype.ts';
+
+export class KvCache {
+  readonly layers: LayerKv[];
+  /** Positions written so far. */
+  length = 0;
+
+  constructor(readonly config: ModelConfig, readonly batch: number, readonly maxLength: number, backend: Backend, readonly dtype: FloatDType = 'f32') {
+    if (!Number.isInteger(maxLength) || maxLength < 1 || maxLength > config.contextLength) {
+      throw new ArgumentError(`KvCache: maxLength ${maxLength} must be an integer in [1, ${config.contextLength}] (the model's context length)`);
+    }
+    const shape = [batch, config.nKvHeads, maxLength, config.headDim];
+    this.layers = Array.from({ length: config.nLayers }, () => ({
+      k: keep(zeros(shape, { backend, dtype })),
+      v: keep(zeros(shape, { backend, dtype })),
+    }));
+  }
+
+  /** Bytes held by the cache on its device. */
+  get bytes(): number {
+    const per = this.dtype === 'f32' ? 4 : 2;
+    return this.layers.length * 2 * this.batch * this.config.nKvHeads * this.maxLength * this.config.headDim * per;
+  }
+
+  dispose(): void {
+    for (const l of this.layers) { l.k.dispose(); l.v.dispose(); }
+  }
+}

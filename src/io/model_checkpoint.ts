@@ -1,0 +1,116 @@
+/**
+ * A FON checkpoint: one directory (io/checkpoint_dir.ts makes its writes atomic) holding
+ *
+ *   config.json           the model config (model/config.ts)
+ *   model.safetensors     the parameters by name (model/decoder.ts lists them)
+ *   tokenizer.json        the tokenizer, Hugging Face format
+ *   optimizer.safetensors AdamW moments (m.i, v.i), when saved during training
+ *   trainer.json          step, optimizer scalars, the training config and data description
+ *
+ * `loadModel` needs the first three; `fon train --resume` needs all five.
+ */
+import type { Backend } from '../backend/backend.ts';
+import { FonError } from '../errors.ts';
+import { Decoder } from '../model/decoder.ts';
+import { parseModelConfig, type ModelConfig } from '../model/config.ts';
+import { ParamFactory } from '../nn/params.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { readCheckpointFile, readCheckpointText, resolveCheckpointDir, writeCheckpointDir, CheckpointError } from './checkpoint_dir.ts';
+import { decodeSafetensors, safetensorsToTensors, tensorsToSafetensors } from './safetensors.ts';
+import { loadTokenizer } from './tokenizer/tokenizer.ts';
+import type { Tokenizer } from './tokenizer/tokenizer.ts';
+import type { Optimizer } from '../train/optim.ts';
+
+export const MODEL_FILE = 'model.safetensors';
+export const TOKENIZER_FILE = 'tokenizer.json';
+export const OPTIMIZER_FILE = 'optimizer.safetensors';
+export const TRAINER_FILE = 'trainer.json';
+
+/** What training needs beyond the weights to continue exactly where it stopped. */
+export interface TrainerState {
+  step: number;
+  optimizerScalars: Record<string, number>;
+  /** The training config and data description of the run (JSON). */
+  run: Record<string, unknown>;
+}
+
+export interface SaveOptions {
+  optimizer?: Optimizer;
+  trainer?: TrainerState;
+  /** Checkpoints kept in the output directory (default 1). */
+  keep?: number;
+}
+
+/** Writes checkpoint `name` (e.g. "step-000200") under `outDir` and points latest.json at it. */
+export async function saveCheckpoint(outDir: string, name: string, model: Decoder, tokenizer: Tokenizer, opts: SaveOptions = {}): Promise<string> {
+  const files: Record<string, Uint8Array | string> = {
+    'config.json': JSON.stringify(model.config, null, 2) + '\n',
+    [MODEL_FILE]: await tensorsToSafetensors(Object.fromEntries(model.namedParameters()), { format: 'pt', producer: 'fon' }),
+    [TOKENIZER_FILE]: JSON.stringify(tokenizer.toJSON()),
+  };
+  if (opts.optimizer) files[OPTIMIZER_FILE] = await tensorsToSafetensors(opts.optimizer.stateDict().tensors);
+  if (opts.trainer) files[TRAINER_FILE] = JSON.stringify(opts.trainer, null, 2) + '\n';
+  return writeCheckpointDir(outDir, name, files, { keep: opts.keep });
+}
+
+export interface LoadedModel {
+  model: Decoder;
+  tokenizer: Tokenizer;
+  config: ModelConfig;
+  /** The checkpoint directory that was read. */
+  dir: string;
+}
+
+function parseJson(text: string, file: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new CheckpointError(`${file} is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+/** Loads the model and tokenizer of a checkpoint (an output directory or a checkpoint directory). */
+export async function loadModel(path: string, backend: Backend): Promise<LoadedModel> {
+  const dir = await resolveCheckpointDir(path);
+  const cfgFile = `${dir}/config.json`;
+  const config = parseModelConfig(parseJson(await readCheckpointText(dir, 'config.json'), cfgFile), undefined, cfgFile);
+  const tokFile = `${dir}/${TOKENIZER_FILE}`;
+  const tokenizer = loadTokenizer(parseJson(await readCheckpointText(dir, TOKENIZER_FILE), tokFile), tokFile);
+  if (tokenizer.vocabSize > config.vocabSize) {
+    throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${cfgFile} says vocabSize ${config.vocabSize}`);
+  }
+  const modelFile = `${dir}/${MODEL_FILE}`;
+  const weights = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, MODEL_FILE), modelFile), { backend, source: modelFile });
+  try {
+    const f = new ParamFactory({ backend, weights, source: modelFile });
+    const model = new Decoder(config, f);
+    const extra = f.unused();
+    if (extra.length) {
+      model.dispose();
+      throw new CheckpointError(`${modelFile} has tensors the config does not use: ${extra.slice(0, 5).join(', ')}${extra.length > 5 ? ', …' : ''}`);
+    }
+    return { model, tokenizer, config, dir };
+  } finally {
+    for (const t of Object.values(weights)) t.dispose();
+  }
+}
+
+/** Restores the optimizer moments and returns the trainer state of a checkpoint written during training. */
+export async function loadTrainerState(dir: string, optimizer: Optimizer, backend: Backend): Promise<TrainerState> {
+  const file = `${dir}/${TRAINER_FILE}`;
+  const state = parseJson(await readCheckpointText(dir, TRAINER_FILE), file) as Partial<TrainerState>;
+  if (typeof state?.step !== 'number' || typeof state.optimizerScalars !== 'object' || state.optimizerScalars === null) {
+    throw new CheckpointError(`${file}: expected {"step": number, "optimizerScalars": {...}, "run": {...}}`);
+  }
+  const optFile = `${dir}/${OPTIMIZER_FILE}`;
+  const tensors: Record<string, Tensor> = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, OPTIMIZER_FILE), optFile), { backend, source: optFile });
+  try {
+    optimizer.loadStateDict({ tensors, scalars: state.optimizerScalars });
+  } catch (e) {
+    if (e instanceof FonError) throw new CheckpointError(`${optFile}: ${e.message}`);
+    throw e;
+  } finally {
+    for (const t of Object.values(tensors)) t.dispose();
+  }
+  return state as TrainerState;
+}

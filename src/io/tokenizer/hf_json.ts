@@ -1,0 +1,249 @@
+/**
+ * Hugging Face tokenizer.json ⇄ FON: reading the byte-level BPE subset (GPT-2, Llama-3, Qwen2 style
+ * files) into tokenizer parts, and writing FON's own tokenizers in the same format.
+ *
+ * Read: model BPE (vocab; merges as "a b" strings or [a, b] pairs; unk_token, fuse_unk,
+ * ignore_merges), normalizer null / NFC / NFD / NFKC / NFKD / Sequence of them, pre_tokenizer
+ * ByteLevel, Split or a Sequence of Splits ending in ByteLevel, decoder ByteLevel, added_tokens.
+ * The post_processor (template tokens such as BOS), truncation and padding are ignored: encoding
+ * returns the model's ids only. Anything else is an UnsupportedError naming the component and the
+ * file; a missing or ill-typed field is an ArgumentError naming the field.
+ */
+import { ArgumentError, UnsupportedError } from '../../errors.ts';
+import type { AddedToken } from './added_tokens.ts';
+import { BYTE_CHARS } from './byte_level.ts';
+import { BpeModel } from './bpe.ts';
+import { ByteLevelBpeTokenizer, type TokenizerParts } from './bpe_tokenizer.ts';
+import {
+  byteLevelStep, compileOnigPattern, escapeRegExp, sequenceSteps, splitStep, SPLIT_BEHAVIORS,
+  type PreTokenizeStep, type SplitBehavior,
+} from './pretokenize.ts';
+
+export interface LoadTokenizerOptions {
+  /** The end-of-text token's content; by default the first of END_OF_TEXT_NAMES present. */
+  readonly eosToken?: string;
+}
+
+/** Spellings of the end-of-text token, tried in order when none is named. */
+export const END_OF_TEXT_NAMES: readonly string[] = ['<|endoftext|>', '<|end_of_text|>', '</s>', '<eos>', '<|eot_id|>'];
+
+type JsonObject = Record<string, unknown>;
+const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function describe(v: unknown): string {
+  if (v === undefined) return 'missing';
+  const text = JSON.stringify(v) ?? String(v);
+  return `${Array.isArray(v) ? 'an array' : v === null ? 'null' : typeof v} ${text.length > 60 ? text.slice(0, 57) + '...' : text}`;
+}
+
+/** Typed access to a tokenizer.json with errors that name the file and the field. */
+class Fields {
+  constructor(readonly source: string) {}
+
+  bad(path: string, value: unknown, expected: string): ArgumentError {
+    return new ArgumentError(`${this.source}: field "${path}" is ${describe(value)}; expected ${expected}`);
+  }
+
+  unsupported(path: string, value: unknown, supported: string): UnsupportedError {
+    return new UnsupportedError(`${this.source}: ${path} ${JSON.stringify(value)} is not supported; FON reads ${supported}`);
+  }
+
+  object(parent: JsonObject, key: string, path: string): JsonObject {
+    const v = parent[key];
+    if (!isObject(v)) throw this.bad(path, v, 'an object');
+    return v;
+  }
+
+  string(parent: JsonObject, key: string, path: string): string {
+    const v = parent[key];
+    if (typeof v !== 'string') throw this.bad(path, v, 'a string');
+    return v;
+  }
+
+  bool(parent: JsonObject, key: string, path: string, fallback: boolean): boolean {
+    const v = parent[key];
+    if (v === undefined || v === null) return fallback;
+    if (typeof v !== 'boolean') throw this.bad(path, v, 'true or false');
+    return v;
+  }
+
+  type(parent: JsonObject, path: string): string {
+    return this.string(parent, 'type', `${path}.type`);
+  }
+}
+
+function readNormalizer(f: Fields, value: unknown, path: string): ((s: string) => string) | null {
+  if (value === null || value === undefined) return null;
+  if (!isObject(value)) throw f.bad(path, value, 'null or an object');
+  const type = f.type(value, path);
+  if (type === 'NFC' || type === 'NFD' || type === 'NFKC' || type === 'NFKD') return (s) => s.normalize(type);
+  if (type === 'Sequence') {
+    const list = value.normalizers;
+    if (!Array.isArray(list)) throw f.bad(`${path}.normalizers`, list, 'an array');
+    const steps = list.map((n, i) => readNormalizer(f, n, `${path}.normalizers[${i}]`)).filter((n): n is (s: string) => string => n !== null);
+    return steps.length === 0 ? null : (s) => steps.reduce((t, step) => step(t), s);
+  }
+  throw f.unsupported(`${path} type`, type, 'null, NFC, NFD, NFKC, NFKD and Sequence');
+}
+
+function readPreTokenizer(f: Fields, value: unknown, path: string): PreTokenizeStep {
+  const supported = 'ByteLevel, or a Sequence of Split pre-tokenizers ending in ByteLevel';
+  if (!isObject(value)) {
+    if (value === null || value === undefined) throw f.unsupported(path, null, supported);
+    throw f.bad(path, value, 'an object');
+  }
+  const isSequence = f.type(value, path) === 'Sequence';
+  const list = isSequence ? value.pretokenizers : [value];
+  if (!Array.isArray(list)) throw f.bad(`${path}.pretokenizers`, list, 'an array');
+  const steps: PreTokenizeStep[] = [];
+  list.forEach((item, i) => {
+    const at = isSequence ? `${path}.pretokenizers[${i}]` : path;
+    if (!isObject(item)) throw f.bad(at, item, 'an object');
+    const type = f.type(item, at);
+    const last = i === list.length - 1;
+    if (type === 'ByteLevel') {
+      if (!last) throw new UnsupportedError(`${f.source}: ${at} is a ByteLevel step before the end of the sequence; FON reads ${supported}`);
+      steps.push(byteLevelStep(f.bool(item, 'add_prefix_space', `${at}.add_prefix_space`, true), f.bool(item, 'use_regex', `${at}.use_regex`, true)));
+    } else if (type === 'Split') {
+      if (last) throw new UnsupportedError(`${f.source}: ${path} ends with a Split step, not ByteLevel; FON reads ${supported}`);
+      const pattern = f.object(item, 'pattern', `${at}.pattern`);
+      let re: RegExp;
+      if (typeof pattern.Regex === 'string') re = compileOnigPattern(pattern.Regex, `${f.source}: ${at}.pattern`);
+      else if (typeof pattern.String === 'string') re = new RegExp(escapeRegExp(pattern.String), 'gu');
+      else throw f.bad(`${at}.pattern`, pattern, '{"Regex": string} or {"String": string}');
+      const behavior = f.string(item, 'behavior', `${at}.behavior`);
+      if (!(SPLIT_BEHAVIORS as readonly string[]).includes(behavior)) throw f.unsupported(`${at}.behavior`, behavior, SPLIT_BEHAVIORS.join(', '));
+      steps.push(splitStep(re, behavior as SplitBehavior, f.bool(item, 'invert', `${at}.invert`, false)));
+    } else throw f.unsupported(`${at} type`, type, supported);
+  });
+  if (steps.length === 0) throw new UnsupportedError(`${f.source}: ${path} is an empty Sequence; FON reads ${supported}`);
+  return sequenceSteps(steps);
+}
+
+function readDecoder(f: Fields, value: unknown): void {
+  if (value === null || value === undefined) throw f.unsupported('decoder', null, 'the ByteLevel decoder');
+  if (!isObject(value)) throw f.bad('decoder', value, 'an object');
+  const type = f.type(value, 'decoder');
+  if (type !== 'ByteLevel') throw f.unsupported('decoder type', type, 'the ByteLevel decoder');
+}
+
+const POST_PROCESSORS = ['ByteLevel', 'TemplateProcessing', 'RobertaProcessing', 'BertProcessing', 'Sequence'];
+
+function readModel(f: Fields, root: JsonObject): BpeModel {
+  const model = f.object(root, 'model', 'model');
+  const type = model.type ?? 'BPE';
+  if (type !== 'BPE') throw f.unsupported('model type', type, 'BPE');
+  const vocabJson = f.object(model, 'vocab', 'model.vocab');
+  const vocab = new Map<string, number>();
+  for (const [token, id] of Object.entries(vocabJson)) {
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) throw f.bad(`model.vocab[${JSON.stringify(token)}]`, id, 'a non-negative integer id');
+    vocab.set(token, id);
+  }
+  const mergesJson = model.merges;
+  if (!Array.isArray(mergesJson)) throw f.bad('model.merges', mergesJson, 'an array of "a b" strings or [a, b] pairs');
+  const merges = mergesJson.map((m, i): [string, string] => {
+    if (typeof m === 'string') {
+      const parts = m.split(' ');
+      if (parts.length === 2) return [parts[0], parts[1]];
+    } else if (Array.isArray(m) && m.length === 2 && typeof m[0] === 'string' && typeof m[1] === 'string') return [m[0], m[1]];
+    throw f.bad(`model.merges[${i}]`, m, 'a string "a b" with one space, or a pair [a, b] of strings');
+  });
+  const dropout = model.dropout;
+  if (dropout !== undefined && dropout !== null && dropout !== 0) throw f.unsupported('model.dropout', dropout, 'null or 0 (BPE dropout is random)');
+  if (model.byte_fallback === true) throw f.unsupported('model.byte_fallback', true, 'false (byte-level BPE has every byte in its vocabulary)');
+  for (const key of ['continuing_subword_prefix', 'end_of_word_suffix']) {
+    const v = model[key];
+    if (v !== undefined && v !== null && v !== '') throw f.unsupported(`model.${key}`, v, 'null or "" (byte-level BPE has no word markers)');
+  }
+  const unk = model.unk_token;
+  if (unk !== undefined && unk !== null && typeof unk !== 'string') throw f.bad('model.unk_token', unk, 'null or a string');
+  return new BpeModel({
+    vocab, merges,
+    unkToken: typeof unk === 'string' ? unk : null,
+    fuseUnk: f.bool(model, 'fuse_unk', 'model.fuse_unk', false),
+    ignoreMerges: f.bool(model, 'ignore_merges', 'model.ignore_merges', false),
+  }, f.source);
+}
+
+function readAddedTokens(f: Fields, value: unknown, model: BpeModel): AddedToken[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) throw f.bad('added_tokens', value, 'an array');
+  return value.map((t, i) => {
+    const at = `added_tokens[${i}]`;
+    if (!isObject(t)) throw f.bad(at, t, 'an object');
+    const content = f.string(t, 'content', `${at}.content`);
+    const id = t.id;
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) throw f.bad(`${at}.id`, id, 'a non-negative integer');
+    const special = f.bool(t, 'special', `${at}.special`, false);
+    return {
+      // Hugging Face keeps the model's id when the content is already in the vocabulary.
+      id: model.vocab.get(content) ?? id,
+      content,
+      singleWord: f.bool(t, 'single_word', `${at}.single_word`, false),
+      lstrip: f.bool(t, 'lstrip', `${at}.lstrip`, false),
+      rstrip: f.bool(t, 'rstrip', `${at}.rstrip`, false),
+      normalized: f.bool(t, 'normalized', `${at}.normalized`, !special),
+      special,
+    };
+  });
+}
+
+/** Reads a parsed tokenizer.json into a tokenizer; `source` (a path or a name) goes into error messages. */
+export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts: LoadTokenizerOptions = {}): ByteLevelBpeTokenizer {
+  const f = new Fields(source);
+  if (!isObject(json)) throw new ArgumentError(`${source}: a tokenizer.json must hold a JSON object, got ${describe(json)}`);
+  const model = readModel(f, json);
+  const normalize = readNormalizer(f, json.normalizer, 'normalizer');
+  const preTokenize = readPreTokenizer(f, json.pre_tokenizer, 'pre_tokenizer');
+  readDecoder(f, json.decoder);
+  const post = json.post_processor;
+  if (post !== undefined && post !== null) {
+    if (!isObject(post)) throw f.bad('post_processor', post, 'null or an object');
+    const type = f.type(post, 'post_processor');
+    if (!POST_PROCESSORS.includes(type)) throw f.unsupported('post_processor type', type, POST_PROCESSORS.join(', '));
+  }
+  const addedTokens = readAddedTokens(f, json.added_tokens, model);
+  const idOf = (content: string) => addedTokens.find((t) => t.content === content)?.id ?? model.vocab.get(content);
+  let eosId: number | undefined;
+  if (opts.eosToken !== undefined) {
+    eosId = idOf(opts.eosToken);
+    if (eosId === undefined) throw new ArgumentError(`${source}: eosToken ${JSON.stringify(opts.eosToken)} is neither an added token nor in model.vocab`);
+  } else {
+    for (const name of END_OF_TEXT_NAMES) if ((eosId = idOf(name)) !== undefined) break;
+    if (eosId === undefined) throw new ArgumentError(`${source}: no end-of-text token found (looked for ${END_OF_TEXT_NAMES.join(', ')}); pass { eosToken } to name it`);
+  }
+  const parts: TokenizerParts = { json: structuredClone(json), normalize, addedTokens, preTokenize, model, eosId };
+  return new ByteLevelBpeTokenizer(parts);
+}
+
+/**
+ * A tokenizer.json for one of FON's own byte-level BPE tokenizers: `tokens` by id (the byte-level
+ * spelling; ids 0..255 are the byte values), `merges` in rank order, then `specialTokens` as added
+ * tokens with the ids that follow. The special tokens are not in `model.vocab`, as in Llama-3 and
+ * Qwen2 files; Hugging Face gives them the same ids, the ones right after the model's.
+ */
+export function byteLevelBpeJson(tokens: readonly string[], merges: ReadonlyArray<readonly [string, string]>, specialTokens: readonly string[]): object {
+  for (let b = 0; b < 256; b++) if (tokens[b] !== BYTE_CHARS[b]) throw new ArgumentError(`byteLevelBpeJson: token ${b} must be the byte character ${JSON.stringify(BYTE_CHARS[b])}, got ${JSON.stringify(tokens[b])}`);
+  const vocab: Record<string, number> = {};
+  tokens.forEach((t, id) => { vocab[t] = id; });
+  for (const s of specialTokens) if (Object.hasOwn(vocab, s)) throw new ArgumentError(`special token ${JSON.stringify(s)} is also a token of the BPE vocabulary; choose another spelling`);
+  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true };
+  return {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: specialTokens.map((content, i) => ({
+      id: tokens.length + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true,
+    })),
+    normalizer: null,
+    pre_tokenizer: byteLevel,
+    post_processor: { ...byteLevel, trim_offsets: false },
+    decoder: byteLevel,
+    model: {
+      type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null,
+      fuse_unk: false, byte_fallback: false, ignore_merges: false,
+      vocab,
+      merges: merges.map(([a, b]) => `${a} ${b}`),
+    },
+  };
+}

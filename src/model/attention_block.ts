@@ -1,0 +1,59 @@
+/**
+ * The attention half of a block: projections, optional QK-norm, RoPE, the layer's mechanism,
+ * output projection. Shapes: B batch, T positions in this call, C = dModel, H query heads,
+ * Hkv key/value heads, D head width.
+ */
+import type { AttentionMechanism, LayerKv } from '../attention/mechanism.ts';
+import { rope } from '../ops/fused.ts';
+import { permute, reshape } from '../ops/layout.ts';
+import { Linear } from '../nn/linear.ts';
+import { Module } from '../nn/module.ts';
+import { Norm } from '../nn/norm.ts';
+import type { ParamFactory } from '../nn/params.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import type { ModelConfig } from './config.ts';
+
+/** What every layer of one forward shares: the first position and, with RoPE, its tables (T, D/2). */
+export interface PositionContext { pos: number; cos?: Tensor; sin?: Tensor }
+
+export class AttentionBlock extends Module {
+  readonly q: Linear;
+  readonly k: Linear;
+  readonly v: Linear;
+  readonly o: Linear;
+  readonly qNorm?: Norm;
+  readonly kNorm?: Norm;
+
+  constructor(f: ParamFactory, name: string, private readonly cfg: ModelConfig, readonly mechanism: AttentionMechanism) {
+    super();
+    const { dModel: c, nHeads: h, nKvHeads: hkv, headDim: d, bias } = cfg;
+    this.q = this.child(new Linear(f, `${name}.q`, c, h * d, { bias }));
+    this.k = this.child(new Linear(f, `${name}.k`, c, hkv * d, { bias }));
+    this.v = this.child(new Linear(f, `${name}.v`, c, hkv * d, { bias }));
+    this.o = this.child(new Linear(f, `${name}.o`, h * d, c, { bias, std: 0.02 / Math.sqrt(2 * cfg.nLayers) }));
+    if (cfg.qkNorm) {
+      this.qNorm = this.child(new Norm(f, `${name}.q_norm`, 'rmsnorm', d, cfg.normEps));
+      this.kNorm = this.child(new Norm(f, `${name}.k_norm`, 'rmsnorm', d, cfg.normEps));
+    }
+  }
+
+  /** One projection to heads: x (B, T, C) → (B, heads, T, D), normed and rotated as configured. */
+  private heads(lin: Linear, x: Tensor, heads: number, norm: Norm | undefined, ctx: PositionContext, rotate: boolean): Tensor {
+    const [b, t] = x.shape;
+    let y = reshape(lin.forward(x), [b, t, heads, this.cfg.headDim]); // (B, T, heads, D)
+    if (norm) y = norm.forward(y);
+    if (rotate && ctx.cos) y = rope(y, ctx.cos, ctx.sin!, { seqAxis: 1 });
+    return permute(y, [0, 2, 1, 3]); // (B, heads, T, D)
+  }
+
+  /** x (B, T, C) → (B, T, C); with `cache`, positions ctx.pos … are written to and read from it. Intermediates belong to the caller's tidy scope. */
+  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv): Tensor {
+    const [b, t] = x.shape;
+    const { nHeads: h, nKvHeads: hkv, headDim: d } = this.cfg;
+    const q = this.heads(this.q, x, h, this.qNorm, ctx, true);
+    const k = this.heads(this.k, x, hkv, this.kNorm, ctx, true);
+    const v = this.heads(this.v, x, hkv, undefined, ctx, false);
+    const a = cache ? this.mechanism.forwardCached(q, k, v, cache, ctx.pos) : this.mechanism.forward(q, k, v); // (B, H, T, D)
+    return this.o.forward(reshape(permute(a, [0, 2, 1, 3]), [b, t, h * d])); // (B, T, H·D) → (B, T, C)
+  }
+}

@@ -1,0 +1,34 @@
+/** A pre-norm transformer block: x + attn(norm(x)), then + mlp(norm(x)). */
+import type { AttentionMechanism, LayerKv } from '../attention/mechanism.ts';
+import { add } from '../ops/elementwise.ts';
+import { tidy } from '../tensor/scope.ts';
+import { Mlp } from '../nn/mlp.ts';
+import { Module } from '../nn/module.ts';
+import { Norm } from '../nn/norm.ts';
+import type { ParamFactory } from '../nn/params.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { AttentionBlock, type PositionContext } from './attention_block.ts';
+import type { ModelConfig } from './config.ts';
+
+export class Block extends Module {
+  readonly attnNorm: Norm;
+  readonly attn: AttentionBlock;
+  readonly mlpNorm: Norm;
+  readonly mlp: Mlp;
+
+  constructor(f: ParamFactory, name: string, cfg: ModelConfig, mechanism: AttentionMechanism) {
+    super();
+    this.attnNorm = this.child(new Norm(f, `${name}.attn_norm`, cfg.norm, cfg.dModel, cfg.normEps));
+    this.attn = this.child(new AttentionBlock(f, `${name}.attn`, cfg, mechanism));
+    this.mlpNorm = this.child(new Norm(f, `${name}.mlp_norm`, cfg.norm, cfg.dModel, cfg.normEps));
+    this.mlp = this.child(new Mlp(f, `${name}.mlp`, cfg.mlp, cfg.dModel, cfg.mlpHidden, { bias: cfg.bias, outStd: 0.02 / Math.sqrt(2 * cfg.nLayers) }));
+  }
+
+  /** x (B, T, C) → (B, T, C); the block's intermediates are freed on return (autograd keeps what it saved). */
+  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv): Tensor {
+    return tidy(() => {
+      const x1 = add(x, this.attn.forward(this.attnNorm.forward(x), ctx, cache));
+      return add(x1, this.mlp.forward(this.mlpNorm.forward(x1)));
+    });
+  }
+}

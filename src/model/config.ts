@@ -1,0 +1,138 @@
+/**
+ * The model config: one typed defaults object (STYLE.md §9), overridden by a preset, a JSON file,
+ * then flags. `parseModelConfig` validates a JSON object: an unknown key, a wrong type or an
+ * impossible shape is a ConfigError naming the key and the value.
+ */
+import type { LayerAttention } from '../attention/mechanism.ts';
+import { FonError } from '../errors.ts';
+
+export type { LayerAttention };
+
+export class ConfigError extends FonError {}
+
+export interface ModelConfig {
+  /** Token ids are 0 … vocabSize − 1 (the tokenizer's size, specials included). */
+  vocabSize: number;
+  /** Residual stream width C. */
+  dModel: number;
+  nLayers: number;
+  /** Query heads H. */
+  nHeads: number;
+  /** Key/value heads (GQA); divides nHeads. Equal to nHeads is plain multi-head attention. */
+  nKvHeads: number;
+  /** Per-head width D (need not be dModel / nHeads). Even, for RoPE. */
+  headDim: number;
+  /** Feed-forward: SwiGLU (Llama) or GELU (GPT-2). */
+  mlp: 'swiglu' | 'gelu';
+  /** Hidden width of the feed-forward. */
+  mlpHidden: number;
+  norm: 'rmsnorm' | 'layernorm';
+  normEps: number;
+  /** Rotary (with ropeTheta), learned absolute embeddings, or none. */
+  positions: 'rope' | 'learned' | 'none';
+  ropeTheta: number;
+  /** RMSNorm of each query and key head before RoPE (OLMo-2 / Qwen-3 style). */
+  qkNorm: boolean;
+  /** Biases in the linear layers (GPT-2 has them, Llama does not). */
+  bias: boolean;
+  /** The LM head reuses the token embedding matrix. */
+  tieEmbeddings: boolean;
+  /** Longest sequence the model is trained and run on (KV cache and learned positions). */
+  contextLength: number;
+  /** One entry per layer, or one entry applied to every layer. */
+  attention: LayerAttention[];
+}
+
+export const DEFAULT_CONFIG: ModelConfig = {
+  vocabSize: 257,
+  dModel: 128,
+  nLayers: 4,
+  nHeads: 4,
+  nKvHeads: 4,
+  headDim: 32,
+  mlp: 'swiglu',
+  mlpHidden: 384,
+  norm: 'rmsnorm',
+  normEps: 1e-5,
+  positions: 'rope',
+  ropeTheta: 10000,
+  qkNorm: false,
+  bias: false,
+  tieEmbeddings: true,
+  contextLength: 256,
+  attention: [{ type: 'full' }],
+};
+
+type Kind = 'int' | 'number' | 'bool' | readonly string[] | 'attention';
+
+const SCHEMA: Record<keyof ModelConfig, Kind> = {
+  vocabSize: 'int', dModel: 'int', nLayers: 'int', nHeads: 'int', nKvHeads: 'int', headDim: 'int',
+  mlp: ['swiglu', 'gelu'], mlpHidden: 'int', norm: ['rmsnorm', 'layernorm'], normEps: 'number',
+  positions: ['rope', 'learned', 'none'], ropeTheta: 'number', qkNorm: 'bool', bias: 'bool',
+  tieEmbeddings: 'bool', contextLength: 'int', attention: 'attention',
+};
+
+const show = (v: unknown) => JSON.stringify(v) ?? String(v);
+
+function checkAttention(v: unknown, where: string): LayerAttention[] {
+  const list = Array.isArray(v) ? v : [v];
+  if (list.length === 0) throw new ConfigError(`${where}: 'attention' is an empty list; expected one entry per layer or a single entry`);
+  return list.map((a, i) => {
+    const at = `${where}: attention[${i}]`;
+    if (typeof a === 'string') a = { type: a };
+    if (a === null || typeof a !== 'object') throw new ConfigError(`${at} = ${show(a)}: expected an object like {"type": "full"} or {"type": "local", "window": 128}`);
+    const o = a as Record<string, unknown>;
+    for (const k of Object.keys(o)) {
+      if (k !== 'type' && !(o.type === 'local' && k === 'window')) throw new ConfigError(`${at}: unknown key '${k}' for attention type ${show(o.type)}`);
+    }
+    if (o.type === 'full') return { type: 'full' };
+    if (o.type === 'local') {
+      if (!Number.isInteger(o.window) || (o.window as number) < 1) throw new ConfigError(`${at}: 'window' = ${show(o.window)}: expected a positive integer`);
+      return { type: 'local', window: o.window as number };
+    }
+    throw new ConfigError(`${at}: 'type' = ${show(o.type)}: expected one of "full", "local"`);
+  });
+}
+
+/**
+ * Merges `overrides` (parsed JSON) over `base` and validates the result. `where` names the source
+ * (a file, a preset) in messages.
+ */
+export function parseModelConfig(overrides: unknown, base: ModelConfig = DEFAULT_CONFIG, where = 'config'): ModelConfig {
+  if (overrides === null || typeof overrides !== 'object' || Array.isArray(overrides)) throw new ConfigError(`${where}: expected a JSON object, got ${show(overrides)}`);
+  const out: Record<string, unknown> = { ...base };
+  for (const [k, v] of Object.entries(overrides)) {
+    const kind = SCHEMA[k as keyof ModelConfig];
+    if (!kind) throw new ConfigError(`${where}: unknown key '${k}' (value ${show(v)}); known keys: ${Object.keys(SCHEMA).join(', ')}`);
+    if (kind === 'int' && !Number.isInteger(v)) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected an integer`);
+    if (kind === 'number' && (typeof v !== 'number' || !Number.isFinite(v))) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected a number`);
+    if (kind === 'bool' && typeof v !== 'boolean') throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected true or false`);
+    if (Array.isArray(kind) && !kind.includes(v as string)) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected one of ${kind.map(show).join(', ')}`);
+    out[k] = kind === 'attention' ? checkAttention(v, where) : v;
+  }
+  const c = out as unknown as ModelConfig;
+  validateShapes(c, where);
+  return c;
+}
+
+function validateShapes(c: ModelConfig, where: string): void {
+  const positive = ['vocabSize', 'dModel', 'nLayers', 'nHeads', 'nKvHeads', 'headDim', 'mlpHidden', 'contextLength'] as const;
+  for (const k of positive) if (c[k] < 1) throw new ConfigError(`${where}: '${k}' = ${c[k]}: expected a positive integer`);
+  if (c.nHeads % c.nKvHeads !== 0) throw new ConfigError(`${where}: 'nKvHeads' = ${c.nKvHeads} must divide 'nHeads' = ${c.nHeads} (grouped-query attention)`);
+  if (c.positions === 'rope' && c.headDim % 2 !== 0) throw new ConfigError(`${where}: 'headDim' = ${c.headDim} must be even for RoPE`);
+  if (!(c.normEps > 0)) throw new ConfigError(`${where}: 'normEps' = ${c.normEps}: expected a positive number`);
+  if (c.positions === 'rope' && !(c.ropeTheta > 1)) throw new ConfigError(`${where}: 'ropeTheta' = ${c.ropeTheta}: expected a number > 1`);
+  if (c.attention.length !== 1 && c.attention.length !== c.nLayers) {
+    throw new ConfigError(`${where}: 'attention' has ${c.attention.length} entries; expected 1 or nLayers = ${c.nLayers}`);
+  }
+}
+
+/** The attention of layer `i`. */
+export function layerAttention(c: ModelConfig, i: number): LayerAttention {
+  return c.attention.length === 1 ? c.attention[0] : c.attention[i];
+}
+
+/** KV-cache bytes per token of context, over every layer, at the given bytes per element. */
+export function kvBytesPerToken(c: ModelConfig, bytesPerElement = 4): number {
+  return 2 * c.nLayers * c.nKvHeads * c.headDim * bytesPerElement;
+}

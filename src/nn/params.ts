@@ -1,0 +1,83 @@
+/**
+ * Where a model's parameters come from: fresh seeded initialisation, or a checkpoint's tensors.
+ * Modules ask the factory for each parameter by its full dotted name (PyTorch state-dict style),
+ * so loading needs no second pass that swaps tensors inside modules, and a checkpoint with a
+ * missing, extra or misshapen tensor is reported by name.
+ */
+import { ShapeError, ArgumentError, DTypeError } from '../errors.ts';
+import type { Backend } from '../backend/backend.ts';
+import { full, randn } from '../ops/creation.ts';
+import { cast, clone } from '../ops/cast.ts';
+import { keep, noGrad } from '../tensor/scope.ts';
+import type { FloatDType } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+/** How a fresh parameter is filled. */
+export type Init = { kind: 'normal'; std: number } | { kind: 'zeros' } | { kind: 'ones' };
+
+/** FNV-1a of a name, mixed with the model seed: each parameter has its own random stream. */
+function nameSeed(seed: number, name: string): number {
+  let h = 0x811c9dc5 ^ seed;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+export interface ParamFactoryOptions {
+  backend: Backend;
+  /** Storage dtype of the parameters (f32 unless mixed precision asks otherwise). */
+  dtype?: FloatDType;
+  /** Seed of fresh initialisation: parameter `name` is drawn from stream hash(seed, name). */
+  seed?: number;
+  /** Tensors to take instead of initialising (a checkpoint), by full name. */
+  weights?: Record<string, Tensor>;
+  /** Where the weights came from, for error messages. */
+  source?: string;
+}
+
+export class ParamFactory {
+  readonly backend: Backend;
+  readonly dtype: FloatDType;
+  private readonly seed: number;
+  private readonly weights?: Record<string, Tensor>;
+  private readonly source: string;
+  private readonly made = new Set<string>();
+
+  constructor(opts: ParamFactoryOptions) {
+    this.backend = opts.backend;
+    this.dtype = opts.dtype ?? 'f32';
+    this.seed = opts.seed ?? 0;
+    this.weights = opts.weights;
+    this.source = opts.source ?? 'weights';
+  }
+
+  /** A trainable leaf named `name`, kept out of every tidy scope (the module owns it). */
+  make(name: string, shape: readonly number[], init: Init): Tensor {
+    if (this.made.has(name)) throw new ArgumentError(`parameter '${name}' is defined twice`);
+    this.made.add(name);
+    const t = noGrad(() => this.weights ? this.load(name, shape) : this.fresh(name, shape, init));
+    t.requiresGrad = true;
+    return keep(t);
+  }
+
+  private fresh(name: string, shape: readonly number[], init: Init): Tensor {
+    const opts = { backend: this.backend, dtype: this.dtype };
+    if (init.kind === 'normal') return randn(shape, { ...opts, std: init.std, seed: nameSeed(this.seed, name) });
+    return full(shape, init.kind === 'ones' ? 1 : 0, opts);
+  }
+
+  private load(name: string, shape: readonly number[]): Tensor {
+    const w = this.weights![name];
+    if (!w) throw new ShapeError(`${this.source}: tensor '${name}' is missing (expected shape [${shape}])`);
+    if (w.shape.join() !== shape.join()) throw new ShapeError(`${this.source}: tensor '${name}' has shape [${w.shape}], the config expects [${shape}]`);
+    if (!w.isFloat) throw new DTypeError(`${this.source}: tensor '${name}' has dtype ${w.dtype}, expected a float dtype`);
+    if (w.backend !== this.backend) throw new ArgumentError(`${this.source}: tensor '${name}' lives on backend '${w.backend.name}', the model on '${this.backend.name}'`);
+    // The parameter owns its storage, so the caller may dispose the checkpoint's tensors.
+    return w.dtype === this.dtype ? clone(w) : cast(w, this.dtype);
+  }
+
+  /** Names in the checkpoint that no module asked for (an error when loading strictly). */
+  unused(): string[] {
+    return this.weights ? Object.keys(this.weights).filter((k) => !this.made.has(k)) : [];
+  }
+}
+

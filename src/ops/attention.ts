@@ -1,0 +1,77 @@
+/**
+ * Fused softmax attention with its own backward (flash attention: the forward keeps only the
+ * per-row logsumexp, the backward recomputes the probabilities), and the in-place KV-cache write
+ * that decoding uses. Shapes: q (B, H, Tq, D), k and v (B, Hkv, Tk, D), H a multiple of Hkv
+ * (grouped-query attention: query head h reads kv head ⌊h / (H/Hkv)⌋).
+ */
+import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
+import type { AttentionArgs } from '../backend/backend.ts';
+import { record } from '../tensor/autograd.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { backendOf, fmt, ref, requireFloat, wrap } from './run.ts';
+
+export interface AttentionOptions {
+  /** Default true: query i sits at absolute position qOffset + i (qOffset = kvLength − Tq) and sees keys j ≤ that position. */
+  causal?: boolean;
+  /** Sliding window: key j is visible to the query at position p only if j > p − window (with causal, p − window < j ≤ p). Undefined: unlimited. */
+  window?: number;
+  /** Multiplies q·k; default 1/√D. */
+  scale?: number;
+  /** Keys along k/v's T axis that are valid (a KV cache may be longer); default k.shape[2]. */
+  kvLength?: number;
+}
+
+function describe(q: Tensor, k: Tensor, v: Tensor): string {
+  return `q ${fmt(q.shape)}, k ${fmt(k.shape)}, v ${fmt(v.shape)}`;
+}
+
+/** Checks shapes, dtypes and options and returns the kernel arguments. */
+function attentionArgs(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): AttentionArgs {
+  requireFloat('attention', q);
+  if (k.dtype !== q.dtype || v.dtype !== q.dtype) throw new DTypeError(`attention: q, k and v must share one dtype, got ${q.dtype}, ${k.dtype} and ${v.dtype}`);
+  if (q.rank !== 4 || k.rank !== 4 || v.rank !== 4) throw new ShapeError(`attention: q, k and v must have rank 4 (B, H, T, D), got ${describe(q, k, v)}`);
+  const [batch, heads, tq, d] = q.shape;
+  const [kb, kvHeads, tk, kd] = k.shape;
+  if (fmt(v.shape) !== fmt(k.shape)) throw new ShapeError(`attention: v must have k's shape, got ${describe(q, k, v)}`);
+  if (kb !== batch || kd !== d) throw new ShapeError(`attention: k and v must be (${batch}, Hkv, Tk, ${d}) for q (B, H, Tq, D), got ${describe(q, k, v)}`);
+  if (kvHeads === 0 || heads % kvHeads !== 0) throw new ShapeError(`attention: query heads ${heads} must be a multiple of kv heads ${kvHeads}, got ${describe(q, k, v)}`);
+  const kvLength = opts.kvLength ?? tk;
+  if (!Number.isInteger(kvLength) || kvLength < 0 || kvLength > tk) throw new ArgumentError(`attention: kvLength ${kvLength} must be an integer in [0, ${tk}] (k's T axis)`);
+  const w = opts.window;
+  if (w !== undefined && (!Number.isInteger(w) || w < 1)) throw new ArgumentError(`attention: window ${w} must be a positive integer (or undefined for no window)`);
+  const scale = opts.scale ?? 1 / Math.sqrt(d);
+  if (!Number.isFinite(scale)) throw new ArgumentError(`attention: scale ${scale} must be a finite number`);
+  return { batch, heads, kvHeads, tq, tk, d, kvLength, qOffset: kvLength - tq, causal: opts.causal ?? true, window: w ?? 0, scale };
+}
+
+/** q (B, H, Tq, D), k and v (B, Hkv, Tk, D) with H % Hkv == 0 → (B, H, Tq, D). Softmax statistics in f32. */
+export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
+  const b = backendOf('attention', q, k, v);
+  const args = attentionArgs(q, k, v, opts);
+  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args);
+  const out = wrap(b, oh, q.shape, q.dtype);
+  const lse = wrap(b, lh, [args.batch, args.heads, args.tq], 'f32');
+  record('attention', out, [q, k, v], (g, [qs, ks, vs, os, ls]) => {
+    const [dq, dk, dv] = b.attentionBackward(ref(qs), ref(ks), ref(vs), ref(os), ref(ls), ref(g), args);
+    return [wrap(b, dq, qs.shape, qs.dtype), wrap(b, dk, ks.shape, ks.dtype), wrap(b, dv, vs.shape, vs.dtype)];
+  }, [q, k, v, out, lse]);
+  lse.dispose();
+  return out;
+}
+
+/**
+ * In-place write of x (B, Hkv, n, D) into cache (B, Hkv, Tmax, D) at rows [pos, pos + n): the
+ * cache is allocated once and never re-allocated per token. Every tensor sharing the cache's
+ * storage sees the write. No autograd.
+ */
+export function kvWrite(cache: Tensor, x: Tensor, pos: number): void {
+  const b = backendOf('kvWrite', cache, x);
+  if (x.dtype !== cache.dtype) throw new DTypeError(`kvWrite: x dtype ${x.dtype} must equal cache dtype ${cache.dtype}`);
+  if (cache.rank !== 4 || x.rank !== 4) throw new ShapeError(`kvWrite: cache and x must have rank 4 (B, Hkv, T, D), got cache ${fmt(cache.shape)}, x ${fmt(x.shape)}`);
+  const [batch, kvHeads, tmax, d] = cache.shape;
+  const n = x.shape[2];
+  if (x.shape[0] !== batch || x.shape[1] !== kvHeads || x.shape[3] !== d) throw new ShapeError(`kvWrite: x ${fmt(x.shape)} must be (${batch}, ${kvHeads}, n, ${d}) for cache ${fmt(cache.shape)}`);
+  if (!Number.isInteger(pos) || pos < 0 || pos + n > tmax) throw new ArgumentError(`kvWrite: rows [${pos}, ${pos + n}) must be integers inside the cache's ${tmax} rows (cache ${fmt(cache.shape)}, x ${fmt(x.shape)})`);
+  if (n === 0 || cache.size === 0) return;
+  b.kvWrite(ref(cache), ref(x), { batch, kvHeads, tmax, n, d, pos });
+}

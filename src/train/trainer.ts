@@ -1,0 +1,122 @@
+/**
+ * The training loop, readable top to bottom (STYLE.md §9): per step, `accumulate` micro-batches
+ * of (batch, context) tokens → mean cross-entropy → backward; then clipping by global norm, the
+ * warm-up + cosine learning rate, AdamW; evaluation and checkpoints at their intervals.
+ *
+ * Exact resume: everything a step depends on is a function of the step number (the batch order,
+ * the learning rate) or lives in the checkpoint (weights, optimizer moments and step count), and
+ * there is no dropout, so a run stopped at step s and resumed follows the uninterrupted run's
+ * loss curve.
+ */
+import { ArgumentError } from '../errors.ts';
+import { tensor } from '../ops/creation.ts';
+import { add, mul } from '../ops/elementwise.ts';
+import type { Decoder } from '../model/decoder.ts';
+import { tidy } from '../tensor/scope.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+import { clipGradNorm } from './clip.ts';
+import { AdamW } from './optim.ts';
+import { warmupCosine, type Schedule } from './schedule.ts';
+
+/** Training hyper-parameters; one typed defaults object, overridden by flags. */
+export interface TrainConfig {
+  /** Optimizer steps in the whole run (the cosine reaches minLr there). */
+  steps: number;
+  /** Sequences per micro-batch. */
+  batchSize: number;
+  /** Micro-batches per optimizer step (gradient accumulation). */
+  accumulate: number;
+  /** Tokens per sequence (≤ the model's context length). */
+  context: number;
+  lr: number;
+  minLr: number;
+  /** Linear warm-up steps. */
+  warmup: number;
+  weightDecay: number;
+  beta1: number;
+  beta2: number;
+  /** Clip the global gradient norm to this (0 = off). */
+  gradClip: number;
+  /** Evaluate on the validation split every N steps (0 = only at the end). */
+  evalEvery: number;
+  /** Validation windows per evaluation during training (the final evaluation reads them all). */
+  evalWindows: number;
+  /** Write a checkpoint every N steps (0 = only at the end). */
+  checkpointEvery: number;
+  /** Seeds initialisation and the batch order. */
+  seed: number;
+}
+
+export const DEFAULT_TRAIN: TrainConfig = {
+  steps: 1000, batchSize: 16, accumulate: 1, context: 256,
+  lr: 3e-3, minLr: 3e-4, warmup: 50, weightDecay: 0.1, beta1: 0.9, beta2: 0.95, gradClip: 1.0,
+  evalEvery: 200, evalWindows: 64, checkpointEvery: 200, seed: 1337,
+};
+
+/** A source of training batches whose step-th batch is a pure function of the step. */
+export interface Batches {
+  batchAt(index: number): { inputs: Int32Array; targets: Int32Array };
+}
+
+export interface StepResult { step: number; loss: number; lr: number; gradNorm: number; tokens: number }
+
+export function checkTrainConfig(c: TrainConfig, contextLength: number): void {
+  const positive = ['steps', 'batchSize', 'accumulate', 'context'] as const;
+  for (const k of positive) if (!Number.isInteger(c[k]) || c[k] < 1) throw new ArgumentError(`train: ${k} = ${c[k]}: expected a positive integer`);
+  if (c.context > contextLength) throw new ArgumentError(`train: context ${c.context} passes the model's context length ${contextLength}`);
+  if (!(c.lr > 0) || !(c.minLr >= 0) || c.minLr > c.lr) throw new ArgumentError(`train: need lr > 0 and 0 ≤ minLr ≤ lr, got lr ${c.lr}, minLr ${c.minLr}`);
+  if (!Number.isInteger(c.warmup) || c.warmup < 0 || c.warmup > c.steps) throw new ArgumentError(`train: warmup ${c.warmup} must be an integer in [0, steps = ${c.steps}]`);
+}
+
+export class Trainer {
+  readonly optimizer: AdamW;
+  readonly schedule: Schedule;
+  /** Optimizer steps done (the next step to run). */
+  step = 0;
+
+  constructor(readonly model: Decoder, readonly batches: Batches, readonly config: TrainConfig) {
+    checkTrainConfig(config, model.config.contextLength);
+    const c = config;
+    // Decoupled weight decay on matrices only (norm weights, biases and 1-D tensors are not decayed).
+    this.optimizer = new AdamW(model.parameters(), { lr: c.lr, betas: [c.beta1, c.beta2], weightDecay: c.weightDecay });
+    this.optimizer.decayMask = model.parameters().map((p) => p.rank >= 2);
+    this.schedule = warmupCosine(c.lr, c.warmup, c.steps, c.minLr);
+  }
+
+  /** Runs one optimizer step and reads its loss back (one read per step, after the update is queued). */
+  async trainStep(): Promise<StepResult> {
+    const c = this.config, b = this.model.embed.weight.backend;
+    const lr = this.schedule(this.step);
+    this.optimizer.lr = lr;
+    let total: Tensor | null = null;
+    for (let micro = 0; micro < c.accumulate; micro++) {
+      const { inputs, targets } = this.batches.batchAt(this.step * c.accumulate + micro);
+      const l = tidy(() => {
+        const x = tensor(inputs, [c.batchSize, c.context], { backend: b, dtype: 'i32' });
+        const y = tensor(targets, [c.batchSize, c.context], { backend: b, dtype: 'i32' });
+        const loss = this.model.loss(x, y);
+        // Each micro-batch's loss counts 1/accumulate, so the summed gradient is the mean's and
+        // clipping sees the same norm as one batch of accumulate × batchSize.
+        (c.accumulate === 1 ? loss : mul(loss, 1 / c.accumulate)).backward();
+        const d = loss.detach();
+        return total ? add(total, d) : d;
+      });
+      if (total && total !== l) total.dispose();
+      total = l;
+    }
+    const norm = c.gradClip > 0 ? clipGradNorm(this.optimizer.params, c.gradClip) : null;
+    this.optimizer.step();
+    this.optimizer.zeroGrad();
+    const lossSum = (await total!.data())[0];
+    const gradNorm = norm ? (await norm.data())[0] : NaN;
+    total!.dispose();
+    norm?.dispose();
+    this.step++;
+    return { step: this.step, loss: lossSum / c.accumulate, lr, gradNorm, tokens: c.accumulate * c.batchSize * c.context };
+  }
+
+  dispose(): void {
+    this.optimizer.dispose();
+  }
+}
+

@@ -1,0 +1,189 @@
+/**
+ * WebGPU attention kernels against the CPU reference (src/backend/cpu/attention.ts) on tiny random
+ * inputs whose sizes are multiples of no tile: the plain forward, flash-decoding (split + combine,
+ * vector and scalar K/V loads, several chunks), the backward (delta, dq, dk/dv with GQA sums),
+ * kvWrite (buffer copies and the word kernel of odd 16-bit rows), the op with autograd on the
+ * device, and the tensor-core forward where the device has f16 subgroup matrices (an explicit,
+ * named skip elsewhere, e.g. on SwiftShader).
+ *
+ * Tolerance: |gpu − cpu| ≤ tol·(1 + |cpu|) with the CPU computing in f32 from the same stored
+ * inputs; tol = 2e-5 for f32 (summation order), 4e-3 for f16 and 2e-2 for bf16 (one rounding of
+ * the output plus order); the tensor-core path rounds P to f16 before P·V, hence 8e-3 there.
+ *
+ *   VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json FON_REQUIRE_WEBGPU=1 node --import tsx --test test/backend/webgpu_attention.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { AttentionArgs } from '../../src/backend/backend.ts';
+import * as cpu from '../../src/backend/cpu/attention.ts';
+import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import { attentionDecode, attentionPlain, attentionTc, decodeRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attention, kvWrite } from '../../src/ops/attention.ts';
+import * as fon from '../../src/index.ts';
+import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
+import { uniformStream } from '../../src/ops/random.ts';
+import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+
+const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
+exitAfterWebgpu();
+const skip = webgpuSkipReason();
+
+const TOL: Record<FloatDType, number> = { f32: 2e-5, f16: 4e-3, bf16: 2e-2 };
+
+function randomHost(n: number, dtype: FloatDType, seed: number): AnyHostArray {
+  const r = uniformStream(seed);
+  return f32ToHost(Float32Array.from({ length: n }, () => (r() + r() + r() - 1.5) * 2), dtype);
+}
+
+interface Case { b: number; h: number; hkv: number; tq: number; tk: number; d: number; kvLength?: number; causal?: boolean; window?: number; dtype?: FloatDType }
+
+function argsOf(c: Case): AttentionArgs {
+  const kvLength = c.kvLength ?? c.tk;
+  return { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, causal: c.causal ?? true, window: c.window ?? 0, scale: 1 / Math.sqrt(c.d) };
+}
+
+interface Inputs { a: AttentionArgs; dtype: FloatDType; host: AnyHostArray[]; refs: { h: GpuHandle; shape: number[]; dtype: FloatDType }[] }
+
+/** q, k, v (and dO) as host data and as device handles. */
+function inputs(c: Case, seed: number, withGrad = false): Inputs {
+  const a = argsOf(c), dtype = c.dtype ?? 'f32';
+  const shapes = [[c.b, c.h, c.tq, c.d], [c.b, c.hkv, c.tk, c.d], [c.b, c.hkv, c.tk, c.d], ...(withGrad ? [[c.b, c.h, c.tq, c.d]] : [])];
+  const host = shapes.map((s, i) => randomHost(s.reduce((x, y) => x * y, 1), dtype, seed + i));
+  const refs = host.map((hst, i) => ({ h: gpu!.upload(hst, dtype), shape: shapes[i], dtype }));
+  return { a, dtype, host, refs };
+}
+
+const cref = (h: AnyHostArray, dtype: FloatDType | 'f32', shape: number[] = []) => ({ h, shape, dtype });
+
+async function compare(got: GpuHandle, dtype: FloatDType | 'f32', want: AnyHostArray, tol: number, what: string): Promise<void> {
+  const g = hostToF32(await gpu!.read(got, dtype, want.length), dtype);
+  const w = hostToF32(want, dtype);
+  let worst = 0, at = -1;
+  for (let i = 0; i < w.length; i++) {
+    const err = w[i] === -Infinity && g[i] === -Infinity ? 0 : Math.abs(g[i] - w[i]) / (1 + Math.abs(w[i]));
+    if (!(err <= worst)) { worst = err; at = i; }
+  }
+  assert.ok(worst <= tol, `${what}: worst error ${worst} at ${at} (gpu ${g[at]}, cpu ${w[at]}) above ${tol}`);
+}
+
+async function checkForward(c: Case, run: (x: Inputs) => [GpuHandle, GpuHandle], tol = TOL[c.dtype ?? 'f32']): Promise<void> {
+  const x = inputs(c, 7);
+  const [wantOut, wantLse] = cpu.attention(cref(x.host[0], x.dtype), cref(x.host[1], x.dtype), cref(x.host[2], x.dtype), x.a);
+  const [out, lse] = run(x);
+  await compare(out, x.dtype, wantOut, tol, `${JSON.stringify(c)} out`);
+  await compare(lse, 'f32', wantLse, 1e-4, `${JSON.stringify(c)} lse`);
+  for (const h of [out, lse, ...x.refs.map((r) => r.h)]) gpu!.free(h);
+}
+
+const FORWARD: Case[] = [
+  { b: 1, h: 2, hkv: 2, tq: 19, tk: 19, d: 24 },
+  { b: 2, h: 3, hkv: 1, tq: 17, tk: 17, d: 8, window: 5 },
+  { b: 1, h: 2, hkv: 1, tq: 9, tk: 37, d: 16, kvLength: 30 },
+  { b: 1, h: 1, hkv: 1, tq: 10, tk: 21, d: 40, causal: false },
+  { b: 1, h: 2, hkv: 2, tq: 18, tk: 18, d: 5 },
+  { b: 1, h: 1, hkv: 1, tq: 4, tk: 6, d: 8, kvLength: 0 },
+  { b: 1, h: 2, hkv: 1, tq: 9, tk: 5, d: 8 },
+  { b: 1, h: 2, hkv: 1, tq: 17, tk: 17, d: 16, dtype: 'f16' },
+  { b: 1, h: 2, hkv: 1, tq: 17, tk: 20, d: 12, dtype: 'bf16', window: 4 },
+];
+
+test('attention plain forward vs CPU: causal, window, GQA, kvLength < Tk, not causal, odd D, kvLength 0, rows before the first key, f16, bf16 [webgpu]', { skip }, async () => {
+  for (const c of FORWARD) await checkForward(c, (x) => attentionPlain(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a));
+});
+
+const DECODE: Case[] = [
+  { b: 1, h: 4, hkv: 1, tq: 1, tk: 300, d: 32, kvLength: 290 },
+  { b: 2, h: 4, hkv: 2, tq: 3, tk: 150, d: 16, window: 40 },
+  { b: 1, h: 2, hkv: 2, tq: 1, tk: 70, d: 6 },
+  { b: 1, h: 2, hkv: 1, tq: 2, tk: 9, d: 8, causal: false, kvLength: 7 },
+  { b: 1, h: 2, hkv: 1, tq: 1, tk: 8, d: 8, kvLength: 0 },
+  { b: 1, h: 2, hkv: 1, tq: 4, tk: 6, d: 8, kvLength: 2 },
+  { b: 1, h: 8, hkv: 2, tq: 1, tk: 260, d: 16, dtype: 'f16' },
+  { b: 1, h: 2, hkv: 1, tq: 1, tk: 200, d: 8, dtype: 'bf16', kvLength: 133 },
+];
+
+test('attention decode (split + combine) vs CPU: GQA, window, several chunks, scalar loads (D = 6), 8-half loads, subgroup and tree maxima, kvLength 0, f16, bf16 [webgpu]', { skip }, async () => {
+  for (const c of DECODE) {
+    assert.ok(decodeRows(gpu!, argsOf(c)) > 0, `decode kernel should take ${JSON.stringify(c)}`);
+    for (const splits of [1, 3]) {
+      for (const sg of gpu!.caps.subgroups ? [false, true] : [false]) await checkForward(c, (x) => attentionDecode(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, splits, sg));
+    }
+  }
+});
+
+const BACKWARD: Case[] = [
+  { b: 1, h: 2, hkv: 2, tq: 19, tk: 19, d: 12 },
+  { b: 1, h: 4, hkv: 2, tq: 10, tk: 23, d: 8, kvLength: 20, window: 6 },
+  { b: 2, h: 2, hkv: 1, tq: 7, tk: 9, d: 5, causal: false },
+  { b: 1, h: 2, hkv: 1, tq: 9, tk: 5, d: 8 },
+  { b: 1, h: 2, hkv: 1, tq: 17, tk: 17, d: 16, dtype: 'bf16' },
+];
+
+test('attention backward vs CPU: dq, dk, dv with GQA sums, window, kvLength < Tk, not causal, bf16 [webgpu]', { skip }, async () => {
+  for (const c of BACKWARD) {
+    const x = inputs(c, 21, true);
+    const dtype = x.dtype;
+    const [o, l] = cpu.attention(cref(x.host[0], dtype), cref(x.host[1], dtype), cref(x.host[2], dtype), x.a);
+    const want = cpu.attentionBackward(cref(x.host[0], dtype), cref(x.host[1], dtype), cref(x.host[2], dtype), cref(o, dtype), cref(l, 'f32'), cref(x.host[3], dtype), x.a);
+    const oRef = { h: gpu!.upload(o, dtype), shape: [], dtype }, lRef = { h: gpu!.upload(l, 'f32'), shape: [], dtype: 'f32' as const };
+    const got = gpu!.attentionBackward(x.refs[0], x.refs[1], x.refs[2], oRef, lRef, x.refs[3], x.a);
+    const tol = dtype === 'f32' ? 1e-4 : TOL[dtype];
+    for (let i = 0; i < 3; i++) await compare(got[i], dtype, want[i], tol, `${JSON.stringify(c)} ${['dq', 'dk', 'dv'][i]}`);
+    for (const h of [...got, oRef.h, lRef.h, ...x.refs.map((r) => r.h)]) gpu!.free(h);
+  }
+});
+
+test('kvWrite vs CPU: aligned rows (copies), a full overwrite, odd 16-bit rows (word kernel) [webgpu]', { skip }, async () => {
+  const cases: [FloatDType, number, number, number, number][] = [['f32', 7, 3, 2, 5], ['f16', 6, 4, 2, 8], ['f16', 5, 3, 1, 5], ['bf16', 5, 2, 3, 7], ['f16', 3, 4, 0, 4]];
+  for (const [dtype, d, n, pos, tmax] of cases) {
+    const [b, hkv] = [2, 3];
+    const cacheHost = randomHost(b * hkv * tmax * d, dtype, 1), xHost = randomHost(b * hkv * n * d, dtype, 2);
+    const args = { batch: b, kvHeads: hkv, tmax, n, d, pos };
+    const want = cacheHost.slice();
+    cpu.kvWrite(cref(want, dtype), cref(xHost, dtype), args);
+    const cache = { h: gpu!.upload(cacheHost, dtype), shape: [], dtype }, x = { h: gpu!.upload(xHost, dtype), shape: [], dtype };
+    gpu!.kvWrite(cache, x, args);
+    assert.deepStrictEqual(await gpu!.read(cache.h, dtype, want.length), want, `${dtype} d=${d} n=${n} pos=${pos} tmax=${tmax}`);
+    gpu!.free(cache.h); gpu!.free(x.h);
+  }
+});
+
+test('attention op on the device: forward, gradients and decode through kvWrite match the CPU backend [webgpu]', { skip }, async () => {
+  const cpuB = new (await import('../../src/backend/cpu/backend.ts')).CpuBackend();
+  const shapes = { q: [1, 4, 6, 8], kv: [1, 2, 6, 8] };
+  const results: Record<string, Float32Array[]> = {};
+  for (const be of [cpuB, gpu!]) {
+    const q = fon.randn(shapes.q, { seed: 1, backend: be, requiresGrad: true });
+    const k = fon.randn(shapes.kv, { seed: 2, backend: be, requiresGrad: true });
+    const v = fon.randn(shapes.kv, { seed: 3, backend: be, requiresGrad: true });
+    const w = fon.randn(shapes.q, { seed: 4, backend: be });
+    const out = attention(q, k, v, { window: 4 });
+    fon.backward(fon.sum(fon.mul(out, w)));
+    const cache = fon.zeros([1, 2, 9, 8], { backend: be });
+    kvWrite(cache, k, 2);
+    const last = attention(fon.slice(q, [0, 0, 5, 0], [1, 4, 1, 8]), cache, cache, { kvLength: 8 });
+    results[be.name] = await Promise.all([out, q.grad!, k.grad!, v.grad!, cache, last].map(async (t) => hostToF32(await t.data(), t.dtype)));
+    for (const t of [q, k, v, w, out, cache, last]) t.dispose();
+  }
+  results.cpu.forEach((want, i) => {
+    const got = results.webgpu[i];
+    for (let j = 0; j < want.length; j++) assert.ok(Math.abs(got[j] - want[j]) <= 1e-4 * (1 + Math.abs(want[j])), `output ${i} [${j}]: gpu ${got[j]}, cpu ${want[j]}`);
+  });
+});
+
+test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength < Tk, not causal, cut-off blocks, 4 and 8 subgroups, each pass-1 variant, q held or reloaded [webgpu]', { skip }, async (t) => {
+  if (!tcEligible(gpu!, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core forward cannot run here`); return; }
+  const cases: Case[] = [
+    { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
+    { b: 1, h: 4, hkv: 1, tq: 77, tk: 130, d: 128, kvLength: 120, window: 50 },
+    { b: 2, h: 2, hkv: 2, tq: 33, tk: 33, d: 32, causal: false },
+    { b: 1, h: 1, hkv: 1, tq: 20, tk: 20, d: 256 },
+    { b: 1, h: 2, hkv: 1, tq: 16, tk: 300, d: 128 },
+  ];
+  for (const c of cases) {
+    // The device's choice, 4 subgroups (the choice where memory is short), the lse pass, q reloaded.
+    for (const variant of [{}, { nsg: 4 }, { maxPass: false }, { qReload: true }]) {
+      await checkForward({ ...c, dtype: 'f16' }, (x) => attentionTc(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, variant), 8e-3);
+    }
+  }
+});

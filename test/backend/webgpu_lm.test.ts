@@ -1,0 +1,51 @@
+/**
+ * The language model on WebGPU: a few training steps follow the CPU's loss curve, the buffer pool
+ * stays flat across steps, and greedy generation through the KV cache gives the CPU's tokens.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { CpuBackend } from '../../src/backend/cpu/backend.ts';
+import type { Backend } from '../../src/index.ts';
+import { parseModelConfig } from '../../src/model/config.ts';
+import { Decoder } from '../../src/model/decoder.ts';
+import { ParamFactory } from '../../src/nn/params.ts';
+import { DEFAULT_TRAIN, Trainer } from '../../src/train/trainer.ts';
+import { generate } from '../../src/infer/generate.ts';
+import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
+import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+
+const gpu = await webgpuOrSkip();
+exitAfterWebgpu();
+
+const cfg = parseModelConfig({ vocabSize: 257, dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, headDim: 8, mlpHidden: 48, contextLength: 24, qkNorm: true, attention: [{ type: 'full' }, { type: 'local', window: 7 }] });
+const batches = {
+  batchAt(i: number) {
+    const inputs = new Int32Array(2 * 24), targets = new Int32Array(2 * 24);
+    for (let j = 0; j < inputs.length; j++) { inputs[j] = (i * 31 + j * 7) % 257; targets[j] = (i * 13 + j * 5 + 1) % 257; }
+    return { inputs, targets };
+  },
+};
+
+async function train(b: Backend, steps: number) {
+  const m = new Decoder(cfg, new ParamFactory({ backend: b, seed: 3 }));
+  const tr = new Trainer(m, batches, { ...DEFAULT_TRAIN, steps, batchSize: 2, context: 24, warmup: 1 });
+  const losses: number[] = [], bytes: number[] = [];
+  for (let s = 0; s < steps; s++) {
+    losses.push((await tr.trainStep()).loss);
+    const mem = b.memory();
+    bytes.push(mem.liveBytes + mem.pooledBytes);
+  }
+  return { m, tr, losses, bytes };
+}
+
+test('language model: 8 training steps on webgpu follow the CPU loss curve; pool bytes stay flat [webgpu]', { skip: webgpuSkipReason() }, async () => {
+  const want = await train(new CpuBackend(), 8);
+  const got = await train(gpu!, 8);
+  got.losses.forEach((l, i) => assert.ok(Math.abs(l - want.losses[i]) <= 1e-3 * Math.abs(want.losses[i]), `step ${i}: webgpu ${l} vs cpu ${want.losses[i]}`));
+  for (let i = 3; i < got.bytes.length; i++) assert.equal(got.bytes[i], got.bytes[2], `step ${i}: the pool grew`);
+  const tok = byteTokenizer();
+  const a = await generate(want.m, tok, 'ab', { maxTokens: 8, temperature: 0 });
+  const b = await generate(got.m, tok, 'ab', { maxTokens: 8, temperature: 0 });
+  assert.deepEqual(b.ids, a.ids, 'greedy tokens');
+  for (const r of [want, got]) { r.tr.dispose(); r.m.dispose(); }
+});

@@ -1,0 +1,124 @@
+/**
+ * The `fon` commands end to end as a user runs them (child processes): train → info → eval →
+ * generate on a small text file and a tiny model, exact resume, Ctrl-C, and bad input (exit code 2,
+ * one line naming the problem, no stack trace, no half-written checkpoint).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync, truncateSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const FON = join(import.meta.dirname, '../../bin/fon.js');
+const dir = mkdtempSync(join(tmpdir(), 'fon-cli-'));
+const corpus = join(dir, 'corpus.txt');
+const sentences = ['The cat sat on the mat.', 'A dog ran in the park.', 'We read books at night.', 'Rain fell on the old town.'];
+writeFileSync(corpus, Array.from({ length: 400 }, (_, i) => sentences[(i * 7) % 4]).join(' '));
+const config = join(dir, 'model.json');
+writeFileSync(config, JSON.stringify({ dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32, contextLength: 32 }));
+const TRAIN = ['train', '--data', corpus, '--config', config, '--steps', '6', '--batch', '2', '--backend', 'cpu', '--eval-every', '3', '--eval-windows', '2', '--checkpoint-every', '0', '--final-eval-windows', '4'];
+
+function fon(...args: string[]) {
+  const r = spawnSync(process.execPath, [FON, ...args], { encoding: 'utf8', timeout: 120_000 });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+function assertCleanError(r: { code: number | null; err: string }, re: RegExp) {
+  assert.equal(r.code, 2, `exit code (stderr: ${r.err})`);
+  assert.match(r.err, re);
+  assert.doesNotMatch(r.err, /\n\s+at /, 'no stack trace');
+}
+
+test('fon train → info → eval → generate', () => {
+  const out = join(dir, 'run');
+  const t = fon(...TRAIN, '--out', out, '--sample', '--sample-tokens', '8');
+  assert.equal(t.code, 0, t.err);
+  assert.match(t.out, /^validation: perplexity \d+\.\d+, bits per byte \d+\.\d+/m);
+  assert.match(t.out, /^sample:/m);
+  const latest = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint;
+  assert.equal(latest, 'step-000006');
+  assert.deepEqual(readdirSync(join(out, latest)).sort(), ['config.json', 'model.safetensors', 'optimizer.safetensors', 'tokenizer.json', 'trainer.json']);
+  const log = readFileSync(join(out, 'log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(log.filter((e) => 'loss' in e).map((e) => e.step), [1, 2, 3, 4, 5, 6]);
+  assert.deepEqual(log.filter((e) => 'valLoss' in e).map((e) => e.step), [3, 6]);
+  assert.match(readFileSync(join(out, 'loss.svg'), 'utf8'), /^<svg[^>]*>[\s\S]*<\/svg>\s*$/);
+
+  const info = fon('info', '--model', out, '--json');
+  assert.equal(info.code, 0, info.err);
+  const i = JSON.parse(info.out);
+  assert.equal(i.config.dModel, 16);
+  assert.equal(i.kvCacheBytesPerToken.f32, 2 * 1 * 1 * 8 * 4);
+
+  const e1 = fon('eval', '--model', out, '--file', corpus, '--json', '--backend', 'cpu');
+  assert.equal(e1.code, 0, e1.err);
+  const r = JSON.parse(e1.out);
+  assert.equal(r.context, 32);
+  assert.ok(r.bitsPerByte > 0 && Math.abs(r.perplexity - Math.exp(r.loss)) < 1e-9 * r.perplexity);
+  assert.ok(Math.abs(r.bitsPerByte - (r.loss * r.tokens) / Math.LN2 / r.bytes) < 1e-9);
+  assert.equal(r.tokens, statSync(corpus).size, 'stride = context scores every token after the first: the file\'s bytes and the separator after them');
+
+  const g1 = fon('generate', '--model', out, '--prompt', 'The cat', '--temperature', '0', '--max-tokens', '12', '--backend', 'cpu');
+  const g2 = fon('generate', '--model', join(out, latest), '--prompt', 'The cat', '--temperature', '0', '--max-tokens', '12', '--backend', 'cpu');
+  assert.equal(g1.code, 0, g1.err);
+  assert.equal(g1.out, g2.out, 'greedy is deterministic, from the output directory or the checkpoint directory');
+});
+
+test('fon train: a run stopped and resumed follows the uninterrupted loss curve exactly', () => {
+  const a = join(dir, 'straight'), b = join(dir, 'resumed');
+  assert.equal(fon(...TRAIN, '--out', a).code, 0);
+  const stopped = fon(...TRAIN, '--out', b, '--stop-after', '2');
+  assert.equal(stopped.code, 130, stopped.err);
+  assert.match(stopped.err, /stopped at step 2; continue with: fon train --out .* --resume/);
+  const resumed = fon('train', '--out', b, '--resume', '--backend', 'cpu', '--final-eval-windows', '4');
+  assert.equal(resumed.code, 0, resumed.err);
+  assert.equal(readFileSync(join(b, 'log.jsonl'), 'utf8'), readFileSync(join(a, 'log.jsonl'), 'utf8'));
+  assert.deepEqual(readFileSync(join(b, 'step-000006', 'model.safetensors')), readFileSync(join(a, 'step-000006', 'model.safetensors')));
+});
+
+test('fon train: Ctrl-C writes a checkpoint that resumes', async () => {
+  const out = join(dir, 'interrupted');
+  const child = spawn(process.execPath, [FON, ...TRAIN.map((x) => (x === '6' ? '100000' : x)), '--out', out, '--eval-every', '0', '--checkpoint-every', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  const code = await new Promise<number | null>((resolve) => {
+    // Interrupt once the first checkpoint exists, in the middle of the run.
+    const poll = setInterval(() => { if (existsSync(join(out, 'latest.json'))) { clearInterval(poll); child.kill('SIGINT'); } }, 50);
+    child.on('exit', (c) => { clearInterval(poll); resolve(c); });
+  });
+  assert.equal(code, 130, err);
+  const latest = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint as string;
+  const step = Number(latest.slice(5));
+  assert.ok(step >= 1);
+  assert.ok(!readdirSync(out).some((f) => f.includes('.tmp-')), 'no temporary directory left');
+  const state = JSON.parse(readFileSync(join(out, latest, 'trainer.json'), 'utf8'));
+  assert.equal(state.step, step);
+});
+
+test('fon: bad input gets one clear line and exit code 2', () => {
+  assertCleanError(fon('train', '--data', join(dir, 'nope.txt'), '--out', join(dir, 'x1'), '--backend', 'cpu'), /corpus .*nope\.txt does not exist/);
+  const empty = join(dir, 'empty.txt');
+  writeFileSync(empty, '  \n');
+  assertCleanError(fon('train', '--data', empty, '--out', join(dir, 'x2'), '--backend', 'cpu'), /empty/);
+  const badCfg = join(dir, 'bad.json');
+  writeFileSync(badCfg, JSON.stringify({ dModel: 16, nHeds: 2 }));
+  assertCleanError(fon('train', '--data', corpus, '--config', badCfg, '--out', join(dir, 'x3'), '--backend', 'cpu'), /bad\.json: unknown key 'nHeds' \(value 2\)/);
+  assertCleanError(fon('train', '--data', corpus, '--out', join(dir, 'x4'), '--resume', '--backend', 'cpu'), /--resume: .*x4 holds no checkpoint/);
+  assertCleanError(fon('train', '--data', corpus, '--out', join(dir, 'x5'), '--steps', 'many', '--backend', 'cpu'), /--steps "many": expected an integer ≥ 1/);
+  assertCleanError(fon('train', '--data', corpus, '--out', join(dir, 'x6'), '--frobnicate', '--backend', 'cpu'), /train: Unknown option '--frobnicate'/);
+  assertCleanError(fon('train', '--data', corpus, '--out', join(dir, 'run'), '--backend', 'cpu'), /already holds a checkpoint; pass --resume to continue it or --overwrite/);
+  assertCleanError(fon('generate', '--model', join(dir, 'nothing'), '--prompt', 'x', '--backend', 'cpu'), /no checkpoint at .*nothing: the path does not exist/);
+  assertCleanError(fon('generate', '--model', join(dir, 'run'), '--prompt', 'x'.repeat(40), '--backend', 'cpu'), /prompt of 40 tokens .* context of 32 tokens/);
+  assertCleanError(fon('frobnicate'), /unknown command 'frobnicate'/);
+  assert.ok(!existsSync(join(dir, 'x3')) || !existsSync(join(dir, 'x3', 'latest.json')), 'no checkpoint for a failed start');
+});
+
+test('fon: a corrupt checkpoint is named, not loaded', () => {
+  const out = join(dir, 'corrupt');
+  assert.equal(fon(...TRAIN, '--out', out, '--steps', '1', '--eval-every', '0').code, 0);
+  const model = join(out, 'step-000001', 'model.safetensors');
+  truncateSync(model, statSync(model).size - 10);
+  assertCleanError(fon('generate', '--model', out, '--prompt', 'x', '--backend', 'cpu'), /model\.safetensors/);
+  writeFileSync(join(out, 'step-000001', 'config.json'), '{"dModel": 16, "colour": "red"}');
+  assertCleanError(fon('info', '--model', out), /config\.json: unknown key 'colour'/);
+});

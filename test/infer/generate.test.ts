@@ -1,0 +1,81 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fon from '../../src/index.ts';
+import { parseModelConfig } from '../../src/model/config.ts';
+import { Decoder } from '../../src/model/decoder.ts';
+import { ParamFactory } from '../../src/nn/params.ts';
+import { generate } from '../../src/infer/generate.ts';
+import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
+
+const cpu = await fon.initBackend('cpu');
+const tok = byteTokenizer();
+
+function model(contextLength = 32): Decoder {
+  const cfg = parseModelConfig({ vocabSize: 257, dModel: 16, nLayers: 2, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32, contextLength });
+  return new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 3 }));
+}
+
+/** Greedy decoding by recomputing the whole sequence each step (no cache): the reference. */
+async function greedyNoCache(m: Decoder, prompt: number[], n: number): Promise<number[]> {
+  const seq = [tok.eosId, ...prompt];
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const logits = fon.noGrad(() => m.forward(fon.tensor(seq, [1, seq.length], { backend: cpu, dtype: 'i32' }), { lastOnly: true }));
+    const row = (await logits.data()) as Float32Array;
+    logits.dispose();
+    let best = 0;
+    for (let j = 1; j < row.length; j++) if (row[j] > row[best]) best = j;
+    out.push(best);
+    seq.push(best);
+  }
+  return out;
+}
+
+test('generate: greedy decoding through the KV cache equals recomputing the whole sequence', async () => {
+  const m = model();
+  const prompt = 'The ';
+  const ref = await greedyNoCache(m, tok.encode(prompt), 12);
+  const eos = ref.indexOf(tok.eosId);
+  const r = await generate(m, tok, prompt, { maxTokens: 12, temperature: 0 });
+  const expect = eos >= 0 ? ref.slice(0, eos) : ref;
+  assert.deepEqual(r.ids, expect);
+  assert.equal(r.stopReason, eos >= 0 ? 'eos' : 'maxTokens');
+  assert.equal(r.promptTokens, 4);
+  m.dispose();
+});
+
+test('generate: streams exactly the returned text; the cache is freed afterwards', async () => {
+  const m = model();
+  const before = cpu.memory().liveBytes;
+  let streamed = '';
+  const r = await generate(m, tok, 'ab', { maxTokens: 10, temperature: 1, seed: 7, onText: (s) => { streamed += s; } });
+  assert.equal(streamed, r.text);
+  assert.equal(cpu.memory().liveBytes, before, 'every tensor of the generation is freed');
+  const again = await generate(m, tok, 'ab', { maxTokens: 10, temperature: 1, seed: 7 });
+  assert.deepEqual(again.ids, r.ids, 'same seed, same tokens');
+  m.dispose();
+});
+
+test('generate: a stop string ends the text before it', async () => {
+  const m = model();
+  const free = await generate(m, tok, 'x', { maxTokens: 20, temperature: 0 });
+  assert.ok(free.text.length >= 3, 'the model generates some text');
+  const stop = free.text.slice(2, 3);
+  const r = await generate(m, tok, 'x', { maxTokens: 20, temperature: 0, stop: [stop] });
+  assert.equal(r.stopReason, 'stop');
+  assert.equal(r.text, free.text.slice(0, free.text.indexOf(stop)));
+  m.dispose();
+});
+
+test('generate: a prompt longer than the context is an error, or truncated with a warning', async () => {
+  const m = model(16);
+  await assert.rejects(generate(m, tok, 'x'.repeat(20), { maxTokens: 2 }), /prompt of 20 tokens \(plus the start token\) leaves no room in the context of 16 tokens; shorten it or allow truncation/);
+  const warnings: string[] = [];
+  const r = await generate(m, tok, 'x'.repeat(20), { maxTokens: 5, temperature: 0, truncatePrompt: true, onWarning: (w) => warnings.push(w) });
+  assert.match(warnings[0], /kept its last 14 tokens/);
+  assert.equal(r.promptTokens, 14);
+  // 15 positions hold the prompt; the 16th holds the first generated token, whose logits give the second.
+  if (r.stopReason !== 'eos') assert.deepEqual([r.ids.length, r.stopReason], [2, 'context']);
+  await assert.rejects(generate(m, tok, 'a', { maxTokens: 0 }), /maxTokens 0 must be a positive integer/);
+  m.dispose();
+});
