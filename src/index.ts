@@ -20,3 +20,25 @@ export * from './ops/grad.ts';
 export { toBackend } from './ops/transfer.ts';
 export { WasmBackend, type WasmBackendOptions } from './backend/wasm/index.ts';
 export { WebGpuBackend } from './backend/webgpu/index.ts';
+
+// Language models: config, modules, attention mechanisms, the decoder, training, sampling, generation.
+export { parseModelConfig, DEFAULT_CONFIG, kvBytesPerToken, ConfigError, type ModelConfig, type LayerAttention } from './model/config.ts';
+export { preset, PRESET_NAMES } from './model/presets.ts';
+export { Decoder, type ForwardOptions } from './model/decoder.ts';
+export { ParamFactory, type ParamFactoryOptions, type Init } from './nn/params.ts';
+export { Module } from './nn/module.ts';
+export type { AttentionMechanism, LayerKv } from './attention/mechanism.ts';
+export { createMechanism } from './attention/registry.ts';
+export { denseAttention } from './attention/dense.ts';
+export { Trainer, DEFAULT_TRAIN, type TrainConfig, type Batches, type StepResult } from './train/trainer.ts';
+export { AdamW, SGD, type Optimizer } from './train/optim.ts';
+export { clipGradNorm } from './train/clip.ts';
+export { warmupCosine, constant, type Schedule } from './train/schedule.ts';
+export { KvCache } from './infer/kv_cache.ts';
+export { Sampler, type SamplingOptions } from './infer/sampler.ts';
+export { StopMatcher } from './infer/stop_strings.ts';
+export { generate, type GenerateOptions, type GenerateResult } from './infer/generate.ts';
+export { evaluate, type EvalResult, type EvalWindow } from './eval/perplexity.ts';
+export { tokenByteLengths } from './eval/token_bytes.ts';
+export { byteTokenizer, trainBpe, loadTokenizer, parseTokenizer, END_OF_TEXT, type Tokenizer } from './io/tokenizer/tokenizer.ts';
+export { encodeSafetensors, decodeSafetensors, tensorsToSafetensors, safetensorsToTensors, SafetensorsError } from './io/safetensors.ts';

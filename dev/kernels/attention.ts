@@ -5,6 +5,29 @@
  * of one query, GQA 32/8, D=128, over a long cache.
  *
  *   node --import tsx dev/kernels/attention.ts [--prefill 1024,4096,16384] [--decode 16384,131072] [--only p1,t1,d1]
+ *                                              [--shape 16,8,512,64/16,4,256,32] (training shapes B,H,T,D, f32)
+ *
+ * With --shape, the training-path versions (f32 storage, causal, H = Hkv) run instead at each given
+ * shape: forward alone (f*) and forward + backward (b*), each first checked against the CPU at
+ * B = 1, H = 2 with the same T and D (so every tile path of the full shape runs), then timed; TFLOP/s
+ * count the causal half, the backward as 2.5× the forward.
+ *
+ * Measured on the H200 (run of 2026-11-30T00:3x, `--shape 16,8,512,64/16,4,256,32`), ms (TFLOP/s):
+ *                 small B=16 H=8 T=512 D=64     tiny B=16 H=4 T=256 D=32
+ *   f1            3.377 (1.27)                  0.316 (0.85)
+ *   f2            0.524 (8.20)                  0.101 (2.67)
+ *   b1           15.997 (0.94)                  1.411 (0.67)
+ *   b2            3.189 (4.71)                  0.389 (2.41)
+ *
+ *   f1  the plain forward p1 at training shapes.
+ *   f2  register-blocked (attention_blocked.wgsl FWD): 4TR×32 score tiles, each of 8·TR invocations
+ *       owns 4 query rows × 4 keys (dot products of vec4s from row-major padded tiles) and 4 rows ×
+ *       D/32 column vec4s of O; row maxima meet in workgroup memory, partial row sums only at the
+ *       end; whole-visible blocks skip the mask; TR = 16 where 46 KB of workgroup memory fit.
+ *       ← src (forward the tensor-core and decode kernels do not take; D ≤ 64)
+ *   b1  f1 + the plain delta, dq and dk/dv kernels.
+ *   b2  f2 + the plain delta + blocked DQ (TR = 8) and DKDV (32 keys × 32 query rows per step,
+ *       4 keys × D/32 column vec4s of dk and dv per invocation).   ← src (backward, D ≤ 64 on 48 KB)
  *
  * Versions, with milliseconds on one H200 (Dawn 0.6.2 through Vulkan, driver 580.159,
  * disable_robustness as node_gpu.ts sets it) from the three runs of 2026-11-30; prefill causal
@@ -14,7 +37,7 @@
  *
  *   p1  plain tiled flash attention (attention_plain.wgsl FWD): 16 query rows × 16 keys per
  *       workgroup of 64, tiles in workgroup memory as f32, online softmax, O in registers.
- *       ← src fallback (no subgroup matrices, or not f16)          4K 183.2 (0.8 TFLOP/s), 16K 2790 (0.8)
+ *       ← src fallback (tiles of f2 too large: D > 64)          4K 183.2 (0.8 TFLOP/s), 16K 2790 (0.8)
  *   t0  (not kept) first tensor-core kernel: 4 subgroups, q staged through workgroup memory, S
  *       row-major (16-way bank conflicts in the lane reads), the S accumulators declared inside
  *       the key loop without an initialiser. Wrong on the H200 (max error 2.3); t1 gives them an
@@ -49,7 +72,8 @@ import { parseArgs } from 'node:util';
 import { attention as cpuAttention } from '../../src/backend/cpu/attention.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { WebGpuBackend, type GpuHandle, type GpuRef } from '../../src/backend/webgpu/backend.ts';
-import { attentionDecode, attentionPlain, attentionTc, decodeRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward, attentionBlocked, attentionDecode, attentionPlain, attentionTc, blockedRows, decodeRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward as cpuAttentionBackward } from '../../src/backend/cpu/attention.ts';
 import { f32ToHost, hostToF32 } from '../../src/tensor/dtype.ts';
 import { normalArray } from '../../src/ops/random.ts';
 
@@ -58,6 +82,7 @@ const { values: flags } = parseArgs({
     prefill: { type: 'string', default: '1024,4096,16384' },
     decode: { type: 'string', default: '16384,131072' },
     only: { type: 'string' },
+    shape: { type: 'string' },
   },
 });
 
@@ -111,8 +136,81 @@ async function time(be: WebGpuBackend, ver: Version, a: AttentionArgs): Promise<
   return ts[1] / n;
 }
 
+// ------------------------------------------------------------------------ training shapes (--shape)
+
+/** A training-path version: forward, or forward + backward; returns every handle it made. */
+interface TrainVersion { name: string; run(be: WebGpuBackend, x: GpuRef[], a: AttentionArgs): GpuHandle[] }
+
+function fwdBwd(fwd: (be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs) => [GpuHandle, GpuHandle], blocked: boolean) {
+  return (be: WebGpuBackend, x: GpuRef[], a: AttentionArgs): GpuHandle[] => {
+    const [o, l] = fwd(be, x[0], x[1], x[2], a);
+    const f32 = (h: GpuHandle): GpuRef => ({ h, shape: [], dtype: 'f32' });
+    return [o, l, ...attentionBackward(be, x[0], x[1], x[2], f32(o), f32(l), x[3], a, blocked)];
+  };
+}
+
+const TRAIN: TrainVersion[] = [
+  { name: 'f1', run: (be, x, a) => attentionPlain(be, x[0], x[1], x[2], a) },
+  { name: 'f2', run: (be, x, a) => attentionBlocked(be, x[0], x[1], x[2], a) },
+  { name: 'b1', run: fwdBwd(attentionPlain, false) },
+  { name: 'b2', run: fwdBwd(attentionBlocked, true) },
+];
+
+function trainInputs(be: WebGpuBackend, a: AttentionArgs): { host: Float32Array[]; refs: GpuRef[] } {
+  const n = a.batch * a.heads * a.tq * a.d;
+  const host = [1, 2, 3, 4].map((seed) => normalArray(seed, n));
+  return { host, refs: host.map((h) => ({ h: be.upload(h, 'f32'), shape: [], dtype: 'f32' as const })) };
+}
+
+/** Worst |gpu − cpu| / (1 + |cpu|) over out (and dq, dk, dv) at B = 1, H = 2. */
+async function trainCheck(be: WebGpuBackend, ver: TrainVersion, t: number, d: number): Promise<string> {
+  const a = args(1, 2, 2, t, t, d);
+  const { host, refs } = trainInputs(be, a);
+  const c = (h: Float32Array) => ({ h, shape: [], dtype: 'f32' as const });
+  const [o, l] = cpuAttention(c(host[0]), c(host[1]), c(host[2]), a);
+  const want = [o, ...(ver.name.startsWith('b') ? cpuAttentionBackward(c(host[0]), c(host[1]), c(host[2]), c(o as Float32Array), c(l as Float32Array), c(host[3]), a) : [])];
+  const got = ver.run(be, refs, a);
+  const outs = ver.name.startsWith('b') ? [got[0], got[2], got[3], got[4]] : [got[0]];
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) {
+    const g = await be.read(outs[i], 'f32', want[i].length) as Float32Array, w = want[i] as Float32Array;
+    for (let j = 0; j < w.length; j++) worst = Math.max(worst, Math.abs(g[j] - w[j]) / (1 + Math.abs(w[j])));
+  }
+  for (const h of [...got, ...refs.map((r) => r.h)]) be.free(h);
+  return worst.toExponential(2);
+}
+
+async function trainTime(be: WebGpuBackend, ver: TrainVersion, a: AttentionArgs): Promise<number> {
+  const { refs } = trainInputs(be, a);
+  const once = () => { for (const h of ver.run(be, refs, a)) be.free(h); };
+  const batch = async (n: number) => { const t0 = performance.now(); for (let i = 0; i < n; i++) once(); await be.sync(); return performance.now() - t0; };
+  let n = 1;
+  let t = await batch(n);
+  while (t < 250 && n < 100_000) { n = Math.ceil(n * Math.min(10, 300 / Math.max(t, 0.5))); t = await batch(n); }
+  const ts = [await batch(n), await batch(n), await batch(n)].sort((x, y) => x - y);
+  for (const r of refs) be.free(r.h);
+  return ts[1] / n;
+}
+
 const be = await WebGpuBackend.create();
-console.log(`attention kernels on ${be.caps.adapterName} (f16 ${be.caps.f16}, subgroup matrix ${be.caps.subgroupMatrix ? 'yes' : 'no'})`);
+console.log(`attention kernels on ${be.caps.adapterName} (f16 ${be.caps.f16}, subgroup matrix ${be.caps.subgroupMatrix ? 'yes' : 'no'}, workgroup memory ${be.caps.maxWorkgroupStorage} B)`);
+if (flags.shape) {
+  const pickT = flags.only ? new Set(flags.only.split(',')) : null;
+  for (const shape of flags.shape.split('/')) {
+    const [b, h, t, d] = shape.split(',').map(Number);
+    const a = args(b, h, h, t, t, d);
+    console.log(`B=${b} H=${h} T=${t} D=${d} f32 causal (blocked row-threads: fwd ${blockedRows(be.caps, d, 'fwd')}, dq ${blockedRows(be.caps, d, 'dq')}, dkdv ${blockedRows(be.caps, d, 'dkdv')})`);
+    for (const ver of TRAIN) {
+      if (pickT && !pickT.has(ver.name)) continue;
+      const err = await trainCheck(be, ver, t, d);
+      const ms = await trainTime(be, ver, a);
+      const flops = ((4 * t * t * d * b * h) / 2) * (ver.name.startsWith('b') ? 3.5 : 1);
+      console.log(`${ver.name.padEnd(3)} max err ${err.padEnd(9)} ${ms.toFixed(3)} ms (${(flops / ms / 1e9).toFixed(2)} TFLOP/s)`);
+    }
+  }
+  be.destroy();
+  process.exit(0);
+}
 const pick = flags.only ? new Set(flags.only.split(',')) : null;
 const prefill = flags.prefill.split(',').filter(Boolean).map(Number), decode = flags.decode.split(',').filter(Boolean).map(Number);
 for (const ver of VERSIONS) {

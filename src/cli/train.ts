@@ -35,7 +35,7 @@ data and model:
   --out DIR                  output directory
   --preset NAME              ${PRESET_NAMES.join(', ')} (default tiny)
   --config FILE              model config JSON (keys of model/config.ts), over the preset
-  --tokenizer byte|bpe:N     bytes (default) or a byte-level BPE of N tokens trained on the training split
+  --tokenizer byte|bpe:N     bytes, or a byte-level BPE of N tokens trained on the training split (default: the preset's, tiny bpe:1024)
   --backend NAME             cpu, wasm, webgpu or auto (default: a hardware GPU, else wasm)
   --resume                   continue the run in DIR from its last checkpoint (exactly)
   --overwrite                start afresh even if DIR holds a checkpoint
@@ -69,7 +69,7 @@ interface LogEntry { step: number; [k: string]: number | string }
 /** Flags over the preset's training defaults over DEFAULT_TRAIN. */
 function trainConfigFrom(v: Flags, context: number): TrainConfig {
   const n = (name: keyof Flags, fallback: number, o: { integer?: boolean; min?: number; max?: number } = {}) => numberFlag('train', name, v[name], fallback, o);
-  const d: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining(v.preset ?? 'tiny') };
+  const d: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining(v.preset ?? 'tiny').train };
   const steps = n('steps', d.steps, { integer: true, min: 1 });
   return {
     steps, batchSize: n('batch', d.batchSize, { integer: true, min: 1 }),
@@ -169,9 +169,10 @@ export async function trainCommand(argv: string[]): Promise<number> {
     if (hasCheckpoint && !v.overwrite) throw new UsageError(`train: ${outDir} already holds a checkpoint; pass --resume to continue it or --overwrite to start afresh`);
     const data = requireFlag('train', 'data', v.data);
     corpus = await loadCorpus(data);
-    tokenizer = await makeTokenizer(v.tokenizer ?? 'byte', corpus, say);
+    const tokSpec = v.tokenizer ?? presetTraining(v.preset ?? 'tiny').tokenizer;
+    tokenizer = await makeTokenizer(tokSpec, corpus, say);
     const cfg = await modelConfigFrom(v, tokenizer.vocabSize);
-    spec = { data, tokenizer: v.tokenizer ?? 'byte', train: trainConfigFrom(v, cfg.contextLength) };
+    spec = { data, tokenizer: tokSpec, train: trainConfigFrom(v, cfg.contextLength) };
     numberFlag('train', 'stop-after', v['stop-after'], 1, { integer: true, min: 1 });
     numberFlag('train', 'final-eval-windows', v['final-eval-windows'], 1, { integer: true, min: 1 });
     backend = await backendFromFlag('train', v.backend);
@@ -191,7 +192,6 @@ export async function trainCommand(argv: string[]): Promise<number> {
     + `data ${spec.data}: ${stores.train.length} training and ${stores.validation.length} validation tokens`);
 
   let savedStep = -1;
-  const latestSaved = (step: number) => savedStep === step;
   const save = async () => {
     savedStep = trainer.step;
     const name = `step-${String(trainer.step).padStart(6, '0')}`;
@@ -237,7 +237,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     }
     bar.finish();
     if (stop) {
-      if (log.length === 0 || !latestSaved(trainer.step)) await save();
+      if (savedStep !== trainer.step) await save();
       say(`stopped at step ${trainer.step}; continue with: fon train --out ${outDir} --resume`);
       return 130;
     }

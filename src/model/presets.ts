@@ -5,11 +5,11 @@
 import { ConfigError, DEFAULT_CONFIG, parseModelConfig, type ModelConfig } from './config.ts';
 
 const PRESETS: Record<string, Partial<ModelConfig>> = {
-  /** ≈0.86M parameters: trains on a 2-core CPU in minutes. */
+  /** 0.89M parameters: trains on a 2-core CPU in minutes. */
   tiny: { dModel: 128, nLayers: 4, nHeads: 4, nKvHeads: 4, headDim: 32, mlpHidden: 384, contextLength: 256 },
-  /** ≈19M parameters. */
+  /** 19.4M parameters. */
   small: { dModel: 512, nLayers: 6, nHeads: 8, nKvHeads: 8, headDim: 64, mlpHidden: 1408, contextLength: 512 },
-  /** ≈85M parameters. */
+  /** 85.2M parameters. */
   base: { dModel: 768, nLayers: 12, nHeads: 12, nKvHeads: 12, headDim: 64, mlpHidden: 2048, contextLength: 1024 },
 };
 

@@ -1,7 +1,9 @@
 /**
  * WebGPU attention kernels against the CPU reference (src/backend/cpu/attention.ts) on tiny random
- * inputs whose sizes are multiples of no tile: the plain forward, flash-decoding (split + combine,
- * vector and scalar K/V loads, several chunks), the backward (delta, dq, dk/dv with GQA sums),
+ * inputs whose sizes are multiples of no tile: the plain forward, the register-blocked forward (8 and
+ * 16 row-threads, several 32-key blocks so that whole-visible blocks and the diagonal both occur),
+ * flash-decoding (split + combine, vector and scalar K/V loads, several chunks), the backward (delta,
+ * dq, dk/dv with GQA sums) through the blocked and the plain kernels,
  * kvWrite (buffer copies and the word kernel of odd 16-bit rows), the op with autograd on the
  * device, and the tensor-core forward where the device has f16 subgroup matrices (an explicit,
  * named skip elsewhere, e.g. on SwiftShader).
@@ -17,7 +19,7 @@ import assert from 'node:assert/strict';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import * as cpu from '../../src/backend/cpu/attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { attentionDecode, attentionPlain, attentionTc, decodeRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward, attentionBlocked, attentionDecode, attentionPlain, attentionTc, blockedRows, decodeRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
 import { attention, kvWrite } from '../../src/ops/attention.ts';
 import * as fon from '../../src/index.ts';
 import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
@@ -91,6 +93,29 @@ test('attention plain forward vs CPU: causal, window, GQA, kvLength < Tk, not ca
   for (const c of FORWARD) await checkForward(c, (x) => attentionPlain(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a));
 });
 
+// Several 32-key blocks and query tiles, so that whole-visible blocks (no per-element mask), the
+// diagonal and the ragged last tiles all occur.
+const BLOCKED: Case[] = [
+  ...FORWARD,
+  { b: 1, h: 2, hkv: 1, tq: 70, tk: 70, d: 32 },
+  { b: 2, h: 2, hkv: 2, tq: 100, tk: 100, d: 16, window: 37 },
+  { b: 1, h: 1, hkv: 1, tq: 40, tk: 100, d: 64, causal: false },
+  { b: 1, h: 3, hkv: 1, tq: 33, tk: 90, d: 20, kvLength: 81 },
+  { b: 1, h: 2, hkv: 2, tq: 66, tk: 66, d: 32, dtype: 'bf16' },
+];
+
+test('attention blocked forward vs CPU: 8 and 16 row-threads, several blocks, whole-visible blocks, window, GQA, kvLength < Tk, not causal, odd D, f16, bf16 [webgpu]', { skip }, async () => {
+  let ran = 0;
+  for (const c of BLOCKED) {
+    const most = blockedRows(gpu!.caps, c.d, 'fwd');
+    for (const tr of [8, 16].filter((t) => t <= most)) {
+      await checkForward(c, (x) => attentionBlocked(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, tr));
+      ran++;
+    }
+  }
+  assert.ok(ran >= BLOCKED.length, `the blocked forward ran ${ran} times for ${BLOCKED.length} cases`);
+});
+
 const DECODE: Case[] = [
   { b: 1, h: 4, hkv: 1, tq: 1, tk: 300, d: 32, kvLength: 290 },
   { b: 2, h: 4, hkv: 2, tq: 3, tk: 150, d: 16, window: 40 },
@@ -119,16 +144,25 @@ const BACKWARD: Case[] = [
   { b: 1, h: 2, hkv: 1, tq: 17, tk: 17, d: 16, dtype: 'bf16' },
 ];
 
-test('attention backward vs CPU: dq, dk, dv with GQA sums, window, kvLength < Tk, not causal, bf16 [webgpu]', { skip }, async () => {
-  for (const c of BACKWARD) {
+const BACKWARD_BLOCKED: Case[] = [
+  { b: 1, h: 4, hkv: 2, tq: 70, tk: 70, d: 32 },
+  { b: 1, h: 2, hkv: 1, tq: 40, tk: 75, d: 24, kvLength: 60, window: 20 },
+  { b: 1, h: 1, hkv: 1, tq: 65, tk: 65, d: 32, causal: false },
+  { b: 1, h: 2, hkv: 1, tq: 20, tk: 50, d: 16, kvLength: 45 },
+  { b: 1, h: 2, hkv: 2, tq: 40, tk: 40, d: 32, dtype: 'f16' },
+];
+
+test('attention backward vs CPU: dq, dk, dv with GQA sums, window, kvLength < Tk, not causal, bf16, f16; blocked kernels (several blocks) and plain kernels [webgpu]', { skip }, async () => {
+  assert.ok(blockedRows(gpu!.caps, 32, 'dq') > 0 && blockedRows(gpu!.caps, 32, 'dkdv') > 0, 'the blocked backward should take head dim 32');
+  for (const c of [...BACKWARD, ...BACKWARD_BLOCKED]) for (const blocked of [true, false]) {
     const x = inputs(c, 21, true);
     const dtype = x.dtype;
     const [o, l] = cpu.attention(cref(x.host[0], dtype), cref(x.host[1], dtype), cref(x.host[2], dtype), x.a);
     const want = cpu.attentionBackward(cref(x.host[0], dtype), cref(x.host[1], dtype), cref(x.host[2], dtype), cref(o, dtype), cref(l, 'f32'), cref(x.host[3], dtype), x.a);
     const oRef = { h: gpu!.upload(o, dtype), shape: [], dtype }, lRef = { h: gpu!.upload(l, 'f32'), shape: [], dtype: 'f32' as const };
-    const got = gpu!.attentionBackward(x.refs[0], x.refs[1], x.refs[2], oRef, lRef, x.refs[3], x.a);
+    const got = attentionBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], oRef, lRef, x.refs[3], x.a, blocked);
     const tol = dtype === 'f32' ? 1e-4 : TOL[dtype];
-    for (let i = 0; i < 3; i++) await compare(got[i], dtype, want[i], tol, `${JSON.stringify(c)} ${['dq', 'dk', 'dv'][i]}`);
+    for (let i = 0; i < 3; i++) await compare(got[i], dtype, want[i], tol, `${JSON.stringify(c)} ${blocked ? 'blocked' : 'plain'} ${['dq', 'dk', 'dv'][i]}`);
     for (const h of [...got, oRef.h, lRef.h, ...x.refs.map((r) => r.h)]) gpu!.free(h);
   }
 });

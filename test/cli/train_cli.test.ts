@@ -9,6 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync, truncateSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 
 const FON = join(import.meta.dirname, '../../bin/fon.js');
 const dir = mkdtempSync(join(tmpdir(), 'fon-cli-'));
@@ -17,7 +18,7 @@ const sentences = ['The cat sat on the mat.', 'A dog ran in the park.', 'We read
 writeFileSync(corpus, Array.from({ length: 400 }, (_, i) => sentences[(i * 7) % 4]).join(' '));
 const config = join(dir, 'model.json');
 writeFileSync(config, JSON.stringify({ dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32, contextLength: 32 }));
-const TRAIN = ['train', '--data', corpus, '--config', config, '--steps', '6', '--batch', '2', '--backend', 'cpu', '--eval-every', '3', '--eval-windows', '2', '--checkpoint-every', '0', '--final-eval-windows', '4'];
+const TRAIN = ['train', '--data', corpus, '--config', config, '--tokenizer', 'byte', '--steps', '6', '--batch', '2', '--backend', 'cpu', '--eval-every', '3', '--eval-windows', '2', '--checkpoint-every', '0', '--final-eval-windows', '4'];
 
 function fon(...args: string[]) {
   const r = spawnSync(process.execPath, [FON, ...args], { encoding: 'utf8', timeout: 120_000 });
@@ -62,6 +63,22 @@ test('fon train → info → eval → generate', () => {
   const g2 = fon('generate', '--model', join(out, latest), '--prompt', 'The cat', '--temperature', '0', '--max-tokens', '12', '--backend', 'cpu');
   assert.equal(g1.code, 0, g1.err);
   assert.equal(g1.out, g2.out, 'greedy is deterministic, from the output directory or the checkpoint directory');
+});
+
+test('fon train with a BPE tokenizer: bits per byte count the text\'s bytes', () => {
+  const out = join(dir, 'bpe');
+  const t = fon(...TRAIN.map((x) => (x === 'byte' ? 'bpe:300' : x)), '--out', out, '--steps', '2', '--eval-every', '0');
+  assert.equal(t.code, 0, t.err);
+  assert.match(t.err, /tokenizer: byte-level BPE of \d+ tokens/);
+  const info = JSON.parse(fon('info', '--model', out, '--json').out);
+  assert.ok(info.tokenizerVocab > 257 && info.tokenizerVocab <= 300, `vocabulary ${info.tokenizerVocab}`);
+  const r = JSON.parse(fon('eval', '--model', out, '--file', corpus, '--json', '--backend', 'cpu').out);
+  // Every token but the first is scored: the file's bytes without the first token's, plus the separator as one byte.
+  const latest = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint;
+  const tok = loadTokenizer(JSON.parse(readFileSync(join(out, latest, 'tokenizer.json'), 'utf8')));
+  const first = tok.encode(readFileSync(corpus, 'utf8'))[0];
+  assert.equal(r.bytes, statSync(corpus).size - new TextEncoder().encode(tok.decode([first])).length + 1);
+  assert.ok(r.tokens < r.bytes / 2, `BPE compresses: ${r.tokens} tokens for ${r.bytes} bytes`);
 });
 
 test('fon train: a run stopped and resumed follows the uninterrupted loss curve exactly', () => {

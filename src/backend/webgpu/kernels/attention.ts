@@ -10,9 +10,12 @@
  *   subgroup matrices with 32-wide subgroups, D is a multiple of 16 (≤ 256) and Tq ≥ 16: two
  *   passes over the key blocks (row maxima, then P·V with the row sums), no rescaling of the
  *   opaque accumulators;
- * - `attention_plain.wgsl` FWD otherwise: tiled flash attention in f32 arithmetic, any dtype.
- * Backward: attention_plain.wgsl DELTA (rowsum dO∘O), DQ (over query blocks) and DKDV (over key
- * blocks, summing the query heads of a GQA group); no float atomics. Every kernel visits only the
+ * - `attention_blocked.wgsl` FWD otherwise where its tiles fit (head dim ≤ 64 in 32 KB of workgroup
+ *   memory): register-blocked flash attention in f32 arithmetic, any dtype;
+ * - `attention_plain.wgsl` FWD else: the simple tiled form (one scalar per invocation per tile cell).
+ * Backward: attention_plain.wgsl DELTA (rowsum dO∘O), then DQ (over query blocks) and DKDV (over key
+ * blocks, summing the query heads of a GQA group), each from attention_blocked.wgsl where its tiles
+ * fit (head dim ≤ 64 in 48 KB, ≤ 32 in 32 KB), else attention_plain.wgsl; no float atomics. Every kernel visits only the
  * key (or query) blocks inside the causal/window bound. Outputs of packed dtypes (bf16, f16
  * without shader-f16) are written as f32 and packed (`viaStorable`); statistics are f32.
  * dev/kernels/attention.ts holds the forward versions these came from, with their timings.
@@ -27,7 +30,7 @@ import { wgslSource } from '../sources.ts';
 import { header, preprocess, storageType, type Binding, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
 
-export const ATTENTION_FILES = ['attention_plain', 'attention_decode', 'attention_combine', 'attention_kv_write', 'attention_tc'];
+export const ATTENTION_FILES = ['attention_common', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_combine', 'attention_kv_write', 'attention_tc'];
 
 const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32';
 const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32, chunk: u32, nsplit: u32`;
@@ -48,7 +51,30 @@ const plainKernel: Kernel = {
       : v.FWD ? [...ins(v, 'X', 'q', 'k', 'v'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')]
         : [...ins(v, 'X', 'q', 'k', 'v'), { name: 'g', dtype: dt(v, 'G') }, f32in('lse'), f32in('delta'),
           ...(v.DQ ? [{ name: 'dq', dtype: dt(v, 'Y'), write: true }] : [{ name: 'dk', dtype: dt(v, 'Y'), write: true }, { name: 'dv', dtype: dt(v, 'Y'), write: true }])];
-    return preprocess(wgslSource('attention_plain'), { BQ: 16, BK: 16, DM: 16, ...v, HEADER: header(b, caps.f16, PARAMS) });
+    return preprocess(wgslSource('attention_plain'), { BQ: 16, BK: 16, DM: 16, ...v, HEADER: header(b, caps.f16, PARAMS), COMMON: wgslSource('attention_common') });
+  },
+};
+
+/** `ld4_NAME(o, c)`: elements o … o+3 of a row at column c, those at columns ≥ d as zero. */
+function rowLoaders(names: readonly string[]): string {
+  return names.map((n) => `fn ld4_${n}(o: u32, c: u32) -> vec4<f32> {
+  if (c + 3u < P.d) { return vec4<f32>(ld_${n}(o), ld_${n}(o + 1u), ld_${n}(o + 2u), ld_${n}(o + 3u)); }
+  var x = vec4<f32>(0.0);
+  if (c < P.d) { x.x = ld_${n}(o); }
+  if (c + 1u < P.d) { x.y = ld_${n}(o + 1u); }
+  if (c + 2u < P.d) { x.z = ld_${n}(o + 2u); }
+  return x;
+}`).join('\n');
+}
+
+const blockedKernel: Kernel = {
+  name: 'attention_blocked',
+  source: (v, caps) => {
+    const b: Binding[] = v.FWD ? [...ins(v, 'X', 'q', 'k', 'v'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')]
+      : [...ins(v, 'X', 'q', 'k', 'v'), { name: 'g', dtype: dt(v, 'G') }, f32in('lse'), f32in('delta'),
+        ...(v.DQ ? [{ name: 'dq', dtype: dt(v, 'Y'), write: true }] : [{ name: 'dk', dtype: dt(v, 'Y'), write: true }, { name: 'dv', dtype: dt(v, 'Y'), write: true }])];
+    const head = [header(b, caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g'])].join('\n');
+    return preprocess(wgslSource('attention_blocked'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
   },
 };
 
@@ -92,7 +118,7 @@ const decodeKernel: Kernel = {
       v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n')
         : kvLoaders(x, !!v.VEC, caps.f16, 5),
     ].join('\n');
-    return preprocess(wgslSource('attention_decode'), { ...v, HEADER: head });
+    return preprocess(wgslSource('attention_decode'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
   },
 };
 
@@ -123,6 +149,30 @@ export function plainTile(caps: GpuCaps, dm: number, backward: boolean): { bq: n
   throw new UnsupportedError(`webgpu: attention with head dim ${dm} needs more workgroup memory than this device's ${caps.maxWorkgroupStorage} bytes`);
 }
 
+/** A pass of the register-blocked kernels (attention_blocked.wgsl). */
+export type BlockedPass = 'fwd' | 'dq' | 'dkdv';
+
+/** Row pitch of the blocked kernels' tiles: the head dim rounded up to a power of two ≥ 32. */
+const blockedPitch = (d: number) => pow2AtLeast(d, 32);
+
+/**
+ * Row-threads TR of a blocked pass for head dim d (4·TR query rows per workgroup of 8·TR
+ * invocations; dq and dk/dv take TR = 8), the largest whose tiles fit this device's workgroup
+ * memory, or 0 where none fits (then the attention_plain.wgsl kernels run).
+ */
+export function blockedRows(caps: GpuCaps, d: number, pass: BlockedPass): number {
+  if (d === 0 || d > 128) return 0;
+  const dp = blockedPitch(d) / 4 + 1, bk = 32;
+  for (const tr of pass === 'fwd' ? [16, 8] : [8]) {
+    const bq = 4 * tr;
+    const vec4s = pass === 'fwd' ? bq * dp + 2 * bk * dp + bq * (bk / 4 + 1) + bq * 2
+      : pass === 'dq' ? 2 * bq * dp + 2 * bk * dp + bq * (bk / 4 + 1)
+        : 2 * bq * dp + 2 * bk * dp + 2 * bk * (bq / 4 + 1);
+    if (vec4s * 16 <= caps.maxWorkgroupStorage && 8 * tr <= caps.maxInvocations) return tr;
+  }
+  return 0;
+}
+
 function checkGrid(what: string, ...dims: number[]): void {
   for (const n of dims) if (n > 65535) throw new UnsupportedError(`webgpu: ${what} needs ${n} workgroups along one grid axis, above 65535`);
 }
@@ -137,6 +187,23 @@ export function attentionPlain(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRe
   checkGrid('attention', gx, a.heads, a.batch);
   const out = viaStorable(be, q.dtype, rows * a.d, 'attention', (buf, y) => be.rt.run({
     kernel: plainKernel, variant: { FWD: true, X: q.dtype, Y: y, BQ: bq, BK: bk, DM: dm },
+    uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
+  }));
+  return [out, lse];
+}
+
+/**
+ * The register-blocked forward (any dtype; callers check blockedRows); `tr` picks the row-threads
+ * (16 or 8, default the device's choice). Exported for tests and dev/kernels/attention.ts.
+ */
+export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, tr = blockedRows(be.caps, a.d, 'fwd')): [GpuHandle, GpuHandle] {
+  if (tr === 0 || tr > blockedRows(be.caps, a.d, 'fwd')) throw new UnsupportedError(`webgpu: the blocked attention forward does not take head dim ${a.d} with ${tr} row-threads on ${be.caps.adapterName}`);
+  const rows = a.batch * a.heads * a.tq;
+  const lse = be.alloc('f32', rows, 'attention lse');
+  const gx = Math.ceil(a.tq / (4 * tr));
+  checkGrid('attention', gx, a.heads, a.batch);
+  const out = viaStorable(be, q.dtype, rows * a.d, 'attention', (buf, y) => be.rt.run({
+    kernel: blockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d) },
     uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
   }));
   return [out, lse];
@@ -192,12 +259,20 @@ export function attention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a:
   if (a.batch * a.heads * a.tq === 0) return [be.alloc(q.dtype, 0, 'attention'), be.alloc('f32', 0, 'attention lse')];
   if (decodeRows(be, a) > 0) return attentionDecode(be, q, k, v, a);
   if (a.tq >= 16 && tcEligible(be, q.dtype, a.d)) return attentionTc(be, q, k, v, a);
+  if (blockedRows(be.caps, a.d, 'fwd') > 0) return attentionBlocked(be, q, k, v, a);
   return attentionPlain(be, q, k, v, a);
 }
 
-export function attentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: AttentionArgs): [GpuHandle, GpuHandle, GpuHandle] {
+/**
+ * The backward: delta, then dq and dk/dv through the blocked kernels where their tiles fit (each
+ * pass on its own), else attention_plain.wgsl; `blocked: false` forces the plain kernels (tests,
+ * dev/kernels/attention.ts).
+ */
+export function attentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: AttentionArgs, blocked = true): [GpuHandle, GpuHandle, GpuHandle] {
   const dm = headPitch('attention backward', a.d);
   const { bq, bk } = plainTile(be.caps, dm, true);
+  const dqBlocked = blocked && blockedRows(be.caps, a.d, 'dq') > 0, kvBlocked = blocked && blockedRows(be.caps, a.d, 'dkdv') > 0;
+  const bdm = blockedPitch(a.d);
   const rows = a.batch * a.heads * a.tq;
   const kvSize = a.batch * a.kvHeads * a.tk * a.d;
   const u = uniforms(a);
@@ -208,16 +283,18 @@ export function attentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: Gp
   });
   const base = { X: q.dtype, G: g.dtype, BWD: true, BQ: bq, BK: bk, DM: dm };
   const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, lse.h.buffer, delta.buffer];
-  checkGrid('attention backward', Math.ceil(a.tq / bq), Math.ceil(a.tk / bk), a.heads, a.batch);
+  const bbase = { X: q.dtype, G: g.dtype, TR: 8, DM: bdm };
+  const dqRows = dqBlocked ? 32 : bq, kvRows = kvBlocked ? 32 : bk;
+  checkGrid('attention backward', Math.ceil(a.tq / dqRows), Math.ceil(a.tk / kvRows), a.heads, a.batch);
   const dq = viaStorable(be, q.dtype, rows * a.d, 'attention dq', (buf, y) => be.rt.run({
-    kernel: plainKernel, variant: { ...base, DQ: true, Y: y },
-    uniforms: u, buffers: [...inputs, buf], workgroups: [Math.ceil(a.tq / bq), a.heads, a.batch],
+    kernel: dqBlocked ? blockedKernel : plainKernel, variant: dqBlocked ? { ...bbase, DQ: true, Y: y } : { ...base, DQ: true, Y: y },
+    uniforms: u, buffers: [...inputs, buf], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
   }));
   let dv: GpuHandle | null = null;
   const dk = viaStorable(be, k.dtype, kvSize, 'attention dk', (bufK, y) => {
     dv = viaStorable(be, v.dtype, kvSize, 'attention dv', (bufV) => be.rt.run({
-      kernel: plainKernel, variant: { ...base, DKDV: true, Y: y },
-      uniforms: u, buffers: [...inputs, bufK, bufV], workgroups: [Math.ceil(a.tk / bk), a.kvHeads, a.batch],
+      kernel: kvBlocked ? blockedKernel : plainKernel, variant: kvBlocked ? { ...bbase, DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
+      uniforms: u, buffers: [...inputs, bufK, bufV], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
     }));
   });
   be.free(delta);
@@ -294,7 +371,7 @@ function tcBody(d: number, qReload: boolean): Record<string, string> {
   return { QLOAD: qload.join('\n'), SCORES: scores.join('\n'), OINIT: oinit.join('\n'), PV: pv.join('\n'), STORE: store.join('\n') };
 }
 
-const tcKernel: Kernel = {
+export const tcKernel: Kernel = {
   name: 'attention_tc',
   source: (v) => {
     const head = [
@@ -310,7 +387,7 @@ const tcKernel: Kernel = {
       '@group(0) @binding(4) var<storage, read_write> out: array<f16>;',
       '@group(0) @binding(5) var<storage, read_write> lse: array<f32>;',
     ].join('\n');
-    return preprocess(wgslSource('attention_tc'), { ...v, ...tcBody(v.D as number, !!v.QRELOAD), HEADER: head });
+    return preprocess(wgslSource('attention_tc'), { ...v, ...tcBody(v.D as number, !!v.QRELOAD), HEADER: head, COMMON: wgslSource('attention_common') });
   },
 };
 

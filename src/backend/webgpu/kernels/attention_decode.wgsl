@@ -13,6 +13,7 @@
 // At the end the NG key groups' accumulators are summed through workgroup memory and the chunk's
 // (m, l, unnormalised O) are written as f32 partials; attention_combine merges the chunks.
 {{HEADER}}
+{{COMMON}}
 
 const WG = 128u;
 const BKD = WG;
@@ -22,8 +23,6 @@ const DM = {{DM}}u;
 const DK = {{DK}}u;
 const D4 = DM / 4u;
 const NG = WG / D4;
-const BIG: f32 = 0x1.fffffep+127f;
-const VIS: f32 = -1e37;
 
 var<workgroup> Qs: array<vec4<f32>, RM * D4>;
 var<workgroup> Ss: array<f32, RM * BKD>;
@@ -39,14 +38,8 @@ fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
   return (b * P.h + kvh * P.group + hh) * P.tq + r % P.tq;
 }
 
-fn visible(r: u32, j: u32) -> bool {
-  if (r >= P.rows || j >= P.kvlen) { return false; }
-  let p = i32(r % P.tq) + P.qoff;
-  let jj = i32(j);
-  if (P.causal != 0u && jj > p) { return false; }
-  if (P.window != 0u && jj <= p - i32(P.window)) { return false; }
-  return true;
-}
+// Whether key j is visible from workgroup row r (query row r % Tq of its head).
+fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32
@@ -103,7 +96,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
 #endif
     for (var r = 0u; r < RM; r++) {
-      let s = select(-BIG, dots[r], j < kend && visible(r, j));
+      let s = select(-BIG, dots[r], j < kend && visible_row(r, j));
       Ss[r * BKD + lid] = s;
 #if SG
       Mx[r * BKD + lid] = subgroupMax(s);

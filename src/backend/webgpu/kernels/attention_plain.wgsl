@@ -11,26 +11,14 @@
 // f32 tile; masked scores are −BIG and give P = 0 explicitly, so a row that sees no key ends with
 // l = 0: out 0 and lse −∞, never NaN. Shapes travel in uniforms; BQ, BK, DM are variant constants.
 {{HEADER}}
+{{COMMON}}
 
 const WG = 64u;
 const BQ = {{BQ}}u;
 const BK = {{BK}}u;
 const DM = {{DM}}u;
-const BIG: f32 = 0x1.fffffep+127f;
-// Scores at or below this are masked (a real scaled score never gets near it).
-const VIS: f32 = -1e37;
 
-fn f32_from_bits(b: u32) -> f32 { var v = b; return bitcast<f32>(v); }
 
-// Whether key j is visible from query row i (absolute position i + qoff).
-fn visible(i: u32, j: u32) -> bool {
-  if (i >= P.tq || j >= P.kvlen) { return false; }
-  let p = i32(i) + P.qoff;
-  let jj = i32(j);
-  if (P.causal != 0u && jj > p) { return false; }
-  if (P.window != 0u && jj <= p - i32(P.window)) { return false; }
-  return true;
-}
 
 // Keys [lo, hi) that query rows [i0, i1) can see (i1 > i0).
 fn key_range(i0: u32, i1: u32) -> vec2<u32> {
@@ -150,13 +138,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var ak: array<f32, R>;
   var av: array<f32, R>;
   for (var t = 0u; t < R; t++) { ak[t] = 0.0; av[t] = 0.0; }
-  // Query rows that can see keys [j0, j1): i ≥ j0 − qoff (causal), i < j1 − 1 + window − qoff (window).
-  let j1 = min(j0 + BK, P.kvlen);
-  var ilo = 0;
-  var ihi = i32(P.tq);
-  if (j0 >= P.kvlen) { ihi = 0; }
-  if (P.causal != 0u) { ilo = max(0, i32(j0) - P.qoff); }
-  if (P.window != 0u) { ihi = min(ihi, i32(j1) - 1 + i32(P.window) - P.qoff); }
+  let rows = query_rows(j0, BK);
+  let ilo = rows.x;
+  let ihi = rows.y;
   for (var hh = 0u; hh < P.group; hh++) {
     let qrow0 = (b * P.h + kvh * P.group + hh) * P.tq;
     for (var i0 = u32(ilo) / BQ * BQ; i32(i0) < ihi; i0 += BQ) {

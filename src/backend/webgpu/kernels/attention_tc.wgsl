@@ -21,6 +21,7 @@
 // Matrix offsets derive from subgroup_id, subgroup-uniform but not workgroup-uniform: hence the
 // diagnostic(off, ...) in the header, as in matmul_tc.wgsl.
 {{HEADER}}
+{{COMMON}}
 
 const NSG = {{NSG}}u;
 const WG = NSG * 32u;
@@ -31,7 +32,6 @@ const D8 = D / 8u;
 // Per subgroup: S (f32) and P (f16) of its 16 rows × BK keys, column-major with 16 rows a column,
 // so the lane pair of row r (lanes 2r, 2r+1, taking alternate keys) reads 32 distinct banks.
 const SP = 16u * BK;
-const BIG: f32 = 0x1.fffffep+127f;
 
 var<workgroup> KV: array<f16, 2u * BK * D>;
 var<workgroup> Ss: array<f32, NSG * SP>;
@@ -39,17 +39,6 @@ var<workgroup> Ps: array<f16, NSG * SP>;
 #if MAXPASS
 var<workgroup> Linv: array<f32, NSG * 16u>;
 #endif
-
-fn f32_from_bits(b: u32) -> f32 { var v = b; return bitcast<f32>(v); }
-
-fn visible(i: u32, j: u32) -> bool {
-  if (i >= P.tq || j >= P.kvlen) { return false; }
-  let p = i32(i) + P.qoff;
-  let jj = i32(j);
-  if (P.causal != 0u && jj > p) { return false; }
-  if (P.window != 0u && jj <= p - i32(P.window)) { return false; }
-  return true;
-}
 
 fn put8(at: u32, w: vec4<u32>) {
   let h0 = bitcast<vec2<f16>>(w.x); let h1 = bitcast<vec2<f16>>(w.y);

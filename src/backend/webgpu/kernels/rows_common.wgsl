@@ -53,22 +53,26 @@ fn wg_sum2(lid: u32, v: vec2<f32>) -> vec2<f32> {
 // (NaN and −inf are made at run time: a constant bitcast to them does not compile.)
 fn f32_from_bits(b: u32) -> f32 { var v = b; return bitcast<f32>(v); }
 
+// exp(x − m) for x ≤ m, with exp(∞ − ∞) = 1: a row holding +∞ has logsumexp +∞, not NaN.
+fn exp_below(x: f32, m: f32) -> f32 { return select(exp(x - m), 1.0, x == m); }
+fn exp_below4(v: vec4<f32>, m: f32) -> vec4<f32> { return select(exp(v - vec4<f32>(m)), vec4<f32>(1.0), v == vec4<f32>(m)); }
+
 fn lse_push(a: vec2<f32>, x: f32) -> vec2<f32> {
   if (is_nan(x)) { return vec2<f32>(a.x, f32_from_bits(0x7fc00000u)); }
-  if (x > a.x) { return vec2<f32>(x, a.y * exp(a.x - x) + 1.0); }
-  return vec2<f32>(a.x, a.y + exp(x - a.x));
+  if (x > a.x) { return vec2<f32>(x, a.y * exp_below(a.x, x) + 1.0); }
+  return vec2<f32>(a.x, a.y + exp_below(x, a.x));
 }
 
 fn lse_push4(a: vec2<f32>, v: vec4<f32>) -> vec2<f32> {
   if (is_nan(v.x) || is_nan(v.y) || is_nan(v.z) || is_nan(v.w)) { return vec2<f32>(a.x, f32_from_bits(0x7fc00000u)); }
   let m = max(a.x, max(max(v.x, v.y), max(v.z, v.w)));
-  let e = exp(v - vec4<f32>(m));
-  return vec2<f32>(m, a.y * exp(a.x - m) + ((e.x + e.y) + (e.z + e.w)));
+  let e = exp_below4(v, m);
+  return vec2<f32>(m, a.y * exp_below(a.x, m) + ((e.x + e.y) + (e.z + e.w)));
 }
 
 fn lse_merge(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
   let m = max(a.x, b.x);
-  return vec2<f32>(m, a.y * exp(a.x - m) + b.y * exp(b.x - m));
+  return vec2<f32>(m, a.y * exp_below(a.x, m) + b.y * exp_below(b.x, m));
 }
 
 fn wg_lse(lid: u32, a: vec2<f32>) -> vec2<f32> {

@@ -1,0 +1,65 @@
+/**
+ * Training throughput of a model preset in tokens/s (forward, backward, clipping, AdamW; random
+ * token batches), on the best backend here (or --backend), beside the same model in PyTorch
+ * (eager, scaled_dot_product_attention, fp32 with TF32 off as FON computes, and bf16 autocast) on
+ * the same GPU in the same run, when python3 with torch and CUDA exists.
+ *
+ *   node --import tsx bench/train_lm.ts [--preset small] [--batch 16] [--context N] [--steps 10] [--backend auto] [--json FILE]
+ */
+import { parseArgs } from 'node:util';
+import { initBackend, type BackendName } from '../src/backend/registry.ts';
+import '../src/backend/webgpu/index.ts';
+import '../src/backend/wasm/index.ts';
+import { preset } from '../src/model/presets.ts';
+import { Decoder } from '../src/model/decoder.ts';
+import { ParamFactory } from '../src/nn/params.ts';
+import { DEFAULT_TRAIN, Trainer } from '../src/train/trainer.ts';
+import { uniformArray } from '../src/ops/random.ts';
+import { findPython, runPython, writeJson } from './lib/report.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    preset: { type: 'string', default: 'small' }, batch: { type: 'string', default: '16' }, context: { type: 'string' },
+    steps: { type: 'string', default: '10' }, backend: { type: 'string', default: 'auto' }, json: { type: 'string' },
+  },
+});
+
+const cfg = preset(flags.preset!);
+const batch = Number(flags.batch), steps = Number(flags.steps);
+const context = Number(flags.context ?? cfg.contextLength);
+const backend = await initBackend(flags.backend as BackendName | 'auto');
+
+function randomBatch(i: number) {
+  const n = batch * context;
+  const u = uniformArray(1000 + i, 2 * n);
+  const inputs = new Int32Array(n), targets = new Int32Array(n);
+  for (let j = 0; j < n; j++) { inputs[j] = Math.floor(u[j] * cfg.vocabSize); targets[j] = Math.floor(u[n + j] * cfg.vocabSize); }
+  return { inputs, targets };
+}
+
+const model = new Decoder(cfg, new ParamFactory({ backend, seed: 1 }));
+const trainer = new Trainer(model, { batchAt: randomBatch }, { ...DEFAULT_TRAIN, steps: steps + 2, batchSize: batch, context, warmup: 1 });
+await trainer.trainStep(); // warm-up: pipelines compile, the pool fills
+await trainer.trainStep();
+const t0 = performance.now();
+let loss = 0;
+for (let s = 0; s < steps; s++) loss = (await trainer.trainStep()).loss;
+const secs = (performance.now() - t0) / 1000;
+const fonTps = (steps * batch * context) / secs;
+console.log(`FON ${backend.name}: preset ${flags.preset} (${(model.parameterCount() / 1e6).toFixed(2)}M parameters), batch ${batch} × ${context}: ${(secs / steps * 1000).toFixed(1)} ms/step, ${fonTps.toFixed(0)} tokens/s (loss ${loss.toFixed(3)})`);
+
+const result: Record<string, unknown> = { preset: flags.preset, parameters: model.parameterCount(), batch, context, backend: backend.name, fon: { msPerStep: secs / steps * 1000, tokensPerSecond: fonTps } };
+const py = backend.name === 'webgpu' ? findPython('torch', ['python3']) : null;
+if (py) {
+  const ref = runPython(py, 'bench/torch_lm.py', { config: cfg, batch, context, steps }) as Record<string, { msPerStep: number; tokensPerSecond: number }> | null;
+  if (ref) {
+    result.pytorch = ref;
+    for (const [name, r] of Object.entries(ref)) {
+      console.log(`PyTorch ${name}: ${r.msPerStep.toFixed(1)} ms/step, ${r.tokensPerSecond.toFixed(0)} tokens/s; FON / PyTorch = ${(fonTps / r.tokensPerSecond).toFixed(3)}×`);
+    }
+  }
+}
+if (flags.json) writeJson(flags.json, result);
+trainer.dispose();
+model.dispose();
+process.exit(0);

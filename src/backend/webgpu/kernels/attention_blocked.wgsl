@@ -1,0 +1,361 @@
+// Register-blocked flash attention on plain ALUs (f32 arithmetic over any storage dtype through the
+// ld_/st_ helpers of the generated header), the fast form of attention_plain.wgsl's FWD, DQ and DKDV.
+//
+// Every tile lives in workgroup memory row-major as vec4<f32>, rows padded by one vec4 (DP) so that
+// neighbouring rows start 4 banks apart. An invocation (tr, tc) of a TR×8 grid owns 4 query rows
+// tr + TR·i and 4 keys tc + 8·jj of a 4TR×32 score tile (16 dot products of vec4s per column step:
+// 8 vec4 loads for 64 FMAs), and 4 rows × DV column vec4s tc + 8·u of the output (or, in DKDV, 4 keys
+// × DV column vec4s of dk and dv). Products with a probability tile go through workgroup memory
+// (Ps: [row][key] in FWD and DQ, Pt/Dt: [key][row] in DKDV), read back a vec4 at a time.
+//   FWD   one block of BQ = 4TR query rows of one (batch, head) per workgroup; online softmax: each
+//         invocation's row maxima over its 4 keys meet in Red, every invocation of a row takes the
+//         same maximum, rescales its own partial row sums and O columns; the sums meet once at the end.
+//   DQ    as FWD (TR = 8): P = exp(s − lse), dS = P·(dO·v − delta), dq = scale·Σ dS·k.
+//   DKDV  a block of 32 keys of one (batch, kv head) per workgroup of 64; loops over the query heads
+//         of its GQA group and the blocks of 32 query rows that can see the keys.
+// Masked scores are −BIG and give P = 0 explicitly (a row that sees no key: out 0, lse −∞); blocks
+// wholly inside the visible region skip the per-element test. Columns past d load as zero.
+{{HEADER}}
+{{COMMON}}
+
+const TR = {{TR}}u;
+const TC = 8u;
+const WG = TR * TC;
+const BQ = 4u * TR;
+const BK = 32u;
+const DM = {{DM}}u;
+const D4 = DM / 4u;
+const DP = D4 + 1u;
+const DV = DM / 32u;
+
+
+
+// Whether every key of [k0, k0 + BK) is visible from every row of [i0, i0 + BQ).
+fn block_visible(i0: u32, k0: u32) -> bool {
+  if (i0 + BQ > P.tq || k0 + BK > P.kvlen) { return false; }
+  let first = i32(i0) + P.qoff;
+  let last = i32(i0 + BQ) - 1 + P.qoff;
+  if (P.causal != 0u && i32(k0 + BK) - 1 > first) { return false; }
+  if (P.window != 0u && i32(k0) <= last - i32(P.window)) { return false; }
+  return true;
+}
+
+// Keys [lo, hi) that query rows [i0, i1) can see (i1 > i0).
+fn key_range(i0: u32, i1: u32) -> vec2<u32> {
+  let p0 = i32(i0) + P.qoff;
+  let p1 = i32(i1) - 1 + P.qoff;
+  var hi = i32(P.kvlen);
+  if (P.causal != 0u) { hi = min(hi, p1 + 1); }
+  var lo = 0;
+  if (P.window != 0u) { lo = max(0, p0 - i32(P.window) + 1); }
+  return vec2<u32>(u32(lo), u32(max(hi, lo)));
+}
+
+var<workgroup> Ks: array<vec4<f32>, BK * DP>;
+var<workgroup> Vs: array<vec4<f32>, BK * DP>;
+var<workgroup> Qs: array<vec4<f32>, BQ * DP>;
+#if DKDV
+var<workgroup> Gs: array<vec4<f32>, BQ * DP>;
+const QP = BQ / 4u + 1u;
+var<workgroup> Pt: array<vec4<f32>, BK * QP>;
+var<workgroup> Dt: array<vec4<f32>, BK * QP>;
+#else
+const KP = BK / 4u + 1u;
+var<workgroup> Ps: array<vec4<f32>, BQ * KP>;
+#if FWD
+var<workgroup> Red: array<vec4<f32>, BQ * TC / 4u>;
+#else
+var<workgroup> Gs: array<vec4<f32>, BQ * DP>;
+#endif
+#endif
+
+// Rows [k0, k0 + BK) of k and v (row kbase is the first of this (batch, kv head)); rows past kvlen are zero.
+fn load_keys(lid: u32, kbase: u32, k0: u32) {
+  for (var e = lid; e < BK * D4; e += WG) {
+    let j = e / D4;
+    let c4 = e % D4;
+    var kx = vec4<f32>(0.0);
+    var vx = vec4<f32>(0.0);
+    if (k0 + j < P.kvlen) {
+      let o = (kbase + k0 + j) * P.d + c4 * 4u;
+      kx = ld4_k(o, c4 * 4u);
+      vx = ld4_v(o, c4 * 4u);
+    }
+    Ks[j * DP + c4] = kx;
+    Vs[j * DP + c4] = vx;
+  }
+}
+
+// Rows [i0, i0 + BQ) of q (and dO) of the (batch, head) whose first row is qrow0; rows past tq are zero.
+fn load_queries(lid: u32, qrow0: u32, i0: u32) {
+  for (var e = lid; e < BQ * D4; e += WG) {
+    let r = e / D4;
+    let c4 = e % D4;
+    var x = vec4<f32>(0.0);
+#if FWD
+#else
+    var g = vec4<f32>(0.0);
+#endif
+    if (i0 + r < P.tq) {
+      let o = (qrow0 + i0 + r) * P.d + c4 * 4u;
+      x = ld4_q(o, c4 * 4u);
+#if FWD
+#else
+      g = ld4_g(o, c4 * 4u);
+#endif
+    }
+    Qs[r * DP + c4] = x;
+#if FWD
+#else
+    Gs[r * DP + c4] = g;
+#endif
+  }
+}
+
+#if DKDV
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let tr = lid / TC;
+  let tc = lid % TC;
+  let kvh = wid.y;
+  let b = wid.z;
+  let j0 = wid.x * BK;
+  let kbase = (b * P.hkv + kvh) * P.tk;
+  load_keys(lid, kbase, j0);
+  var ak: array<vec4<f32>, 4u * DV>;
+  var av: array<vec4<f32>, 4u * DV>;
+  for (var t = 0u; t < 4u * DV; t++) { ak[t] = vec4<f32>(0.0); av[t] = vec4<f32>(0.0); }
+  let rows = query_rows(j0, BK);
+  let ilo = rows.x;
+  let ihi = rows.y;
+  for (var hh = 0u; hh < P.group; hh++) {
+    let qrow0 = (b * P.h + kvh * P.group + hh) * P.tq;
+    for (var i0 = u32(ilo) / BQ * BQ; i32(i0) < ihi; i0 += BQ) {
+      workgroupBarrier();
+      load_queries(lid, qrow0, i0);
+      workgroupBarrier();
+      var lr = vec4<f32>(0.0);
+      var dr = vec4<f32>(0.0);
+      for (var i = 0u; i < 4u; i++) {
+        let r = i0 + tr + TR * i;
+        if (r < P.tq) { lr[i] = lse[qrow0 + r]; dr[i] = delta[qrow0 + r]; }
+      }
+      var s: array<vec4<f32>, 4>;
+      var dp: array<vec4<f32>, 4>;
+      for (var i = 0u; i < 4u; i++) { s[i] = vec4<f32>(0.0); dp[i] = vec4<f32>(0.0); }
+      for (var c4 = 0u; c4 < D4; c4++) {
+        let k0v = Ks[tc * DP + c4];
+        let k1v = Ks[(tc + 8u) * DP + c4];
+        let k2v = Ks[(tc + 16u) * DP + c4];
+        let k3v = Ks[(tc + 24u) * DP + c4];
+        let v0v = Vs[tc * DP + c4];
+        let v1v = Vs[(tc + 8u) * DP + c4];
+        let v2v = Vs[(tc + 16u) * DP + c4];
+        let v3v = Vs[(tc + 24u) * DP + c4];
+        for (var i = 0u; i < 4u; i++) {
+          let qv = Qs[(tr + TR * i) * DP + c4];
+          let gv = Gs[(tr + TR * i) * DP + c4];
+          s[i] += vec4<f32>(dot(qv, k0v), dot(qv, k1v), dot(qv, k2v), dot(qv, k3v));
+          dp[i] += vec4<f32>(dot(gv, v0v), dot(gv, v1v), dot(gv, v2v), dot(gv, v3v));
+        }
+      }
+      let full = block_visible(i0, j0);
+      for (var i = 0u; i < 4u; i++) {
+        let r = tr + TR * i;
+        var ok = vec4<bool>(true);
+        if (!full) {
+          for (var jj = 0u; jj < 4u; jj++) { ok[jj] = visible(i0 + r, j0 + tc + 8u * jj); }
+        }
+        let p = select(vec4<f32>(0.0), exp(s[i] * P.scale - lr[i]), ok);
+        let ds = p * (dp[i] - dr[i]) * P.scale;
+        for (var jj = 0u; jj < 4u; jj++) {
+          let at = (tc + 8u * jj) * QP + r / 4u;
+          Pt[at][r % 4u] = p[jj];
+          Dt[at][r % 4u] = ds[jj];
+        }
+      }
+      workgroupBarrier();
+      for (var r4 = 0u; r4 < BQ / 4u; r4++) {
+        var pt: array<vec4<f32>, 4>;
+        var dt: array<vec4<f32>, 4>;
+        for (var jj = 0u; jj < 4u; jj++) {
+          pt[jj] = Pt[(tr + 8u * jj) * QP + r4];
+          dt[jj] = Dt[(tr + 8u * jj) * QP + r4];
+        }
+        for (var x = 0u; x < 4u; x++) {
+          let r = r4 * 4u + x;
+          for (var u = 0u; u < DV; u++) {
+            let gv = Gs[r * DP + tc + 8u * u];
+            let qv = Qs[r * DP + tc + 8u * u];
+            for (var jj = 0u; jj < 4u; jj++) {
+              av[jj * DV + u] += pt[jj][x] * gv;
+              ak[jj * DV + u] += dt[jj][x] * qv;
+            }
+          }
+        }
+      }
+    }
+  }
+  for (var jj = 0u; jj < 4u; jj++) {
+    let j = j0 + tr + 8u * jj;
+    if (j < P.tk) {
+      for (var u = 0u; u < DV; u++) {
+        let c = (tc + 8u * u) * 4u;
+        for (var x = 0u; x < 4u; x++) {
+          if (c + x < P.d) {
+            let o = (kbase + j) * P.d + c + x;
+            st_dk(o, ak[jj * DV + u][x]);
+            st_dv(o, av[jj * DV + u][x]);
+          }
+        }
+      }
+    }
+  }
+}
+#else
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let tr = lid / TC;
+  let tc = lid % TC;
+  let h = wid.y;
+  let b = wid.z;
+  let i0 = wid.x * BQ;
+  let qrow0 = (b * P.h + h) * P.tq;
+  let kbase = (b * P.hkv + h / P.group) * P.tk;
+  load_queries(lid, qrow0, i0);
+  var acc: array<vec4<f32>, 4u * DV>;
+  for (var t = 0u; t < 4u * DV; t++) { acc[t] = vec4<f32>(0.0); }
+#if FWD
+  var m = vec4<f32>(-BIG);
+  var l = vec4<f32>(0.0);
+#else
+  var lr = vec4<f32>(0.0);
+  var dr = vec4<f32>(0.0);
+  for (var i = 0u; i < 4u; i++) {
+    let r = i0 + tr + TR * i;
+    if (r < P.tq) { lr[i] = lse[qrow0 + r]; dr[i] = delta[qrow0 + r]; }
+  }
+#endif
+  let kr = key_range(i0, min(i0 + BQ, P.tq));
+  for (var k0 = kr.x / BK * BK; k0 < kr.y; k0 += BK) {
+    workgroupBarrier();
+    load_keys(lid, kbase, k0);
+    workgroupBarrier();
+    // s[i].jj: row tr + TR·i, key tc + 8·jj
+    var s: array<vec4<f32>, 4>;
+    for (var i = 0u; i < 4u; i++) { s[i] = vec4<f32>(0.0); }
+#if FWD
+#else
+    var dp: array<vec4<f32>, 4>;
+    for (var i = 0u; i < 4u; i++) { dp[i] = vec4<f32>(0.0); }
+#endif
+    for (var c4 = 0u; c4 < D4; c4++) {
+      let k0v = Ks[tc * DP + c4];
+      let k1v = Ks[(tc + 8u) * DP + c4];
+      let k2v = Ks[(tc + 16u) * DP + c4];
+      let k3v = Ks[(tc + 24u) * DP + c4];
+#if FWD
+#else
+      let v0v = Vs[tc * DP + c4];
+      let v1v = Vs[(tc + 8u) * DP + c4];
+      let v2v = Vs[(tc + 16u) * DP + c4];
+      let v3v = Vs[(tc + 24u) * DP + c4];
+#endif
+      for (var i = 0u; i < 4u; i++) {
+        let qv = Qs[(tr + TR * i) * DP + c4];
+        s[i] += vec4<f32>(dot(qv, k0v), dot(qv, k1v), dot(qv, k2v), dot(qv, k3v));
+#if FWD
+#else
+        let gv = Gs[(tr + TR * i) * DP + c4];
+        dp[i] += vec4<f32>(dot(gv, v0v), dot(gv, v1v), dot(gv, v2v), dot(gv, v3v));
+#endif
+      }
+    }
+    let full = block_visible(i0, k0);
+#if FWD
+    for (var i = 0u; i < 4u; i++) {
+      var x = s[i] * P.scale;
+      if (!full) {
+        for (var jj = 0u; jj < 4u; jj++) { if (!visible(i0 + tr + TR * i, k0 + tc + 8u * jj)) { x[jj] = -BIG; } }
+      }
+      s[i] = x;
+      let r = tr + TR * i;
+      Red[(r * TC + tc) / 4u][tc % 4u] = max(max(x.x, x.y), max(x.z, x.w));
+    }
+    workgroupBarrier();
+    for (var i = 0u; i < 4u; i++) {
+      let r = tr + TR * i;
+      let a = max(Red[r * 2u], Red[r * 2u + 1u]);
+      let mx = max(m[i], max(max(a.x, a.y), max(a.z, a.w)));
+      let alpha = exp(m[i] - mx);
+      let p = select(vec4<f32>(0.0), exp(s[i] - mx), s[i] > vec4<f32>(VIS));
+      l[i] = l[i] * alpha + (p.x + p.y) + (p.z + p.w);
+      m[i] = mx;
+      for (var u = 0u; u < DV; u++) { acc[i * DV + u] *= alpha; }
+      for (var jj = 0u; jj < 4u; jj++) { Ps[r * KP + (tc + 8u * jj) / 4u][tc % 4u] = p[jj]; }
+    }
+#else
+    for (var i = 0u; i < 4u; i++) {
+      let r = tr + TR * i;
+      var ok = vec4<bool>(true);
+      if (!full) {
+        for (var jj = 0u; jj < 4u; jj++) { ok[jj] = visible(i0 + r, k0 + tc + 8u * jj); }
+      }
+      let p = select(vec4<f32>(0.0), exp(s[i] * P.scale - lr[i]), ok);
+      let ds = p * (dp[i] - dr[i]);
+      for (var jj = 0u; jj < 4u; jj++) { Ps[r * KP + (tc + 8u * jj) / 4u][tc % 4u] = ds[jj]; }
+    }
+#endif
+    workgroupBarrier();
+    // acc[i][u] += Σ_j Ps[row i][j] · (V or K)[j][column vec4 tc + 8u]
+    for (var j4 = 0u; j4 < BK / 4u; j4++) {
+      var pv: array<vec4<f32>, 4>;
+      for (var i = 0u; i < 4u; i++) { pv[i] = Ps[(tr + TR * i) * KP + j4]; }
+      for (var x = 0u; x < 4u; x++) {
+        let j = j4 * 4u + x;
+        for (var u = 0u; u < DV; u++) {
+#if FWD
+          let w = Vs[j * DP + tc + 8u * u];
+#else
+          let w = Ks[j * DP + tc + 8u * u];
+#endif
+          for (var i = 0u; i < 4u; i++) { acc[i * DV + u] += pv[i][x] * w; }
+        }
+      }
+    }
+  }
+#if FWD
+  workgroupBarrier();
+  for (var i = 0u; i < 4u; i++) {
+    let r = tr + TR * i;
+    Red[(r * TC + tc) / 4u][tc % 4u] = l[i];
+  }
+  workgroupBarrier();
+#endif
+  for (var i = 0u; i < 4u; i++) {
+    let r = tr + TR * i;
+    if (i0 + r < P.tq) {
+      let row = qrow0 + i0 + r;
+#if FWD
+      let a = Red[r * 2u] + Red[r * 2u + 1u];
+      let lt = (a.x + a.y) + (a.z + a.w);
+      let inv = select(0.0, 1.0 / lt, lt > 0.0);
+      if (tc == 0u) { lse[row] = select(f32_from_bits(0xff800000u), m[i] + log(lt), lt > 0.0); }
+#endif
+      for (var u = 0u; u < DV; u++) {
+        let c = (tc + 8u * u) * 4u;
+        for (var x = 0u; x < 4u; x++) {
+          if (c + x < P.d) {
+#if FWD
+            st_out(row * P.d + c + x, acc[i * DV + u][x] * inv);
+#else
+            st_dq(row * P.d + c + x, acc[i * DV + u][x] * P.scale);
+#endif
+          }
+        }
+      }
+    }
+  }
+}
+#endif
