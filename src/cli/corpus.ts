@@ -2,8 +2,10 @@
  * The training data of `fon train --data`: the built-in Brown Corpus (split by document,
  * train/data/brown.ts) or a user path (train/data/sources.ts). A user corpus is held out by tokens:
  * the last 5% of its token stream (at least two windows) is the validation split, since a single
- * text file is a single document.
+ * text file is a single document. A user corpus is named by its absolute path, so a resumed run
+ * finds it from any working directory.
  */
+import { resolve } from 'node:path';
 import type { Tokenizer } from '../io/tokenizer/tokenizer.ts';
 import { brownCorpus, buildTokenStore, DataError, readDocuments, TokenSlice, type TokenStore } from '../train/data/index.ts';
 import { Progress } from './progress.ts';
@@ -31,16 +33,18 @@ function brown(): Corpus {
 
 function userPath(path: string): Corpus {
   return {
-    name: path,
+    name: resolve(path),
     sampleForTokenizer: async () => {
       const out: string[] = [];
-      let chars = 0;
+      let chars = 0, whole = true;
       for await (const d of readDocuments(path)) {
         out.push(d);
         chars += d.length;
-        if (chars >= TOKENIZER_SAMPLE_CHARS) break;
+        if (chars >= TOKENIZER_SAMPLE_CHARS) { whole = false; break; }
       }
-      return out;
+      // When the sample is the whole corpus, leave out its last 10% of text, which holds the
+      // validation tail (the last 5% of tokens), so the tokenizer never sees validation text.
+      return whole ? cutTail(out, Math.floor(chars * (1 - 2 * HELD_OUT))) : out;
     },
     tokenStores: async (tok, context) => {
       const bar = new Progress({ label: 'tokenize', unit: 'tok' });
@@ -57,6 +61,17 @@ function userPath(path: string): Corpus {
       return { train, validation };
     },
   };
+}
+
+/** The first `keep` characters of a list of documents. */
+function cutTail(docs: string[], keep: number): string[] {
+  const out: string[] = [];
+  for (const d of docs) {
+    if (keep <= 0) break;
+    out.push(d.length <= keep ? d : d.slice(0, keep));
+    keep -= d.length;
+  }
+  return out;
 }
 
 /** `builtin:brown` or a path. */

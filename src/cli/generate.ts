@@ -1,7 +1,7 @@
 /** `fon generate`: load a checkpoint, stream a continuation of the prompt to stdout. */
 import { loadModel } from '../io/model_checkpoint.ts';
 import { generate } from '../infer/generate.ts';
-import { numberFlag, parseFlags, requireFlag } from './args.ts';
+import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 
 export const GENERATE_USAGE = `usage: fon generate --model DIR --prompt TEXT [options]
@@ -14,12 +14,18 @@ options:
   --temperature T    0 = greedy (default 0.8)
   --top-k K          keep the K most likely tokens (default 0 = off)
   --top-p P          keep the smallest set with probability ≥ P (default 1 = off)
-  --repetition-penalty R   divide (or multiply, if negative) the logits of seen tokens by R (default 1 = off)
+  --repetition-penalty R   R > 0: a seen token's logit is divided by R when positive, multiplied when negative (default 1 = off)
   --seed S           sampling seed (default 0)
   --stop TEXT        stop before TEXT (repeatable)
   --truncate         keep the end of a prompt longer than the context (with a warning) instead of failing
   --backend NAME     cpu, wasm, webgpu or auto (default)
   --stats            print tokens/s to stderr at the end`;
+
+function topP(value: string | undefined): number {
+  const p = numberFlag('generate', 'top-p', value, 1, { max: 1 });
+  if (!(p > 0)) throw new UsageError(`generate: --top-p ${JSON.stringify(value)}: expected a number in (0, 1]`);
+  return p;
+}
 
 export async function generateCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('generate', argv, {
@@ -36,7 +42,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
     maxTokens: numberFlag('generate', 'max-tokens', v['max-tokens'], 200, { integer: true, min: 1 }),
     temperature: numberFlag('generate', 'temperature', v.temperature, 0.8, { min: 0 }),
     topK: numberFlag('generate', 'top-k', v['top-k'], 0, { integer: true, min: 0 }),
-    topP: numberFlag('generate', 'top-p', v['top-p'], 1, { min: 0, max: 1 }),
+    topP: topP(v['top-p']),
     repetitionPenalty: numberFlag('generate', 'repetition-penalty', v['repetition-penalty'], 1, {}),
     seed: numberFlag('generate', 'seed', v.seed, 0, { integer: true, min: 0 }),
     stop: v.stop,

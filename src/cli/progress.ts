@@ -42,6 +42,8 @@ export interface ProgressOptions {
   rateWindowS?: number;
   /** Clock in milliseconds; default performance.now. */
   now?: () => number;
+  /** Items already done when the bar starts (a resumed run): shown in the count, not in the rate. */
+  start?: number;
 }
 
 /** 3 significant digits with k/M/G/T/P: 999 → '999', 1234 → '1.23k', 1200 → '1.2k', 45600000 → '45.6M'. */
@@ -105,7 +107,8 @@ export class Progress {
     this.now = opts.now ?? (() => performance.now());
     this.startMs = this.now();
     this.lastLineMs = this.startMs;
-    this.samples.push({ t: this.startMs, n: 0 });
+    this.current = opts.start ?? 0;
+    this.samples.push({ t: this.startMs, n: this.current });
   }
 
   /** The count so far. */
@@ -168,7 +171,7 @@ export class Progress {
     } else {
       parts.push(`${formatCount(this.current)}${u}`);
     }
-    const rate = this.finished ? (elapsedS > 0 ? this.current / elapsedS : NaN) : this.windowRate(t);
+    const rate = this.finished ? (elapsedS > 0 ? (this.current - (this.opts.start ?? 0)) / elapsedS : NaN) : this.windowRate(t);
     parts.push(Number.isFinite(rate) ? `${formatCount(rate)}${u}/s` : `?${u}/s`);
     if (this.finished) parts.push(`in ${formatDuration(elapsedS)}`);
     else if (known) {

@@ -9,10 +9,11 @@ import type { Backend } from '../backend/backend.ts';
 import { evaluate, type EvalResult } from '../eval/perplexity.ts';
 import { tokenByteLengths } from '../eval/token_bytes.ts';
 import { linePlot } from '../io/plot_svg.ts';
-import { loadModel, loadTrainerState, saveCheckpoint } from '../io/model_checkpoint.ts';
+import { loadModel, loadOptimizerState, readTrainerState, saveCheckpoint } from '../io/model_checkpoint.ts';
+import { resolveCheckpointDir } from '../io/checkpoint_dir.ts';
 import { byteTokenizer, trainBpe, END_OF_TEXT, type Tokenizer } from '../io/tokenizer/tokenizer.ts';
 import { generate } from '../infer/generate.ts';
-import { DEFAULT_CONFIG, parseModelConfig, type ModelConfig } from '../model/config.ts';
+import { parseModelConfig, type ModelConfig } from '../model/config.ts';
 import { Decoder } from '../model/decoder.ts';
 import { preset, PRESET_NAMES } from '../model/presets.ts';
 import { ParamFactory } from '../nn/params.ts';
@@ -24,6 +25,9 @@ import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { loadCorpus, type Corpus } from './corpus.ts';
 import { Progress } from './progress.ts';
+
+/** The defaults `--preset tiny` trains with (other presets bring their own: train/preset_training.ts). */
+const TINY: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining('tiny').train };
 
 export const TRAIN_USAGE = `usage: fon train --data PATH|builtin:brown --out DIR [options]
 
@@ -37,13 +41,15 @@ data and model:
   --config FILE              model config JSON (keys of model/config.ts), over the preset
   --tokenizer byte|bpe:N     bytes, or a byte-level BPE of N tokens trained on the training split (default: the preset's, tiny bpe:1024)
   --backend NAME             cpu, wasm, webgpu or auto (default: a hardware GPU, else wasm)
-  --resume                   continue the run in DIR from its last checkpoint (exactly)
+  --resume                   continue the run in DIR from its last checkpoint, exactly (data, model, tokenizer and
+                             hyper-parameters come from the checkpoint; --steps, --backend and the evaluation,
+                             checkpoint and sample flags may be given)
   --overwrite                start afresh even if DIR holds a checkpoint
 
-training (defaults in parentheses; a preset brings its own, train/preset_training.ts):
-  --steps N (${DEFAULT_TRAIN.steps})  --batch N (${DEFAULT_TRAIN.batchSize})  --accumulate N (${DEFAULT_TRAIN.accumulate})  --context N (the model's)
-  --lr X (${DEFAULT_TRAIN.lr})  --min-lr X (${DEFAULT_TRAIN.minLr})  --warmup N (${DEFAULT_TRAIN.warmup}, at most steps/10)  --weight-decay X (${DEFAULT_TRAIN.weightDecay})  --grad-clip X (${DEFAULT_TRAIN.gradClip})
-  --eval-every N (${DEFAULT_TRAIN.evalEvery})  --eval-windows N (${DEFAULT_TRAIN.evalWindows})  --checkpoint-every N (${DEFAULT_TRAIN.checkpointEvery})  --seed N (${DEFAULT_TRAIN.seed})
+training (defaults of --preset tiny in parentheses; small and base bring their own, train/preset_training.ts):
+  --steps N (${TINY.steps})  --batch N (${TINY.batchSize})  --accumulate N (${TINY.accumulate})  --context N (the model's)
+  --lr X (${TINY.lr})  --min-lr X (${TINY.minLr})  --warmup N (${TINY.warmup}; by default at most steps/10)  --weight-decay X (${TINY.weightDecay})  --grad-clip X (${TINY.gradClip})
+  --eval-every N (${TINY.evalEvery})  --eval-windows N (${TINY.evalWindows})  --checkpoint-every N (${TINY.checkpointEvery})  --seed N (${TINY.seed})
   --final-eval-windows N     validation windows in the final evaluation (default: all)
   --stop-after N             stop after step N as Ctrl-C would (checkpoint written, resumable)
   --sample                   print a generated sample at the end
@@ -61,8 +67,32 @@ const FLAGS = {
 
 type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
 
-/** The description of a run that a resume needs to rebuild the same data and schedule. */
-interface RunSpec { data: string; tokenizer: string; train: TrainConfig }
+/**
+ * The description of a run that a resume needs to rebuild the same data and schedule: the corpus
+ * (an absolute path, or builtin:brown), the tokenizer spec, the training config, and a fingerprint
+ * of the token stores and the backend, checked on resume (a changed corpus would silently change
+ * the batches; another backend rounds differently).
+ */
+interface RunSpec {
+  data: string;
+  tokenizer: string;
+  train: TrainConfig;
+  fingerprint?: { trainTokens: number; validationTokens: number; checksum: number; backend: string };
+}
+
+/** Flags a resumed run takes from its checkpoint; giving them with --resume is an error. */
+const FIXED_BY_CHECKPOINT = ['data', 'preset', 'config', 'tokenizer', 'batch', 'accumulate', 'context', 'lr', 'min-lr', 'warmup', 'weight-decay', 'grad-clip', 'seed', 'overwrite'] as const;
+
+/** FNV-1a over 1024 ids spread evenly through the store (and its length). */
+function storeChecksum(store: TokenStore): number {
+  let h = 0x811c9dc5 ^ store.length;
+  const n = Math.min(1024, store.length);
+  for (let i = 0; i < n; i++) {
+    const at = Math.floor((i * store.length) / n);
+    h = Math.imul(h ^ store.read(at, 1)[0], 0x01000193);
+  }
+  return h >>> 0;
+}
 
 interface LogEntry { step: number; [k: string]: number | string }
 
@@ -81,27 +111,39 @@ function trainConfigFrom(v: Flags, context: number): TrainConfig {
   };
 }
 
-async function modelConfigFrom(v: Flags, vocabSize: number): Promise<ModelConfig> {
-  let cfg = preset(v.preset ?? 'tiny');
-  if (v.config) {
-    const bytes = await readFileIfExists(v.config);
-    if (!bytes) throw new UsageError(`train: --config ${v.config} does not exist`);
-    let json: unknown;
-    try { json = JSON.parse(new TextDecoder().decode(bytes)); } catch (e) { throw new UsageError(`train: --config ${v.config} is not valid JSON: ${(e as Error).message}`); }
-    cfg = parseModelConfig(json, cfg, v.config);
-  }
-  if (cfg.vocabSize !== DEFAULT_CONFIG.vocabSize && cfg.vocabSize < vocabSize) {
-    throw new UsageError(`train: the config's vocabSize ${cfg.vocabSize} is smaller than the tokenizer's ${vocabSize}`);
-  }
-  return parseModelConfig({ vocabSize: Math.max(vocabSize, cfg.vocabSize === DEFAULT_CONFIG.vocabSize ? 0 : cfg.vocabSize) }, cfg);
+/** The preset under --config (read and validated before any data is touched); `vocabSet` says whether the file gave vocabSize. */
+async function modelConfigFrom(v: Flags): Promise<{ cfg: ModelConfig; vocabSet: boolean }> {
+  const cfg = preset(v.preset ?? 'tiny');
+  if (!v.config) return { cfg, vocabSet: false };
+  const kind = await pathKind(v.config);
+  if (kind !== 'file') throw new UsageError(`train: --config ${v.config} ${kind === null ? 'does not exist' : 'is not a file'}; expected a model config JSON file`);
+  const bytes = (await readFileIfExists(v.config))!;
+  let json: unknown;
+  try { json = JSON.parse(new TextDecoder().decode(bytes)); } catch (e) { throw new UsageError(`train: --config ${v.config} is not valid JSON: ${(e as Error).message}`); }
+  const parsed = parseModelConfig(json, cfg, v.config);
+  return { cfg: parsed, vocabSet: typeof json === 'object' && json !== null && Object.hasOwn(json, 'vocabSize') };
 }
 
-async function makeTokenizer(spec: string, corpus: Corpus, log: (s: string) => void): Promise<Tokenizer> {
-  if (spec === 'byte') return byteTokenizer();
+/** The config with the tokenizer's vocabulary (a vocabSize from the file may be larger: rounded up, never smaller). */
+function withVocab(c: { cfg: ModelConfig; vocabSet: boolean }, vocabSize: number, where: string): ModelConfig {
+  if (!c.vocabSet) return parseModelConfig({ vocabSize }, c.cfg);
+  if (c.cfg.vocabSize < vocabSize) throw new UsageError(`train: ${where}: vocabSize ${c.cfg.vocabSize} is smaller than the tokenizer's ${vocabSize}`);
+  return c.cfg;
+}
+
+/** "byte", or "bpe:N" with N ≥ 258; returns N (0 for bytes). */
+function checkTokenizerSpec(spec: string): number {
+  if (spec === 'byte') return 0;
   const m = /^bpe:(\d+)$/.exec(spec);
   if (!m) throw new UsageError(`train: --tokenizer ${JSON.stringify(spec)}: expected byte or bpe:N (e.g. bpe:4096)`);
   const size = Number(m[1]);
-  if (size < 258) throw new UsageError(`train: --tokenizer ${spec}: a byte-level BPE needs at least 258 tokens (256 bytes, a merge, ${END_OF_TEXT})`);
+  if (size < 258 || size > 1 << 20) throw new UsageError(`train: --tokenizer ${spec}: a byte-level BPE needs 258 (256 bytes, a merge, ${END_OF_TEXT}) to ${1 << 20} tokens`);
+  return size;
+}
+
+async function makeTokenizer(spec: string, corpus: Corpus, log: (s: string) => void): Promise<Tokenizer> {
+  const size = checkTokenizerSpec(spec);
+  if (size === 0) return byteTokenizer();
   const docs = await corpus.sampleForTokenizer();
   const bar = new Progress({ label: 'tokenizer', total: size, unit: 'tok' });
   const tok = trainBpe(docs, size, { onProgress: (done) => bar.update(done) });
@@ -147,43 +189,72 @@ export async function trainCommand(argv: string[]): Promise<number> {
   if (v.help) { console.log(TRAIN_USAGE); return 0; }
   const outDir = requireFlag('train', 'out', v.out);
   const say = (s: string) => console.error(s);
-  let backend: Backend;
 
-  // ---- set-up: a fresh run, or the state of the last checkpoint
-  let model: Decoder, tokenizer: Tokenizer, spec: RunSpec, corpus: Corpus;
+  // ---- set-up: a fresh run, or the state of the last checkpoint. Every flag is checked before
+  // any data is read, a tokenizer fitted or a step trained.
+  const outKind = await pathKind(outDir);
+  if (outKind !== null && outKind !== 'dir') throw new UsageError(`train: --out ${outDir} exists and is not a directory`);
+  const stopAfter = numberFlag('train', 'stop-after', v['stop-after'], Infinity, { integer: true, min: 1 });
+  const finalWindows = numberFlag('train', 'final-eval-windows', v['final-eval-windows'], Infinity, { integer: true, min: 1 });
+  const sampleTokens = numberFlag('train', 'sample-tokens', v['sample-tokens'], 200, { integer: true, min: 1 });
+  let model: Decoder, tokenizer: Tokenizer, spec: RunSpec, corpus: Corpus, backend: Backend;
   let resumeDir: string | null = null;
   const hasCheckpoint = (await pathKind(joinPath(outDir, 'latest.json'))) === 'file';
   if (v.resume) {
     if (!hasCheckpoint) throw new UsageError(`train: --resume: ${outDir} holds no checkpoint (no latest.json)`);
+    const fixed = FIXED_BY_CHECKPOINT.filter((k) => v[k] !== undefined);
+    if (fixed.length) throw new UsageError(`train: --resume continues the run as its checkpoint describes it; drop ${fixed.map((k) => `--${k}`).join(', ')} (only --steps, --backend and the evaluation, checkpoint and sample flags may change)`);
+    const dir = await resolveCheckpointDir(outDir);
+    const state = await readTrainerState(dir);
+    spec = state.run as unknown as RunSpec;
+    if (typeof spec.data !== 'string' || typeof spec.tokenizer !== 'string' || typeof spec.train !== 'object' || spec.train === null) {
+      throw new UsageError(`train: --resume: ${dir}/trainer.json has no run description ("run": {"data", "tokenizer", "train"})`);
+    }
+    const t = spec.train;
+    if (v.steps !== undefined) {
+      t.steps = numberFlag('train', 'steps', v.steps, t.steps, { integer: true, min: Math.max(1, state.step) });
+      if (t.steps < t.warmup) throw new UsageError(`train: --steps ${t.steps} is shorter than the run's warm-up of ${t.warmup} steps`);
+      say(`warning: --steps changes the cosine schedule, so the resumed run no longer follows the uninterrupted one exactly`);
+    }
+    t.evalEvery = numberFlag('train', 'eval-every', v['eval-every'], t.evalEvery, { integer: true, min: 0 });
+    t.evalWindows = numberFlag('train', 'eval-windows', v['eval-windows'], t.evalWindows, { integer: true, min: 1 });
+    t.checkpointEvery = numberFlag('train', 'checkpoint-every', v['checkpoint-every'], t.checkpointEvery, { integer: true, min: 0 });
     backend = await backendFromFlag('train', v.backend);
-    const loaded = await loadModel(outDir, backend);
+    const loaded = await loadModel(dir, backend);
     ({ model, tokenizer } = loaded);
     resumeDir = loaded.dir;
-    const runText = await readFileIfExists(joinPath(loaded.dir, 'trainer.json'));
-    if (!runText) throw new UsageError(`train: --resume: ${loaded.dir} has no trainer.json (a checkpoint saved outside training cannot be resumed)`);
-    spec = (JSON.parse(new TextDecoder().decode(runText)) as { run: RunSpec }).run;
-    if (v.steps !== undefined) spec.train.steps = numberFlag('train', 'steps', v.steps, spec.train.steps, { integer: true, min: 1 });
     corpus = await loadCorpus(spec.data);
-    say(`resuming ${loaded.dir}`);
+    say(`resuming ${loaded.dir} at step ${state.step}`);
   } else {
     if (hasCheckpoint && !v.overwrite) throw new UsageError(`train: ${outDir} already holds a checkpoint; pass --resume to continue it or --overwrite to start afresh`);
     const data = requireFlag('train', 'data', v.data);
-    corpus = await loadCorpus(data);
+    const base = await modelConfigFrom(v);
     const tokSpec = v.tokenizer ?? presetTraining(v.preset ?? 'tiny').tokenizer;
-    tokenizer = await makeTokenizer(tokSpec, corpus, say);
-    const cfg = await modelConfigFrom(v, tokenizer.vocabSize);
-    spec = { data, tokenizer: tokSpec, train: trainConfigFrom(v, cfg.contextLength) };
-    numberFlag('train', 'stop-after', v['stop-after'], 1, { integer: true, min: 1 });
-    numberFlag('train', 'final-eval-windows', v['final-eval-windows'], 1, { integer: true, min: 1 });
+    checkTokenizerSpec(tokSpec);
+    const train = trainConfigFrom(v, base.cfg.contextLength);
     backend = await backendFromFlag('train', v.backend);
-    model = new Decoder(cfg, new ParamFactory({ backend, seed: spec.train.seed }));
+    corpus = await loadCorpus(data);
+    tokenizer = await makeTokenizer(tokSpec, corpus, say);
+    const cfg = withVocab(base, tokenizer.vocabSize, v.config ?? `preset ${v.preset ?? 'tiny'}`);
+    spec = { data: corpus.name, tokenizer: tokSpec, train };
+    model = new Decoder(cfg, new ParamFactory({ backend, seed: train.seed }));
   }
   const tc = spec.train;
   const stores = await corpus.tokenStores(tokenizer, tc.context);
+  const fingerprint = { trainTokens: stores.train.length, validationTokens: stores.validation.length, checksum: storeChecksum(stores.train), backend: backend.name };
+  if (resumeDir && spec.fingerprint) {
+    const was = spec.fingerprint;
+    if (was.trainTokens !== fingerprint.trainTokens || was.validationTokens !== fingerprint.validationTokens || was.checksum !== fingerprint.checksum) {
+      throw new UsageError(`train: --resume: the corpus ${spec.data} changed since the checkpoint (${was.trainTokens} + ${was.validationTokens} tokens then, ${fingerprint.trainTokens} + ${fingerprint.validationTokens} now, or other ids); resuming would train on other batches`);
+    }
+    if (was.backend !== backend.name) say(`warning: the run was trained on ${was.backend} and resumes on ${backend.name}: the loss curve will differ by rounding (pass --backend ${was.backend} to continue exactly)`);
+  }
+  spec.fingerprint = fingerprint;
   const trainer = new Trainer(model, new BatchSampler(stores.train, { batch: tc.batchSize, context: tc.context, seed: tc.seed }), tc);
   let log: LogEntry[] = [];
   if (resumeDir) {
-    const state = await loadTrainerState(resumeDir, trainer.optimizer, backend);
+    const state = await readTrainerState(resumeDir);
+    await loadOptimizerState(resumeDir, state, trainer.optimizer, backend);
     trainer.step = state.step;
     log = await readLog(outDir, state.step);
   }
@@ -216,10 +287,8 @@ export async function trainCommand(argv: string[]): Promise<number> {
     say('\ninterrupt: finishing this step and writing a checkpoint (Ctrl-C again to quit at once; the last checkpoint stays intact)');
   };
   process.on('SIGINT', onSigint);
-  const stopAfter = numberFlag('train', 'stop-after', v['stop-after'], Infinity, { integer: true, min: 1 });
   const tokensPerStep = tc.accumulate * tc.batchSize * tc.context;
-  const bar = new Progress({ label: 'train', total: tc.steps * tokensPerStep, unit: 'tok' });
-  bar.update(trainer.step * tokensPerStep);
+  const bar = new Progress({ label: 'train', total: tc.steps * tokensPerStep, unit: 'tok', start: trainer.step * tokensPerStep });
   try {
     while (trainer.step < tc.steps && !stop) {
       const r: StepResult = await trainer.trainStep();
@@ -246,7 +315,6 @@ export async function trainCommand(argv: string[]): Promise<number> {
   }
 
   // ---- finish: full evaluation, the log and plot, a sample
-  const finalWindows = numberFlag('train', 'final-eval-windows', v['final-eval-windows'], Infinity, { integer: true, min: 1 });
   const e = await validate(finalWindows, 'validation');
   log.push({ step: trainer.step, valLoss: e.loss, valBpb: e.bitsPerByte });
   await writeLog(outDir, log);
@@ -254,7 +322,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
   console.log(`validation: perplexity ${e.perplexity.toFixed(2)}, bits per byte ${e.bitsPerByte.toFixed(3)} (${e.tokens} tokens, ${e.bytes} bytes)`);
   console.log(`checkpoint: ${outDir} (loss plot ${joinPath(outDir, 'loss.svg')})`);
   if (v.sample) {
-    const n = numberFlag('train', 'sample-tokens', v['sample-tokens'], 200, { integer: true, min: 1 });
+    const n = sampleTokens;
     console.log('sample:');
     process.stdout.write('  ');
     await generate(model, tokenizer, '', { maxTokens: n, temperature: 0.8, topK: 40, seed: tc.seed, onText: (s) => process.stdout.write(s.replace(/\n/g, '\n  ')) });

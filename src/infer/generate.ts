@@ -51,10 +51,11 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
     ids = [tok.eosId, ...ids.slice(ids.length - (cfg.contextLength - 2))];
     opts.onWarning?.(`${msg}: kept its last ${ids.length - 1} tokens`);
   }
-  const backend = model.embed.weight.backend;
-  const cache = new KvCache(cfg, 1, Math.min(cfg.contextLength, ids.length + maxTokens), backend, model.embed.weight.dtype === 'f32' ? 'f32' : 'f16');
+  // Options are checked before the cache exists, so a bad one leaks nothing.
   const sampler = new Sampler(cfg.vocabSize, opts);
   const stops = new StopMatcher(opts.stop ?? []);
+  const backend = model.embed.weight.backend;
+  const cache = new KvCache(cfg, 1, Math.min(cfg.contextLength, ids.length + maxTokens), backend, model.embed.weight.dtype === 'f32' ? 'f32' : 'f16');
   const stream = tok.streamDecoder();
   const history = ids.slice();
   const out: number[] = [];
@@ -69,6 +70,9 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
     });
     const row = (await logits.data()) as Float32Array;
     logits.dispose();
+    cache.length = pos + input.length;
+    // A model may have more rows than the tokenizer has ids (a vocabulary rounded up): never sample those.
+    if (row.length > tok.vocabSize) row.fill(-Infinity, tok.vocabSize);
     return row;
   };
   let stopReason: GenerateResult['stopReason'] = 'maxTokens';

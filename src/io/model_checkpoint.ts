@@ -81,9 +81,15 @@ export async function loadModel(path: string, backend: Backend): Promise<LoadedM
   }
   const modelFile = `${dir}/${MODEL_FILE}`;
   const weights = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, MODEL_FILE), modelFile), { backend, source: modelFile });
+  const f = new ParamFactory({ backend, weights, source: modelFile });
   try {
-    const f = new ParamFactory({ backend, weights, source: modelFile });
-    const model = new Decoder(config, f);
+    let model: Decoder;
+    try {
+      model = new Decoder(config, f);
+    } catch (e) {
+      f.disposeMade(); // a tensor missing or misshapen part-way: free what was built
+      throw e;
+    }
     const extra = f.unused();
     if (extra.length) {
       model.dispose();
@@ -95,13 +101,19 @@ export async function loadModel(path: string, backend: Backend): Promise<LoadedM
   }
 }
 
-/** Restores the optimizer moments and returns the trainer state of a checkpoint written during training. */
-export async function loadTrainerState(dir: string, optimizer: Optimizer, backend: Backend): Promise<TrainerState> {
+/** The trainer state of a checkpoint written during training, checked field by field. */
+export async function readTrainerState(dir: string): Promise<TrainerState> {
   const file = `${dir}/${TRAINER_FILE}`;
-  const state = parseJson(await readCheckpointText(dir, TRAINER_FILE), file) as Partial<TrainerState>;
-  if (typeof state?.step !== 'number' || typeof state.optimizerScalars !== 'object' || state.optimizerScalars === null) {
-    throw new CheckpointError(`${file}: expected {"step": number, "optimizerScalars": {...}, "run": {...}}`);
-  }
+  const state = parseJson(await readCheckpointText(dir, TRAINER_FILE), file) as Partial<TrainerState> | null;
+  const ok = state !== null && typeof state === 'object' && Number.isInteger(state.step) && (state.step as number) >= 0
+    && typeof state.optimizerScalars === 'object' && state.optimizerScalars !== null
+    && typeof state.run === 'object' && state.run !== null;
+  if (!ok) throw new CheckpointError(`${file}: expected {"step": integer, "optimizerScalars": {...}, "run": {...}}, got ${JSON.stringify(state)?.slice(0, 200)}`);
+  return state as TrainerState;
+}
+
+/** Restores the optimizer moments and step count saved beside `state`. */
+export async function loadOptimizerState(dir: string, state: TrainerState, optimizer: Optimizer, backend: Backend): Promise<void> {
   const optFile = `${dir}/${OPTIMIZER_FILE}`;
   const tensors: Record<string, Tensor> = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, OPTIMIZER_FILE), optFile), { backend, source: optFile });
   try {
@@ -112,5 +124,11 @@ export async function loadTrainerState(dir: string, optimizer: Optimizer, backen
   } finally {
     for (const t of Object.values(tensors)) t.dispose();
   }
-  return state as TrainerState;
+}
+
+/** readTrainerState, then loadOptimizerState: what `fon train --resume` needs beyond the model. */
+export async function loadTrainerState(dir: string, optimizer: Optimizer, backend: Backend): Promise<TrainerState> {
+  const state = await readTrainerState(dir);
+  await loadOptimizerState(dir, state, optimizer, backend);
+  return state;
 }

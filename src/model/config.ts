@@ -102,7 +102,7 @@ export function parseModelConfig(overrides: unknown, base: ModelConfig = DEFAULT
   if (overrides === null || typeof overrides !== 'object' || Array.isArray(overrides)) throw new ConfigError(`${where}: expected a JSON object, got ${show(overrides)}`);
   const out: Record<string, unknown> = { ...base };
   for (const [k, v] of Object.entries(overrides)) {
-    const kind = SCHEMA[k as keyof ModelConfig];
+    const kind = Object.hasOwn(SCHEMA, k) ? SCHEMA[k as keyof ModelConfig] : undefined;
     if (!kind) throw new ConfigError(`${where}: unknown key '${k}' (value ${show(v)}); known keys: ${Object.keys(SCHEMA).join(', ')}`);
     if (kind === 'int' && !Number.isInteger(v)) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected an integer`);
     if (kind === 'number' && (typeof v !== 'number' || !Number.isFinite(v))) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected a number`);
@@ -115,9 +115,15 @@ export function parseModelConfig(overrides: unknown, base: ModelConfig = DEFAULT
   return c;
 }
 
+/** Upper bounds far above any real model, so a typo (1e9) fails here instead of allocating. */
+const MAX = {
+  vocabSize: 1 << 24, dModel: 1 << 16, nLayers: 1024, nHeads: 1024, nKvHeads: 1024, headDim: 1024, mlpHidden: 1 << 18, contextLength: 1 << 21,
+} as const;
+
 function validateShapes(c: ModelConfig, where: string): void {
-  const positive = ['vocabSize', 'dModel', 'nLayers', 'nHeads', 'nKvHeads', 'headDim', 'mlpHidden', 'contextLength'] as const;
-  for (const k of positive) if (c[k] < 1) throw new ConfigError(`${where}: '${k}' = ${c[k]}: expected a positive integer`);
+  for (const [k, max] of Object.entries(MAX) as [keyof typeof MAX, number][]) {
+    if (c[k] < 1 || c[k] > max) throw new ConfigError(`${where}: '${k}' = ${c[k]}: expected a positive integer ≤ ${max}`);
+  }
   if (c.nHeads % c.nKvHeads !== 0) throw new ConfigError(`${where}: 'nKvHeads' = ${c.nKvHeads} must divide 'nHeads' = ${c.nHeads} (grouped-query attention)`);
   if (c.positions === 'rope' && c.headDim % 2 !== 0) throw new ConfigError(`${where}: 'headDim' = ${c.headDim} must be even for RoPE`);
   if (!(c.normEps > 0)) throw new ConfigError(`${where}: 'normEps' = ${c.normEps}: expected a positive number`);

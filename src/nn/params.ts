@@ -41,6 +41,7 @@ export class ParamFactory {
   private readonly weights?: Record<string, Tensor>;
   private readonly source: string;
   private readonly made = new Set<string>();
+  private readonly tensors: Tensor[] = [];
 
   constructor(opts: ParamFactoryOptions) {
     this.backend = opts.backend;
@@ -56,6 +57,7 @@ export class ParamFactory {
     this.made.add(name);
     const t = noGrad(() => this.weights ? this.load(name, shape) : this.fresh(name, shape, init));
     t.requiresGrad = true;
+    this.tensors.push(t);
     return keep(t);
   }
 
@@ -73,6 +75,12 @@ export class ParamFactory {
     if (w.backend !== this.backend) throw new ArgumentError(`${this.source}: tensor '${name}' lives on backend '${w.backend.name}', the model on '${this.backend.name}'`);
     // The parameter owns its storage, so the caller may dispose the checkpoint's tensors.
     return w.dtype === this.dtype ? clone(w) : cast(w, this.dtype);
+  }
+
+  /** Disposes every parameter made so far (a model whose construction failed part-way). */
+  disposeMade(): void {
+    for (const t of this.tensors) t.dispose();
+    this.tensors.length = 0;
   }
 
   /** Names in the checkpoint that no module asked for (an error when loading strictly). */

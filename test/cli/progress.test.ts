@@ -121,3 +121,14 @@ test('bad options are refused', () => {
   assert.throws(() => new Progress({ intervalS: NaN, stream: s }), /intervalS NaN must be a non-negative number of seconds/);
   assert.throws(() => new Progress({ stream: s }).update(Infinity), /count Infinity must be a finite number/);
 });
+
+test('a bar that starts part-way (a resumed run) counts the earlier items but not in the rate', () => {
+  const s = fakeStream(false);
+  const c = fakeClock();
+  const p = new Progress({ total: 1000, unit: 'tok', stream: s, intervalS: 5, now: c.now, start: 600 });
+  for (let i = 1; i <= 5; i++) { c.advance(1); p.tick(50); }
+  assert.deepEqual(s.out, [' 85%  850/1k tok  50 tok/s  ETA 3s\n']);
+  c.advance(5);
+  p.finish();
+  assert.equal(s.out[1], ' 85%  850/1k tok  25 tok/s  in 10s\n');
+});

@@ -95,7 +95,7 @@ test('fon train: a run stopped and resumed follows the uninterrupted loss curve 
 
 test('fon train: Ctrl-C writes a checkpoint that resumes', async () => {
   const out = join(dir, 'interrupted');
-  const child = spawn(process.execPath, [FON, ...TRAIN.map((x) => (x === '6' ? '100000' : x)), '--out', out, '--eval-every', '0', '--checkpoint-every', '2'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [FON, ...TRAIN.map((x) => (x === '6' ? '100000' : x)), '--out', out, '--eval-every', '0', '--checkpoint-every', '2', '--warmup', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   child.stderr.on('data', (d) => { err += d; });
   const code = await new Promise<number | null>((resolve) => {
@@ -110,6 +110,24 @@ test('fon train: Ctrl-C writes a checkpoint that resumes', async () => {
   assert.ok(!readdirSync(out).some((f) => f.includes('.tmp-')), 'no temporary directory left');
   const state = JSON.parse(readFileSync(join(out, latest, 'trainer.json'), 'utf8'));
   assert.equal(state.step, step);
+  const resumed = fon('train', '--out', out, '--resume', '--backend', 'cpu', '--steps', String(step + 2), '--final-eval-windows', '1');
+  assert.equal(resumed.code, 0, resumed.err);
+  assert.match(resumed.err, new RegExp(`resuming .* at step ${step}`));
+  assert.equal(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint, `step-${String(step + 2).padStart(6, '0')}`);
+});
+
+test('fon train --resume: flags fixed by the checkpoint, a corrupt trainer.json and a changed corpus are refused', () => {
+  const out = join(dir, 'strict');
+  const data = join(dir, 'strict.txt');
+  writeFileSync(data, readFileSync(corpus, 'utf8'));
+  assert.equal(fon(...TRAIN.map((x) => (x === corpus ? data : x)), '--out', out, '--steps', '2', '--eval-every', '0').code, 0);
+  assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu', '--lr', '5', '--batch', '9'), /--resume continues the run as its checkpoint describes it; drop --batch, --lr/);
+  writeFileSync(data, readFileSync(corpus, 'utf8').replace(/cat/g, 'cow'));
+  assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu', '--steps', '3'), /the corpus .*strict\.txt changed since the checkpoint/);
+  writeFileSync(join(out, 'step-000002', 'trainer.json'), '{oops');
+  assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu'), /trainer\.json is not valid JSON/);
+  writeFileSync(join(out, 'step-000002', 'trainer.json'), '{"step": 2}');
+  assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu'), /trainer\.json: expected \{"step": integer, "optimizerScalars"/);
 });
 
 test('fon: bad input gets one clear line and exit code 2', () => {
@@ -127,6 +145,11 @@ test('fon: bad input gets one clear line and exit code 2', () => {
   assertCleanError(fon('generate', '--model', join(dir, 'nothing'), '--prompt', 'x', '--backend', 'cpu'), /no checkpoint at .*nothing: the path does not exist/);
   assertCleanError(fon('generate', '--model', join(dir, 'run'), '--prompt', 'x'.repeat(40), '--backend', 'cpu'), /prompt of 40 tokens .* context of 32 tokens/);
   assertCleanError(fon('frobnicate'), /unknown command 'frobnicate'/);
+  writeFileSync(join(dir, 'afile'), 'x');
+  assertCleanError(fon('train', '--data', corpus, '--out', join(dir, 'afile'), '--backend', 'cpu'), /--out .*afile exists and is not a directory/);
+  assertCleanError(fon('train', '--data', corpus, '--config', dir, '--out', join(dir, 'x7'), '--backend', 'cpu'), /--config .* is not a file; expected a model config JSON file/);
+  assertCleanError(fon('train', '--data', corpus, '--tokenizer', 'bpe:100', '--out', join(dir, 'x8'), '--backend', 'cpu'), /--tokenizer bpe:100: a byte-level BPE needs 258/);
+  assertCleanError(fon('generate', '--model', join(dir, 'run'), '--prompt', 'x', '--top-p', '0', '--backend', 'cpu'), /--top-p "0": expected a number in \(0, 1\]/);
   assert.ok(!existsSync(join(dir, 'x3')) || !existsSync(join(dir, 'x3', 'latest.json')), 'no checkpoint for a failed start');
 });
 

@@ -13,6 +13,12 @@ const ids = Int32Array.from({ length: 30 }, (_, i) => (i * 13 + 5) % 20);
 const store = new MemoryTokenStore(ids);
 const byteLengths = Array.from({ length: 20 }, (_, i) => 1 + (i % 3));
 
+/** Where a window's inputs start in the stream. */
+function findStart(inputs: Int32Array): number {
+  for (let s = 0; s + inputs.length <= ids.length; s++) if (inputs.every((v, j) => ids[s + j] === v)) return s;
+  throw new Error('window not found');
+}
+
 /** −log p(ids[j+1] | ids[s … j]) for the window starting at s, position j. */
 async function nllAt(start: number, len: number): Promise<number[]> {
   const x = fon.tensor(ids.slice(start, start + len), [1, len], { backend: cpu, dtype: 'i32' });
@@ -39,5 +45,19 @@ test('evaluate: a smaller stride scores each token once with more context, and t
   const b = await evaluate(m, evalWindows(store, 8, 4), { byteLengths, batch: 5 });
   assert.equal(a.tokens, 29);
   assert.ok(Math.abs(a.loss - b.loss) < 1e-6);
+  // Reference: each window's scored targets, summed. Windows start at 0, 4, …, 20 and one ends at the
+  // store's end (start 21); the first scores all 8 targets, the rest the targets no window scored yet.
+  let nll = 0, scored = 0;
+  for (const w of evalWindows(store, 8, 4)) {
+    const start = findStart(w.inputs);
+    const row = await nllAt(start, w.inputs.length);
+    nll += row.slice(w.scoredFrom).reduce((x, y) => x + y, 0);
+    scored += w.inputs.length - w.scoredFrom;
+    if (start > 0) assert.ok(w.scoredFrom >= 4, `window at ${start} scores only its tail (scoredFrom ${w.scoredFrom})`);
+  }
+  assert.equal(scored, 29);
+  assert.ok(Math.abs(a.loss - nll / 29) < 1e-5, `${a.loss} vs ${nll / 29}`);
+  const full = await evaluate(m, evalWindows(store, 8), { byteLengths });
+  assert.notEqual(+a.loss.toFixed(6), +full.loss.toFixed(6), 'more context changes the score');
   await assert.rejects(evaluate(m, [], { byteLengths }), /nothing to score/);
 });

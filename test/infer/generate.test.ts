@@ -5,6 +5,7 @@ import { parseModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { generate } from '../../src/infer/generate.ts';
+import { KvCache } from '../../src/infer/kv_cache.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 
 const cpu = await fon.initBackend('cpu');
@@ -75,7 +76,43 @@ test('generate: a prompt longer than the context is an error, or truncated with 
   assert.match(warnings[0], /kept its last 14 tokens/);
   assert.equal(r.promptTokens, 14);
   // 15 positions hold the prompt; the 16th holds the first generated token, whose logits give the second.
-  if (r.stopReason !== 'eos') assert.deepEqual([r.ids.length, r.stopReason], [2, 'context']);
+  assert.deepEqual([r.ids.length, r.stopReason], [2, 'context']);
   await assert.rejects(generate(m, tok, 'a', { maxTokens: 0 }), /maxTokens 0 must be a positive integer/);
+  m.dispose();
+});
+
+test('generate: a model with more rows than the tokenizer has ids never samples those ids', async () => {
+  const cfg = parseModelConfig({ vocabSize: 2000, dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32, contextLength: 64 });
+  const m = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 5 }));
+  // Uniform sampling over 2000 rows would pick an id ≥ 257 almost every step.
+  const r = await generate(m, tok, 'a', { maxTokens: 40, temperature: 5, seed: 1 });
+  assert.ok(r.ids.length > 0 && r.ids.every((id) => id < tok.vocabSize), `ids ${r.ids}`);
+  m.dispose();
+});
+
+test('generate: bad sampling options are refused before the KV cache is allocated', async () => {
+  const m = model();
+  const before = cpu.memory().liveBytes;
+  await assert.rejects(generate(m, tok, 'a', { stop: [''] }), /stop/);
+  await assert.rejects(generate(m, tok, 'a', { topP: 0 }), /topP/);
+  assert.equal(cpu.memory().liveBytes, before);
+  m.dispose();
+});
+
+test('KV cache: written in place through decoding, never re-allocated', async () => {
+  const m = model();
+  const cache = new KvCache(m.config, 1, 12, cpu);
+  const handles = cache.layers.map((l) => [l.k.handle, l.v.handle]);
+  const ids = [3, 1, 4, 1, 5, 9, 2, 6];
+  fon.noGrad(() => m.forward(fon.tensor([ids.slice(0, 4)], undefined, { backend: cpu, dtype: 'i32' }), { cache: cache.layers, pos: 0 }));
+  for (let p = 4; p < ids.length; p++) fon.noGrad(() => m.forward(fon.tensor([[ids[p]]], undefined, { backend: cpu, dtype: 'i32' }), { cache: cache.layers, pos: p }));
+  cache.layers.forEach((l, i) => {
+    assert.equal(l.k.handle, handles[i][0]);
+    assert.equal(l.v.handle, handles[i][1]);
+  });
+  const k0 = (await cache.layers[0].k.data()) as Float32Array; // (1, 1, 12, 8)
+  assert.ok(k0.slice(7 * 8, 8 * 8).some((x) => x !== 0), 'row 7 written');
+  assert.ok(k0.slice(8 * 8).every((x) => x === 0), 'rows past the last position untouched');
+  cache.dispose();
   m.dispose();
 });

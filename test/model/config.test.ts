@@ -54,3 +54,12 @@ test('config: KV-cache bytes per token', () => {
   const c = parseModelConfig({ nLayers: 2, nHeads: 8, nKvHeads: 2, headDim: 16, attention: ['full'] });
   assert.equal(kvBytesPerToken(c, 2), 2 * 2 * 2 * 16 * 2);
 });
+
+test('config: inherited property names are unknown keys; absurd sizes are refused before anything is allocated', () => {
+  for (const k of ['toString', 'constructor', 'hasOwnProperty']) {
+    assert.throws(() => parseModelConfig(JSON.parse(`{"${k}": 3}`)), new RegExp(`unknown key '${k}'`));
+  }
+  assert.throws(() => parseModelConfig(JSON.parse('{"__proto__": {"dModel": 8}}')), /unknown key '__proto__'/);
+  assert.throws(() => parseModelConfig({ contextLength: 1e9 }), /'contextLength' = 1000000000: expected a positive integer ≤ 2097152/);
+  assert.throws(() => parseModelConfig({ vocabSize: 0 }), /'vocabSize' = 0: expected a positive integer ≤ 16777216/);
+});
