@@ -17,9 +17,10 @@ export function rmsnorm(x: CpuRef, w: CpuRef, { rows, cols, eps }: NormArgs): [C
   return [store(y, x.dtype), rstd];
 }
 
-export function rmsnormBackward(x: CpuRef, w: CpuRef, rstd: CpuRef, dy: CpuRef, { rows, cols }: NormArgs): [CpuHandle, CpuHandle] {
+/** `alloc` makes dx (the wasm backend passes its recycled, wasm-resident arrays). */
+export function rmsnormBackward(x: CpuRef, w: CpuRef, rstd: CpuRef, dy: CpuRef, { rows, cols }: NormArgs, alloc: (n: number) => Float32Array<ArrayBufferLike> = (n) => new Float32Array(n)): [CpuHandle, CpuHandle] {
   const xv = f32(x), wv = f32(w), sv = f32(rstd), gv = f32(dy);
-  const dx = new Float32Array(xv.length), dw = new Float32Array(cols);
+  const dx = alloc(xv.length), dw = new Float32Array(cols);
   for (let r = 0; r < rows; r++) {
     const base = r * cols, s = sv[r];
     let dot = 0;

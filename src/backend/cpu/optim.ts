@@ -11,12 +11,15 @@ export function adamw(param: CpuRef, grad: CpuRef, m: CpuRef, v: CpuRef, a: Adam
   const p = f32(param), g = f32(grad), mv = f32(m), vv = f32(v);
   const decay = 1 - a.lr * a.weightDecay;
   const sqrtBias2 = Math.sqrt(a.bias2);
+  // Loop-invariant terms in locals (the same values the expressions below had inline).
+  const scale = a.gradScale, beta1 = a.beta1, beta2 = a.beta2, eps = a.eps;
+  const rest1 = 1 - beta1, rest2 = 1 - beta2, step = a.lr / a.bias1;
   for (let i = 0; i < p.length; i++) {
-    const gi = g[i] * a.gradScale;
-    mv[i] = a.beta1 * mv[i] + (1 - a.beta1) * gi;
-    vv[i] = a.beta2 * vv[i] + (1 - a.beta2) * gi * gi;
-    const denom = Math.sqrt(vv[i]) / sqrtBias2 + a.eps;
-    p[i] = p[i] * decay - (a.lr / a.bias1) * (mv[i] / denom);
+    const gi = g[i] * scale;
+    mv[i] = beta1 * mv[i] + rest1 * gi;
+    vv[i] = beta2 * vv[i] + rest2 * gi * gi;
+    const denom = Math.sqrt(vv[i]) / sqrtBias2 + eps;
+    p[i] = p[i] * decay - step * (mv[i] / denom);
   }
   writeBack(param, p); writeBack(m, mv); writeBack(v, vv);
 }

@@ -10,9 +10,8 @@
  * the results out. The logsumexp is formed here from the kernel's row max and sum (wasm has no log), in f64
  * as the reference does; δ = rowsum(dO ⊙ O) of the backward likewise.
  *
- * The kernels live in a module of their own over the runtime's memory, with a worker pool of their
- * own: the runtime's module (kernel_module.ts) and pool are fixed at its creation. Folding
- * `emitAttention` into that module would let both share one pool.
+ * The kernels are part of the runtime's one module (kernel_module.ts) and run on its worker pool,
+ * as the GEMM and elementwise kernels do.
  */
 import type { AttentionArgs } from '../backend.ts';
 import { visibleKeys } from '../cpu/attention.ts';
@@ -20,12 +19,9 @@ import { f32, type CpuHandle, type CpuRef } from '../cpu/host.ts';
 import { f32ToHost, isFloat, type DType } from '../../tensor/dtype.ts';
 import {
   ATTENTION_D_MULTIPLE, ATTENTION_JOB_WORDS, ATTENTION_KERNELS, ATTENTION_KEY_MULTIPLE, ATTENTION_ROWS, AttentionJob,
-  attentionScratchBytes, emitAttention,
+  attentionScratchBytes,
 } from './attention_kernels.ts';
-import { WASM_MAX_PAGES } from './kernel_module.ts';
-import { WasmModuleBuilder } from './module_builder.ts';
 import { JOB_ADDRESS, MAX_WORKSPACE_BYTES, type WasmRuntime } from './runtime.ts';
-import { ThreadPool, type ThreadSpawner } from './thread_pool.ts';
 
 /**
  * Below this many multiply-adds of QKᵀ (B·H·Tq·Tk·D) one thread runs the call: waking a worker
@@ -37,8 +33,6 @@ export interface WasmAttentionOptions {
   /** Calls with less work run on one thread; tests set 0 to exercise the pool. */
   minParallelWork?: number;
 }
-
-type KernelFn = (job: number, tid: number) => void;
 
 const roundUp = (x: number, m: number) => Math.ceil(x / m) * m;
 const align64 = (x: number) => roundUp(x, 64);
@@ -131,37 +125,10 @@ function readPadded(rt: WasmRuntime, at: number, outer: number, rows: number, ro
 }
 
 export class WasmAttention {
-  private constructor(
-    private readonly rt: WasmRuntime,
-    private readonly kernels: ReadonlyMap<string, KernelFn>,
-    private pool: ThreadPool | null,
-    private readonly options: WasmAttentionOptions,
-  ) {}
-
-  /**
-   * Compiles the attention module over `rt`'s memory; with a spawner and a threaded runtime, starts
-   * rt.threads − 1 workers for it (if they do not start, the kernels run on one thread).
-   */
-  static async create(rt: WasmRuntime, spawner?: ThreadSpawner, options: WasmAttentionOptions = {}): Promise<WasmAttention> {
-    const shared = typeof SharedArrayBuffer !== 'undefined' && rt.memory.buffer instanceof SharedArrayBuffer;
-    const mb = new WasmModuleBuilder({ module: 'env', name: 'memory', initialPages: 1, maximumPages: WASM_MAX_PAGES, shared });
-    emitAttention(mb, rt.fma);
-    const module = await WebAssembly.compile(mb.build());
-    const instance = await WebAssembly.instantiate(module, { env: { memory: rt.memory } });
-    const kernels = new Map(ATTENTION_KERNELS.map((name) => [name, instance.exports[name] as KernelFn]));
-    let pool: ThreadPool | null = null;
-    if (shared && spawner && rt.threads > 1) {
-      try {
-        pool = await ThreadPool.create(spawner, module, rt.memory, ATTENTION_KERNELS, rt.threads - 1);
-      } catch (e) {
-        console.warn(`fon wasm backend: attention worker threads did not start (${e instanceof Error ? e.message : String(e)}); attention runs on one thread`);
-      }
-    }
-    return new WasmAttention(rt, kernels, pool, options);
-  }
+  constructor(private readonly rt: WasmRuntime, private readonly options: WasmAttentionOptions = {}) {}
 
   /** Threads a call may use, the caller included. */
-  get threads(): number { return 1 + (this.pool?.size ?? 0); }
+  get threads(): number { return this.rt.threads; }
 
   private threadsFor(a: AttentionArgs, items: number): number {
     const work = a.batch * a.heads * a.tq * a.kvLength * a.d;
@@ -170,14 +137,7 @@ export class WasmAttention {
   }
 
   private run(kernel: (typeof ATTENTION_KERNELS)[number], threads: number): void {
-    const fn = this.kernels.get(kernel) as KernelFn;
-    if (threads <= 1 || !this.pool) { fn(JOB_ADDRESS, 0); return; }
-    this.pool.start(ATTENTION_KERNELS.indexOf(kernel), JOB_ADDRESS, threads);
-    try {
-      fn(JOB_ADDRESS, 0);
-    } finally {
-      this.pool.wait(threads);
-    }
+    this.rt.run(kernel, JOB_ADDRESS, threads);
   }
 
   /** The cases the kernels take; others go to the CPU reference (null). */
@@ -308,11 +268,6 @@ export class WasmAttention {
 
   /** Gets the workers spinning before the host's copies, so they react at once (ThreadPool.wake). */
   private wake(threads: number): void {
-    if (threads > 1) this.pool?.wake(threads);
-  }
-
-  destroy(): void {
-    this.pool?.destroy();
-    this.pool = null;
+    this.rt.wake(threads);
   }
 }

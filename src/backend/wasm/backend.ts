@@ -1,20 +1,28 @@
 /**
  * The `wasm` backend: the fast CPU path for users without a GPU. Handles are host typed arrays,
- * as in `cpu`, so every kernel not overridden here is the CPU reference. Overridden: matmul (the
- * WebAssembly SIMD GEMM, gemm_driver.ts, across the runtime's threads), the float unary and
- * binary ops that have a SIMD kernel (elementwise_kernels.ts), softmax, and attention with its
- * backward (attention.ts, a module and worker pool of its own); each falls back to the CPU
- * reference for the cases its kernel does not take.
+ * as in `cpu`, so every kernel not overridden here is the CPU reference. With worker threads,
+ * f32 handles of 1024 elements or more are views of the shared wasm memory itself (resident
+ * handles, resident_heap.ts), so the wasm kernels read and write them in place without copies.
+ * Overridden: matmul (the WebAssembly SIMD GEMM, gemm_driver.ts, across the runtime's threads),
+ * the float unary and binary ops that have a SIMD kernel (elementwise_kernels.ts), softmax, and
+ * attention with its backward (attention.ts), all in one module on one worker pool; strided
+ * copies, RoPE, RMSNorm and cross-entropy's backward as f32 TypeScript loops into recycled or
+ * resident outputs (host_kernels.ts). Each falls back to the CPU reference for the cases its
+ * kernel does not take.
  *
  * `WasmBackend.create()` alone runs on one thread; give it `threads` and a `spawner` (the Node
  * adapter, platform/wasm_threads.ts) for the worker pool, as `initBackend('wasm')` does (index.ts).
  */
 import type { Backend } from '../backend.ts';
+import type { AnyHostArray, DType } from '../../tensor/dtype.ts';
 import { CpuBackend } from '../cpu/backend.ts';
 import type { CpuHandle } from '../cpu/host.ts';
 import { binary as cpuBinary, unary as cpuUnary } from '../cpu/elementwise.ts';
 import { matmul as cpuMatmul } from '../cpu/matmul.ts';
 import { softmax as cpuSoftmax } from '../cpu/reduce.ts';
+import { copyStrided as cpuCopyStrided } from '../cpu/layout.ts';
+import { crossEntropyBackward as cpuCrossEntropyBackward, rmsnorm as cpuRmsnorm, rmsnormBackward as cpuRmsnormBackward, rope as cpuRope } from '../cpu/fused.ts';
+import { copyStridedF32, crossEntropyBackwardF32, rmsnormF32, ropeF32, type Allocate } from './host_kernels.ts';
 import { attention as cpuAttention, attentionBackward as cpuAttentionBackward } from '../cpu/attention.ts';
 import { WasmAttention, type WasmAttentionOptions } from './attention.ts';
 import { binaryWasm, softmaxWasm, unaryWasm, type ElementwiseOptions } from './elementwise.ts';
@@ -44,7 +52,7 @@ export class WasmBackend extends CpuBackend {
   static async create(options: WasmBackendOptions = {}): Promise<WasmBackend> {
     const runtime = await WasmRuntime.create({ threads: options.threads ?? 1, spawner: options.spawner, fma: options.fma });
     const backend = new WasmBackend(runtime, { minParallelFlops: options.minParallelFlops, elementwise: options.elementwise });
-    backend.attentionKernels = await WasmAttention.create(runtime, options.spawner, options.attention);
+    backend.attentionKernels = new WasmAttention(runtime, options.attention);
     backend.warmUp();
     return backend;
   }
@@ -65,6 +73,15 @@ export class WasmBackend extends CpuBackend {
       this.owned.add(h);
     }
     return super.track(h);
+  }
+
+  /** f32 data large enough goes straight into a resident handle (runtime.ts), which kernels read in place. */
+  override upload(data: AnyHostArray, dtype: DType): CpuHandle {
+    if (dtype !== 'f32' || !(data instanceof Float32Array)) return super.upload(data, dtype);
+    const h = this.runtime.residentOutput(data.length, dtype);
+    if (!h) return super.upload(data, dtype);
+    h.set(data);
+    return this.track(h);
   }
 
   /** Freed f32 handles go back to the runtime, which copies later outputs into them. */
@@ -90,6 +107,20 @@ export class WasmBackend extends CpuBackend {
   override softmax: Backend<CpuHandle>['softmax'] = (x, rows, cols) =>
     this.track(softmaxWasm(this.runtime, x, rows, cols, this.options.elementwise) ?? cpuSoftmax(x, rows, cols));
 
+  /** Outputs of the host kernels come from the runtime's recycled arrays, as the wasm kernels' do. */
+  private readonly alloc: Allocate = (length) => this.runtime.output(length);
+
+  override copyStrided: Backend<CpuHandle>['copyStrided'] = (x, args) =>
+    this.track(copyStridedF32(x, args, this.alloc) ?? cpuCopyStrided(x, args));
+  override rope: Backend<CpuHandle>['rope'] = (x, c, s, o, t, i, d, il, inv) =>
+    this.track(ropeF32(x, c, s, o, t, i, d, il, inv, this.alloc) ?? cpuRope(x, c, s, o, t, i, d, il, inv));
+  override rmsnorm: Backend<CpuHandle>['rmsnorm'] = (x, w, a) =>
+    this.trackEach(rmsnormF32(x, w, a, this.alloc) ?? cpuRmsnorm(x, w, a));
+  override rmsnormBackward: Backend<CpuHandle>['rmsnormBackward'] = (x, w, s, g, a) =>
+    this.trackEach(cpuRmsnormBackward(x, w, s, g, a, x.dtype === 'f32' ? this.alloc : undefined));
+  override crossEntropyBackward: Backend<CpuHandle>['crossEntropyBackward'] = (l, t, s, g, n, v, ig) =>
+    this.track(crossEntropyBackwardF32(l, t, s, g, n, v, ig, this.alloc) ?? cpuCrossEntropyBackward(l, t, s, g, n, v, ig));
+
   /** The SIMD attention kernels (attention.ts); null for a backend built without `create`, which then uses the CPU reference. */
   private attentionKernels: WasmAttention | null = null;
 
@@ -105,7 +136,6 @@ export class WasmBackend extends CpuBackend {
 
   override destroy(): void {
     super.destroy();
-    this.attentionKernels?.destroy();
     this.attentionKernels = null;
     this.owned.clear();
     this.runtime.destroy();

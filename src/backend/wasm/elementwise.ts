@@ -1,7 +1,8 @@
 /**
- * Host side of the wasm elementwise kernels and softmax: copy the operands into wasm memory as
- * f32 (padded to whole f32x4 vectors), run the kernel on the threads when the tensor is large,
- * copy the result out in the input's dtype. Each returns null when the case is not one the
+ * Host side of the wasm elementwise kernels and softmax: read resident operands in place and copy
+ * the others into wasm memory as f32 (padded to whole f32x4 vectors), run the kernel on the
+ * threads when the tensor is large, write a resident f32 output in place or copy the result out
+ * in the input's dtype. Each returns null when the case is not one the
  * kernels take (integer dtypes, other broadcasts, ops without a kernel); the backend then uses
  * the CPU reference.
  */
@@ -42,21 +43,40 @@ function copyIn(rt: WasmRuntime, address: number, x: CpuRef): void {
   new Float32Array(rt.buffer, address, x.h.length).set(f32(x));
 }
 
+/**
+ * Where a call's operands and output sit: resident handles (runtime.ts) in place, the rest copied
+ * into workspace slots of `bytes` each. Returns the addresses and the resident output, if any.
+ */
+function place(rt: WasmRuntime, inputs: readonly CpuRef[], count: number, dtype: CpuRef['dtype']): { at: number[]; out: CpuHandle | null; dst: number } {
+  const bytes = paddedBytes(count);
+  const resident = inputs.map((x) => rt.addressOf(x));
+  const out = rt.residentOutput(count, dtype);
+  const slots = resident.filter((a) => a === null).length + (out ? 0 : 1);
+  let free = slots > 0 ? rt.workspace(slots * bytes) : 0;
+  const slot = () => { const p = free; free += bytes; return p; };
+  const at = inputs.map((x, i) => {
+    const r = resident[i];
+    if (r !== null) return r;
+    const p = slot();
+    copyIn(rt, p, x);
+    return p;
+  });
+  return { at, out, dst: out ? (out as Float32Array).byteOffset : slot() };
+}
+
 export function unaryWasm(rt: WasmRuntime, x: CpuRef, op: UnaryOp, options: ElementwiseOptions = {}): CpuHandle | null {
   const count = x.h.length;
   if (!isFloat(x.dtype) || !wasmUnary.has(op) || tooSmall(count, options)) return null;
   const threads = threadsFor(rt, count, options);
   rt.wake(threads);
-  const bytes = paddedBytes(count);
-  const src = rt.workspace(2 * bytes), dst = src + bytes;
-  copyIn(rt, src, x);
+  const { at: [src], out, dst } = place(rt, [x], count, x.dtype);
   const job = new Uint32Array(rt.buffer, JOB_ADDRESS, ELEMENTWISE_JOB_WORDS);
   job[ElementwiseJob.threads] = threads;
   job[ElementwiseJob.a] = src;
   job[ElementwiseJob.out] = dst;
   job[ElementwiseJob.count] = count;
   rt.run(unaryKernelName(op), JOB_ADDRESS, threads);
-  return rt.readOut(dst, count, x.dtype);
+  return out ?? rt.readOut(dst, count, x.dtype);
 }
 
 export function binaryWasm(rt: WasmRuntime, a: CpuRef, b: CpuRef, op: BinaryOp, outShape: readonly number[], options: ElementwiseOptions = {}): CpuHandle | null {
@@ -70,10 +90,7 @@ export function binaryWasm(rt: WasmRuntime, a: CpuRef, b: CpuRef, op: BinaryOp, 
   if (mode === null) return null;
   const threads = threadsFor(rt, count, options);
   rt.wake(threads);
-  const bytes = paddedBytes(count);
-  const pa = rt.workspace(3 * bytes), pb = pa + bytes, dst = pb + bytes;
-  copyIn(rt, pa, a);
-  copyIn(rt, pb, b);
+  const { at: [pa, pb], out, dst } = place(rt, [a, b], count, a.dtype);
   const job = new Uint32Array(rt.buffer, JOB_ADDRESS, ELEMENTWISE_JOB_WORDS);
   job[ElementwiseJob.threads] = threads;
   job[ElementwiseJob.a] = pa;
@@ -82,7 +99,7 @@ export function binaryWasm(rt: WasmRuntime, a: CpuRef, b: CpuRef, op: BinaryOp, 
   job[ElementwiseJob.count] = count;
   job[ElementwiseJob.mode] = mode;
   rt.run(binaryKernelName(op), JOB_ADDRESS, threads);
-  return rt.readOut(dst, count, a.dtype);
+  return out ?? rt.readOut(dst, count, a.dtype);
 }
 
 export function softmaxWasm(rt: WasmRuntime, x: CpuRef, rows: number, cols: number, options: ElementwiseOptions = {}): CpuHandle | null {
@@ -90,9 +107,7 @@ export function softmaxWasm(rt: WasmRuntime, x: CpuRef, rows: number, cols: numb
   if (!isFloat(x.dtype) || tooSmall(count, options)) return null;
   const threads = Math.max(1, Math.min(threadsFor(rt, count, options), rows));
   rt.wake(threads);
-  const bytes = paddedBytes(count);
-  const src = rt.workspace(2 * bytes), dst = src + bytes;
-  copyIn(rt, src, x);
+  const { at: [src], out, dst } = place(rt, [x], count, x.dtype);
   const job = new Uint32Array(rt.buffer, JOB_ADDRESS, SOFTMAX_JOB_WORDS);
   job[SoftmaxJob.threads] = threads;
   job[SoftmaxJob.x] = src;
@@ -100,5 +115,5 @@ export function softmaxWasm(rt: WasmRuntime, x: CpuRef, rows: number, cols: numb
   job[SoftmaxJob.rows] = rows;
   job[SoftmaxJob.cols] = cols;
   rt.run('softmax', JOB_ADDRESS, threads);
-  return rt.readOut(dst, count, x.dtype);
+  return out ?? rt.readOut(dst, count, x.dtype);
 }

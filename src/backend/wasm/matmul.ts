@@ -1,8 +1,9 @@
 /**
- * The wasm backend's matmul: copies the operands into wasm memory as f32 (16-bit inputs are
- * widened first, as the CPU reference does), writes the job record, packs B on all threads,
- * runs the blocked GEMM on all threads, and copies C out in the requested dtype. Products with
- * at most GEMV_MAX_ROWS rows of op(A) skip the packing and run the GEMV kernel instead.
+ * The wasm backend's matmul: reads resident operands (runtime.ts) in place and copies the others
+ * into wasm memory as f32 (16-bit inputs are widened first, as the CPU reference does), writes
+ * the job record, packs B on all threads, runs the blocked GEMM on all threads into a resident
+ * output (or the workspace, then copied out in the requested dtype). Products with at most
+ * GEMV_MAX_ROWS rows of op(A) skip the packing and run the GEMV kernel instead.
  */
 import type { MatmulArgs } from '../backend.ts';
 import { f32, store, type CpuHandle, type CpuRef } from '../cpu/host.ts';
@@ -30,18 +31,22 @@ export function wasmMatmul(rt: WasmRuntime, a: CpuRef, b: CpuRef, args: MatmulAr
   const aBytes = batchA * m * k * 4, bBytes = batchB * k * n * 4, cBytes = cLength * 4;
   const packedBBytes = batchB * k * plan.nPadded * 4;
   const packABytes = align64(plan.mChunk * Math.min(GEMM_KC, k) * 4);
-  const total = align64(aBytes) + align64(bBytes) + align64(cBytes) + align64(packedBBytes) + plan.threads * packABytes;
+  // Resident operands are read in place and a resident output written in place; the rest go through the workspace.
+  const aResident = rt.addressOf(a), bResident = rt.addressOf(b);
+  const total = (aResident === null ? align64(aBytes) : 0) + (bResident === null ? align64(bBytes) : 0) + align64(cBytes) + align64(packedBBytes) + plan.threads * packABytes;
   if (total > MAX_WORKSPACE_BYTES) return null;
   rt.wake(plan.threads); // they wake while the operands are copied in
+  const out = rt.residentOutput(cLength, args.outDType);
 
   let at = rt.workspace(total);
   const take = (bytes: number) => { const p = at; at += align64(bytes); return p; };
-  const aAddress = take(aBytes), bAddress = take(bBytes), cAddress = take(cBytes), packedB = take(packedBBytes);
+  const aAddress = aResident ?? take(aBytes), bAddress = bResident ?? take(bBytes);
+  const cAddress = out ? out.byteOffset : take(cBytes), packedB = take(packedBBytes);
   const packA = at;
 
   const buffer = rt.buffer;
-  new Float32Array(buffer, aAddress, aBytes / 4).set(f32(a));
-  new Float32Array(buffer, bAddress, bBytes / 4).set(f32(b));
+  if (aResident === null) new Float32Array(buffer, aAddress, aBytes / 4).set(f32(a));
+  if (bResident === null) new Float32Array(buffer, bAddress, bBytes / 4).set(f32(b));
 
   const job = new Uint32Array(buffer, JOB_ADDRESS, GEMM_JOB_WORDS);
   job[GemmJob.threads] = plan.threads;
@@ -75,7 +80,7 @@ export function wasmMatmul(rt: WasmRuntime, a: CpuRef, b: CpuRef, args: MatmulAr
 
   rt.run('gemm_pack_b', JOB_ADDRESS, plan.threads);
   rt.run('gemm_compute', JOB_ADDRESS, plan.threads);
-  return rt.readOut(cAddress, cLength, args.outDType);
+  return out ?? rt.readOut(cAddress, cLength, args.outDType);
 }
 
 /**
@@ -92,16 +97,23 @@ function gemv(rt: WasmRuntime, a: CpuRef, b: CpuRef, args: MatmulArgs, options: 
   const items = batch * Math.ceil(n / GEMV_CHUNK);
   const threads = flops < (options.minParallelFlops ?? GEMV_PARALLEL_MIN_FLOPS) ? 1 : Math.max(1, Math.min(options.threads, rt.threads, items));
   const aBytes = batchA * m * k * 4, bBytes = batchB * k * n * 4, cBytes = batch * m * n * 4;
-  const total = align64(aBytes) + align64(bBytes) + align64(cBytes);
+  // A is rearranged when transposed; otherwise resident operands are read in place.
+  const aResident = transA ? null : rt.addressOf(a), bResident = rt.addressOf(b);
+  const total = (aResident === null ? align64(aBytes) : 0) + (bResident === null ? align64(bBytes) : 0) + align64(cBytes);
   if (total > MAX_WORKSPACE_BYTES) return null;
   rt.wake(threads);
-  const aAddress = rt.workspace(total), bAddress = aAddress + align64(aBytes), cAddress = bAddress + align64(bBytes);
+  const out = rt.residentOutput(batch * m * n, args.outDType);
+  let at = rt.workspace(total);
+  const take = (bytes: number) => { const p = at; at += align64(bytes); return p; };
+  const aAddress = aResident ?? take(aBytes), bAddress = bResident ?? take(bBytes), cAddress = out ? out.byteOffset : take(cBytes);
   const buffer = rt.buffer;
-  const av = f32(a);
-  const aRows = new Float32Array(buffer, aAddress, batchA * m * k);
-  if (!transA) aRows.set(av);
-  else for (let p = 0; p < batchA; p++) for (let i = 0; i < m; i++) for (let l = 0; l < k; l++) aRows[(p * m + i) * k + l] = av[(p * k + l) * m + i];
-  new Float32Array(buffer, bAddress, bBytes / 4).set(f32(b));
+  if (aResident === null) {
+    const av = f32(a);
+    const aRows = new Float32Array(buffer, aAddress, batchA * m * k);
+    if (!transA) aRows.set(av);
+    else for (let p = 0; p < batchA; p++) for (let i = 0; i < m; i++) for (let l = 0; l < k; l++) aRows[(p * m + i) * k + l] = av[(p * k + l) * m + i];
+  }
+  if (bResident === null) new Float32Array(buffer, bAddress, bBytes / 4).set(f32(b));
 
   const job = new Uint32Array(buffer, JOB_ADDRESS, GEMV_JOB_WORDS);
   job[GemvJob.threads] = threads;
@@ -117,5 +129,5 @@ function gemv(rt: WasmRuntime, a: CpuRef, b: CpuRef, args: MatmulArgs, options: 
   job[GemvJob.k] = k;
   job[GemvJob.batch] = batch;
   rt.run('gemv', JOB_ADDRESS, threads);
-  return rt.readOut(cAddress, batch * m * n, args.outDType);
+  return out ?? rt.readOut(cAddress, batch * m * n, args.outDType);
 }

@@ -2,13 +2,16 @@
  * One compiled kernel module, its memory and (optionally) the worker pool that shares them.
  *
  * Memory map: the job record at JOB_ADDRESS, per-thread edge tiles from SCRATCH_ADDRESS, and
- * from WORKSPACE_ADDRESS a workspace each kernel call lays out afresh (calls are synchronous,
- * so they never overlap). The memory grows on demand and never shrinks.
+ * from WORKSPACE_ADDRESS blocks taken in order: the workspace each kernel call lays out afresh
+ * (calls are synchronous, so they never overlap) and, with a shared memory, the resident f32
+ * handles (resident_heap.ts) that kernels read and write in place. The memory grows on demand
+ * and never shrinks.
  */
 import { DeviceError, UnsupportedError } from '../../errors.ts';
 import { f32ToHost, type DType } from '../../tensor/dtype.ts';
 import type { CpuHandle } from '../cpu/host.ts';
 import { HostArrayPool } from './host_array_pool.ts';
+import { ResidentHeap } from './resident_heap.ts';
 import { buildKernelModule, THREAD_KERNELS, WASM_MAX_PAGES, WASM_PAGE_BYTES } from './kernel_module.ts';
 import { ThreadPool, type ThreadSpawner } from './thread_pool.ts';
 import { detectWasmFeatures, type WasmFeatures } from './wasm_features.ts';
@@ -23,6 +26,8 @@ export const WORKSPACE_ADDRESS = 65536;
 export const OUTPUT_POOL_BYTES = 256 * 1024 * 1024;
 /** Bytes a workspace may span (the 32-bit address space less the fixed region). */
 export const MAX_WORKSPACE_BYTES = WASM_MAX_PAGES * WASM_PAGE_BYTES - WORKSPACE_ADDRESS;
+/** The most bytes of resident handles; later handles are plain arrays, copied in and out. */
+export const RESIDENT_CAPACITY_BYTES = 1024 * 1024 * 1024;
 
 export interface WasmRuntimeOptions {
   /** Threads including the caller (capped at MAX_THREADS); more than 1 needs `spawner` and shared memory. */
@@ -37,6 +42,13 @@ type KernelFn = (job: number, tid: number) => void;
 
 export class WasmRuntime {
   private outputs = new HostArrayPool(OUTPUT_POOL_BYTES);
+  /** End of the blocks taken so far. */
+  private top = WORKSPACE_ADDRESS;
+  /** The workspace block; grown in place while it is the last block, else taken anew (×1.5). */
+  private workspaceAt = WORKSPACE_ADDRESS;
+  private workspaceBytes = 0;
+  /** Resident handles; null without a shared memory (growing would detach their views). */
+  private resident: ResidentHeap | null;
 
   private constructor(
     readonly features: WasmFeatures,
@@ -46,7 +58,12 @@ export class WasmRuntime {
     private pool: ThreadPool | null,
     /** Why the worker pool could not start, when it could not (the runtime then uses one thread). */
     readonly poolError: string | null,
-  ) {}
+  ) {
+    const shared = typeof SharedArrayBuffer !== 'undefined' && memory.buffer instanceof SharedArrayBuffer;
+    this.resident = shared
+      ? new ResidentHeap(RESIDENT_CAPACITY_BYTES, (bytes) => this.takeBlock(bytes), (address, length) => new Float32Array(this.memory.buffer, address, length))
+      : null;
+  }
 
   static async create(options: WasmRuntimeOptions): Promise<WasmRuntime> {
     const features = detectWasmFeatures();
@@ -76,38 +93,83 @@ export class WasmRuntime {
   /** Threads a kernel may use, the caller included. */
   get threads(): number { return 1 + (this.pool?.size ?? 0); }
 
-  /** Grows memory so that `bytes` fit from WORKSPACE_ADDRESS; returns that address. */
+  /** Grows the memory to at least `end` bytes; false when it cannot. */
+  private ensure(end: number): boolean {
+    const have = this.memory.buffer.byteLength;
+    if (end <= have) return true;
+    if (end > WASM_MAX_PAGES * WASM_PAGE_BYTES) return false;
+    try {
+      this.memory.grow(Math.ceil((end - have) / WASM_PAGE_BYTES));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * A new block of `bytes` (a multiple of 64) at the top, or null when the memory cannot hold it.
+   * The memory keeps a vector's slack past the top, so a kernel's last full-vector read of a
+   * resident operand never leaves the memory.
+   */
+  private takeBlock(bytes: number): number | null {
+    if (!this.ensure(this.top + bytes + 64)) return null;
+    const at = this.top;
+    this.top += bytes;
+    return at;
+  }
+
+  /** Grows memory so that a workspace of `bytes` fits; returns its address (valid until the next call). */
   workspace(bytes: number): number {
     if (bytes > MAX_WORKSPACE_BYTES) throw new UnsupportedError(`wasm backend: ${bytes} bytes of workspace exceed the ${MAX_WORKSPACE_BYTES}-byte wasm address space`);
-    const needed = WORKSPACE_ADDRESS + bytes;
-    const have = this.memory.buffer.byteLength;
-    if (needed > have) {
-      try {
-        this.memory.grow(Math.ceil((needed - have) / WASM_PAGE_BYTES));
-      } catch (e) {
-        throw new DeviceError(`wasm backend: could not grow memory from ${have} to ${needed} bytes (${e instanceof Error ? e.message : String(e)})`);
-      }
+    if (bytes <= this.workspaceBytes) return this.workspaceAt;
+    const atTop = this.workspaceAt + this.workspaceBytes === this.top;
+    const at = atTop ? this.workspaceAt : this.top;
+    const want = Math.ceil((atTop ? bytes : Math.max(bytes, 1.5 * this.workspaceBytes)) / 64) * 64;
+    if (!this.ensure(at + want)) {
+      const have = this.memory.buffer.byteLength;
+      throw new DeviceError(`wasm backend: could not grow memory from ${have} to ${at + want} bytes for a ${bytes}-byte workspace`);
     }
-    return WORKSPACE_ADDRESS;
+    this.workspaceAt = at;
+    this.workspaceBytes = want;
+    this.top = at + want;
+    return at;
+  }
+
+  /**
+   * An f32 array of `count` elements for a kernel's output (contents undefined): resident in the
+   * wasm memory when it can be (kernels then write it in place, `addressOf`), else a recycled host array.
+   */
+  output(count: number): Float32Array { return this.resident?.take(count) ?? this.outputs.take(count); }
+
+  /** A resident f32 output of `count` elements a kernel can write in place, or null (write the workspace, then `readOut`). */
+  residentOutput(count: number, dtype: DType): Float32Array | null {
+    return dtype === 'f32' ? this.resident?.take(count) ?? null : null;
+  }
+
+  /** The wasm address of `x`'s values when it is a resident f32 handle, else null (copy it in). */
+  addressOf(x: { h: unknown; dtype: DType }): number | null {
+    return x.dtype === 'f32' && this.resident?.owns(x.h) ? (x.h as Float32Array).byteOffset : null;
   }
 
   /** The memory's current buffer (re-read after `workspace`, which may grow it). */
   get buffer(): ArrayBufferLike { return this.memory.buffer; }
 
-  /** Copies `count` f32 at `address` out as a host array of `dtype` (f32 into a recycled array when one fits). */
+  /** Copies `count` f32 at `address` out as a handle of `dtype` (f32 into `output`). */
   readOut(address: number, count: number, dtype: DType): CpuHandle {
     const view = new Float32Array(this.memory.buffer, address, count);
     if (dtype !== 'f32') return f32ToHost(view, dtype);
-    const out = this.outputs.take(count);
+    const out = this.output(count);
     out.set(view);
     return out;
   }
 
-  /** Takes back a freed handle for `readOut` to reuse (the caller guarantees nothing else holds it). */
-  recycle(h: CpuHandle): void { this.outputs.give(h); }
+  /** Takes back a freed handle for `output` to reuse (the caller guarantees nothing else holds it). */
+  recycle(h: CpuHandle): void {
+    if (!this.resident?.give(h)) this.outputs.give(h);
+  }
 
   /** Bytes of freed handles held for reuse. */
-  get pooledBytes(): number { return this.outputs.pooledBytes; }
+  get pooledBytes(): number { return this.outputs.pooledBytes + (this.resident?.pooledBytes ?? 0); }
 
   /** Gets workers 1…threads−1 out of their sleep ahead of a `run` (see ThreadPool.wake). */
   wake(threads: number): void {
@@ -134,5 +196,6 @@ export class WasmRuntime {
     this.pool?.destroy();
     this.pool = null;
     this.outputs.clear();
+    this.resident?.clear();
   }
 }
