@@ -186,7 +186,8 @@ export class WasmAttention {
       scratch: r.take(threads * scratchBytes),
     };
     if (r.bytes > MAX_WORKSPACE_BYTES) return null;
-    const base = this.rt.workspace(r.bytes);
+    const base = this.rt.tryWorkspace(r.bytes);
+    if (base === null) return null;
     const addr = (x: number) => base + x;
     const mem = new Float32Array(this.rt.buffer);
     const memI = new Int32Array(this.rt.buffer);
@@ -230,7 +231,8 @@ export class WasmAttention {
       scratch: r.take(threads * scratchBytes),
     };
     if (r.bytes > MAX_WORKSPACE_BYTES) return null;
-    const base = this.rt.workspace(r.bytes);
+    const base = this.rt.tryWorkspace(r.bytes);
+    if (base === null) return null;
     const addr = (x: number) => base + x;
     const mem = new Float32Array(this.rt.buffer);
     const memI = new Int32Array(this.rt.buffer);

@@ -152,19 +152,23 @@ export class WasmBackend extends CpuBackend {
     const gemm = { batch: 1, m: size, n: size, k: size, transA: false, transB: false, batchA: 1, batchB: 1, outDType: 'f32' as const };
     const all = { threads: this.runtime.threads, minParallelFlops: 0 };
     const everyCase = { minElements: 0, minParallelElements: 0 };
+    // Every output goes back to the runtime: resident ones would otherwise hold wasm memory for good.
+    const done = (h: CpuHandle | null | undefined) => { if (h) this.runtime.recycle(h); };
     for (let i = 0; i < 30; i++) {
-      wasmMatmul(this.runtime, x, x, gemm, all);
-      wasmMatmul(this.runtime, row, x, { ...gemm, m: 1, transB: i % 2 === 0 }, all);
-      unaryWasm(this.runtime, x, 'exp', everyCase);
-      binaryWasm(this.runtime, x, x, 'add', x.shape, everyCase);
-      softmaxWasm(this.runtime, x, size, size, everyCase);
+      done(wasmMatmul(this.runtime, x, x, gemm, all));
+      done(wasmMatmul(this.runtime, row, x, { ...gemm, m: 1, transB: i % 2 === 0 }, all));
+      done(unaryWasm(this.runtime, x, 'exp', everyCase));
+      done(binaryWasm(this.runtime, x, x, 'add', x.shape, everyCase));
+      done(softmaxWasm(this.runtime, x, size, size, everyCase));
     }
     if (this.attentionKernels) {
       const qkv = { h: new Float32Array(4 * 32 * 32).fill(0.5), shape: [1, 4, 32, 32], dtype: 'f32' as const };
       const args = { batch: 1, heads: 4, kvHeads: 4, tq: 32, tk: 32, d: 32, kvLength: 32, qOffset: 0, causal: true, window: 0, scale: 0.2 };
       for (let i = 0; i < 10; i++) {
         const [o, lse] = this.attentionKernels.forward(qkv, qkv, qkv, args) ?? [];
-        if (o && lse) this.attentionKernels.backward(qkv, qkv, qkv, { ...qkv, h: o }, { h: lse, shape: [1, 4, 32], dtype: 'f32' }, qkv, args);
+        if (o && lse) this.attentionKernels.backward(qkv, qkv, qkv, { ...qkv, h: o }, { h: lse, shape: [1, 4, 32], dtype: 'f32' }, qkv, args)?.forEach(done);
+        done(o);
+        done(lse);
       }
     }
   }

@@ -45,14 +45,17 @@ function copyIn(rt: WasmRuntime, address: number, x: CpuRef): void {
 
 /**
  * Where a call's operands and output sit: resident handles (runtime.ts) in place, the rest copied
- * into workspace slots of `bytes` each. Returns the addresses and the resident output, if any.
+ * into workspace slots of `bytes` each. Returns the addresses and the resident output, if any;
+ * null when the memory has no room for the workspace.
  */
-function place(rt: WasmRuntime, inputs: readonly CpuRef[], count: number, dtype: CpuRef['dtype']): { at: number[]; out: CpuHandle | null; dst: number } {
+function place(rt: WasmRuntime, inputs: readonly CpuRef[], count: number, dtype: CpuRef['dtype']): { at: number[]; out: CpuHandle | null; dst: number } | null {
   const bytes = paddedBytes(count);
   const resident = inputs.map((x) => rt.addressOf(x));
   const out = rt.residentOutput(count, dtype);
   const slots = resident.filter((a) => a === null).length + (out ? 0 : 1);
-  let free = slots > 0 ? rt.workspace(slots * bytes) : 0;
+  const ws = slots > 0 ? rt.tryWorkspace(slots * bytes) : 0;
+  if (ws === null) { if (out) rt.recycle(out); return null; } // no room: the CPU reference takes the call
+  let free = ws;
   const slot = () => { const p = free; free += bytes; return p; };
   const at = inputs.map((x, i) => {
     const r = resident[i];
@@ -69,7 +72,9 @@ export function unaryWasm(rt: WasmRuntime, x: CpuRef, op: UnaryOp, options: Elem
   if (!isFloat(x.dtype) || !wasmUnary.has(op) || tooSmall(count, options)) return null;
   const threads = threadsFor(rt, count, options);
   rt.wake(threads);
-  const { at: [src], out, dst } = place(rt, [x], count, x.dtype);
+  const placed = place(rt, [x], count, x.dtype);
+  if (!placed) return null;
+  const { at: [src], out, dst } = placed;
   const job = new Uint32Array(rt.buffer, JOB_ADDRESS, ELEMENTWISE_JOB_WORDS);
   job[ElementwiseJob.threads] = threads;
   job[ElementwiseJob.a] = src;
@@ -90,7 +95,9 @@ export function binaryWasm(rt: WasmRuntime, a: CpuRef, b: CpuRef, op: BinaryOp, 
   if (mode === null) return null;
   const threads = threadsFor(rt, count, options);
   rt.wake(threads);
-  const { at: [pa, pb], out, dst } = place(rt, [a, b], count, a.dtype);
+  const placed = place(rt, [a, b], count, a.dtype);
+  if (!placed) return null;
+  const { at: [pa, pb], out, dst } = placed;
   const job = new Uint32Array(rt.buffer, JOB_ADDRESS, ELEMENTWISE_JOB_WORDS);
   job[ElementwiseJob.threads] = threads;
   job[ElementwiseJob.a] = pa;
@@ -107,7 +114,9 @@ export function softmaxWasm(rt: WasmRuntime, x: CpuRef, rows: number, cols: numb
   if (!isFloat(x.dtype) || tooSmall(count, options)) return null;
   const threads = Math.max(1, Math.min(threadsFor(rt, count, options), rows));
   rt.wake(threads);
-  const { at: [src], out, dst } = place(rt, [x], count, x.dtype);
+  const placed = place(rt, [x], count, x.dtype);
+  if (!placed) return null;
+  const { at: [src], out, dst } = placed;
   const job = new Uint32Array(rt.buffer, JOB_ADDRESS, SOFTMAX_JOB_WORDS);
   job[SoftmaxJob.threads] = threads;
   job[SoftmaxJob.x] = src;

@@ -38,7 +38,9 @@ export function wasmMatmul(rt: WasmRuntime, a: CpuRef, b: CpuRef, args: MatmulAr
   rt.wake(plan.threads); // they wake while the operands are copied in
   const out = rt.residentOutput(cLength, args.outDType);
 
-  let at = rt.workspace(total);
+  const ws = rt.tryWorkspace(total);
+  if (ws === null) { if (out) rt.recycle(out); return null; } // no room: the CPU reference takes the call
+  let at = ws;
   const take = (bytes: number) => { const p = at; at += align64(bytes); return p; };
   const aAddress = aResident ?? take(aBytes), bAddress = bResident ?? take(bBytes);
   const cAddress = out ? out.byteOffset : take(cBytes), packedB = take(packedBBytes);
@@ -103,7 +105,9 @@ function gemv(rt: WasmRuntime, a: CpuRef, b: CpuRef, args: MatmulArgs, options: 
   if (total > MAX_WORKSPACE_BYTES) return null;
   rt.wake(threads);
   const out = rt.residentOutput(batch * m * n, args.outDType);
-  let at = rt.workspace(total);
+  const ws = rt.tryWorkspace(total);
+  if (ws === null) { if (out) rt.recycle(out); return null; } // no room: the CPU reference takes the call
+  let at = ws;
   const take = (bytes: number) => { const p = at; at += align64(bytes); return p; };
   const aAddress = aResident ?? take(aBytes), bAddress = bResident ?? take(bBytes), cAddress = out ? out.byteOffset : take(cBytes);
   const buffer = rt.buffer;

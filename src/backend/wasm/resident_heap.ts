@@ -52,6 +52,7 @@ export class ResidentHeap {
     if (reused) {
       this.freeBytes -= bytes;
       if (reused.length === length) return reused;
+      this.mine.delete(reused); // the block now belongs to the new view alone
       const v = this.view(reused.byteOffset, length);
       this.mine.add(v);
       return v;

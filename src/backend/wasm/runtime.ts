@@ -121,14 +121,22 @@ export class WasmRuntime {
   /** Grows memory so that a workspace of `bytes` fits; returns its address (valid until the next call). */
   workspace(bytes: number): number {
     if (bytes > MAX_WORKSPACE_BYTES) throw new UnsupportedError(`wasm backend: ${bytes} bytes of workspace exceed the ${MAX_WORKSPACE_BYTES}-byte wasm address space`);
+    const at = this.tryWorkspace(bytes);
+    if (at === null) throw new DeviceError(`wasm backend: could not grow memory from ${this.memory.buffer.byteLength} bytes for a ${bytes}-byte workspace`);
+    return at;
+  }
+
+  /**
+   * workspace(), or null when the memory cannot hold it (resident arrays may sit below the top, so
+   * the room left is less than the address space): kernels then fall back to the CPU reference.
+   */
+  tryWorkspace(bytes: number): number | null {
+    if (bytes > MAX_WORKSPACE_BYTES) return null;
     if (bytes <= this.workspaceBytes) return this.workspaceAt;
     const atTop = this.workspaceAt + this.workspaceBytes === this.top;
     const at = atTop ? this.workspaceAt : this.top;
     const want = Math.ceil((atTop ? bytes : Math.max(bytes, 1.5 * this.workspaceBytes)) / 64) * 64;
-    if (!this.ensure(at + want)) {
-      const have = this.memory.buffer.byteLength;
-      throw new DeviceError(`wasm backend: could not grow memory from ${have} to ${at + want} bytes for a ${bytes}-byte workspace`);
-    }
+    if (!this.ensure(at + want)) return null;
     this.workspaceAt = at;
     this.workspaceBytes = want;
     this.top = at + want;
