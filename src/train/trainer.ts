@@ -11,8 +11,9 @@
 import { ArgumentError } from '../errors.ts';
 import { tensor } from '../ops/creation.ts';
 import { add, mul } from '../ops/elementwise.ts';
+import { concat, reshape } from '../ops/layout.ts';
 import type { Decoder } from '../model/decoder.ts';
-import { tidy } from '../tensor/scope.ts';
+import { noGrad, tidy } from '../tensor/scope.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { clipGradNorm } from './clip.ts';
 import { AdamW } from './optim.ts';
@@ -83,7 +84,7 @@ export class Trainer {
     this.schedule = warmupCosine(c.lr, c.warmup, c.steps, c.minLr);
   }
 
-  /** Runs one optimizer step and reads its loss back (one read per step, after the update is queued). */
+  /** Runs one optimizer step and reads its loss and gradient norm back (one read per step, after the update is queued). */
   async trainStep(): Promise<StepResult> {
     const c = this.config, b = this.model.embed.weight.backend;
     const lr = this.schedule(this.step);
@@ -107,10 +108,12 @@ export class Trainer {
     const norm = c.gradClip > 0 ? clipGradNorm(this.optimizer.params, c.gradClip) : null;
     this.optimizer.step();
     this.optimizer.zeroGrad();
-    const lossSum = (await total!.data())[0];
-    const gradNorm = norm ? (await norm.data())[0] : NaN;
-    total!.dispose();
-    norm?.dispose();
+    // One read-back per step: the loss and the gradient norm travel together.
+    const stats = norm ? noGrad(() => tidy(() => concat([reshape(total!, [1]), reshape(norm, [1])]))) : total!;
+    const host = await stats.data();
+    const lossSum = host[0];
+    const gradNorm = norm ? host[1] : NaN;
+    for (const t of new Set([stats, total!, norm])) t?.dispose();
     this.step++;
     return { step: this.step, loss: lossSum / c.accumulate, lr, gradNorm, tokens: c.accumulate * c.batchSize * c.context };
   }

@@ -21,7 +21,7 @@ import {
   ATTENTION_D_MULTIPLE, ATTENTION_JOB_WORDS, ATTENTION_KERNELS, ATTENTION_KEY_MULTIPLE, ATTENTION_ROWS, AttentionJob,
   attentionScratchBytes,
 } from './attention_kernels.ts';
-import { JOB_ADDRESS, MAX_WORKSPACE_BYTES, type WasmRuntime } from './runtime.ts';
+import { JOB_ADDRESS, type WasmRuntime } from './runtime.ts';
 
 /**
  * Below this many multiply-adds of QKᵀ (B·H·Tq·Tk·D) one thread runs the call: waking a worker
@@ -185,8 +185,7 @@ export class WasmAttention {
       ...takeRanges(r, p),
       scratch: r.take(threads * scratchBytes),
     };
-    if (r.bytes > MAX_WORKSPACE_BYTES) return null;
-    const base = this.rt.tryWorkspace(r.bytes);
+    const base = this.rt.tryWorkspace(r.bytes); // null past the address space or the room left
     if (base === null) return null;
     const addr = (x: number) => base + x;
     const mem = new Float32Array(this.rt.buffer);
@@ -230,8 +229,7 @@ export class WasmAttention {
       ...takeRanges(r, p),
       scratch: r.take(threads * scratchBytes),
     };
-    if (r.bytes > MAX_WORKSPACE_BYTES) return null;
-    const base = this.rt.tryWorkspace(r.bytes);
+    const base = this.rt.tryWorkspace(r.bytes); // null past the address space or the room left
     if (base === null) return null;
     const addr = (x: number) => base + x;
     const mem = new Float32Array(this.rt.buffer);

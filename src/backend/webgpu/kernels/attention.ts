@@ -126,6 +126,7 @@ const combineKernel: Kernel = {
   name: 'attention_combine',
   source: (v, caps) => preprocess(wgslSource('attention_combine'), {
     DC: v.DC,
+    COMMON: preprocess(wgslSource('rows_common'), { WG: 256 }),
     HEADER: header([f32in('pm'), f32in('pl'), f32in('pacc'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')], caps.f16, 'nrows: u32, d: u32, nsplit: u32'),
   }),
 };

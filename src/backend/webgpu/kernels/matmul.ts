@@ -25,7 +25,7 @@ import { wgslSource } from '../sources.ts';
 import { preprocess, storageType, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
 
-export const MATMUL_FILES = ['matmul_f32', 'matmul_tc'];
+export const MATMUL_FILES = ['matmul_common', 'matmul_f32', 'matmul_tc'];
 
 /**
  * Plain kernel geometry: a BM×BN block per workgroup, TM×TN per invocation, K-slices of BK;
@@ -97,7 +97,7 @@ export const plainKernel: Kernel = {
       { dtype: dt(v, 'A'), vec: v.VEC_A ? 'vec4<f32>' : undefined },
       { dtype: dt(v, 'B'), vec: v.VEC_B ? 'vec4<f32>' : undefined },
       { dtype: dt(v, 'C'), vec: v.VEC_C ? 'vec4<f32>' : undefined });
-    return preprocess(wgslSource('matmul_f32'), { ...v, HEADER: head });
+    return preprocess(wgslSource('matmul_f32'), { ...v, HEADER: head, COMMON: preprocess(wgslSource('matmul_common'), v) });
   },
 };
 
@@ -169,7 +169,7 @@ export const tcKernel: Kernel = {
         { dtype: dt(v, 'C'), vec: v.DIRECT_C ? 'f32' : v.VEC_C16 ? 'vec4<u32>' : undefined }),
       v.DIRECT_C ? 'fn st_c(i: u32, v: f32) { c[i] = v; }' : '',
     ].join('\n');
-    return preprocess(wgslSource('matmul_tc'), { ...v, ...tcBody(v), HEADER: head });
+    return preprocess(wgslSource('matmul_tc'), { ...v, ...tcBody(v), HEADER: head, COMMON: preprocess(wgslSource('matmul_common'), v) });
   },
 };
 

@@ -14,6 +14,7 @@
 // BK, K > 0, VEC_A, VEC_B and VEC_C) drops every bounds check. GROUP > 0 walks the blocks in
 // column-major groups of GROUP block rows (L2 reuse of B).
 {{HEADER}}
+{{COMMON}}
 
 const BM = {{BM}}u;
 const BN = {{BN}}u;
@@ -142,20 +143,6 @@ fn storeB(q: u32, buf: u32, v: vec4<f32>) {
 #endif
 }
 
-// This workgroup's (block row, block column): the dispatch order, or with GROUP the blocks in
-// groups of GROUP block rows walked column by column.
-fn blockOf(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
-#if GROUP
-  let id = wid.y * nwg.x + wid.x;
-  let per = GROUP * nwg.x;
-  let first = id / per * GROUP;
-  let rows = min(nwg.y - first, GROUP);
-  let r = id % per;
-  return vec2<u32>(first + r % rows, r / rows);
-#else
-  return vec2<u32>(wid.y, wid.x);
-#endif
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -30,6 +30,7 @@
 // Matrix offsets derive from subgroup_id, which is subgroup-uniform but not workgroup-uniform;
 // Tint's analysis only knows the latter, hence the diagnostic(off, ...) in the header.
 {{HEADER}}
+{{COMMON}}
 
 const SGM = {{SGM}}u;           // subgroups along M
 const SGN = {{SGN}}u;           // subgroups along N
@@ -202,20 +203,6 @@ fn putTile(sg: u32, lane: u32, lanes: u32, baseC: u32, row: u32, col: u32) {
 #endif
 }
 
-// This workgroup's (block row, block column): the dispatch order, or with GROUP the blocks in
-// groups of GROUP block rows walked column by column.
-fn blockOf(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
-#if GROUP
-  let id = wid.y * nwg.x + wid.x;
-  let per = GROUP * nwg.x;
-  let first = id / per * GROUP;
-  let rows = min(nwg.y - first, GROUP);
-  let r = id % per;
-  return vec2<u32>(first + r % rows, r / rows);
-#else
-  return vec2<u32>(wid.y, wid.x);
-#endif
-}
 
 // Global loads of the K-slice starting at k0 into registers.
 fn fetch(ra: ptr<function, array<vec4<u32>, LA>>, rb: ptr<function, array<vec4<u32>, LB>>, t: u32,
