@@ -43,15 +43,25 @@
  *       the key loop without an initialiser. Wrong on the H200 (max error 2.3); t1 gives them an
  *       explicit zero constructor besides its other changes and is right (which change fixed it
  *       was not isolated: no device time for it).                      4K 11.5, 16K 165.8 (13.3)
- *   t1  tensor cores, two passes (attention_tc.wgsl without MAXPASS): 4 subgroups × 16 query
+ *   t1  (not kept) tensor cores, two passes: 4 subgroups × 16 query
  *       rows, q fragments straight from global into registers, key blocks of 32 staged in
  *       workgroup memory, S and P column-major (conflict-free lane pairs), mask tests only on
  *       boundary blocks; pass 1 lse, pass 2 O += exp(S − lse)·V (no rescaling of the opaque
  *       result matrices), f16 P.                                        4K 7.66 (17.9), 16K 112.8 (19.5)
- *   t2  as t1 with 8 subgroups (128 query rows per workgroup).          4K 6.18 (22.2), 16K 84.4 (26.1)
- *   t3  as t2 with MAXPASS: pass 1 keeps only the row maximum (log2 units, exp2), pass 2 sums
- *       l while writing P, out = O/l in the epilogue.                  ← src (f16)    16K 78.6 (28.0)
+ *   t2  (not kept) as t1 with 8 subgroups (128 query rows per workgroup).          4K 6.18 (22.2), 16K 84.4 (26.1)
+ *   t3  as t2 with pass 1 keeping only the row maximum (log2 units, exp2), pass 2 summing l while
+ *       writing P, out = O/l in the epilogue (attention_tc.wgsl without ONEPASS, bool-argument
+ *       subgroup-matrix loads).                                           16K 78.6 (28.0)
  *   t4  as t3 with q fragments loaded again for every key block (fewer registers).  16K 97.2 (22.6)
+ *   t5  as t3 with the layout of subgroup-matrix loads as a template argument (not deprecated).
+ *                                                                   ← src (f16)  16K 78.8–80.4 (27.4–27.9)
+ *   t6  as t5 in one pass (ONEPASS): a row's running maximum moves only when a block's passes it
+ *       by more than 8 (log2 units), the whole workgroup then rescaling O through workgroup
+ *       memory (rare after the first block), so P ≤ 2^8 in f16. WRONG on the H200: NaNs in the
+ *       check above, also with the rescale never run (16K 57.9 ms), with it run on every block
+ *       (83.5 ms), with a barrier before the flag's read, and with each lane of a row's pair
+ *       taking the block maximum over the whole row instead of a shuffle; cause not found.
+ *                                                                         16K 57.0 (38.6)
  *   d0  decode through p1 (one query row per 16-row tile).             16K 20.5, 128K 181.3 (3 GB/s)
  *   d1  flash-decoding (attention_decode.wgsl + attention_combine.wgsl), per-step row maxima by a
  *       tree in workgroup memory; K rows read per invocation, V in coalesced 4-element loads.
@@ -89,13 +99,13 @@ const { values: flags } = parseArgs({
 type Run = (be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs) => [GpuHandle, GpuHandle];
 interface Version { name: string; kind: 'prefill' | 'decode'; usable(be: WebGpuBackend, a: AttentionArgs): boolean; run: Run }
 
-// t1–t4 and d1–d2 run src's kernels with the variant options that reproduce each version.
+// t3–t6 and d1–d2 run src's kernels with the variant options that reproduce each version.
 const VERSIONS: Version[] = [
   { name: 'p1', kind: 'prefill', usable: () => true, run: attentionPlain },
-  { name: 't1', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 4, maxPass: false, qReload: false }) },
-  { name: 't2', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, maxPass: false, qReload: false }) },
-  { name: 't3', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, maxPass: true, qReload: false }) },
-  { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, maxPass: true, qReload: true }) },
+  { name: 't3', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: false, loadArg: true }) },
+  { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: true, loadArg: true }) },
+  { name: 't5', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false }) },
+  { name: 't6', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8 }) },
   { name: 'd0', kind: 'decode', usable: () => true, run: attentionPlain },
   { name: 'd1', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, undefined, false) },
   { name: 'd2', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a) },

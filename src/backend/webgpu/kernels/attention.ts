@@ -9,7 +9,7 @@
  * - `attention_tc.wgsl` (tensor cores) for f16 inputs where the device has 16×16×16 f16
  *   subgroup matrices with 32-wide subgroups, D is a multiple of 16 (≤ 256) and Tq ≥ 16: two
  *   passes over the key blocks (row maxima, then P·V with the row sums), no rescaling of the
- *   opaque accumulators;
+ *   opaque accumulators (a one-pass form with a lazy rescale is experimental);
  * - `attention_blocked.wgsl` FWD otherwise where its tiles fit (head dim ≤ 64 in 32 KB of workgroup
  *   memory): register-blocked flash attention in f32 arithmetic, any dtype;
  * - `attention_plain.wgsl` FWD else: the simple tiled form (one scalar per invocation per tile cell).
@@ -29,6 +29,7 @@ import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, storageType, type Binding, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
+import { matrixCode } from './subgroup_matrix.ts';
 
 export const ATTENTION_FILES = ['attention_common', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_combine', 'attention_kv_write', 'attention_tc'];
 
@@ -341,35 +342,44 @@ function tcSubgroups(caps: GpuCaps, d: number): number {
   return tcSmem(8, d) <= caps.maxWorkgroupStorage && 256 <= caps.maxInvocations ? 8 : 4;
 }
 
+/** Workgroup bytes of the tensor-core forward: K and V blocks, S and P, 1/l and α per row. */
 function tcSmem(nsg: number, d: number): number {
-  return 2 * TC_BK * d * 2 + nsg * 16 * TC_BK * (4 + 2) + nsg * 16 * 4;
+  return 2 * TC_BK * d * 2 + nsg * 16 * TC_BK * (4 + 2) + 2 * nsg * 16 * 4 + 4;
 }
 
-/** Unrolled subgroup-matrix code for head dim d (no matrix lives in an indexed array). */
-function tcBody(d: number, qReload: boolean): Record<string, string> {
+/**
+ * Unrolled subgroup-matrix code for head dim d (no matrix lives in an indexed array): the q
+ * fragments, the scores of a key block, the O accumulators, P·V, ONEPASS's rescale of O and the
+ * epilogue.
+ */
+function tcBody(d: number, qReload: boolean, boolArg: boolean): Record<string, string> {
   const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>', A = 'subgroup_matrix_result<f32, 16, 16>';
+  const { load, store } = matrixCode(boolArg);
   const nd = d / 16;
   const qload: string[] = [], scores: string[] = [`    {`, `      var s0 = ${A}();`, `      var s1 = ${A}();`];
-  const oinit: string[] = [], pv: string[] = [], store: string[] = [];
+  const oinit: string[] = [], pv: string[] = [], rescale: string[] = [], epilogue: string[] = [];
   for (let i = 0; i < nd; i++) {
-    const qi = `subgroupMatrixLoad<${L}>(&q16, (qrow0 + rb) * D + ${16 * i}u, false, D)`;
+    const qi = load(L, '&q16', `(qrow0 + rb) * D + ${16 * i}u`, false, 'D');
     if (qReload) scores.push(`      let q${i} = ${qi};`);
     else qload.push(`  let q${i} = ${qi};`);
-    scores.push(`      s0 = subgroupMatrixMultiplyAccumulate(q${i}, subgroupMatrixLoad<${R}>(&KV, ${16 * i}u, true, D), s0);`);
-    scores.push(`      s1 = subgroupMatrixMultiplyAccumulate(q${i}, subgroupMatrixLoad<${R}>(&KV, 16u * D + ${16 * i}u, true, D), s1);`);
+    scores.push(`      s0 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `${16 * i}u`, true, 'D')}, s0);`);
+    scores.push(`      s1 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `16u * D + ${16 * i}u`, true, 'D')}, s1);`);
     oinit.push(`  var o${i} = ${A}();`);
-    store.push(`  subgroupMatrixStore(&Ss, sg * SP, o${i}, false, 16u);`, '  workgroupBarrier();', `  put_tile(sg, lane, qrow0, rb, ${16 * i}u);`, '  workgroupBarrier();');
+    // Tiles alternate between the two halves of the subgroup's scratch: tile i + 2 is stored only
+    // after two barriers past tile i's load.
+    const at = `sbase + ${256 * (i % 2)}u`;
+    rescale.push(`      ${store('&Ss', at, `o${i}`, false, '16u')};`, '      workgroupBarrier();', `      scale_tile(sg, lane, ${at});`,
+      '      workgroupBarrier();', `      o${i} = ${load(A, '&Ss', at, false, '16u')};`);
+    epilogue.push(`  ${store('&Ss', 'sg * SP', `o${i}`, false, '16u')};`, '  workgroupBarrier();', `  put_tile(sg, lane, qrow0, rb, ${16 * i}u);`, '  workgroupBarrier();');
   }
-  scores.push('      subgroupMatrixStore(&Ss, sbase, s0, true, 16u);', '      subgroupMatrixStore(&Ss, sbase + 256u, s1, true, 16u);', '    }');
-  for (let kk = 0; kk < TC_BK / 16; kk++) {
-    pv.push(`    let p${kk} = subgroupMatrixLoad<${L}>(&Ps, sbase + ${256 * kk}u, true, 16u);`);
-  }
+  scores.push(`      ${store('&Ss', 'sbase', 's0', true, '16u')};`, `      ${store('&Ss', 'sbase + 256u', 's1', true, '16u')};`, '    }');
+  for (let kk = 0; kk < TC_BK / 16; kk++) pv.push(`    let p${kk} = ${load(L, '&Ps', `sbase + ${256 * kk}u`, true, '16u')};`);
   for (let n = 0; n < nd; n++) {
     for (let kk = 0; kk < TC_BK / 16; kk++) {
-      pv.push(`    o${n} = subgroupMatrixMultiplyAccumulate(p${kk}, subgroupMatrixLoad<${R}>(&KV, BK * D + ${16 * kk}u * D + ${16 * n}u, false, D), o${n});`);
+      pv.push(`    o${n} = subgroupMatrixMultiplyAccumulate(p${kk}, ${load(R, '&KV', `BK * D + ${16 * kk}u * D + ${16 * n}u`, false, 'D')}, o${n});`);
     }
   }
-  return { QLOAD: qload.join('\n'), SCORES: scores.join('\n'), OINIT: oinit.join('\n'), PV: pv.join('\n'), STORE: store.join('\n') };
+  return { QLOAD: qload.join('\n'), SCORES: scores.join('\n'), OINIT: oinit.join('\n'), PV: pv.join('\n'), RESCALE: rescale.join('\n'), STORE: epilogue.join('\n') };
 }
 
 export const tcKernel: Kernel = {
@@ -388,24 +398,26 @@ export const tcKernel: Kernel = {
       '@group(0) @binding(4) var<storage, read_write> out: array<f16>;',
       '@group(0) @binding(5) var<storage, read_write> lse: array<f32>;',
     ].join('\n');
-    return preprocess(wgslSource('attention_tc'), { ...v, ...tcBody(v.D as number, !!v.QRELOAD), HEADER: head, COMMON: wgslSource('attention_common') });
+    return preprocess(wgslSource('attention_tc'), { ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common') });
   },
 };
 
-/** The tensor-core forward (callers check tcEligible); exported for tests and dev/kernels/attention.ts. */
 /**
- * Tensor-core forward variants (dev/kernels/attention.ts t1–t4): subgroups per workgroup; whether
- * pass 1 finds only the row maximum (the sum is taken in pass 2); whether q fragments are loaded
- * again for every key block instead of held in registers (fewer registers, more loads).
+ * Tensor-core forward variants (dev/kernels/attention.ts t3–t6): subgroups per workgroup; one
+ * pass with the lazy rescale of O, or two (row maxima first); whether q fragments are loaded
+ * again for every key block instead of held in registers (fewer registers, more loads); the older
+ * bool-argument form of the subgroup-matrix loads (subgroup_matrix.ts).
  */
-export interface TcVariant { nsg: number; maxPass: boolean; qReload: boolean }
+export interface TcVariant { nsg: number; onePass: boolean; qReload: boolean; loadArg: boolean }
 
 export function tcVariant(caps: GpuCaps, d: number): TcVariant {
-  return { nsg: tcSubgroups(caps, d), maxPass: true, qReload: false };
+  // One pass is experimental: NaNs on the H200 (attention_tc.wgsl).
+  return { nsg: tcSubgroups(caps, d), onePass: false, qReload: false, loadArg: false };
 }
 
+/** The tensor-core forward (callers check tcEligible); exported for tests and dev/kernels/attention.ts. */
 export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}): [GpuHandle, GpuHandle] {
-  const { nsg, maxPass, qReload } = { ...tcVariant(be.caps, a.d), ...variant };
+  const { nsg, onePass, qReload, loadArg } = { ...tcVariant(be.caps, a.d), ...variant };
   if (!tcEligible(be, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
   const rows = a.batch * a.heads * a.tq;
   const gx = Math.ceil(a.tq / (16 * nsg));
@@ -413,7 +425,7 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, MAXPASS: maxPass, QRELOAD: qReload },
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg },
     uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];

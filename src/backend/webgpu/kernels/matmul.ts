@@ -24,6 +24,7 @@ import type { Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { preprocess, storageType, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
+import { matrixCode } from './subgroup_matrix.ts';
 
 export const MATMUL_FILES = ['matmul_common', 'matmul_f32', 'matmul_tc'];
 
@@ -104,21 +105,14 @@ export const plainKernel: Kernel = {
 /**
  * Unrolled tensor-core code for a variant: accumulators, the MMA block, both epilogues and, for
  * COOP staging, the FA + FB fragment registers with their fetch and stage code. Loads and stores
- * take the layout as a template argument (`row_major` / `col_major`), or with LOAD_ARG as the
- * older bool argument (Dawn 0.6.2 warns that form is deprecated).
+ * take the layout as a template argument, or with LOAD_ARG the older bool argument
+ * (subgroup_matrix.ts).
  */
 function tcBody(v: Variant): Record<string, string> {
   const tm = v.TM as number, tn = v.TN as number, fa = v.FA as number, fb = v.FB as number;
   const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>';
   const acc: string[] = [], mma: string[] = [], direct: string[] = [], scratch: string[] = [];
-  const arg = v.LOAD_ARG === true;
-  const layout = (col: boolean) => (col ? 'col_major' : 'row_major');
-  const load = (T: string, ptr: string, off: string, col: boolean, ld: string) => arg
-    ? `subgroupMatrixLoad<${T}>(${ptr}, ${off}, ${col}, ${ld})`
-    : `subgroupMatrixLoad<${T}, ${layout(col)}>(${ptr}, ${off}, ${ld})`;
-  const store = (ptr: string, off: string, x: string, col: boolean, ld: string) => arg
-    ? `subgroupMatrixStore(${ptr}, ${off}, ${x}, ${col}, ${ld})`
-    : `subgroupMatrixStore<${layout(col)}>(${ptr}, ${off}, ${x}, ${ld})`;
+  const { load, store } = matrixCode(v.LOAD_ARG === true);
   const colA = v.TRANS_A === true, colB = v.TRANS_B === true;
   for (let i = 0; i < tm; i++) {
     mma.push(`      let a${i} = ${load(L, '&As', `ab + offA(am + ${16 * i}u, kk)`, colA, 'LDA')};`);
