@@ -13,7 +13,8 @@ Perplexity and bits per byte of the checkpoint in DIR over PATH (text, folder or
 the built-in Brown validation split). The text is cut into windows of N tokens (default: the
 model's context); with stride = context (the default) the windows do not overlap and every token
 after the first is scored exactly once; a smaller stride scores each window's last \`stride\`
-tokens with the rest as context.
+tokens with the rest as context. Documents are joined with the end-of-text token between them and
+none after the last, so the score is the text's own (as transformers computes it on the same ids).
 
 options:
   --batch N          windows per forward pass (default 8)
@@ -33,7 +34,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
   const stride = numberFlag('eval', 'stride', v.stride, context, { integer: true, min: 1, max: context });
   const batch = numberFlag('eval', 'batch', v.batch, 8, { integer: true, min: 1 });
   const source = v.file ?? 'builtin:brown (validation)';
-  const store = await buildTokenStore(v.file ? readDocuments(v.file) : brownCorpus().validation, tokenizer);
+  const store = await buildTokenStore(v.file ? readDocuments(v.file) : brownCorpus().validation, tokenizer, { separator: 'between' });
   const windows = Math.max(1, Math.ceil(Math.max(0, store.length - 1 - context) / stride) + 1);
   const bar = new Progress({ label: 'eval', total: windows, unit: 'win' });
   const r = await evaluate(model, evalWindows(store, context, stride), { byteLengths: tokenByteLengths(tokenizer, config.vocabSize), batch, onProgress: (n) => bar.update(n) });

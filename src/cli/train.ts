@@ -40,6 +40,8 @@ data and model:
   --preset NAME              ${PRESET_NAMES.join(', ')} (default tiny)
   --config FILE              model config JSON (keys of model/config.ts), over the preset
   --tokenizer byte|bpe:N     bytes, or a byte-level BPE of N tokens trained on the training split (default: the preset's, tiny bpe:1024)
+  --init-from DIR            start from the weights, config and tokenizer of a model: a FON checkpoint or a Hugging Face
+                             folder (fine-tuning; --preset, --config and --tokenizer do not apply; --lr defaults to 1e-4)
   --backend NAME             cpu, wasm, webgpu or auto (default: a hardware GPU, else wasm)
   --resume                   continue the run in DIR from its last checkpoint, exactly (data, model, tokenizer and
                              hyper-parameters come from the checkpoint; --steps, --backend and the evaluation,
@@ -63,6 +65,7 @@ const FLAGS = {
   'grad-clip': { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-windows': { type: 'string' },
   'checkpoint-every': { type: 'string' }, seed: { type: 'string' }, 'final-eval-windows': { type: 'string' },
   sample: { type: 'boolean' }, 'stop-after': { type: 'string' }, 'sample-tokens': { type: 'string' },
+  'init-from': { type: 'string' },
 } as const;
 
 type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
@@ -77,11 +80,13 @@ interface RunSpec {
   data: string;
   tokenizer: string;
   train: TrainConfig;
+  /** The model the run started from (--init-from), when not from fresh weights. */
+  initFrom?: string;
   fingerprint?: { trainTokens: number; validationTokens: number; checksum: number; backend: string };
 }
 
 /** Flags a resumed run takes from its checkpoint; giving them with --resume is an error. */
-const FIXED_BY_CHECKPOINT = ['data', 'preset', 'config', 'tokenizer', 'batch', 'accumulate', 'context', 'lr', 'min-lr', 'warmup', 'weight-decay', 'grad-clip', 'seed', 'overwrite'] as const;
+const FIXED_BY_CHECKPOINT = ['data', 'preset', 'config', 'tokenizer', 'init-from', 'batch', 'accumulate', 'context', 'lr', 'min-lr', 'warmup', 'weight-decay', 'grad-clip', 'seed', 'overwrite'] as const;
 
 /** FNV-1a over 1024 ids spread evenly through the store (and its length). */
 function storeChecksum(store: TokenStore): number {
@@ -96,10 +101,13 @@ function storeChecksum(store: TokenStore): number {
 
 interface LogEntry { step: number; [k: string]: number | string }
 
-/** Flags over the preset's training defaults over DEFAULT_TRAIN. */
+/** Fine-tuning from --init-from: a learning rate for weights that are already trained. */
+const INIT_FROM_TRAIN: Partial<TrainConfig> = { lr: 1e-4, minLr: 1e-5 };
+
+/** Flags over the preset's training defaults (or INIT_FROM_TRAIN's) over DEFAULT_TRAIN. */
 function trainConfigFrom(v: Flags, context: number): TrainConfig {
   const n = (name: keyof Flags, fallback: number, o: { integer?: boolean; min?: number; max?: number } = {}) => numberFlag('train', name, v[name], fallback, o);
-  const d: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining(v.preset ?? 'tiny').train };
+  const d: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining(v.preset ?? 'tiny').train, ...(v['init-from'] !== undefined ? INIT_FROM_TRAIN : {}) };
   const steps = n('steps', d.steps, { integer: true, min: 1 });
   return {
     steps, batchSize: n('batch', d.batchSize, { integer: true, min: 1 }),
@@ -228,16 +236,29 @@ export async function trainCommand(argv: string[]): Promise<number> {
   } else {
     if (hasCheckpoint && !v.overwrite) throw new UsageError(`train: ${outDir} already holds a checkpoint; pass --resume to continue it or --overwrite to start afresh`);
     const data = requireFlag('train', 'data', v.data);
-    const base = await modelConfigFrom(v);
-    const tokSpec = v.tokenizer ?? presetTraining(v.preset ?? 'tiny').tokenizer;
-    checkTokenizerSpec(tokSpec);
-    const train = trainConfigFrom(v, base.cfg.contextLength);
-    backend = await backendFromFlag('train', v.backend);
-    corpus = await loadCorpus(data);
-    tokenizer = await makeTokenizer(tokSpec, corpus, say);
-    const cfg = withVocab(base, tokenizer.vocabSize, v.config ?? `preset ${v.preset ?? 'tiny'}`);
-    spec = { data: corpus.name, tokenizer: tokSpec, train };
-    model = new Decoder(cfg, new ParamFactory({ backend, seed: train.seed }));
+    if (v['init-from'] !== undefined) {
+      // Fine-tuning: the model brings its config, tokenizer and weights.
+      const clash = (['preset', 'config', 'tokenizer'] as const).filter((k) => v[k] !== undefined);
+      if (clash.length) throw new UsageError(`train: --init-from ${v['init-from']} brings the model's config and tokenizer; drop ${clash.map((k) => `--${k}`).join(', ')}`);
+      backend = await backendFromFlag('train', v.backend);
+      const init = await loadModel(v['init-from'], backend);
+      ({ model, tokenizer } = init);
+      const train = trainConfigFrom(v, model.config.contextLength);
+      corpus = await loadCorpus(data);
+      spec = { data: corpus.name, tokenizer: `from ${init.dir}`, train, initFrom: init.dir };
+      say(`starting from ${init.dir}`);
+    } else {
+      const base = await modelConfigFrom(v);
+      const tokSpec = v.tokenizer ?? presetTraining(v.preset ?? 'tiny').tokenizer;
+      checkTokenizerSpec(tokSpec);
+      const train = trainConfigFrom(v, base.cfg.contextLength);
+      backend = await backendFromFlag('train', v.backend);
+      corpus = await loadCorpus(data);
+      tokenizer = await makeTokenizer(tokSpec, corpus, say);
+      const cfg = withVocab(base, tokenizer.vocabSize, v.config ?? `preset ${v.preset ?? 'tiny'}`);
+      spec = { data: corpus.name, tokenizer: tokSpec, train };
+      model = new Decoder(cfg, new ParamFactory({ backend, seed: train.seed }));
+    }
   }
   const tc = spec.train;
   const stores = await corpus.tokenStores(tokenizer, tc.context);

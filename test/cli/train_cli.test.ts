@@ -57,7 +57,7 @@ test('fon train → info → eval → generate', () => {
   assert.equal(r.context, 32);
   assert.ok(r.bitsPerByte > 0 && Math.abs(r.perplexity - Math.exp(r.loss)) < 1e-9 * r.perplexity);
   assert.ok(Math.abs(r.bitsPerByte - (r.loss * r.tokens) / Math.LN2 / r.bytes) < 1e-9);
-  assert.equal(r.tokens, statSync(corpus).size, 'stride = context scores every token after the first: the file\'s bytes and the separator after them');
+  assert.equal(r.tokens, statSync(corpus).size - 1, 'stride = context scores every token after the first: the file\'s bytes, no separator after them');
 
   const g1 = fon('generate', '--model', out, '--prompt', 'The cat', '--temperature', '0', '--max-tokens', '12', '--backend', 'cpu');
   const g2 = fon('generate', '--model', join(out, latest), '--prompt', 'The cat', '--temperature', '0', '--max-tokens', '12', '--backend', 'cpu');
@@ -73,11 +73,11 @@ test('fon train with a BPE tokenizer: bits per byte count the text\'s bytes', ()
   const info = JSON.parse(fon('info', '--model', out, '--json').out);
   assert.ok(info.tokenizerVocab > 257 && info.tokenizerVocab <= 300, `vocabulary ${info.tokenizerVocab}`);
   const r = JSON.parse(fon('eval', '--model', out, '--file', corpus, '--json', '--backend', 'cpu').out);
-  // Every token but the first is scored: the file's bytes without the first token's, plus the separator as one byte.
+  // Every token but the first is scored: the file's bytes without the first token's (no separator after the text).
   const latest = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint;
   const tok = loadTokenizer(JSON.parse(readFileSync(join(out, latest, 'tokenizer.json'), 'utf8')));
   const first = tok.encode(readFileSync(corpus, 'utf8'))[0];
-  assert.equal(r.bytes, statSync(corpus).size - new TextEncoder().encode(tok.decode([first])).length + 1);
+  assert.equal(r.bytes, statSync(corpus).size - new TextEncoder().encode(tok.decode([first])).length);
   assert.ok(r.tokens < r.bytes / 2, `BPE compresses: ${r.tokens} tokens for ${r.bytes} bytes`);
 });
 
@@ -161,4 +161,19 @@ test('fon: a corrupt checkpoint is named, not loaded', () => {
   assertCleanError(fon('generate', '--model', out, '--prompt', 'x', '--backend', 'cpu'), /model\.safetensors/);
   writeFileSync(join(out, 'step-000001', 'config.json'), '{"dModel": 16, "colour": "red"}');
   assertCleanError(fon('info', '--model', out), /config\.json: unknown key 'colour'/);
+});
+
+test('fon train --init-from: starts from a checkpoint\'s weights, config and tokenizer (lr 1e-30 keeps them bit for bit); clashing flags are refused', () => {
+  const base = join(dir, 'init-base');
+  assert.equal(fon(...TRAIN, '--out', base, '--steps', '2', '--eval-every', '0').code, 0);
+  const tuned = join(dir, 'init-tuned');
+  const t = fon('train', '--data', corpus, '--init-from', base, '--out', tuned, '--steps', '1', '--batch', '2', '--lr', '1e-30', '--min-lr', '1e-30', '--backend', 'cpu', '--eval-every', '0', '--final-eval-windows', '1');
+  assert.equal(t.code, 0, t.err);
+  assert.match(t.err, /starting from .*init-base.*step-000002/);
+  const weights = (out: string) => readFileSync(join(out, JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint, 'model.safetensors'));
+  assert.ok(weights(base).equals(weights(tuned)), 'with lr 1e-30 (updates below f32 resolution) the fine-tuned checkpoint holds the starting weights');
+  const cfg = (out: string) => readFileSync(join(out, JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint, 'config.json'), 'utf8');
+  assert.equal(cfg(tuned), cfg(base));
+  assertCleanError(fon('train', '--data', corpus, '--init-from', base, '--preset', 'tiny', '--out', join(dir, 'init-x'), '--backend', 'cpu'), /--init-from .* brings the model's config and tokenizer; drop --preset/);
+  assertCleanError(fon('train', '--data', corpus, '--init-from', join(dir, 'nowhere'), '--out', join(dir, 'init-y'), '--backend', 'cpu'), /nowhere/);
 });

@@ -34,6 +34,14 @@ test('documents are packed each followed by eosId; a small store stays in memory
   assert.throws(() => store.read(-1, 1), ArgumentError);
 });
 
+test("separator 'between': the end-of-text id between documents only, none after the last (evaluation stores)", async () => {
+  const store = await buildTokenStore(docs, bytes, { separator: 'between' });
+  const want = docs.flatMap((d, i) => [...(i > 0 ? [256] : []), ...bytes.encode(d)]);
+  assert.deepEqual(Array.from(store.read(0, store.length)), want);
+  assert.equal(store.length, packed.length - 1);
+  await assert.rejects(buildTokenStore(['', ''], bytes, { separator: 'between' }), (e: unknown) => e instanceof DataError && /2 document\(s\) that encoded to no tokens/.test(e.message));
+});
+
 test('a store longer than memoryTokens goes to disk (atomically) and reads back identically', async () => {
   const many = Array.from({ length: 300 }, (_, i) => `document ${i}: ${'abcdefgh'.slice(0, i % 8)} ü`);
   const want = many.flatMap((d) => [...bytes.encode(d), 256]);

@@ -36,6 +36,12 @@ export interface BuildTokenStoreOptions {
   memoryTokens?: number;
   /** Called after each document with the documents and ids so far. */
   onProgress?: (documents: number, tokens: number) => void;
+  /**
+   * Where the end-of-text id goes: after every document (default: training packs documents so a
+   * window may cross into the next one), or only between documents, so the store holds the text
+   * and nothing after it (evaluation: the score of the text alone, as other tools compute it).
+   */
+  separator?: 'after' | 'between';
 }
 
 const MAGIC = 'FONTOKS1';
@@ -134,8 +140,9 @@ function bytesOf(ids: IdArray, n: number): Uint8Array {
 }
 
 /**
- * Encodes `docs` and packs them, each followed by `tok.eosId`, into a token store: in memory while
- * the total stays within `memoryTokens`, else in a file (see the file header).
+ * Encodes `docs` and packs them, each followed by `tok.eosId` (or with it between them:
+ * `options.separator`), into a token store: in memory while the total stays within
+ * `memoryTokens`, else in a file (see the file header).
  */
 export async function buildTokenStore(
   docs: AsyncIterable<string> | Iterable<string>,
@@ -158,6 +165,8 @@ export async function buildTokenStore(
   let used = 0; // ids in buf
   let total = 0; // ids in the store
   let documents = 0;
+  let textIds = 0; // ids of the documents themselves, separators not counted
+  const between = options.separator === 'between';
   let writer: AtomicFileWriter | undefined;
   const temporary = options.file === undefined;
 
@@ -188,17 +197,19 @@ export async function buildTokenStore(
   try {
     for await (const doc of docs) {
       const ids = tok.encode(doc);
+      if (between && documents > 0) push(eosId);
+      textIds += ids.length;
       for (const id of ids) {
         if (!Number.isInteger(id) || id < 0 || id >= vocabSize) {
           throw new ArgumentError(`buildTokenStore: document ${documents} encoded to id ${id}; expected whole numbers in [0, vocabSize = ${vocabSize})`);
         }
         push(id);
       }
-      push(eosId);
+      if (!between) push(eosId);
       documents++;
       options.onProgress?.(documents, total);
     }
-    if (total === documents) {
+    if (textIds === 0) {
       const got = documents === 0 ? 'no documents' : `${documents} document(s) that encoded to no tokens`;
       throw new DataError(`buildTokenStore: the corpus is empty (${got}); expected documents with some text`);
     }
