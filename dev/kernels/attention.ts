@@ -58,9 +58,12 @@
  *   t6  as t5 in one pass (ONEPASS): a row's running maximum moves only when a block's passes it
  *       by more than 8 (log2 units), the whole workgroup then rescaling O through workgroup
  *       memory (rare after the first block), so P ≤ 2^8 in f16. WRONG on the H200: NaNs in the
- *       check above, also with the rescale never run (16K 57.9 ms), with it run on every block
- *       (83.5 ms), with a barrier before the flag's read, and with each lane of a row's pair
- *       taking the block maximum over the whole row instead of a shuffle; cause not found.
+ *       check above in every form tried (2026-11-30): the pair's block maximum by a shuffle with
+ *       the rescale compiled out (16K 57.9 ms), run on every block (83.5 ms), or lazy with a
+ *       barrier before the flag's read; and the maximum taken by each lane over the whole row (no
+ *       shuffle) with the lazy rescale. Not tried: no shuffle and no rescale together (which
+ *       would tell whether a shuffle inside the key loop and the matrices reassigned inside a
+ *       branch are two separate faults); dumping lse to see which rows go wrong.
  *                                                                         16K 57.0 (38.6)
  *   d0  decode through p1 (one query row per 16-row tile).             16K 20.5, 128K 181.3 (3 GB/s)
  *   d1  flash-decoding (attention_decode.wgsl + attention_combine.wgsl), per-step row maxima by a

@@ -8,6 +8,7 @@ import { UsageError } from './args.ts';
 import { evalCommand } from './eval.ts';
 import { generateCommand } from './generate.ts';
 import { infoCommand } from './info.ts';
+import { tokenizeCommand } from './tokenize.ts';
 import { trainCommand } from './train.ts';
 import { initBackend, shutdownBackends, type BackendName } from '../backend/registry.ts';
 import '../backend/webgpu/index.ts';
@@ -21,6 +22,7 @@ commands:
   generate   continue a prompt from a checkpoint
   eval       perplexity and bits per byte of a checkpoint
   info       parameters, config and KV-cache size of a checkpoint
+  tokenize   the token ids of a text (FON checkpoint or Hugging Face tokenizer.json)
   devices    list the backends that start here and the GPU's features
   bench      op benchmarks beside PyTorch/numpy (see bench/ops.ts --help)
 
@@ -59,7 +61,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const commands: Record<string, (argv: string[]) => Promise<number>> = {
-    train: trainCommand, generate: generateCommand, eval: evalCommand, info: infoCommand,
+    train: trainCommand, generate: generateCommand, eval: evalCommand, info: infoCommand, tokenize: tokenizeCommand,
     devices: async (a) => { await devices(a); return 0; },
     bench: async (a) => { await bench(a); return 0; },
   };

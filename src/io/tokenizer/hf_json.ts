@@ -165,27 +165,41 @@ function readModel(f: Fields, root: JsonObject): BpeModel {
   }, f.source);
 }
 
+/**
+ * The added tokens with the ids Hugging Face gives them. `tokenizers` does not take the ids written
+ * in the file: it adds the tokens again in file order (serialization.rs, AddedVocabulary::add_tokens),
+ * so a token whose content is in model.vocab (or was added before) keeps that id, and each new
+ * content takes the next id from the model vocabulary's size (its number of entries) up. For
+ * files written by `tokenizers` the two agree; where a file disagrees (a vocabulary with gaps, hand
+ * edits) this rule gives the ids `tokenizers` encodes with. Empty contents are skipped, and a
+ * content listed twice keeps its first id, the flags of its last entry, and is special if any
+ * entry was.
+ */
 function readAddedTokens(f: Fields, value: unknown, model: BpeModel): AddedToken[] {
   if (value === undefined || value === null) return [];
   if (!Array.isArray(value)) throw f.bad('added_tokens', value, 'an array');
-  return value.map((t, i) => {
+  const byContent = new Map<string, AddedToken>();
+  let nextId = model.vocab.size;
+  value.forEach((t, i) => {
     const at = `added_tokens[${i}]`;
     if (!isObject(t)) throw f.bad(at, t, 'an object');
     const content = f.string(t, 'content', `${at}.content`);
     const id = t.id;
     if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) throw f.bad(`${at}.id`, id, 'a non-negative integer');
     const special = f.bool(t, 'special', `${at}.special`, false);
-    return {
-      // Hugging Face keeps the model's id when the content is already in the vocabulary.
-      id: model.vocab.get(content) ?? id,
+    const token = {
       content,
       singleWord: f.bool(t, 'single_word', `${at}.single_word`, false),
       lstrip: f.bool(t, 'lstrip', `${at}.lstrip`, false),
       rstrip: f.bool(t, 'rstrip', `${at}.rstrip`, false),
       normalized: f.bool(t, 'normalized', `${at}.normalized`, !special),
-      special,
     };
+    if (content.length === 0) return;
+    const previous = byContent.get(content);
+    const assigned = previous?.id ?? model.vocab.get(content) ?? nextId++;
+    byContent.set(content, { ...token, id: assigned, special: special || previous?.special === true });
   });
+  return [...byContent.values()];
 }
 
 /** Reads a parsed tokenizer.json into a tokenizer; `source` (a path or a name) goes into error messages. */
