@@ -22,7 +22,7 @@ export { WasmBackend, type WasmBackendOptions } from './backend/wasm/index.ts';
 export { WebGpuBackend } from './backend/webgpu/index.ts';
 
 // Language models: config, modules, attention mechanisms, the decoder, training, sampling, generation.
-export { parseModelConfig, DEFAULT_CONFIG, kvBytesPerToken, ConfigError, type ModelConfig, type LayerAttention } from './model/config.ts';
+export { parseModelConfig, DEFAULT_CONFIG, kvBytesPerToken, ConfigError, type ModelConfig, type LayerAttention, type RopeScaling } from './model/config.ts';
 export { preset, PRESET_NAMES } from './model/presets.ts';
 export { Decoder, type ForwardOptions } from './model/decoder.ts';
 export { ParamFactory, type ParamFactoryOptions, type Init } from './nn/params.ts';
@@ -41,4 +41,12 @@ export { generate, type GenerateOptions, type GenerateResult } from './infer/gen
 export { evaluate, type EvalResult, type EvalWindow } from './eval/perplexity.ts';
 export { tokenByteLengths } from './eval/token_bytes.ts';
 export { byteTokenizer, trainBpe, loadTokenizer, parseTokenizer, END_OF_TEXT, type Tokenizer } from './io/tokenizer/tokenizer.ts';
-export { encodeSafetensors, decodeSafetensors, tensorsToSafetensors, safetensorsToTensors, SafetensorsError } from './io/safetensors.ts';
+export {
+  encodeSafetensors, decodeSafetensors, tensorsToSafetensors, safetensorsToTensors, SafetensorsError,
+  safetensorsHeaderLength, parseSafetensorsHeader, safeTensorToHost, type SafeTensorInfo, type SafetensorsHeader,
+} from './io/safetensors.ts';
+// Hugging Face model folders, the browser-safe half: config mapping, weight names, tokenizer, sampling defaults.
+export { hfConfigToModelConfig, hfArchitecture, HF_ARCHITECTURES, type HfArchitecture, type HfModelConfig } from './io/hf/config.ts';
+export { hfWeightPlan, takeValues, type HfWeightPlan, type HfParamSource, type HfTake } from './io/hf/weights.ts';
+export { parseGenerationConfig, type HfGenerationDefaults } from './io/hf/generation.ts';
+export { hfTokenizer, hfEosToken } from './io/hf/tokenizer.ts';

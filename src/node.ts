@@ -5,4 +5,6 @@
 export * from './index.ts';
 export { saveCheckpoint, loadModel, loadTrainerState, type LoadedModel, type TrainerState } from './io/model_checkpoint.ts';
 export { writeCheckpointDir, resolveCheckpointDir, CheckpointError } from './io/checkpoint_dir.ts';
+export { SafetensorsFile, SafetensorsShards } from './io/safetensors_file.ts';
+export { loadHfModel, isHfModelDir, type LoadedHfModel } from './io/hf/load.ts';
 export { brownCorpus, readDocuments, buildTokenStore, openTokenStore, BatchSampler, evalWindows, TokenSlice, DataError, type TokenStore } from './train/data/index.ts';

@@ -7,7 +7,8 @@
  *   optimizer.safetensors AdamW moments (m.i, v.i), when saved during training
  *   trainer.json          step, optimizer scalars, the training config and data description
  *
- * `loadModel` needs the first three; `fon train --resume` needs all five.
+ * `loadModel` needs the first three; `fon train --resume` needs all five. `loadModel` also reads
+ * a Hugging Face model folder (io/hf/load.ts), told apart by its config.json.
  */
 import type { Backend } from '../backend/backend.ts';
 import { FonError } from '../errors.ts';
@@ -16,6 +17,7 @@ import { parseModelConfig, type ModelConfig } from '../model/config.ts';
 import { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { readCheckpointFile, readCheckpointText, resolveCheckpointDir, writeCheckpointDir, CheckpointError } from './checkpoint_dir.ts';
+import { isHfModelDir, loadHfModel, type HfGenerationDefaults } from './hf/load.ts';
 import { decodeSafetensors, safetensorsToTensors, tensorsToSafetensors } from './safetensors.ts';
 import { loadTokenizer } from './tokenizer/tokenizer.ts';
 import type { Tokenizer } from './tokenizer/tokenizer.ts';
@@ -59,6 +61,10 @@ export interface LoadedModel {
   config: ModelConfig;
   /** The checkpoint directory that was read. */
   dir: string;
+  /** For a Hugging Face folder: its model_type (gpt2, llama, mistral, qwen2, qwen3). */
+  architecture?: string;
+  /** For a Hugging Face folder: generation_config.json's sampling defaults, null without one. */
+  generation?: HfGenerationDefaults | null;
 }
 
 function parseJson(text: string, file: string): unknown {
@@ -69,8 +75,12 @@ function parseJson(text: string, file: string): unknown {
   }
 }
 
-/** Loads the model and tokenizer of a checkpoint (an output directory or a checkpoint directory). */
+/**
+ * Loads the model and tokenizer of a checkpoint (an output directory or a checkpoint directory),
+ * or of a Hugging Face model folder (weights in f32).
+ */
 export async function loadModel(path: string, backend: Backend): Promise<LoadedModel> {
+  if (await isHfModelDir(path)) return { ...(await loadHfModel(path, backend)), dir: path };
   const dir = await resolveCheckpointDir(path);
   const cfgFile = `${dir}/config.json`;
   const config = parseModelConfig(parseJson(await readCheckpointText(dir, 'config.json'), cfgFile), undefined, cfgFile);

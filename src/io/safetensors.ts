@@ -116,23 +116,50 @@ export function encodeSafetensors(tensors: Record<string, SafeTensorInput>, meta
   return out;
 }
 
-/**
- * Parses safetensors bytes. Every tensor's `data` is a view into `bytes`. `source` (a file name)
- * starts every error message; a SafetensorsError says what is wrong: a file too short for the
- * length field, a header length beyond the file, a header that is not UTF-8 JSON, an unknown
- * dtype, a bad shape or offsets, a byte size that is not shape × element size, offsets that
- * overlap, leave a gap, reach past the end of the file, or leave bytes after the last tensor.
- */
-export function decodeSafetensors(bytes: Uint8Array, source = 'safetensors'): DecodedSafetensors {
-  const fail = (what: string): never => { throw new SafetensorsError(`${source}: ${what}`); };
-  if (bytes.length < 8) fail(`truncated: ${bytes.length} bytes, but a safetensors file starts with an 8-byte header length`);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const headerLen = view.getUint32(0, true) + view.getUint32(4, true) * 2 ** 32;
-  if (headerLen > bytes.length - 8) fail(`header length ${headerLen} exceeds the file (${bytes.length - 8} bytes after the 8-byte length field); the file is truncated or not safetensors`);
+/** One tensor's header entry: dtype, shape and its byte range [begin, end) in the data section. */
+export interface SafeTensorInfo {
+  dtype: SafeDType;
+  shape: number[];
+  begin: number;
+  end: number;
+}
 
+/** A validated header: tensors in data-section order, the metadata, and where the data section starts. */
+export interface SafetensorsHeader {
+  tensors: Record<string, SafeTensorInfo>;
+  /** The header's `__metadata__` map; empty when the file has none. */
+  metadata: Record<string, string>;
+  /** Byte offset of the data section in the file: 8 + the header length. */
+  dataStart: number;
+}
+
+/**
+ * The header length from a file's first 8 bytes (`prefix`, at least 8 of them unless the file is
+ * shorter), checked against the file's size in bytes. SafetensorsError, starting with `source`,
+ * for a file too short for the length field or a header length beyond the file.
+ */
+export function safetensorsHeaderLength(prefix: Uint8Array, fileSize: number, source = 'safetensors'): number {
+  const fail = (what: string): never => { throw new SafetensorsError(`${source}: ${what}`); };
+  if (fileSize < 8 || prefix.length < 8) fail(`truncated: ${fileSize} bytes, but a safetensors file starts with an 8-byte header length`);
+  const view = new DataView(prefix.buffer, prefix.byteOffset, 8);
+  const headerLen = view.getUint32(0, true) + view.getUint32(4, true) * 2 ** 32;
+  if (headerLen > fileSize - 8) fail(`header length ${headerLen} exceeds the file (${fileSize - 8} bytes after the 8-byte length field); the file is truncated or not safetensors`);
+  return headerLen;
+}
+
+/**
+ * Parses and validates a header (`headerBytes`, the N bytes after the length field) against the
+ * size of the whole file: a header that is not UTF-8 JSON, an unknown dtype, a bad shape or
+ * offsets, a byte size that is not shape × element size, offsets that overlap, leave a gap, reach
+ * past the end of the file, or leave bytes after the last tensor are each a SafetensorsError
+ * starting with `source`. Shared by `decodeSafetensors` (bytes in memory) and the file reader
+ * (io/safetensors_file.ts), which reads tensors on demand.
+ */
+export function parseSafetensorsHeader(headerBytes: Uint8Array, fileSize: number, source = 'safetensors'): SafetensorsHeader {
+  const fail = (what: string): never => { throw new SafetensorsError(`${source}: ${what}`); };
   let text = '';
   try {
-    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(8, 8 + headerLen));
+    text = new TextDecoder('utf-8', { fatal: true }).decode(headerBytes);
   } catch {
     fail('header is not valid UTF-8');
   }
@@ -145,7 +172,7 @@ export function decodeSafetensors(bytes: Uint8Array, source = 'safetensors'): De
   if (typeof header !== 'object' || header === null || Array.isArray(header)) fail(`header must be a JSON object, got ${Array.isArray(header) ? 'an array' : JSON.stringify(header)}`);
 
   const metadata: Record<string, string> = {};
-  const entries: { name: string; begin: number; end: number; t: SafeTensorView }[] = [];
+  const entries: { name: string; info: SafeTensorInfo }[] = [];
   for (const [name, info] of Object.entries(header as Record<string, unknown>)) {
     if (name === METADATA_KEY) {
       if (typeof info !== 'object' || info === null || Array.isArray(info)) fail(`${METADATA_KEY} must be an object of strings, got ${JSON.stringify(info)}`);
@@ -168,28 +195,42 @@ export function decodeSafetensors(bytes: Uint8Array, source = 'safetensors'): De
     const s = shape as number[];
     const want = elementCount(s) * SAFE_DTYPE_BYTES[d];
     if (end - begin !== want) fail(`${where}: shape [${s.join(', ')}] of ${d} needs ${want} bytes, but data_offsets [${begin}, ${end}] hold ${end - begin}`);
-    entries.push({ name, begin, end, t: { dtype: d, shape: [...s], data: new Uint8Array(0) } });
+    entries.push({ name, info: { dtype: d, shape: [...s], begin, end } });
   }
 
   // The byte ranges must tile the data section: sorted by offset, each starts where the last ended.
-  const dataStart = 8 + headerLen;
-  const dataLen = bytes.length - dataStart;
-  entries.sort((a, b) => a.begin - b.begin || a.end - b.end);
+  const dataStart = 8 + headerBytes.length;
+  const dataLen = fileSize - dataStart;
+  entries.sort((a, b) => a.info.begin - b.info.begin || a.info.end - b.info.end);
   let covered = 0;
   let last = '';
-  for (const e of entries) {
-    if (e.end > dataLen) fail(`tensor '${e.name}': data_offsets [${e.begin}, ${e.end}] reach past the end of the data section (${dataLen} bytes): the file is truncated or the offsets are wrong`);
-    if (e.begin < covered) fail(`tensors '${last}' and '${e.name}' overlap: '${e.name}' begins at byte ${e.begin}, before ${covered} where '${last}' ends`);
-    if (e.begin > covered) fail(`data_offsets do not cover the data section: bytes [${covered}, ${e.begin}) belong to no tensor (before '${e.name}')`);
-    covered = e.end;
-    last = e.name;
-    e.t.data = bytes.subarray(dataStart + e.begin, dataStart + e.end);
+  for (const { name, info: { begin, end } } of entries) {
+    if (end > dataLen) fail(`tensor '${name}': data_offsets [${begin}, ${end}] reach past the end of the data section (${dataLen} bytes): the file is truncated or the offsets are wrong`);
+    if (begin < covered) fail(`tensors '${last}' and '${name}' overlap: '${name}' begins at byte ${begin}, before ${covered} where '${last}' ends`);
+    if (begin > covered) fail(`data_offsets do not cover the data section: bytes [${covered}, ${begin}) belong to no tensor (before '${name}')`);
+    covered = end;
+    last = name;
   }
   if (covered !== dataLen) fail(`data_offsets do not cover the data section: ${dataLen - covered} bytes after the last tensor (data ends at ${covered} of ${dataLen})`);
 
+  const tensors: Record<string, SafeTensorInfo> = {};
+  for (const e of entries) tensors[e.name] = e.info;
+  return { tensors, metadata, dataStart };
+}
+
+/**
+ * Parses safetensors bytes. Every tensor's `data` is a view into `bytes`. `source` (a file name)
+ * starts every error message; a SafetensorsError says what is wrong: a file too short for the
+ * length field, a header length beyond the file, or anything `parseSafetensorsHeader` refuses.
+ */
+export function decodeSafetensors(bytes: Uint8Array, source = 'safetensors'): DecodedSafetensors {
+  const headerLen = safetensorsHeaderLength(bytes, bytes.length, source);
+  const header = parseSafetensorsHeader(bytes.subarray(8, 8 + headerLen), bytes.length, source);
   const tensors: Record<string, SafeTensorView> = {};
-  for (const e of entries) tensors[e.name] = e.t;
-  return { tensors, metadata };
+  for (const [name, { dtype, shape, begin, end }] of Object.entries(header.tensors)) {
+    tensors[name] = { dtype, shape, data: bytes.subarray(header.dataStart + begin, header.dataStart + end) };
+  }
+  return { tensors, metadata: header.metadata };
 }
 
 // ---- bridges to FON tensors ----
@@ -259,21 +300,32 @@ function hostArrayOf(name: string, t: SafeTensorView, source: string): { host: A
 }
 
 /**
+ * One decoded tensor as a host array of a FON dtype: f32/f16/bf16/i32/u8 keep their bits, the
+ * other dtypes convert as `hostArrayOf` says, and `dtype` (a float dtype) converts a float tensor.
+ * `name` and `source` name it in errors.
+ */
+export function safeTensorToHost(name: string, t: SafeTensorView, opts: { dtype?: DType; source?: string } = {}): { host: AnyHostArray; dtype: DType } {
+  requireLittleEndian('safeTensorToHost');
+  if (opts.dtype !== undefined && !isFloat(opts.dtype)) throw new SafetensorsError(`safetensorsToTensors: dtype '${opts.dtype}' converts float tensors and must be f32, f16 or bf16`);
+  let { host, dtype } = hostArrayOf(name, t, opts.source ?? 'safetensors');
+  if (opts.dtype !== undefined && isFloat(dtype) && dtype !== opts.dtype) {
+    host = f32ToHost(hostToF32(host, dtype), opts.dtype);
+    dtype = opts.dtype;
+  }
+  return { host, dtype };
+}
+
+/**
  * FON tensors from decoded safetensors: f32/f16/bf16/i32/u8 keep their bits; the other dtypes
  * convert as `hostArrayOf` says; `opts.dtype` converts float tensors (see its comment).
  */
 export function safetensorsToTensors(decoded: DecodedSafetensors, opts: SafetensorsToTensorsOptions & { source?: string } = {}): Record<string, Tensor> {
   requireLittleEndian('safetensorsToTensors');
-  const source = opts.source ?? 'safetensors';
   if (opts.dtype !== undefined && !isFloat(opts.dtype)) throw new SafetensorsError(`safetensorsToTensors: dtype '${opts.dtype}' converts float tensors and must be f32, f16 or bf16`);
   const b = opts.backend ?? getBackend();
   const out: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(decoded.tensors)) {
-    let { host, dtype } = hostArrayOf(name, t, source);
-    if (opts.dtype !== undefined && isFloat(dtype) && dtype !== opts.dtype) {
-      host = f32ToHost(hostToF32(host, dtype), opts.dtype);
-      dtype = opts.dtype;
-    }
+    const { host, dtype } = safeTensorToHost(name, t, { dtype: opts.dtype, source: opts.source });
     out[name] = fromHandle(b, b.upload(host, dtype), t.shape, dtype);
   }
   return out;

@@ -27,9 +27,10 @@ export class AttentionBlock extends Module {
   constructor(f: ParamFactory, name: string, private readonly cfg: ModelConfig, readonly mechanism: AttentionMechanism) {
     super();
     const { dModel: c, nHeads: h, nKvHeads: hkv, headDim: d, bias } = cfg;
-    this.q = this.child(new Linear(f, `${name}.q`, c, h * d, { bias }));
-    this.k = this.child(new Linear(f, `${name}.k`, c, hkv * d, { bias }));
-    this.v = this.child(new Linear(f, `${name}.v`, c, hkv * d, { bias }));
+    const qkvBias = bias || cfg.qkvBias; // Qwen2: biases on q, k and v but not on o
+    this.q = this.child(new Linear(f, `${name}.q`, c, h * d, { bias: qkvBias }));
+    this.k = this.child(new Linear(f, `${name}.k`, c, hkv * d, { bias: qkvBias }));
+    this.v = this.child(new Linear(f, `${name}.v`, c, hkv * d, { bias: qkvBias }));
     this.o = this.child(new Linear(f, `${name}.o`, h * d, c, { bias, std: 0.02 / Math.sqrt(2 * cfg.nLayers) }));
     if (cfg.qkNorm) {
       this.qNorm = this.child(new Norm(f, `${name}.q_norm`, 'rmsnorm', d, cfg.normEps));

@@ -5,8 +5,9 @@
  */
 import type { LayerAttention } from '../attention/mechanism.ts';
 import { FonError } from '../errors.ts';
+import type { RopeScaling } from '../nn/rope_tables.ts';
 
-export type { LayerAttention };
+export type { LayerAttention, RopeScaling };
 
 export class ConfigError extends FonError {}
 
@@ -31,10 +32,21 @@ export interface ModelConfig {
   /** Rotary (with ropeTheta), learned absolute embeddings, or none. */
   positions: 'rope' | 'learned' | 'none';
   ropeTheta: number;
+  /**
+   * RoPE frequency scaling for contexts longer than pretraining (nn/rope_tables.ts), or null for
+   * plain RoPE: {"type": "linear", "factor": f} divides every frequency by f (position
+   * interpolation); {"type": "llama3", "factor", "lowFreqFactor", "highFreqFactor",
+   * "originalContextLength"} is Llama 3.1's: wavelengths above originalContextLength / lowFreqFactor
+   * are stretched by factor, those below originalContextLength / highFreqFactor kept, those between
+   * blended. Needs positions 'rope'.
+   */
+  ropeScaling: RopeScaling | null;
   /** RMSNorm of each query and key head before RoPE (OLMo-2 / Qwen-3 style). */
   qkNorm: boolean;
   /** Biases in the linear layers (GPT-2 has them, Llama does not). */
   bias: boolean;
+  /** Biases on the q, k and v projections only (Qwen2); with `bias` false. */
+  qkvBias: boolean;
   /** The LM head reuses the token embedding matrix. */
   tieEmbeddings: boolean;
   /** Longest sequence the model is trained and run on (KV cache and learned positions). */
@@ -56,20 +68,22 @@ export const DEFAULT_CONFIG: ModelConfig = {
   normEps: 1e-5,
   positions: 'rope',
   ropeTheta: 10000,
+  ropeScaling: null,
   qkNorm: false,
   bias: false,
+  qkvBias: false,
   tieEmbeddings: true,
   contextLength: 256,
   attention: [{ type: 'full' }],
 };
 
-type Kind = 'int' | 'number' | 'bool' | readonly string[] | 'attention';
+type Kind = 'int' | 'number' | 'bool' | readonly string[] | 'attention' | 'ropeScaling';
 
 const SCHEMA: Record<keyof ModelConfig, Kind> = {
   vocabSize: 'int', dModel: 'int', nLayers: 'int', nHeads: 'int', nKvHeads: 'int', headDim: 'int',
   mlp: ['swiglu', 'gelu'], mlpHidden: 'int', norm: ['rmsnorm', 'layernorm'], normEps: 'number',
-  positions: ['rope', 'learned', 'none'], ropeTheta: 'number', qkNorm: 'bool', bias: 'bool',
-  tieEmbeddings: 'bool', contextLength: 'int', attention: 'attention',
+  positions: ['rope', 'learned', 'none'], ropeTheta: 'number', ropeScaling: 'ropeScaling', qkNorm: 'bool', bias: 'bool',
+  qkvBias: 'bool', tieEmbeddings: 'bool', contextLength: 'int', attention: 'attention',
 };
 
 const show = (v: unknown) => JSON.stringify(v) ?? String(v);
@@ -94,6 +108,34 @@ function checkAttention(v: unknown, where: string): LayerAttention[] {
   });
 }
 
+const ROPE_SCALING_KEYS = {
+  linear: ['factor'],
+  llama3: ['factor', 'lowFreqFactor', 'highFreqFactor', 'originalContextLength'],
+} as const;
+
+function checkRopeScaling(v: unknown, where: string): RopeScaling | null {
+  if (v === null) return null;
+  const at = `${where}: 'ropeScaling'`;
+  if (typeof v !== 'object' || Array.isArray(v)) throw new ConfigError(`${at} = ${show(v)}: expected null, {"type": "linear", "factor": …} or {"type": "llama3", "factor": …, "lowFreqFactor": …, "highFreqFactor": …, "originalContextLength": …}`);
+  const o = v as Record<string, unknown>;
+  if (!Object.hasOwn(ROPE_SCALING_KEYS, o.type as string)) throw new ConfigError(`${at}: 'type' = ${show(o.type)}: expected one of "linear", "llama3"`);
+  const keys: readonly string[] = ROPE_SCALING_KEYS[o.type as keyof typeof ROPE_SCALING_KEYS];
+  for (const k of Object.keys(o)) {
+    if (k !== 'type' && !keys.includes(k)) throw new ConfigError(`${at}: unknown key '${k}' for type ${show(o.type)}; expected ${keys.join(', ')}`);
+  }
+  for (const k of keys) {
+    const x = o[k];
+    const ok = k === 'originalContextLength' ? Number.isInteger(x) && (x as number) >= 1 : typeof x === 'number' && Number.isFinite(x) && x > 0;
+    if (!ok) throw new ConfigError(`${at}: '${k}' = ${show(x)}: expected ${k === 'originalContextLength' ? 'a positive integer' : 'a positive number'}`);
+  }
+  if (o.type === 'llama3' && !((o.highFreqFactor as number) > (o.lowFreqFactor as number))) {
+    throw new ConfigError(`${at}: 'highFreqFactor' = ${show(o.highFreqFactor)} must be greater than 'lowFreqFactor' = ${show(o.lowFreqFactor)}`);
+  }
+  return o.type === 'linear'
+    ? { type: 'linear', factor: o.factor as number }
+    : { type: 'llama3', factor: o.factor as number, lowFreqFactor: o.lowFreqFactor as number, highFreqFactor: o.highFreqFactor as number, originalContextLength: o.originalContextLength as number };
+}
+
 /**
  * Merges `overrides` (parsed JSON) over `base` and validates the result. `where` names the source
  * (a file, a preset) in messages.
@@ -108,7 +150,7 @@ export function parseModelConfig(overrides: unknown, base: ModelConfig = DEFAULT
     if (kind === 'number' && (typeof v !== 'number' || !Number.isFinite(v))) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected a number`);
     if (kind === 'bool' && typeof v !== 'boolean') throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected true or false`);
     if (Array.isArray(kind) && !kind.includes(v as string)) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected one of ${kind.map(show).join(', ')}`);
-    out[k] = kind === 'attention' ? checkAttention(v, where) : v;
+    out[k] = kind === 'attention' ? checkAttention(v, where) : kind === 'ropeScaling' ? checkRopeScaling(v, where) : v;
   }
   const c = out as unknown as ModelConfig;
   validateShapes(c, where);
@@ -128,6 +170,8 @@ function validateShapes(c: ModelConfig, where: string): void {
   if (c.positions === 'rope' && c.headDim % 2 !== 0) throw new ConfigError(`${where}: 'headDim' = ${c.headDim} must be even for RoPE`);
   if (!(c.normEps > 0)) throw new ConfigError(`${where}: 'normEps' = ${c.normEps}: expected a positive number`);
   if (c.positions === 'rope' && !(c.ropeTheta > 1)) throw new ConfigError(`${where}: 'ropeTheta' = ${c.ropeTheta}: expected a number > 1`);
+  if (c.ropeScaling !== null && c.positions !== 'rope') throw new ConfigError(`${where}: 'ropeScaling' = ${show(c.ropeScaling)} needs positions "rope", not ${show(c.positions)}`);
+  if (c.qkvBias && c.bias) throw new ConfigError(`${where}: 'qkvBias' = true with 'bias' = true: 'bias' already puts biases on q, k and v; set one of them`);
   if (c.attention.length !== 1 && c.attention.length !== c.nLayers) {
     throw new ConfigError(`${where}: 'attention' has ${c.attention.length} entries; expected 1 or nLayers = ${c.nLayers}`);
   }

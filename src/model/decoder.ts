@@ -5,7 +5,8 @@
  *   embed.weight (V, C), pos_embed.weight (T, C) with learned positions,
  *   layers.i.{attn_norm, mlp_norm}.weight, layers.i.attn.{q,k,v,o}.weight,
  *   layers.i.attn.{q_norm,k_norm}.weight with QK-norm, layers.i.mlp.{gate,up,down}.weight,
- *   norm.weight, lm_head.weight (V, C) when not tied; `.bias` beside each where configured.
+ *   norm.weight, lm_head.weight (V, C) when not tied; `.bias` beside each where configured
+ *   (every linear layer but the head with `bias`, q, k and v with `qkvBias`; LayerNorms always).
  */
 import type { LayerKv } from '../attention/mechanism.ts';
 import { createMechanism } from '../attention/registry.ts';
@@ -55,7 +56,7 @@ export class Decoder extends Module {
     this.norm = this.child(new Norm(f, 'norm', c.norm, c.dModel, c.normEps));
     if (!c.tieEmbeddings) this.head = this.child(new Linear(f, 'lm_head', c.dModel, c.vocabSize));
     if (c.positions === 'rope') {
-      const t = ropeTables(c.contextLength, c.headDim, c.ropeTheta, f.backend);
+      const t = ropeTables(c.contextLength, c.headDim, c.ropeTheta, f.backend, c.ropeScaling);
       this.rope = { cos: keep(t.cos), sin: keep(t.sin) };
     }
   }

@@ -32,6 +32,13 @@ export interface ParamFactoryOptions {
   weights?: Record<string, Tensor>;
   /** Where the weights came from, for error messages. */
   source?: string;
+  /**
+   * Take the `weights` tensors instead of copying them: one already of the storage dtype becomes
+   * the parameter itself (the caller must no longer dispose it), one of another dtype is cast and
+   * then disposed. For loaders that made the tensors for this model alone, so that the weights
+   * are not held twice; the caller still disposes those named by `unused()`.
+   */
+  adoptWeights?: boolean;
 }
 
 export class ParamFactory {
@@ -40,6 +47,7 @@ export class ParamFactory {
   private readonly seed: number;
   private readonly weights?: Record<string, Tensor>;
   private readonly source: string;
+  private readonly adopt: boolean;
   private readonly made = new Set<string>();
   private readonly tensors: Tensor[] = [];
 
@@ -49,6 +57,7 @@ export class ParamFactory {
     this.seed = opts.seed ?? 0;
     this.weights = opts.weights;
     this.source = opts.source ?? 'weights';
+    this.adopt = opts.adoptWeights ?? false;
   }
 
   /** A trainable leaf named `name`, kept out of every tidy scope (the module owns it). */
@@ -73,6 +82,12 @@ export class ParamFactory {
     if (w.shape.join() !== shape.join()) throw new ShapeError(`${this.source}: tensor '${name}' has shape [${w.shape}], the config expects [${shape}]`);
     if (!w.isFloat) throw new DTypeError(`${this.source}: tensor '${name}' has dtype ${w.dtype}, expected a float dtype`);
     if (w.backend !== this.backend) throw new ArgumentError(`${this.source}: tensor '${name}' lives on backend '${w.backend.name}', the model on '${this.backend.name}'`);
+    if (this.adopt) {
+      if (w.dtype === this.dtype) return w;
+      const c = cast(w, this.dtype);
+      w.dispose();
+      return c;
+    }
     // The parameter owns its storage, so the caller may dispose the checkpoint's tensors.
     return w.dtype === this.dtype ? clone(w) : cast(w, this.dtype);
   }

@@ -1,0 +1,156 @@
+/**
+ * Loads a Hugging Face model folder (Node only) into FON's Decoder:
+ *
+ *   config.json                  architecture and sizes (config.ts)
+ *   model.safetensors            the weights, or sharded model-0000i-of-0000n.safetensors listed by
+ *   model.safetensors.index.json   its weight_map; f32, f16 and bf16 tensors, read one at a time
+ *   tokenizer.json               the tokenizer
+ *   tokenizer_config.json        its eos_token (optional)
+ *   generation_config.json       sampling defaults (optional)
+ *
+ * Every tensor's presence, shape and dtype is checked from the headers before any data is read;
+ * then each is read, converted to f32 (the compute dtype), cut into FON parameters (weights.ts)
+ * and handed to the model without a second copy.
+ */
+import type { Backend } from '../../backend/backend.ts';
+import { DTypeError, ShapeError } from '../../errors.ts';
+import type { ModelConfig } from '../../model/config.ts';
+import { Decoder } from '../../model/decoder.ts';
+import { ParamFactory } from '../../nn/params.ts';
+import { tensor } from '../../ops/creation.ts';
+import { joinPath, pathKind, readFileIfExists } from '../../platform/files.ts';
+import { hostToF32 } from '../../tensor/dtype.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import { CheckpointError, readCheckpointText } from '../checkpoint_dir.ts';
+import { safeTensorToHost } from '../safetensors.ts';
+import { SafetensorsShards } from '../safetensors_file.ts';
+import type { Tokenizer } from '../tokenizer/tokenizer.ts';
+import { hfConfigToModelConfig, type HfArchitecture } from './config.ts';
+import { parseGenerationConfig, type HfGenerationDefaults } from './generation.ts';
+import { hfTokenizer } from './tokenizer.ts';
+import { hfWeightPlan, takeValues, type HfParamSource } from './weights.ts';
+
+export type { HfGenerationDefaults } from './generation.ts';
+
+export interface LoadedHfModel {
+  model: Decoder;
+  tokenizer: Tokenizer;
+  config: ModelConfig;
+  /** The config's model_type: gpt2, llama, mistral, qwen2 or qwen3. */
+  architecture: HfArchitecture;
+  /** generation_config.json's sampling defaults; null when the folder has none. */
+  generation: HfGenerationDefaults | null;
+}
+
+const FLOAT_DTYPES = new Set(['F32', 'F16', 'BF16', 'F64']);
+
+function parseJson(text: string, file: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new CheckpointError(`${file} is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+async function readOptionalJson(dir: string, name: string): Promise<unknown> {
+  const path = joinPath(dir, name);
+  const bytes = await readFileIfExists(path);
+  return bytes === null ? undefined : parseJson(new TextDecoder().decode(bytes), path);
+}
+
+/**
+ * Whether `dir` is a Hugging Face model folder: a directory whose config.json is a JSON object
+ * with `model_type` or `architectures` (FON's own config.json has neither). Never throws.
+ */
+export async function isHfModelDir(dir: string): Promise<boolean> {
+  try {
+    if ((await pathKind(dir)) !== 'dir') return false;
+    const json = await readOptionalJson(dir, 'config.json');
+    if (typeof json !== 'object' || json === null || Array.isArray(json)) return false;
+    return typeof (json as Record<string, unknown>).model_type === 'string' || Array.isArray((json as Record<string, unknown>).architectures);
+  } catch {
+    return false;
+  }
+}
+
+const fmt = (s: readonly number[]) => `[${s.join(', ')}]`;
+
+/** Checks every planned tensor against the headers (present, shape, float dtype) and that no other tensor is left over. */
+function checkTensors(shards: SafetensorsShards, params: HfParamSource[], isIgnorable: (n: string) => boolean, configFile: string): void {
+  const planned = new Set<string>();
+  for (const p of params) {
+    if (planned.has(p.tensor)) continue;
+    planned.add(p.tensor);
+    const info = shards.info(p.tensor);
+    if (!info) throw new ShapeError(`${shards.source}: tensor '${p.tensor}' is missing (expected shape ${fmt(p.tensorShape)})`);
+    if (fmt(info.shape) !== fmt(p.tensorShape)) {
+      throw new ShapeError(`${info.file}: tensor '${p.tensor}' has shape ${fmt(info.shape)}, expected ${fmt(p.tensorShape)} from ${configFile}`);
+    }
+    if (!FLOAT_DTYPES.has(info.dtype)) throw new DTypeError(`${info.file}: tensor '${p.tensor}' has dtype ${info.dtype}, expected F32, F16 or BF16`);
+  }
+  const extra = shards.names().filter((n) => !planned.has(n) && !isIgnorable(n));
+  if (extra.length) {
+    throw new CheckpointError(`${shards.source} has tensors the config does not use: ${extra.slice(0, 5).join(', ')}${extra.length > 5 ? `, … (${extra.length} in all)` : ''}`);
+  }
+}
+
+/** Reads every planned tensor once, as f32, and cuts it into the FON parameters that come from it. */
+async function readWeights(shards: SafetensorsShards, params: HfParamSource[], backend: Backend): Promise<Record<string, Tensor>> {
+  const byTensor = new Map<string, HfParamSource[]>();
+  for (const p of params) byTensor.set(p.tensor, [...(byTensor.get(p.tensor) ?? []), p]);
+  const weights: Record<string, Tensor> = {};
+  try {
+    for (const [name, uses] of byTensor) {
+      const { host, dtype } = safeTensorToHost(name, await shards.read(name), { source: shards.info(name)!.file });
+      const values = hostToF32(host, dtype);
+      for (const p of uses) weights[p.param] = tensor(takeValues(values, p.tensorShape, p.take), p.shape, { backend });
+    }
+  } catch (e) {
+    for (const t of Object.values(weights)) t.dispose();
+    throw e;
+  }
+  return weights;
+}
+
+/**
+ * Loads the model, tokenizer and generation defaults of the Hugging Face folder `dir` onto
+ * `backend`, weights in f32. Errors name the file: a missing config.json or tokenizer.json
+ * (CheckpointError), an unsupported architecture or config value (UnsupportedError), an unknown
+ * config key (ConfigError), missing weights or a missing shard (CheckpointError), a tensor
+ * missing or of the wrong shape (ShapeError: its name, the expected and the found shape), a
+ * truncated or corrupt safetensors file (SafetensorsError).
+ */
+export async function loadHfModel(dir: string, backend: Backend): Promise<LoadedHfModel> {
+  const configFile = joinPath(dir, 'config.json');
+  const { architecture, config } = hfConfigToModelConfig(parseJson(await readCheckpointText(dir, 'config.json'), configFile), configFile);
+
+  const tokFile = joinPath(dir, 'tokenizer.json');
+  const tokJson = parseJson(await readCheckpointText(dir, 'tokenizer.json'), tokFile);
+  const tokenizer = hfTokenizer(tokJson, await readOptionalJson(dir, 'tokenizer_config.json'), tokFile);
+  if (tokenizer.vocabSize > config.vocabSize) {
+    throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${configFile} says vocab_size ${config.vocabSize}`);
+  }
+  const genFile = joinPath(dir, 'generation_config.json');
+  const genJson = await readOptionalJson(dir, 'generation_config.json');
+  const generation = genJson === undefined ? null : parseGenerationConfig(genJson, config.vocabSize, genFile);
+
+  const shards = await SafetensorsShards.openDir(dir);
+  let weights: Record<string, Tensor>;
+  try {
+    const plan = hfWeightPlan(architecture, config, shards.names());
+    checkTensors(shards, plan.params, plan.isIgnorable, configFile);
+    weights = await readWeights(shards, plan.params, backend);
+  } finally {
+    await shards.close();
+  }
+  const f = new ParamFactory({ backend, weights, source: shards.source, adoptWeights: true });
+  try {
+    return { model: new Decoder(config, f), tokenizer, config, architecture, generation };
+  } catch (e) {
+    f.disposeMade();
+    for (const t of Object.values(weights)) t.dispose(); // idempotent: frees what no parameter kept
+    throw e;
+  } finally {
+    for (const name of f.unused()) weights[name].dispose();
+  }
+}
