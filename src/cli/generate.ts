@@ -1,4 +1,5 @@
 /** `fon generate`: load a checkpoint, stream a continuation of the prompt to stdout. */
+import type { HfGenerationDefaults } from '../io/hf/generation.ts';
 import { loadModel } from '../io/model_checkpoint.ts';
 import { generate } from '../infer/generate.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
@@ -6,8 +7,13 @@ import { backendFromFlag } from './backend_flag.ts';
 
 export const GENERATE_USAGE = `usage: fon generate --model DIR --prompt TEXT [options]
 
-Streams a continuation of TEXT from the checkpoint in DIR (an output directory of fon train, or
-one of its step-N directories).
+Streams a continuation of TEXT from the model in DIR: a FON checkpoint (an output directory of fon
+train, or one of its step-N directories) or a Hugging Face folder. A FON model's prompt follows the
+end-of-text token its training put before every document; a Hugging Face model's follows what its
+tokenizer puts first (Llama 3's <|begin_of_text|>, or nothing), special tokens written in TEXT
+(chat markup) are tokens, and its generation_config.json, when present, gives the defaults below
+as transformers applies them (greedy unless do_sample; then its temperature, top_k (50 if unset),
+top_p, repetition_penalty, max_new_tokens) and its eos_token_id list ends generation.
 
 options:
   --max-tokens N     tokens to generate at most (default 200)
@@ -21,10 +27,23 @@ options:
   --backend NAME     cpu, wasm, webgpu or auto (default)
   --stats            print tokens/s to stderr at the end`;
 
-function topP(value: string | undefined): number {
-  const p = numberFlag('generate', 'top-p', value, 1, { max: 1 });
+function topP(value: string | undefined, fallback: number): number {
+  const p = numberFlag('generate', 'top-p', value, fallback, { max: 1 });
   if (!(p > 0)) throw new UsageError(`generate: --top-p ${JSON.stringify(value)}: expected a number in (0, 1]`);
   return p;
+}
+
+/** Sampling defaults: FON's, or those a Hugging Face generation_config.json implies in transformers. */
+function samplingDefaults(g: HfGenerationDefaults | null | undefined) {
+  if (!g) return { maxTokens: 200, temperature: 0.8, topK: 0, topP: 1, repetitionPenalty: 1 };
+  const sample = g.doSample === true;
+  return {
+    maxTokens: g.maxNewTokens ?? 200,
+    temperature: sample ? g.temperature ?? 1 : 0,
+    topK: sample ? g.topK ?? 50 : 0,
+    topP: sample ? g.topP ?? 1 : 1,
+    repetitionPenalty: g.repetitionPenalty ?? 1,
+  };
 }
 
 export async function generateCommand(argv: string[]): Promise<number> {
@@ -37,14 +56,18 @@ export async function generateCommand(argv: string[]): Promise<number> {
   const dir = requireFlag('generate', 'model', v.model);
   if (v.prompt === undefined) requireFlag('generate', 'prompt', v.prompt);
   const backend = await backendFromFlag('generate', v.backend);
-  const { model, tokenizer } = await loadModel(dir, backend);
+  const loaded = await loadModel(dir, backend);
+  const { model, tokenizer } = loaded;
+  const hf = loaded.architecture !== undefined;
+  const d = samplingDefaults(loaded.generation);
   const r = await generate(model, tokenizer, v.prompt!, {
-    maxTokens: numberFlag('generate', 'max-tokens', v['max-tokens'], 200, { integer: true, min: 1 }),
-    temperature: numberFlag('generate', 'temperature', v.temperature, 0.8, { min: 0 }),
-    topK: numberFlag('generate', 'top-k', v['top-k'], 0, { integer: true, min: 0 }),
-    topP: topP(v['top-p']),
-    repetitionPenalty: numberFlag('generate', 'repetition-penalty', v['repetition-penalty'], 1, {}),
+    maxTokens: numberFlag('generate', 'max-tokens', v['max-tokens'], d.maxTokens, { integer: true, min: 1 }),
+    temperature: numberFlag('generate', 'temperature', v.temperature, d.temperature, { min: 0 }),
+    topK: numberFlag('generate', 'top-k', v['top-k'], d.topK, { integer: true, min: 0 }),
+    topP: topP(v['top-p'], d.topP),
+    repetitionPenalty: numberFlag('generate', 'repetition-penalty', v['repetition-penalty'], d.repetitionPenalty, {}),
     seed: numberFlag('generate', 'seed', v.seed, 0, { integer: true, min: 0 }),
+    ...(hf ? { startIds: tokenizer.prefixIds, stopIds: loaded.generation?.eosTokenIds ?? [], specialInPrompt: true } : {}),
     stop: v.stop,
     truncatePrompt: v.truncate,
     onWarning: (m) => console.error(`fon: warning: ${m}`),

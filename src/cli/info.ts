@@ -6,16 +6,18 @@ import { backendFromFlag } from './backend_flag.ts';
 
 export const INFO_USAGE = `usage: fon info --model DIR [--json]
 
-Prints the checkpoint's parameter count, model config, tokenizer size and KV-cache bytes per token
-(f32 and f16 caches). Loads on the CPU.`;
+Prints the model's parameter count, model config, tokenizer size and KV-cache bytes per token (f32
+and f16 caches). DIR is a FON checkpoint or a Hugging Face folder (then its architecture too, and
+the config as FON maps it). Loads on the CPU.`;
 
 export async function infoCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('info', argv, { model: { type: 'string' }, json: { type: 'boolean' } });
   if (v.help) { console.log(INFO_USAGE); return 0; }
   const dir = requireFlag('info', 'model', v.model);
-  const { model, tokenizer, config, dir: ckpt } = await loadModel(dir, await backendFromFlag('info', 'cpu'));
+  const { model, tokenizer, config, dir: ckpt, architecture } = await loadModel(dir, await backendFromFlag('info', 'cpu'));
   const info = {
     checkpoint: ckpt,
+    ...(architecture ? { huggingFace: architecture } : {}),
     parameters: model.parameterCount(),
     tokenizerVocab: tokenizer.vocabSize,
     kvCacheBytesPerToken: { f32: kvBytesPerToken(config, 4), f16: kvBytesPerToken(config, 2) },
@@ -23,7 +25,7 @@ export async function infoCommand(argv: string[]): Promise<number> {
   };
   model.dispose();
   if (v.json) { console.log(JSON.stringify(info)); return 0; }
-  console.log(`checkpoint: ${info.checkpoint}`);
+  console.log(`checkpoint: ${info.checkpoint}${architecture ? ` (Hugging Face ${architecture})` : ''}`);
   console.log(`parameters: ${info.parameters.toLocaleString('en-US')} (${(info.parameters / 1e6).toFixed(2)}M)`);
   console.log(`tokenizer: ${info.tokenizerVocab} tokens`);
   console.log(`KV cache per token: ${info.kvCacheBytesPerToken.f32} bytes (f32), ${info.kvCacheBytesPerToken.f16} bytes (f16)`);

@@ -23,6 +23,16 @@ export interface GenerateOptions extends SamplingOptions {
   truncatePrompt?: boolean;
   /** Called with warnings (e.g. prompt truncation). */
   onWarning?: (message: string) => void;
+  /**
+   * Ids put before the prompt. Default: [tok.eosId], the separator FON's training puts before
+   * every document, so an empty prompt starts a new one. A Hugging Face model takes its
+   * tokenizer's `prefixIds` (Llama 3's <|begin_of_text|>, or none).
+   */
+  startIds?: readonly number[];
+  /** Ids that end generation besides tok.eosId (a generation_config.json's eos_token_id list). */
+  stopIds?: readonly number[];
+  /** Special tokens written in the prompt are tokens (chat markup such as <|im_start|>), not text. */
+  specialInPrompt?: boolean;
 }
 
 export interface GenerateResult {
@@ -35,22 +45,24 @@ export interface GenerateResult {
   tokensPerSecond: number;
 }
 
-/**
- * The prompt is preceded by the end-of-text id, the separator training put before every document,
- * so an empty prompt starts a new document.
- */
+/** The prompt goes after `opts.startIds` (by default the end-of-text id: see GenerateOptions). */
 export async function generate(model: Decoder, tok: Tokenizer, prompt: string, opts: GenerateOptions = {}): Promise<GenerateResult> {
   const cfg = model.config;
   const maxTokens = opts.maxTokens ?? 128;
   if (!Number.isInteger(maxTokens) || maxTokens < 1) throw new ArgumentError(`generate: maxTokens ${maxTokens} must be a positive integer`);
-  let ids = [tok.eosId, ...tok.encode(prompt)];
+  const start = [...(opts.startIds ?? [tok.eosId])];
+  let ids = [...start, ...tok.encode(prompt, { allowSpecial: opts.specialInPrompt === true })];
+  if (ids.length === 0) throw new ArgumentError('generate: an empty prompt with no start token gives the model nothing to continue; give a prompt');
   if (ids.length >= cfg.contextLength) {
-    const msg = `prompt of ${ids.length - 1} tokens (plus the start token) leaves no room in the context of ${cfg.contextLength} tokens`;
+    const msg = `prompt of ${ids.length - start.length} tokens${start.length ? ` (plus ${start.length} start token${start.length > 1 ? 's' : ''})` : ''} leaves no room in the context of ${cfg.contextLength} tokens`;
     if (!opts.truncatePrompt) throw new ArgumentError(`generate: ${msg}; shorten it or allow truncation (--truncate)`);
-    // Keep the start token and the prompt's end, leaving one position to generate into.
-    ids = [tok.eosId, ...ids.slice(ids.length - (cfg.contextLength - 2))];
-    opts.onWarning?.(`${msg}: kept its last ${ids.length - 1} tokens`);
+    const keep = cfg.contextLength - 1 - start.length;
+    if (keep < 1) throw new ArgumentError(`generate: ${start.length} start tokens leave no room in the context of ${cfg.contextLength} tokens`);
+    // Keep the start tokens and the prompt's end, leaving one position to generate into.
+    ids = [...start, ...ids.slice(ids.length - keep)];
+    opts.onWarning?.(`${msg}: kept its last ${keep} tokens`);
   }
+  const stopIds = new Set([tok.eosId, ...(opts.stopIds ?? [])]);
   // Options are checked before the cache exists, so a bad one leaks nothing.
   const sampler = new Sampler(cfg.vocabSize, opts);
   const stops = new StopMatcher(opts.stop ?? []);
@@ -83,7 +95,7 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
     t0 = performance.now();
     for (;;) {
       const next = sampler.next(logits, history);
-      if (next === tok.eosId) { stopReason = 'eos'; break; }
+      if (stopIds.has(next)) { stopReason = 'eos'; break; }
       out.push(next);
       history.push(next);
       const r = stops.push(stream.push(next));
@@ -104,5 +116,5 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
     cache.dispose();
   }
   const secs = (performance.now() - t0) / 1000;
-  return { text, ids: out, promptTokens: ids.length - 1, stopReason, tokensPerSecond: out.length > 1 ? (out.length - 1) / secs : 0 };
+  return { text, ids: out, promptTokens: ids.length - start.length, stopReason, tokensPerSecond: out.length > 1 ? (out.length - 1) / secs : 0 };
 }

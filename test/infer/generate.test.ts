@@ -17,8 +17,8 @@ function model(contextLength = 32): Decoder {
 }
 
 /** Greedy decoding by recomputing the whole sequence each step (no cache): the reference. */
-async function greedyNoCache(m: Decoder, prompt: number[], n: number): Promise<number[]> {
-  const seq = [tok.eosId, ...prompt];
+async function greedyNoCache(m: Decoder, prompt: number[], n: number, start: number[] = [tok.eosId]): Promise<number[]> {
+  const seq = [...start, ...prompt];
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
     const logits = fon.noGrad(() => m.forward(fon.tensor(seq, [1, seq.length], { backend: cpu, dtype: 'i32' }), { lastOnly: true }));
@@ -70,7 +70,7 @@ test('generate: a stop string ends the text before it', async () => {
 
 test('generate: a prompt longer than the context is an error, or truncated with a warning', async () => {
   const m = model(16);
-  await assert.rejects(generate(m, tok, 'x'.repeat(20), { maxTokens: 2 }), /prompt of 20 tokens \(plus the start token\) leaves no room in the context of 16 tokens; shorten it or allow truncation/);
+  await assert.rejects(generate(m, tok, 'x'.repeat(20), { maxTokens: 2 }), /prompt of 20 tokens \(plus 1 start token\) leaves no room in the context of 16 tokens; shorten it or allow truncation/);
   const warnings: string[] = [];
   const r = await generate(m, tok, 'x'.repeat(20), { maxTokens: 5, temperature: 0, truncatePrompt: true, onWarning: (w) => warnings.push(w) });
   assert.match(warnings[0], /kept its last 14 tokens/);
@@ -114,5 +114,30 @@ test('KV cache: written in place through decoding, never re-allocated', async ()
   assert.ok(k0.slice(7 * 8, 8 * 8).some((x) => x !== 0), 'row 7 written');
   assert.ok(k0.slice(8 * 8).every((x) => x === 0), 'rows past the last position untouched');
   cache.dispose();
+  m.dispose();
+});
+
+test('generate: start ids (none, or a Hugging Face BOS), extra stop ids and special tokens in the prompt', async () => {
+  const m = model();
+  // No start token (GPT-2 and Qwen folders): the prompt alone, as recomputing it says.
+  const ref = await greedyNoCache(m, tok.encode('The '), 6, []);
+  const r = await generate(m, tok, 'The ', { maxTokens: 6, temperature: 0, startIds: [], stopIds: [] });
+  const eos = ref.indexOf(tok.eosId);
+  assert.deepEqual(r.ids, eos >= 0 ? ref.slice(0, eos) : ref);
+  assert.equal(r.promptTokens, 4);
+  const bos = await greedyNoCache(m, tok.encode('The '), 6, [65, 66]);
+  const rb = await generate(m, tok, 'The ', { maxTokens: 6, temperature: 0, startIds: [65, 66] });
+  assert.deepEqual(rb.ids, bos.indexOf(tok.eosId) >= 0 ? bos.slice(0, bos.indexOf(tok.eosId)) : bos);
+  await assert.rejects(generate(m, tok, '', { startIds: [] }), /an empty prompt with no start token gives the model nothing to continue/);
+  // A stop id ends generation as the end-of-text id does.
+  const free = await generate(m, tok, 'x', { maxTokens: 8, temperature: 0 });
+  assert.ok(free.ids.length >= 3, 'the model generates a few tokens');
+  const stop = free.ids[2];
+  const cut = await generate(m, tok, 'x', { maxTokens: 8, temperature: 0, stopIds: [stop] });
+  assert.deepEqual(cut.ids, free.ids.slice(0, free.ids.indexOf(stop)));
+  assert.equal(cut.stopReason, 'eos');
+  // Chat markup: a special token written in the prompt is one id only when asked.
+  assert.equal((await generate(m, tok, '<|endoftext|>a', { maxTokens: 1, temperature: 0 })).promptTokens, 14);
+  assert.equal((await generate(m, tok, '<|endoftext|>a', { maxTokens: 1, temperature: 0, specialInPrompt: true })).promptTokens, 2);
   m.dispose();
 });

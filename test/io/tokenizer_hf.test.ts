@@ -171,3 +171,25 @@ test('real GPT-2 tokenizer.json: known ids', { skip: realGpt2 ? false : 'set FON
   assert.deepEqual(tok.encode('<|endoftext|>'), [27, 91, 437, 1659, 5239, 91, 29]);
   assert.deepEqual(tok.encode('<|endoftext|>', { allowSpecial: true }), [50256]);
 });
+
+test('post-processors: the ids a text is given in front (TemplateProcessing, Roberta, ByteLevel, Sequence); encode never adds them', () => {
+  const withPost = (post: unknown) => loadTokenizer({ ...llamaJson, post_processor: post }, 'post.json');
+  const eos = llama.eosId;
+  const eosName = llama.idToToken(eos)!;
+  assert.deepEqual(llama.prefixIds, [277], 'the fixture\'s own template: <|begin_of_text|> A');
+  assert.deepEqual(withPost(null).prefixIds, []);
+  assert.deepEqual(gpt2.prefixIds, []);
+  assert.deepEqual(trainBpe(['some text for a tiny tokenizer'], 260).prefixIds, [], 'FON\'s own tokenizers add nothing');
+  const template = {
+    type: 'TemplateProcessing',
+    single: [{ SpecialToken: { id: eosName, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }, { SpecialToken: { id: eosName, type_id: 0 } }],
+    pair: [], special_tokens: { [eosName]: { id: eosName, ids: [eos], tokens: [eosName] } },
+  };
+  const t = withPost({ type: 'Sequence', processors: [{ type: 'ByteLevel', trim_offsets: false }, template] });
+  assert.deepEqual(t.prefixIds, [eos], 'only the pieces before the sequence');
+  assert.deepEqual(t.encode('hello'), llama.encode('hello'));
+  assert.deepEqual(withPost({ type: 'RobertaProcessing', sep: ['</s>', 2], cls: ['<s>', 0] }).prefixIds, [0]);
+  assert.throws(() => withPost({ ...template, single: [{ SpecialToken: { id: '<nope>', type_id: 0 } }] }),
+    /post\.json: field "post_processor\.single\[0\]\.SpecialToken\.id" is string "<nope>"; expected a token of the vocabulary or of special_tokens/);
+  assert.throws(() => withPost({ type: 'TemplateProcessing', single: 'A' }), /post_processor\.single.*expected an array of template pieces/);
+});

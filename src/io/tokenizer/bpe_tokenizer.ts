@@ -21,11 +21,14 @@ export interface TokenizerParts {
   readonly preTokenize: PreTokenizeStep;
   readonly model: BpeModel;
   readonly eosId: number;
+  /** Ids the post-processor puts before a text (hf_json.ts readPostProcessor). */
+  readonly prefixIds: readonly number[];
 }
 
 export class ByteLevelBpeTokenizer implements Tokenizer {
   readonly vocabSize: number;
   readonly eosId: number;
+  readonly prefixIds: readonly number[];
   private readonly parts: TokenizerParts;
   private readonly addedById = new Map<number, AddedToken>();
   private readonly addedByContent = new Map<string, AddedToken>();
@@ -36,6 +39,7 @@ export class ByteLevelBpeTokenizer implements Tokenizer {
   constructor(parts: TokenizerParts) {
     this.parts = parts;
     this.eosId = parts.eosId;
+    this.prefixIds = parts.prefixIds;
     let size = parts.model.tokens.length;
     for (const t of parts.addedTokens) {
       if (!this.addedById.has(t.id)) this.addedById.set(t.id, t);

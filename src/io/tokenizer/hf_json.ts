@@ -202,6 +202,46 @@ function readAddedTokens(f: Fields, value: unknown, model: BpeModel): AddedToken
   return [...byContent.values()];
 }
 
+/**
+ * The ids a post-processor puts before a single text when special tokens are added (Hugging Face
+ * `encode(text)`, add_special_tokens on): the SpecialToken entries of a TemplateProcessing's
+ * `single` template before its sequence (Llama 3's <|begin_of_text|>), the `cls` token of
+ * RobertaProcessing / BertProcessing, none for ByteLevel; a Sequence joins its processors'. FON's
+ * own encode never adds them; generation puts them before a Hugging Face model's prompt.
+ */
+function readPostProcessor(f: Fields, post: unknown, path: string, idOf: (content: string) => number | undefined): number[] {
+  if (post === undefined || post === null) return [];
+  if (!isObject(post)) throw f.bad(path, post, 'null or an object');
+  const type = f.type(post, path);
+  if (!POST_PROCESSORS.includes(type)) throw f.unsupported(`${path} type`, type, POST_PROCESSORS.join(', '));
+  if (type === 'Sequence') {
+    if (!Array.isArray(post.processors)) throw f.bad(`${path}.processors`, post.processors, 'an array');
+    return post.processors.flatMap((p, i) => readPostProcessor(f, p, `${path}.processors[${i}]`, idOf));
+  }
+  if (type === 'RobertaProcessing' || type === 'BertProcessing') {
+    const cls = post.cls;
+    if (!Array.isArray(cls) || !Number.isInteger(cls[1])) throw f.bad(`${path}.cls`, cls, 'a [token, id] pair');
+    return [cls[1] as number];
+  }
+  if (type !== 'TemplateProcessing') return [];
+  const single = post.single;
+  if (!Array.isArray(single)) throw f.bad(`${path}.single`, single, 'an array of template pieces');
+  const specials = isObject(post.special_tokens) ? post.special_tokens : {};
+  const ids: number[] = [];
+  for (const [i, piece] of single.entries()) {
+    if (!isObject(piece)) throw f.bad(`${path}.single[${i}]`, piece, 'an object');
+    if (isObject(piece.Sequence)) break;
+    const sp = piece.SpecialToken;
+    if (!isObject(sp) || typeof sp.id !== 'string') throw f.bad(`${path}.single[${i}]`, piece, '{"Sequence": …} or {"SpecialToken": {"id": …}}');
+    const entry = specials[sp.id];
+    const listed = isObject(entry) && Array.isArray(entry.ids) && entry.ids.every((x) => Number.isInteger(x)) ? (entry.ids as number[]) : null;
+    const own = idOf(sp.id);
+    if (listed === null && own === undefined) throw f.bad(`${path}.single[${i}].SpecialToken.id`, sp.id, 'a token of the vocabulary or of special_tokens');
+    ids.push(...(listed ?? [own!]));
+  }
+  return ids;
+}
+
 /** Reads a parsed tokenizer.json into a tokenizer; `source` (a path or a name) goes into error messages. */
 export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts: LoadTokenizerOptions = {}): ByteLevelBpeTokenizer {
   const f = new Fields(source);
@@ -210,14 +250,9 @@ export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts
   const normalize = readNormalizer(f, json.normalizer, 'normalizer');
   const preTokenize = readPreTokenizer(f, json.pre_tokenizer, 'pre_tokenizer');
   readDecoder(f, json.decoder);
-  const post = json.post_processor;
-  if (post !== undefined && post !== null) {
-    if (!isObject(post)) throw f.bad('post_processor', post, 'null or an object');
-    const type = f.type(post, 'post_processor');
-    if (!POST_PROCESSORS.includes(type)) throw f.unsupported('post_processor type', type, POST_PROCESSORS.join(', '));
-  }
   const addedTokens = readAddedTokens(f, json.added_tokens, model);
   const idOf = (content: string) => addedTokens.find((t) => t.content === content)?.id ?? model.vocab.get(content);
+  const prefixIds = readPostProcessor(f, json.post_processor, 'post_processor', idOf);
   let eosId: number | undefined;
   if (opts.eosToken !== undefined) {
     eosId = idOf(opts.eosToken);
@@ -226,7 +261,7 @@ export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts
     for (const name of END_OF_TEXT_NAMES) if ((eosId = idOf(name)) !== undefined) break;
     if (eosId === undefined) throw new ArgumentError(`${source}: no end-of-text token found (looked for ${END_OF_TEXT_NAMES.join(', ')}); pass { eosToken } to name it`);
   }
-  const parts: TokenizerParts = { json: structuredClone(json), normalize, addedTokens, preTokenize, model, eosId };
+  const parts: TokenizerParts = { json: structuredClone(json), normalize, addedTokens, preTokenize, model, eosId, prefixIds };
   return new ByteLevelBpeTokenizer(parts);
 }
 

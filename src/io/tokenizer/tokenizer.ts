@@ -36,6 +36,11 @@ export interface Tokenizer {
   readonly vocabSize: number;
   /** The end-of-text / document separator id (e.g. <|endoftext|>). */
   readonly eosId: number;
+  /**
+   * Ids a Hugging Face tokenizer.json's post-processor puts before a text (Llama 3's
+   * <|begin_of_text|>; none for GPT-2, Qwen and FON's own tokenizers). `encode` never adds them.
+   */
+  readonly prefixIds: readonly number[];
   /** Text → ids; special tokens in the text are plain text unless `opts.allowSpecial`. */
   encode(text: string, opts?: EncodeOptions): number[];
   /** Ids → text; an unknown id is an ArgumentError. */
