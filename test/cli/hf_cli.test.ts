@@ -98,3 +98,24 @@ test('fon train --init-from a Hugging Face folder fine-tunes it (lr 1e-30 keeps 
   assert.equal(after.tokens, before.tokens);
   assert.equal(after.perplexity, before.perplexity);
 });
+
+test('fon on a broken Hugging Face folder: one line naming the file or the value, exit 2', () => {
+  const bad = (name: string, edit: (d: string) => void) => { const d = join(dir, name); cpSync(join(FIX, 'qwen3'), d, { recursive: true }); edit(d); return d; };
+  const clean = (r: { code: number | null; err: string }, re: RegExp) => {
+    assert.equal(r.code, 2, r.err);
+    assert.match(r.err, re);
+    assert.doesNotMatch(r.err, /\n\s+at /, 'no stack trace');
+  };
+  const noShard = bad('no-shard', (d) => rmSync(join(d, 'model-00003-of-00006.safetensors')));
+  clean(fon_('info', '--model', noShard), /model-00003-of-00006\.safetensors/);
+  const arch = bad('arch', (d) => {
+    const c = JSON.parse(readFileSync(join(d, 'config.json'), 'utf8'));
+    writeFileSync(join(d, 'config.json'), JSON.stringify({ ...c, model_type: 'falcon', architectures: ['FalconForCausalLM'] }));
+  });
+  clean(fon_('eval', '--model', arch, '--file', EVAL_TEXT, '--backend', 'cpu'), /falcon.*(gpt2|llama)/i);
+  const cut = bad('cut', (d) => {
+    const f = join(d, 'model-00001-of-00006.safetensors');
+    writeFileSync(f, readFileSync(f).subarray(0, 100));
+  });
+  clean(fon_('generate', '--model', cut, '--prompt', 'x', '--backend', 'cpu'), /model-00001-of-00006\.safetensors/);
+});
