@@ -61,9 +61,11 @@
  *       check above in every form tried (2026-11-30): the pair's block maximum by a shuffle with
  *       the rescale compiled out (16K 57.9 ms), run on every block (83.5 ms), or lazy with a
  *       barrier before the flag's read; and the maximum taken by each lane over the whole row (no
- *       shuffle) with the lazy rescale. Not tried: no shuffle and no rescale together (which
+ *       shuffle) with the lazy rescale. Not tried yet: no shuffle and no rescale together (which
  *       would tell whether a shuffle inside the key loop and the matrices reassigned inside a
- *       branch are two separate faults); dumping lse to see which rows go wrong.
+ *       branch are two separate faults). For that: t6n (rescale dropped), t6r (row maximum
+ *       without a shuffle), t6rn (both), edits of t6's generated WGSL (tcPatched below); the
+ *       check now also counts NaNs, names the first rows holding one and gives the lse error.
  *                                                                         16K 57.0 (38.6)
  *   d0  decode through p1 (one query row per 16-row tile).             16K 20.5, 128K 181.3 (3 GB/s)
  *   d1  flash-decoding (attention_decode.wgsl + attention_combine.wgsl), per-step row maxima by a
@@ -85,7 +87,8 @@ import { parseArgs } from 'node:util';
 import { attention as cpuAttention } from '../../src/backend/cpu/attention.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { WebGpuBackend, type GpuHandle, type GpuRef } from '../../src/backend/webgpu/backend.ts';
-import { attentionBackward, attentionBlocked, attentionDecode, attentionPlain, attentionTc, blockedRows, decodeRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward, attentionBlocked, attentionDecode, attentionPlain, attentionTc, blockedRows, decodeRows, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
+import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attentionBackward as cpuAttentionBackward } from '../../src/backend/cpu/attention.ts';
 import { f32ToHost, hostToF32 } from '../../src/tensor/dtype.ts';
 import { normalArray } from '../../src/ops/random.ts';
@@ -102,6 +105,35 @@ const { values: flags } = parseArgs({
 type Run = (be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs) => [GpuHandle, GpuHandle];
 interface Version { name: string; kind: 'prefill' | 'decode'; usable(be: WebGpuBackend, a: AttentionArgs): boolean; run: Run }
 
+/**
+ * The one-pass tensor-core kernel (t6) with its generated WGSL edited, to find which part gives
+ * the NaNs: the same dispatch as attentionTc, another pipeline per edit.
+ */
+function tcPatched(tag: string, patch: (src: string) => string): Run {
+  const kernel: Kernel = { name: `attention_tc_${tag}`, source: (v, caps) => patch(tcKernel.source(v, caps)) };
+  return (be, q, k, v, a) => {
+    const nsg = 8, rows = a.batch * a.heads * a.tq;
+    const out = be.alloc('f16', rows * a.d, 'attention'), lse = be.alloc('f32', rows, 'attention lse');
+    be.rt.run({
+      kernel, variant: { D: a.d, NSG: nsg, ONEPASS: true, QRELOAD: false, LOAD_ARG: false },
+      uniforms: [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, a.causal ? 1 : 0, a.window, f32bits(a.scale), a.heads / a.kvHeads],
+      buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer], workgroups: [Math.ceil(a.tq / (16 * nsg)), a.heads, a.batch],
+    });
+    return [out, lse];
+  };
+}
+/** Drops the lazy rescale (a barrier in its place): right only while no row's maximum grows by 2^8 after its first block, as on the check's data. */
+const noRescale = (src: string) => must(src, /    if \(workgroupUniformLoad\(&Moved\) == blk\) \{[\s\S]*?\n    \}\n(?=    let p0)/, '    workgroupBarrier();\n');
+/** Each lane of a row's pair takes the block maximum over the whole row: no shuffle inside the key loop. */
+const rowMax = (src: string) => must(must(must(src, /\n    mb = max\(mb, subgroupShuffleXor\(mb, 1u\)\);/, ''),
+  /for \(var c = par; c < BK; c \+= 2u\) \{ mb = max/, 'for (var c = 0u; c < BK; c++) { mb = max'),
+  /(var mb = -BIG;[\s\S]*?\} else \{\n      )for \(var c = par; c < BK; c \+= 2u\) \{/, '$1for (var c = 0u; c < BK; c++) {');
+function must(src: string, re: RegExp, to: string): string {
+  if (!re.test(src)) throw new Error(`dev/kernels/attention.ts: the one-pass kernel no longer has ${re}; update the patch`);
+  return src.replace(re, to);
+}
+const tc6 = (be: WebGpuBackend, a: AttentionArgs) => tcEligible(be, 'f16', a.d);
+
 // t3–t6 and d1–d2 run src's kernels with the variant options that reproduce each version.
 const VERSIONS: Version[] = [
   { name: 'p1', kind: 'prefill', usable: () => true, run: attentionPlain },
@@ -109,6 +141,9 @@ const VERSIONS: Version[] = [
   { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: true, loadArg: true }) },
   { name: 't5', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false }) },
   { name: 't6', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8 }) },
+  { name: 't6n', kind: 'prefill', usable: tc6, run: tcPatched('n', noRescale) },
+  { name: 't6r', kind: 'prefill', usable: tc6, run: tcPatched('r', rowMax) },
+  { name: 't6rn', kind: 'prefill', usable: tc6, run: tcPatched('rn', (src) => noRescale(rowMax(src))) },
   { name: 'd0', kind: 'decode', usable: () => true, run: attentionPlain },
   { name: 'd1', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, undefined, false) },
   { name: 'd2', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a) },
@@ -122,19 +157,30 @@ function upload(be: WebGpuBackend, n: number, seed: number): GpuRef {
   return { h: be.upload(f32ToHost(normalArray(seed, n), 'f16'), 'f16'), shape: [n], dtype: 'f16' };
 }
 
-/** Worst |gpu − cpu| / (1 + |cpu|) of out on a small case. */
+/**
+ * Worst |gpu − cpu| / (1 + |cpu|) of out on a small case, and where it goes wrong: NaNs in out
+ * (how many, and the first rows holding one), the worst lse error.
+ */
 async function check(be: WebGpuBackend, ver: Version): Promise<string> {
   const a = ver.kind === 'prefill' ? args(1, 4, 2, 300, 300, 128) : args(1, 32, 8, 1, 1000, 128);
   if (!ver.usable(be, a)) return 'n/a';
   const hq = f32ToHost(normalArray(1, a.heads * a.tq * a.d), 'f16'), hk = f32ToHost(normalArray(2, a.kvHeads * a.tk * a.d), 'f16'), hv = f32ToHost(normalArray(3, a.kvHeads * a.tk * a.d), 'f16');
-  const [want] = cpuAttention({ h: hq, shape: [], dtype: 'f16' }, { h: hk, shape: [], dtype: 'f16' }, { h: hv, shape: [], dtype: 'f16' }, a);
+  const [want, wantLse] = cpuAttention({ h: hq, shape: [], dtype: 'f16' }, { h: hk, shape: [], dtype: 'f16' }, { h: hv, shape: [], dtype: 'f16' }, a);
   const refs = [hq, hk, hv].map((h) => ({ h: be.upload(h, 'f16'), shape: [], dtype: 'f16' as const }));
   const [out, lse] = ver.run(be, refs[0], refs[1], refs[2], a);
   const got = hostToF32(await be.read(out, 'f16', want.length), 'f16'), w = hostToF32(want, 'f16');
-  let worst = 0;
-  for (let i = 0; i < w.length; i++) worst = Math.max(worst, Math.abs(got[i] - w[i]) / (1 + Math.abs(w[i])));
+  const gotLse = hostToF32(await be.read(lse, 'f32', wantLse.length), 'f32'), wl = hostToF32(wantLse, 'f32');
+  let worst = 0, nans = 0, lseWorst = 0;
+  const nanRows = new Set<number>();
+  for (let i = 0; i < w.length; i++) {
+    if (Number.isNaN(got[i])) { nans++; nanRows.add(Math.floor(i / a.d)); continue; }
+    worst = Math.max(worst, Math.abs(got[i] - w[i]) / (1 + Math.abs(w[i])));
+  }
+  for (let i = 0; i < wl.length; i++) lseWorst = Math.max(lseWorst, Number.isNaN(gotLse[i]) ? Infinity : Math.abs(gotLse[i] - wl[i]));
   for (const h of [out, lse, ...refs.map((r) => r.h)]) be.free(h);
-  return worst.toExponential(2);
+  if (nans === 0) return `${worst.toExponential(2)} (lse ${lseWorst.toExponential(1)})`;
+  const rows = [...nanRows].slice(0, 6).map((r) => `h${Math.floor(r / a.tq)}:${r % a.tq}`).join(' ');
+  return `${worst.toExponential(2)}, ${nans} NaN in ${nanRows.size} rows (${rows}…), lse ${lseWorst.toExponential(1)}`;
 }
 
 async function time(be: WebGpuBackend, ver: Version, a: AttentionArgs): Promise<number> {
