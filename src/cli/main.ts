@@ -6,6 +6,7 @@ import { parseArgs } from 'node:util';
 import { FonError } from '../errors.ts';
 import { UsageError } from './args.ts';
 import { evalCommand } from './eval.ts';
+import { exportCommand } from './export.ts';
 import { generateCommand } from './generate.ts';
 import { infoCommand } from './info.ts';
 import { tokenizeCommand } from './tokenize.ts';
@@ -23,6 +24,7 @@ commands:
   eval       perplexity and bits per byte of a checkpoint
   info       parameters, config and KV-cache size of a checkpoint
   tokenize   the token ids of a text (FON checkpoint or Hugging Face tokenizer.json)
+  export     write a checkpoint as a Hugging Face folder (fon export --model DIR --out DIR --format hf)
   devices    list the backends that start here and the GPU's features
   bench      op benchmarks beside PyTorch/numpy (see bench/ops.ts --help)
 
@@ -61,7 +63,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const commands: Record<string, (argv: string[]) => Promise<number>> = {
-    train: trainCommand, generate: generateCommand, eval: evalCommand, info: infoCommand, tokenize: tokenizeCommand,
+    train: trainCommand, generate: generateCommand, eval: evalCommand, info: infoCommand, tokenize: tokenizeCommand, export: exportCommand,
     devices: async (a) => { await devices(a); return 0; },
     bench: async (a) => { await bench(a); return 0; },
   };

@@ -13,6 +13,9 @@
  *               the out axis and is cut in three; attn.c_proj → attn.o, mlp.c_fc → mlp.up,
  *               mlp.c_proj → mlp.down.
  *
+ * One table serves both directions: the loader reads each tensor and cuts parameters from it
+ * (`takeValues`); the exporter (export.ts) builds each tensor from its parameters (`placeValues`).
+ *
  * The `model.` / `transformer.` prefix is optional (base-model checkpoints have none). With tied
  * embeddings a `lm_head.weight` in the file is ignored, as transformers ties it to the embedding;
  * buffers that older transformers versions saved (GPT-2's attn.bias / attn.masked_bias, rotary
@@ -118,8 +121,11 @@ function gpt2Plan(c: ModelConfig, names: ReadonlySet<string>): HfParamSource[] {
 const GPT2_BUFFER = /^(transformer\.)?h\.\d+\.attn\.(bias|masked_bias)$/;
 const ROTARY_BUFFER = /(^|\.)rotary_emb\.inv_freq$/;
 
-/** The plan for `arch` with FON config `c`, given the tensor names the checkpoint holds (for its prefix). */
-export function hfWeightPlan(arch: HfArchitecture, c: ModelConfig, names: Iterable<string>): HfWeightPlan {
+/**
+ * The plan for `arch` with FON config `c`, given the tensor names the checkpoint holds (for its
+ * prefix); without names, the names transformers writes (with the prefix).
+ */
+export function hfWeightPlan(arch: HfArchitecture, c: ModelConfig, names: Iterable<string> = []): HfWeightPlan {
   const set = new Set(names);
   const params = arch === 'gpt2' ? gpt2Plan(c, set) : llamaPlan(c, set);
   const buffer = arch === 'gpt2' ? GPT2_BUFFER : ROTARY_BUFFER;
@@ -133,6 +139,26 @@ export function takeValues(values: Float32Array, tensorShape: readonly number[],
     case 'slice': return values.slice(take.from, take.from + take.count);
     case 'transpose': return transposeColumns(values, tensorShape[0], tensorShape[1], 0, tensorShape[1]);
     case 'columns': return transposeColumns(values, tensorShape[0], tensorShape[1], take.from, take.count);
+  }
+}
+
+/**
+ * The inverse of `takeValues`: writes a parameter's values (row-major f32) into its place in the
+ * tensor `target` (row-major, of `tensorShape`), as `take` says the loader cuts them out.
+ */
+export function placeValues(target: Float32Array, values: Float32Array, tensorShape: readonly number[], take: HfTake): void {
+  switch (take.kind) {
+    case 'copy': target.set(values); return;
+    case 'slice': target.set(values, take.from); return;
+    case 'transpose': placeColumns(target, values, tensorShape[0], tensorShape[1], 0, tensorShape[1]); return;
+    case 'columns': placeColumns(target, values, tensorShape[0], tensorShape[1], take.from, take.count); return;
+  }
+}
+
+/** A (count, rows) matrix written transposed into columns from … from + count of a (rows, cols) matrix. */
+function placeColumns(target: Float32Array, v: Float32Array, rows: number, cols: number, from: number, count: number): void {
+  for (let r = 0; r < rows; r++) {
+    for (let j = 0; j < count; j++) target[r * cols + from + j] = v[j * rows + r];
   }
 }
 
