@@ -14,6 +14,8 @@ export * from './ops/matmul.ts';
 export * from './ops/indexing.ts';
 export * from './ops/fused.ts';
 export { attention, kvWrite, type AttentionOptions } from './ops/attention.ts';
+export { foxAttention, type FoxAttentionOptions } from './ops/fox_attention.ts';
+export { fpaAttention, type FpaAttentionOptions } from './ops/fpa_attention.ts';
 export * from './ops/scan_sort.ts';
 export * from './ops/cast.ts';
 export * from './ops/grad.ts';
@@ -43,10 +45,9 @@ export { tokenByteLengths } from './eval/token_bytes.ts';
 export { byteTokenizer, trainBpe, loadTokenizer, parseTokenizer, END_OF_TEXT, type Tokenizer } from './io/tokenizer/tokenizer.ts';
 export {
   encodeSafetensors, decodeSafetensors, tensorsToSafetensors, safetensorsToTensors, SafetensorsError,
-  safetensorsHeaderLength, parseSafetensorsHeader, safeTensorToHost, type SafeTensorInfo, type SafetensorsHeader,
+  type SafeTensorInfo, type SafetensorsHeader,
 } from './io/safetensors.ts';
 // Hugging Face model folders, the browser-safe half: config mapping, weight names, tokenizer, sampling defaults.
-export { hfConfigToModelConfig, hfArchitecture, HF_ARCHITECTURES, type HfArchitecture, type HfModelConfig } from './io/hf/config.ts';
-export { hfWeightPlan, takeValues, type HfWeightPlan, type HfParamSource, type HfTake } from './io/hf/weights.ts';
+export { hfConfigToModelConfig, HF_ARCHITECTURES, type HfArchitecture, type HfModelConfig } from './io/hf/config.ts';
 export { parseGenerationConfig, type HfGenerationDefaults } from './io/hf/generation.ts';
-export { hfTokenizer, hfEosToken } from './io/hf/tokenizer.ts';
+export { hfTokenizer } from './io/hf/tokenizer.ts';

@@ -70,6 +70,22 @@ export interface AttentionArgs {
   causal: boolean; window: number; scale: number;
 }
 
+/**
+ * Causal attention with a per-pair additive term (FoX: a forget-gate bias; FPA: a first-passage
+ * penalty), over q (batch, heads, tq, d) and k, v (batch, kvHeads, tk, d), contiguous, GQA as in
+ * AttentionArgs. Always causal, no window: query i sits at absolute position qOffset + i
+ * (qOffset = kvLength − tq) and sees keys j ≤ that position (all of them < kvLength).
+ */
+export interface FoxAttentionArgs {
+  batch: number; heads: number; kvHeads: number;
+  tq: number; tk: number; d: number;
+  kvLength: number; qOffset: number;
+  scale: number;
+}
+
+/** FPA has FoX's geometry; its penalty inputs (phi, level per kv head; lambda per kv head) are tensors. */
+export type FpaAttentionArgs = FoxAttentionArgs;
+
 /** kvWrite: x (batch, kvHeads, n, d) written into cache (batch, kvHeads, tmax, d) at rows [pos, pos + n). */
 export interface KvWriteArgs { batch: number; kvHeads: number; tmax: number; n: number; d: number; pos: number }
 
@@ -128,6 +144,22 @@ export interface Kernels<H> {
   attention(q: Ref<H>, k: Ref<H>, v: Ref<H>, args: AttentionArgs): [H, H];
   /** Returns dq, dk, dv (dk, dv summed over the query heads sharing a kv head; zero past kvLength). */
   attentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: AttentionArgs): [H, H, H];
+  /**
+   * FoX attention (specs/fpa_depth.md §1): scores scale·q_i·k_j + c[p_i] − c[j], c (batch, heads, tk)
+   * f32 the cumulative log forget gate per query head. Returns out (q's dtype) and the row
+   * logsumexp (batch, heads, tq) f32 (−∞ for a row that sees no key; its out row is 0).
+   */
+  foxAttention(q: Ref<H>, k: Ref<H>, v: Ref<H>, c: Ref<H>, args: FoxAttentionArgs): [H, H];
+  /** Returns dq, dk, dv (summed over a GQA group; zero past kvLength) and dc (f32, zero past kvLength). */
+  foxAttentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, c: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: FoxAttentionArgs): [H, H, H, H];
+  /**
+   * FPA attention (specs/fpa_depth.md §2.2, per-kv-head variant): scores scale·q_i·k_j − pen_ij,
+   * pen_ij = lambda[g]·relu(level[j] − min φ over (j, p_i]) (0 on the diagonal), phi and level
+   * (batch, kvHeads, tk) f32, lambda (kvHeads) f32 > 0. Returns out and the row logsumexp as foxAttention.
+   */
+  fpaAttention(q: Ref<H>, k: Ref<H>, v: Ref<H>, phi: Ref<H>, level: Ref<H>, lambda: Ref<H>, args: FpaAttentionArgs): [H, H];
+  /** Returns dq, dk, dv, dphi, dlevel (f32, batch·kvHeads·tk) and dlambda (f32, kvHeads); ties in the min go to the latest index. */
+  fpaAttentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, phi: Ref<H>, level: Ref<H>, lambda: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: FpaAttentionArgs): [H, H, H, H, H, H];
   /** In place: writes x into rows [pos, pos + n) of every (batch, kv head) of cache. */
   kvWrite(cache: Ref<H>, x: Ref<H>, args: KvWriteArgs): void;
   /** In place: param, m, v updated (decoupled weight decay, AdamW). */

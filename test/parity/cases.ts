@@ -480,6 +480,26 @@ for (const dtype of ['f16', 'bf16'] as const) {
   add({ op: 'attention', inputs: [inp([1, 4, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype)], run: ([q, k, v]) => fon.attention(q, k, v), tol: ACC });
 }
 
+// FoX attention (ops/fox_attention.ts): q (B, H, Tq, D), k and v (B, Hkv, Tk, D), c (B, H, Tk) f32; causal only.
+add({ op: 'foxAttention', inputs: [inp([1, 4, 7, 8]), inp([1, 2, 7, 8]), inp([1, 2, 7, 8]), inp([1, 4, 7])], note: 'GQA 4/2', run: ([q, k, v, c]) => fon.foxAttention(q, k, v, c), grad: [0, 1, 2, 3], tol: ACC });
+add({ op: 'foxAttention', inputs: [inp([2, 2, 5, 6]), inp([2, 2, 9, 6]), inp([2, 2, 9, 6]), inp([2, 2, 9])], note: 'kvLength 8 of 9, scale 0.3', run: ([q, k, v, c]) => fon.foxAttention(q, k, v, c, { kvLength: 8, scale: 0.3 }), grad: [0, 1, 2, 3], tol: ACC });
+add({ op: 'foxAttention', inputs: [inp([1, 2, 1, 8]), inp([1, 1, 13, 8]), inp([1, 1, 13, 8]), inp([1, 2, 13])], note: 'decode: one query at position 9', run: ([q, k, v, c]) => fon.foxAttention(q, k, v, c, { kvLength: 10 }), grad: [0, 1, 2, 3], tol: ACC });
+for (const dtype of ['f16', 'bf16'] as const) {
+  add({ op: 'foxAttention', inputs: [inp([1, 4, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype), inp([1, 4, 7])], run: ([q, k, v, c]) => fon.foxAttention(q, k, v, c), tol: ACC });
+}
+
+// FPA attention (ops/fpa_attention.ts): phi and level (B, Hkv, Tk) f32, lambda (Hkv) f32 > 0. The
+// gradient cases keep φ on a grid of step 0.1 and ℓ on the same grid shifted by 0.05: no tie in a
+// min and no relu at its kink within a central difference's reach. The `ties` case has both, forward only.
+const phiGrid = distinct(0.1), levelGrid = distinct(0.1, 0.05);
+add({ op: 'fpaAttention', inputs: [inp([1, 4, 7, 8]), inp([1, 2, 7, 8]), inp([1, 2, 7, 8]), inp([1, 2, 7], phiGrid), inp([1, 2, 7], levelGrid), inp([2], rand(0.5, 1.5))], note: 'GQA 4/2', run: ([q, k, v, f, l, lam]) => fon.fpaAttention(q, k, v, f, l, lam), grad: [0, 1, 2, 3, 4, 5], tol: ACC });
+add({ op: 'fpaAttention', inputs: [inp([2, 2, 5, 6]), inp([2, 2, 9, 6]), inp([2, 2, 9, 6]), inp([2, 2, 9], phiGrid), inp([2, 2, 9], levelGrid), inp([2], rand(0.5, 1.5))], note: 'kvLength 8 of 9, scale 0.3', run: ([q, k, v, f, l, lam]) => fon.fpaAttention(q, k, v, f, l, lam, { kvLength: 8, scale: 0.3 }), grad: [0, 1, 2, 3, 4, 5], tol: ACC });
+add({ op: 'fpaAttention', inputs: [inp([1, 2, 1, 8]), inp([1, 1, 13, 8]), inp([1, 1, 13, 8]), inp([1, 1, 13], phiGrid), inp([1, 1, 13], levelGrid), inp([1], rand(0.5, 1.5))], note: 'decode: one query at position 9', run: ([q, k, v, f, l, lam]) => fon.fpaAttention(q, k, v, f, l, lam, { kvLength: 10 }), grad: [0, 1, 2, 3, 4, 5], tol: ACC });
+add({ op: 'fpaAttention', inputs: [inp([1, 3, 11, 4]), inp([1, 3, 11, 4]), inp([1, 3, 11, 4]), inp([1, 3, 11], ties(-2, 3)), inp([1, 3, 11], ties(-2, 3)), inp([3], rand(0.5, 1.5))], note: 'ties in phi and level', run: ([q, k, v, f, l, lam]) => fon.fpaAttention(q, k, v, f, l, lam), tol: ACC });
+for (const dtype of ['f16', 'bf16'] as const) {
+  add({ op: 'fpaAttention', inputs: [inp([1, 4, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype), inp([1, 2, 7], phiGrid), inp([1, 2, 7], levelGrid), inp([2], rand(0.5, 1.5))], run: ([q, k, v, f, l, lam]) => fon.fpaAttention(q, k, v, f, l, lam), tol: ACC });
+}
+
 /** RoPE tables (T, D/2): θ(p, j) = p · base^(−2j/D), as in the RoFormer paper. */
 export function ropeAngles(t: number, d: number, base = 10000): Float64Array {
   const half = d / 2;
@@ -618,6 +638,9 @@ export const NOT_OPS: Readonly<Record<string, string>> = {
   evaluate: 'perplexity: test/eval/perplexity.test.ts',
   tokenByteLengths: 'bits per byte: test/eval/perplexity.test.ts, test/cli/train_cli.test.ts',
   generate: 'generation: test/infer/generate.test.ts',
+  hfConfigToModelConfig: 'Hugging Face config mapping: test/io/hf_config.test.ts, test/io/hf_load.test.ts',
+  parseGenerationConfig: 'Hugging Face generation_config.json: test/io/hf_config.test.ts',
+  hfTokenizer: 'Hugging Face tokenizer folder: test/io/hf_config.test.ts, test/io/hf_load.test.ts',
   clipGradNorm: 'optimizer step: test/train/optim.test.ts',
   warmupCosine: 'schedule: test/train/optim.test.ts',
   constant: 'schedule: test/train/optim.test.ts',
