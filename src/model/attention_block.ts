@@ -1,9 +1,11 @@
 /**
- * The attention half of a block: projections, optional QK-norm, RoPE, the layer's mechanism,
- * output projection. Shapes: B batch, T positions in this call, C = dModel, H query heads,
- * Hkv key/value heads, D head width.
+ * The attention half of a block: projections, optional QK-norm, RoPE, the layer's mechanism
+ * (built here from the layer's config entry, its parameters under this block's name), output
+ * projection. The mechanism sees q, k, v and the block's normed input x (for gates).
+ * Shapes: B batch, T positions in this call, C = dModel, H query heads, Hkv key/value heads, D head width.
  */
-import type { AttentionMechanism, LayerKv } from '../attention/mechanism.ts';
+import type { AttentionMechanism, LayerAttention, LayerKv } from '../attention/mechanism.ts';
+import { createMechanism } from '../attention/registry.ts';
 import { rope } from '../ops/fused.ts';
 import { permute, reshape } from '../ops/layout.ts';
 import { Linear } from '../nn/linear.ts';
@@ -23,8 +25,9 @@ export class AttentionBlock extends Module {
   readonly o: Linear;
   readonly qNorm?: Norm;
   readonly kNorm?: Norm;
+  readonly mechanism: AttentionMechanism;
 
-  constructor(f: ParamFactory, name: string, private readonly cfg: ModelConfig, readonly mechanism: AttentionMechanism) {
+  constructor(f: ParamFactory, name: string, private readonly cfg: ModelConfig, spec: LayerAttention) {
     super();
     const { dModel: c, nHeads: h, nKvHeads: hkv, headDim: d, bias } = cfg;
     const qkvBias = bias || cfg.qkvBias; // Qwen2: biases on q, k and v but not on o
@@ -36,6 +39,8 @@ export class AttentionBlock extends Module {
       this.qNorm = this.child(new Norm(f, `${name}.q_norm`, 'rmsnorm', d, cfg.normEps));
       this.kNorm = this.child(new Norm(f, `${name}.k_norm`, 'rmsnorm', d, cfg.normEps));
     }
+    // Made last, so full and local layers keep the parameter order (and optimizer state) they had.
+    this.mechanism = this.child(createMechanism(spec, { f, name, config: cfg }));
   }
 
   /** One projection to heads: x (B, T, C) → (B, heads, T, D), normed and rotated as configured. */
@@ -54,7 +59,7 @@ export class AttentionBlock extends Module {
     const q = this.heads(this.q, x, h, this.qNorm, ctx, true);
     const k = this.heads(this.k, x, hkv, this.kNorm, ctx, true);
     const v = this.heads(this.v, x, hkv, undefined, ctx, false);
-    const a = cache ? this.mechanism.forwardCached(q, k, v, cache, ctx.pos) : this.mechanism.forward(q, k, v); // (B, H, T, D)
+    const a = cache ? this.mechanism.forwardCached(q, k, v, { x }, cache, ctx.pos) : this.mechanism.forward(q, k, v, { x }); // (B, H, T, D)
     return this.o.forward(reshape(permute(a, [0, 2, 1, 3]), [b, t, h * d])); // (B, T, H·D) → (B, T, C)
   }
 }

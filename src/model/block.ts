@@ -1,5 +1,5 @@
 /** A pre-norm transformer block: x + attn(norm(x)), then + mlp(norm(x)). */
-import type { AttentionMechanism, LayerKv } from '../attention/mechanism.ts';
+import type { LayerAttention, LayerKv } from '../attention/mechanism.ts';
 import { add } from '../ops/elementwise.ts';
 import { tidy } from '../tensor/scope.ts';
 import { Mlp } from '../nn/mlp.ts';
@@ -16,10 +16,10 @@ export class Block extends Module {
   readonly mlpNorm: Norm;
   readonly mlp: Mlp;
 
-  constructor(f: ParamFactory, name: string, cfg: ModelConfig, mechanism: AttentionMechanism) {
+  constructor(f: ParamFactory, name: string, cfg: ModelConfig, attention: LayerAttention) {
     super();
     this.attnNorm = this.child(new Norm(f, `${name}.attn_norm`, cfg.norm, cfg.dModel, cfg.normEps));
-    this.attn = this.child(new AttentionBlock(f, `${name}.attn`, cfg, mechanism));
+    this.attn = this.child(new AttentionBlock(f, `${name}.attn`, cfg, attention));
     this.mlpNorm = this.child(new Norm(f, `${name}.mlp_norm`, cfg.norm, cfg.dModel, cfg.normEps));
     this.mlp = this.child(new Mlp(f, `${name}.mlp`, cfg.mlp, cfg.dModel, cfg.mlpHidden, { bias: cfg.bias, outStd: 0.02 / Math.sqrt(2 * cfg.nLayers) }));
   }

@@ -4,6 +4,8 @@
  * impossible shape is a ConfigError naming the key and the value.
  */
 import type { LayerAttention } from '../attention/mechanism.ts';
+import { FPA_WALKS } from '../attention/fpa.ts';
+import { mechanismCacheState } from '../attention/registry.ts';
 import { FonError } from '../errors.ts';
 import type { RopeScaling } from '../nn/rope_tables.ts';
 
@@ -29,7 +31,11 @@ export interface ModelConfig {
   mlpHidden: number;
   norm: 'rmsnorm' | 'layernorm';
   normEps: number;
-  /** Rotary (with ropeTheta), learned absolute embeddings, or none. */
+  /**
+   * Rotary (with ropeTheta), learned absolute embeddings, or none. When a config (file, flags)
+   * does not set it and some layer is "fox" or "fpa", it becomes "none" (NoPE, as FoX and the FPA
+   * proposal run); a value the config sets explicitly wins.
+   */
   positions: 'rope' | 'learned' | 'none';
   ropeTheta: number;
   /**
@@ -51,7 +57,12 @@ export interface ModelConfig {
   tieEmbeddings: boolean;
   /** Longest sequence the model is trained and run on (KV cache and learned positions). */
   contextLength: number;
-  /** One entry per layer, or one entry applied to every layer. */
+  /**
+   * One entry per layer, or one entry applied to every layer: {"type": "full"},
+   * {"type": "local", "window": n}, {"type": "fox", "outputGate"?: bool} or
+   * {"type": "fpa", "walk"?: "fox" | "linear" | "tanh", "outputGate"?: bool} (attention/fox.ts,
+   * attention/fpa.ts; omitted options take their defaults: walk "fox", outputGate false).
+   */
   attention: LayerAttention[];
 }
 
@@ -88,6 +99,17 @@ const SCHEMA: Record<keyof ModelConfig, Kind> = {
 
 const show = (v: unknown) => JSON.stringify(v) ?? String(v);
 
+/** The option keys of each attention type besides 'type'. */
+const ATTENTION_KEYS: Record<LayerAttention['type'], readonly string[]> = {
+  full: [], local: ['window'], fox: ['outputGate'], fpa: ['walk', 'outputGate'],
+};
+
+function checkBool(o: Record<string, unknown>, key: string, at: string): boolean {
+  const v = o[key] ?? false;
+  if (typeof v !== 'boolean') throw new ConfigError(`${at}: '${key}' = ${show(v)}: expected true or false`);
+  return v;
+}
+
 function checkAttention(v: unknown, where: string): LayerAttention[] {
   const list = Array.isArray(v) ? v : [v];
   if (list.length === 0) throw new ConfigError(`${where}: 'attention' is an empty list; expected one entry per layer or a single entry`);
@@ -96,17 +118,31 @@ function checkAttention(v: unknown, where: string): LayerAttention[] {
     if (typeof a === 'string') a = { type: a };
     if (a === null || typeof a !== 'object') throw new ConfigError(`${at} = ${show(a)}: expected an object like {"type": "full"} or {"type": "local", "window": 128}`);
     const o = a as Record<string, unknown>;
+    if (typeof o.type !== 'string' || !Object.hasOwn(ATTENTION_KEYS, o.type)) {
+      throw new ConfigError(`${at}: 'type' = ${show(o.type)}: expected one of ${Object.keys(ATTENTION_KEYS).map(show).join(', ')}`);
+    }
+    const type = o.type as LayerAttention['type'];
+    const keys = ATTENTION_KEYS[type];
     for (const k of Object.keys(o)) {
-      if (k !== 'type' && !(o.type === 'local' && k === 'window')) throw new ConfigError(`${at}: unknown key '${k}' for attention type ${show(o.type)}`);
+      if (k !== 'type' && !keys.includes(k)) throw new ConfigError(`${at}: unknown key '${k}' for attention type ${show(type)}${keys.length ? `; expected ${keys.join(', ')}` : ''}`);
     }
-    if (o.type === 'full') return { type: 'full' };
-    if (o.type === 'local') {
-      if (!Number.isInteger(o.window) || (o.window as number) < 1) throw new ConfigError(`${at}: 'window' = ${show(o.window)}: expected a positive integer`);
-      return { type: 'local', window: o.window as number };
+    switch (type) {
+      case 'full': return { type };
+      case 'local':
+        if (!Number.isInteger(o.window) || (o.window as number) < 1) throw new ConfigError(`${at}: 'window' = ${show(o.window)}: expected a positive integer`);
+        return { type, window: o.window as number };
+      case 'fox': return { type, outputGate: checkBool(o, 'outputGate', at) };
+      case 'fpa': {
+        const walk = o.walk ?? 'fox';
+        if (!FPA_WALKS.includes(walk as never)) throw new ConfigError(`${at}: 'walk' = ${show(walk)}: expected one of ${FPA_WALKS.map(show).join(', ')}`);
+        return { type, walk: walk as (typeof FPA_WALKS)[number], outputGate: checkBool(o, 'outputGate', at) };
+      }
     }
-    throw new ConfigError(`${at}: 'type' = ${show(o.type)}: expected one of "full", "local"`);
   });
 }
+
+/** Whether some layer's mechanism runs without positional encoding by design (FoX, FPA). */
+const wantsNoPE = (attention: readonly LayerAttention[]) => attention.some((a) => a.type === 'fox' || a.type === 'fpa');
 
 const ROPE_SCALING_KEYS = {
   linear: ['factor'],
@@ -152,6 +188,8 @@ export function parseModelConfig(overrides: unknown, base: ModelConfig = DEFAULT
     if (Array.isArray(kind) && !kind.includes(v as string)) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected one of ${kind.map(show).join(', ')}`);
     out[k] = kind === 'attention' ? checkAttention(v, where) : kind === 'ropeScaling' ? checkRopeScaling(v, where) : v;
   }
+  // NoPE by default for FoX / FPA models: only when this config sets the attention and not the positions.
+  if (Object.hasOwn(overrides, 'attention') && !Object.hasOwn(overrides, 'positions') && wantsNoPE(out.attention as LayerAttention[])) out.positions = 'none';
   const c = out as unknown as ModelConfig;
   validateShapes(c, where);
   return c;
@@ -182,7 +220,13 @@ export function layerAttention(c: ModelConfig, i: number): LayerAttention {
   return c.attention.length === 1 ? c.attention[0] : c.attention[i];
 }
 
-/** KV-cache bytes per token of context, over every layer, at the given bytes per element. */
+/**
+ * KV-cache bytes per token of context, over every layer: k and v at the given bytes per element,
+ * plus each mechanism's per-position state in f32 (FoX: c per query head; FPA: φ, ℓ and the walk
+ * per KV head).
+ */
 export function kvBytesPerToken(c: ModelConfig, bytesPerElement = 4): number {
-  return 2 * c.nLayers * c.nKvHeads * c.headDim * bytesPerElement;
+  let stateFloats = 0;
+  for (let i = 0; i < c.nLayers; i++) for (const heads of Object.values(mechanismCacheState(layerAttention(c, i), c))) stateFloats += heads;
+  return 2 * c.nLayers * c.nKvHeads * c.headDim * bytesPerElement + 4 * stateFloats;
 }

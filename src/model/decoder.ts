@@ -5,11 +5,12 @@
  *   embed.weight (V, C), pos_embed.weight (T, C) with learned positions,
  *   layers.i.{attn_norm, mlp_norm}.weight, layers.i.attn.{q,k,v,o}.weight,
  *   layers.i.attn.{q_norm,k_norm}.weight with QK-norm, layers.i.mlp.{gate,up,down}.weight,
- *   norm.weight, lm_head.weight (V, C) when not tied; `.bias` beside each where configured
+ *   layers.i.attn.fgate.{weight,bias} in FoX layers, layers.i.attn.fpa.{walk,field,level}.{weight,bias},
+ *   layers.i.attn.fpa.rho (and .kappa) in FPA layers, layers.i.attn.{out_norm,out_gate}.weight with
+ *   their output gate, norm.weight, lm_head.weight (V, C) when not tied; `.bias` beside each where configured
  *   (every linear layer but the head with `bias`, q, k and v with `qkvBias`; LayerNorms always).
  */
 import type { LayerKv } from '../attention/mechanism.ts';
-import { createMechanism } from '../attention/registry.ts';
 import { arange } from '../ops/creation.ts';
 import { add } from '../ops/elementwise.ts';
 import { crossEntropy } from '../ops/fused.ts';
@@ -52,7 +53,7 @@ export class Decoder extends Module {
     this.embed = this.child(new Embedding(f, 'embed', c.vocabSize, c.dModel));
     if (c.positions === 'learned') this.posEmbed = this.child(new Embedding(f, 'pos_embed', c.contextLength, c.dModel));
     this.layers = [];
-    for (let i = 0; i < c.nLayers; i++) this.layers.push(this.child(new Block(f, `layers.${i}`, c, createMechanism(layerAttention(c, i)))));
+    for (let i = 0; i < c.nLayers; i++) this.layers.push(this.child(new Block(f, `layers.${i}`, c, layerAttention(c, i))));
     this.norm = this.child(new Norm(f, 'norm', c.norm, c.dModel, c.normEps));
     if (!c.tieEmbeddings) this.head = this.child(new Linear(f, 'lm_head', c.dModel, c.vocabSize));
     if (c.positions === 'rope') {

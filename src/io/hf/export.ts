@@ -189,6 +189,8 @@ function llamaLikeArchitecture(c: ModelConfig): Exclude<HfArchitecture, 'gpt2'> 
 
 /** The Hugging Face architecture that computes exactly what FON config `c` does; UnsupportedError when none does. */
 export function hfArchitectureFor(c: ModelConfig): HfArchitecture {
+  const other = c.attention.find((a) => a.type !== 'full' && a.type !== 'local');
+  if (other) throw cannot('attention', c.attention, `the Hugging Face architectures FON writes have full or sliding-window softmax attention only; "${other.type}" layers have no Hugging Face counterpart`);
   if (c.norm === 'layernorm') {
     checkGpt2(c);
     return 'gpt2';
