@@ -18,7 +18,6 @@ import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import { ArgumentError, DTypeError, ShapeError, UnsupportedError, type Tensor } from '../../src/index.ts';
 import { CpuBackend } from '../../src/backend/cpu/backend.ts';
-import { foxFpaKernels } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { foxAttention } from '../../src/ops/fox_attention.ts';
 import { fpaAttention } from '../../src/ops/fpa_attention.ts';
 import { attention } from '../../src/ops/attention.ts';
@@ -485,10 +484,3 @@ test('fpaAttention errors name the op, the shapes and the bad values (lambda mus
   const other = new CpuBackend();
   throwsExactly(() => fpaAttention(q, k, v, phi, level, fon.ones([2], { backend: other })), ArgumentError, /^fpaAttention: tensors live on different backends/);
 }));
-
-test('the WebGPU backend has no FoX/FPA kernel yet: each method throws UnsupportedError naming it', () => {
-  const kernels = foxFpaKernels() as unknown as Record<string, () => unknown>;
-  for (const op of ['foxAttention', 'foxAttentionBackward', 'fpaAttention', 'fpaAttentionBackward']) {
-    assert.throws(() => kernels[op](), (e: unknown) => e instanceof UnsupportedError && (e as Error).message === `webgpu: ${op} has no WGSL kernel yet; run it on the cpu or wasm backend`, op);
-  }
-});

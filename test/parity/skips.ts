@@ -7,10 +7,7 @@
 export const BACKEND_SKIPS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
   cpu: {},
   wasm: {},
-  webgpu: {
-    foxAttention: 'no WGSL kernel yet (issue 5: the CPU reference came first; the tiled kernel is a later milestone)',
-    fpaAttention: 'no WGSL kernel yet (issue 5: the CPU reference came first; the tiled kernel is a later milestone)',
-  },
+  webgpu: {},
 };
 
 export function skipsFor(backend: string): Readonly<Record<string, string>> {

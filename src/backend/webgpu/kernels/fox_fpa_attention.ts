@@ -1,22 +1,223 @@
 /**
- * WebGPU half of FoX and FPA attention (Backend.foxAttention / fpaAttention and their backwards):
- * no WGSL kernels yet. Issue 5's first milestone ships the ops with their CPU reference
- * (src/backend/cpu/fox_attention.ts, fpa_attention.ts); the tiled kernels of specs/fpa_depth.md
- * §2.4 and §4.2 come in a later milestone. Until then each method throws UnsupportedError naming
- * the op, which the parity runner reports as `unsupported`.
+ * WebGPU FoX and FPA attention (Backend.foxAttention / fpaAttention and their backwards), checked
+ * against src/backend/cpu/fox_attention.ts and fpa_attention.ts by
+ * test/backend/webgpu_fox_fpa.test.ts. One WGSL file, fox_fpa_attention.wgsl, in
+ * attention_plain.wgsl's tiled form (f32 arithmetic over any storage dtype, no float atomics):
+ * - forward: query blocks × the causal key blocks visited from the diagonal backwards; FoX adds
+ *   c[p_i] − c[j] per score, FPA subtracts λ·relu(ℓ_j − M_ij) with the running-min carry of
+ *   specs/fpa_depth.md §2.4;
+ * - backward: DELTA, then DQ over query blocks (FoX: row sums of dS; FPA: dλ row partials and the
+ *   dφ cells below) and DKDV over key blocks summing the GQA group (FoX: column sums of dS per
+ *   query head; FPA: dℓ per owned column), then COMBINE (FoX: dc = rows − columns) or REDUCE (FPA).
+ *
+ * FPA's dφ without atomics: the DQ row sweep (the CPU reference's carry scheme) records, per key
+ * block, the carry each row owes its argmin when the argmin moves; the workgroup then adds these
+ * into its own (query block, t) cells, invocation t mod 64 serving target t and rows in order
+ * (no two invocations share a cell, the order is fixed); REDUCE sums, per (batch, kv head, t), the
+ * cells of the group's query blocks. Deterministic; it costs batch·heads·⌈tq/BQ⌉·tk·4 bytes of
+ * scratch (O(T²/B) per head, as §4.2 allows) and an O(heads·⌈tq/BQ⌉·tk) reduce.
+ *
+ * The per-position inputs travel in one f32 buffer `ex` so that the backward passes stay within
+ * 8 storage bindings: [lse | delta | c] for FoX, [lse | delta | φ | ℓ | λ] for FPA (the forward
+ * binds c alone, or [φ | ℓ | λ]). Outputs of packed dtypes go through viaStorable.
  */
 import { UnsupportedError } from '../../../errors.ts';
-import type { KernelTable } from '../backend.ts';
+import type { DType } from '../../../tensor/dtype.ts';
+import type { FoxAttentionArgs } from '../../backend.ts';
+import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
+import type { GpuCaps } from '../device.ts';
+import { f32bits, grid, type Kernel } from '../runtime.ts';
+import { wgslSource } from '../sources.ts';
+import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
+import { viaStorable } from './elementwise.ts';
 
-function missing(op: string): never {
-  throw new UnsupportedError(`webgpu: ${op} has no WGSL kernel yet; run it on the cpu or wasm backend`);
+export const FOX_FPA_FILES = ['fox_fpa_attention'];
+
+const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32, nrows: u32, nkv: u32, xoff: u32';
+
+function uniforms(a: FoxAttentionArgs, xoff: number): number[] {
+  const nrows = a.batch * a.heads * a.tq, nkv = a.batch * a.kvHeads * a.tk;
+  return [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, 1, 0, f32bits(a.scale), a.heads / a.kvHeads, nrows, nkv, xoff];
 }
 
-export function foxFpaKernels(): Pick<KernelTable, 'foxAttention' | 'foxAttentionBackward' | 'fpaAttention' | 'fpaAttentionBackward'> {
+const dt = (v: Variant, key: string) => v[key] as DType;
+const f32in = (name: string): Binding => ({ name, dtype: 'f32' });
+const f32out = (name: string): Binding => ({ name, dtype: 'f32', write: true });
+
+function bindings(v: Variant): Binding[] {
+  const x = dt(v, 'X');
+  const qkv: Binding[] = ['q', 'k', 'v'].map((name) => ({ name, dtype: x }));
+  if (v.DELTA) return [{ name: 'o', dtype: dt(v, 'O') }, { name: 'g', dtype: dt(v, 'G') }, f32out('ex')];
+  if (v.REDUCE) return [f32in('aux'), f32out('dphi'), f32out('dlevel'), f32out('dlam')];
+  if (v.COMBINE) return [f32in('aux'), f32out('dc')];
+  if (v.FWD) return [...qkv, f32in('ex'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')];
+  const outs: Binding[] = v.DQ ? [{ name: 'dq', dtype: dt(v, 'Y'), write: true }]
+    : [{ name: 'dk', dtype: dt(v, 'Y'), write: true }, { name: 'dv', dtype: dt(v, 'Y'), write: true }];
+  return [...qkv, { name: 'g', dtype: dt(v, 'G') }, f32in('ex'), ...outs, f32out('aux')];
+}
+
+const kernel: Kernel = {
+  name: 'fox_fpa_attention',
+  source: (v, caps) => preprocess(wgslSource('fox_fpa_attention'), {
+    BQ: 16, BK: 16, DM: 16, ...v, HEADER: header(bindings(v), caps.f16, PARAMS), COMMON: wgslSource('attention_common'),
+  }),
+};
+
+const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
+
+/** Query and key rows per tile of the tiled passes (BQ, BK). */
+export interface Tile { bq: number; bk: number }
+
+/** Query and key rows per tile: the largest pair whose workgroup memory (tiles, per-row and per-key scratch) fits. */
+export function foxFpaTile(caps: GpuCaps, dm: number, backward: boolean): Tile {
+  for (const [bq, bk] of [[16, 16], [16, 8], [8, 8], [8, 4], [4, 4]]) {
+    const words = backward ? (2 * bq + 2 * bk) * dm + 5 * bq * bk + 7 * bq + 4 * bk + 1
+      : (bq + 2 * bk) * dm + bq * bk + 4 * bq + 2 * bk;
+    if (words * 4 <= caps.maxWorkgroupStorage) return { bq, bk };
+  }
+  throw new UnsupportedError(`webgpu: FoX/FPA attention with head dim ${dm} needs more workgroup memory than this device's ${caps.maxWorkgroupStorage} bytes`);
+}
+
+function headPitch(what: string, d: number): number {
+  if (d > 256) throw new UnsupportedError(`webgpu: ${what} takes head dims up to 256, got ${d}`);
+  return pow2AtLeast(d, 16);
+}
+
+function checkGrid(what: string, ...dims: number[]): void {
+  for (const n of dims) if (n > 65535) throw new UnsupportedError(`webgpu: ${what} needs ${n} workgroups along one grid axis, above 65535`);
+}
+
+function checkF32(what: string, refs: Record<string, GpuRef>): void {
+  for (const [name, r] of Object.entries(refs)) {
+    if (r.dtype !== 'f32') throw new UnsupportedError(`webgpu: ${what} takes ${name} as f32, got ${r.dtype}`);
+  }
+}
+
+/** A new f32 buffer of the given f32 tensors end to end (a null ref leaves its n words to a later pass). */
+function pack(be: WebGpuBackend, parts: { ref: GpuRef | null; n: number }[], what: string): GpuHandle {
+  const total = parts.reduce((s, p) => s + p.n, 0);
+  const out = be.alloc('f32', Math.max(1, total), what);
+  const enc = be.rt.commandEncoder();
+  let at = 0;
+  for (const p of parts) {
+    if (p.ref && p.n > 0) enc.copyBufferToBuffer(p.ref.h.buffer, 0, out.buffer, at * 4, p.n * 4);
+    at += p.n;
+  }
+  return out;
+}
+
+type Mode = 'fox' | 'fpa';
+
+function forward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, ex: GpuHandle, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
+  const rows = a.batch * a.heads * a.tq;
+  const lse = be.alloc('f32', rows, `${mode} attention lse`);
+  if (rows === 0) return [be.alloc(q.dtype, 0, `${mode} attention`), lse];
+  const dm = headPitch(`${mode}Attention`, a.d);
+  const { bq, bk } = tile ?? foxFpaTile(be.caps, dm, false);
+  const gx = Math.ceil(a.tq / bq);
+  checkGrid(`${mode}Attention`, gx, a.heads, a.batch);
+  const out = viaStorable(be, q.dtype, rows * a.d, `${mode} attention`, (buf, y) => be.rt.run({
+    kernel, variant: { FWD: true, TILED: true, FOX: mode === 'fox', X: q.dtype, Y: y, BQ: bq, BK: bk, DM: dm },
+    uniforms: uniforms(a, 0), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, ex.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
+  }));
+  return [out, lse];
+}
+
+/**
+ * DELTA, DQ and DKDV of either mode into `aux` (f32, auxSize(BQ) words, zeroed first); `extra` is
+ * packed behind lse and delta. Returns dq, dk, dv, aux (the caller reduces it and frees it) and BQ.
+ */
+function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, extra: { ref: GpuRef | null; n: number }[], auxSize: (bq: number) => number, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, number] {
+  const what = `${mode}AttentionBackward`;
+  const dm = headPitch(what, a.d);
+  const { bq, bk } = tile ?? foxFpaTile(be.caps, dm, true);
+  const rows = a.batch * a.heads * a.tq;
+  const kvSize = a.batch * a.kvHeads * a.tk * a.d;
+  const u = uniforms(a, 2 * rows);
+  // [lse | delta (written by DELTA) | extra]: lse is copied in, delta's words are skipped.
+  const st = pack(be, [{ ref: lse, n: rows }, { ref: null, n: rows }, ...extra], `${what} stats`);
+  be.rt.run({
+    kernel, variant: { DELTA: true, FOX: mode === 'fox', O: o.dtype, G: g.dtype, X: q.dtype },
+    uniforms: u, buffers: [o.h.buffer, g.h.buffer, st.buffer], workgroups: grid(rows, 64),
+  });
+  const auxWords = auxSize(bq);
+  const limit = Math.min(be.caps.maxBuffer, be.caps.maxBinding);
+  if (auxWords * 4 > limit) throw new UnsupportedError(`webgpu: ${what} needs a ${auxWords * 4}-byte partials buffer, above this device's ${limit}-byte binding limit`);
+  const aux = be.alloc('f32', Math.max(1, auxWords), `${what} partials`);
+  be.rt.commandEncoder().clearBuffer(aux.buffer);
+  const base = { TILED: true, FOX: mode === 'fox', X: q.dtype, G: g.dtype, BWD: true, BQ: bq, BK: bk, DM: dm };
+  const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, st.buffer];
+  checkGrid(what, Math.ceil(a.tq / bq), Math.ceil(a.tk / bk), a.heads, a.batch);
+  const dq = viaStorable(be, q.dtype, rows * a.d, `${mode} attention dq`, (buf, y) => be.rt.run({
+    kernel, variant: { ...base, DQ: true, Y: y },
+    uniforms: u, buffers: [...inputs, buf, aux.buffer], workgroups: [Math.ceil(a.tq / bq), a.heads, a.batch],
+  }));
+  let dv: GpuHandle | null = null;
+  const dk = viaStorable(be, k.dtype, kvSize, `${mode} attention dk`, (bufK, y) => {
+    dv = viaStorable(be, v.dtype, kvSize, `${mode} attention dv`, (bufV) => be.rt.run({
+      kernel, variant: { ...base, DKDV: true, Y: y },
+      uniforms: u, buffers: [...inputs, bufK, bufV, aux.buffer], workgroups: [Math.ceil(a.tk / bk), a.kvHeads, a.batch],
+    }));
+  });
+  be.free(st);
+  return [dq, dk, dv!, aux, bq];
+}
+
+/** The four entries below take an optional `tile` in place of foxFpaTile's choice (tests). */
+export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
+  checkF32('foxAttention', { c });
+  return forward(be, 'fox', q, k, v, c.h, a, tile);
+}
+
+export function foxAttentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
+  checkF32('foxAttentionBackward', { c });
+  const rows = a.batch * a.heads * a.tq, nc = a.batch * a.heads * a.tk;
+  const [dq, dk, dv, aux] = backward(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], () => rows + nc, a, tile);
+  const dc = be.alloc('f32', nc, 'fox attention dc');
+  be.rt.run({
+    kernel, variant: { COMBINE: true, FOX: true },
+    uniforms: uniforms(a, 0), buffers: [aux.buffer, dc.buffer], workgroups: grid(nc, 64),
+  });
+  be.free(aux);
+  return [dq, dk, dv, dc];
+}
+
+function fpaExtra(a: FoxAttentionArgs, phi: GpuRef, level: GpuRef, lambda: GpuRef): { ref: GpuRef; n: number }[] {
+  const nkv = a.batch * a.kvHeads * a.tk;
+  return [{ ref: phi, n: nkv }, { ref: level, n: nkv }, { ref: lambda, n: a.kvHeads }];
+}
+
+export function fpaAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
+  checkF32('fpaAttention', { phi, level, lambda });
+  const ex = pack(be, fpaExtra(a, phi, level, lambda), 'fpa attention inputs');
+  const r = forward(be, 'fpa', q, k, v, ex, a, tile);
+  be.free(ex);
+  return r;
+}
+
+export function fpaAttentionBackward(
+  be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile,
+): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
+  checkF32('fpaAttentionBackward', { phi, level, lambda });
+  const rows = a.batch * a.heads * a.tq, nkv = a.batch * a.kvHeads * a.tk;
+  const cells = (bq: number) => a.batch * a.heads * Math.ceil(a.tq / bq) * a.tk;
+  const [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (bq) => rows + nkv + cells(bq), a, tile);
+  const dphi = be.alloc('f32', nkv, 'fpa attention dphi');
+  const dlevel = be.alloc('f32', nkv, 'fpa attention dlevel');
+  const dlam = be.alloc('f32', a.kvHeads, 'fpa attention dlambda');
+  be.rt.run({
+    kernel, variant: { REDUCE: true, FOX: false, BQ: bq },
+    uniforms: uniforms(a, 0), buffers: [aux.buffer, dphi.buffer, dlevel.buffer, dlam.buffer], workgroups: grid(nkv + a.kvHeads, 64),
+  });
+  be.free(aux);
+  return [dq, dk, dv, dphi, dlevel, dlam];
+}
+
+export function foxFpaKernels(be: WebGpuBackend): Pick<KernelTable, 'foxAttention' | 'foxAttentionBackward' | 'fpaAttention' | 'fpaAttentionBackward'> {
   return {
-    foxAttention: () => missing('foxAttention'),
-    foxAttentionBackward: () => missing('foxAttentionBackward'),
-    fpaAttention: () => missing('fpaAttention'),
-    fpaAttentionBackward: () => missing('fpaAttentionBackward'),
+    foxAttention: (q, k, v, c, a) => foxAttention(be, q, k, v, c, a),
+    foxAttentionBackward: (q, k, v, c, o, lse, g, a) => foxAttentionBackward(be, q, k, v, c, o, lse, g, a),
+    fpaAttention: (q, k, v, phi, level, lambda, a) => fpaAttention(be, q, k, v, phi, level, lambda, a),
+    fpaAttentionBackward: (q, k, v, phi, level, lambda, o, lse, g, a) => fpaAttentionBackward(be, q, k, v, phi, level, lambda, o, lse, g, a),
   };
 }
