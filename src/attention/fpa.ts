@@ -23,18 +23,33 @@
  *
  * Cache: per KV head and cached position φ, ℓ and W (states "phi", "level", "walk", f32). The walk
  * is kept per position rather than as one running scalar so that a cache rewound to an earlier
- * position (draft-revise decoding) continues correctly. Dead-key eviction (§2.6) is not done here.
+ * position (draft-revise decoding) continues correctly.
+ *
+ * Decoding (§2.6, attention/fpa_decode.ts), on backends that read synchronously (cpu, wasm): the
+ * prefill (the first call, at position 0) runs the exact op, then sets each key's running minimum
+ * m_j to the suffix minimum of φ; every later token lowers the minima to its φ_t and attends with
+ * the penalties λ·relu(ℓ_j − m_j) through the same op given φ ≡ 0 and levels ℓ_j − m_j (then
+ * M_ij = 0 below the diagonal, so pen_ij = λ·relu(ℓ_j − m_j), and the newest key has none). With
+ * `evict` keys whose penalty passes τ are dropped, right after the prefill and at every step, and
+ * the cache is compacted (every `every` steps, or when the dead fraction passes `deadFraction`).
+ * A rewind (a call at a position before the last) rebuilds the minima from the stored φ while the
+ * cache still holds every position (no compaction, no re-centring yet); otherwise it is an error.
+ * Backends without readSync (webgpu) recompute M_ij from the stored φ of every position, exactly,
+ * and do not evict.
  */
 import { fpaAttention } from '../ops/fpa_attention.ts';
 import { kvWrite } from '../ops/attention.ts';
+import { ArgumentError } from '../errors.ts';
+import { tensor, zeros } from '../ops/creation.ts';
 import { add, mul, softplus, tanh } from '../ops/elementwise.ts';
-import { reshape } from '../ops/layout.ts';
+import { concat, narrow, reshape } from '../ops/layout.ts';
 import { cumsum } from '../ops/scan_sort.ts';
 import { Linear } from '../nn/linear.ts';
 import { Module } from '../nn/module.ts';
 import type { ModelConfig } from '../model/config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { cacheState, continueCumsum, headGates, logSigmoid, stateRows, toF32, writeState } from './gates.ts';
+import { fpaDecodeState, type FpaDecodeState, type FpaEvict } from './fpa_decode.ts';
 import type { AttentionMechanism, CacheStateLayout, LayerKv, MechanismContext, MechanismInput } from './mechanism.ts';
 import { OutputGate } from './output_gate.ts';
 
@@ -48,6 +63,8 @@ export interface FpaSpec {
   walk: FpaWalk;
   /** FoX (Pro) output norm + output gate, as for FoX layers. */
   outputGate: boolean;
+  /** Dead-key eviction while decoding (§2.6); absent = off. See attention/fpa_decode.ts DEFAULT_EVICT. */
+  evict?: FpaEvict;
 }
 
 /** softplus⁻¹(1) = ln(e − 1): the offset that makes a stored ρ of 0 mean λ = 1. */
@@ -66,7 +83,7 @@ export class FpaAttention extends Module implements AttentionMechanism {
     super();
     const { f, name, config: c } = ctx;
     const hkv = c.nKvHeads;
-    this.name = `fpa(walk=${spec.walk}${spec.outputGate ? ', outputGate' : ''})`;
+    this.name = `fpa(walk=${spec.walk}${spec.outputGate ? ', outputGate' : ''}${spec.evict ? `, evict τ=${spec.evict.tau}` : ''})`;
     this.walkProj = this.child(new Linear(f, `${name}.fpa.walk`, c.dModel, hkv, { bias: true }));
     this.fieldProj = this.child(new Linear(f, `${name}.fpa.field`, c.dModel, hkv, { bias: true, std: 0 }));
     this.levelProj = this.child(new Linear(f, `${name}.fpa.level`, c.dModel, hkv, { bias: true, std: 0 }));
@@ -101,11 +118,37 @@ export class FpaAttention extends Module implements AttentionMechanism {
   }
 
   forward(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput): Tensor {
-    const [phi, level] = this.fieldAndLevel(cumsum(this.increments(input.x), -1), input.x);
+    const [phi, level] = this.fieldLevel(input.x);
     return this.finish(fpaAttention(q, k, v, phi, level, this.lambda()), input);
   }
 
+  /** φ and ℓ (B, Hkv, T) of a whole sequence x (B, T, C), as the training forward makes them. */
+  fieldLevel(x: Tensor): [Tensor, Tensor] {
+    return this.fieldAndLevel(cumsum(this.increments(x), -1), x);
+  }
+
   forwardCached(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
+    if (!k.backend.readSync) return this.finish(this.exactCached(q, k, v, input, cache, pos), input);
+    const st = fpaDecodeState(cache);
+    if (pos === 0) st.reset();
+    else if (pos !== st.pos) {
+      if (pos > st.pos) throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: positions ${st.pos} … ${pos - 1} were never written to this cache`);
+      if (!st.exactHistory) {
+        throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: the cache was compacted or re-centred, so only a restart at position 0 is possible`);
+      }
+      this.rebuild(st, cache, pos);
+    }
+    if (st.length === 0) {
+      const o = this.exactCached(q, k, v, input, cache, 0);
+      this.rebuild(st, cache, q.shape[2]); // marks the dead keys when evicting
+      if (st.deadFraction() > 0) st.compact(cache);
+      return this.finish(o, input);
+    }
+    return this.finish(this.decode(st, q, k, v, input, cache), input);
+  }
+
+  /** The exact cached step: writes φ, ℓ, W, k, v at rows pos …, recomputes M_ij from the stored φ. */
+  private exactCached(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
     const n = q.shape[2];
     const phiState = cacheState(cache.state, 'phi', this.name);
     const levelState = cacheState(cache.state, 'level', this.name);
@@ -115,9 +158,63 @@ export class FpaAttention extends Module implements AttentionMechanism {
     writeState(levelState, level, pos);
     kvWrite(cache.k, k, pos);
     kvWrite(cache.v, v, pos);
-    return this.finish(fpaAttention(q, cache.k, cache.v, stateRows(phiState), stateRows(levelState), this.lambda(), { kvLength: pos + n }), input);
+    return fpaAttention(q, cache.k, cache.v, stateRows(phiState), stateRows(levelState), this.lambda(), { kvLength: pos + n });
   }
 
+  /** The decode state from the stored φ, ℓ, W of positions 0 … n−1 (suffix minima). */
+  private rebuild(st: FpaDecodeState, cache: LayerKv, n: number): void {
+    const read = (key: string) => cacheState(cache.state, key, this.name).dataSync();
+    st.rebuild(read('phi'), read('level'), read('walk'), st.rows, n);
+    if (this.spec.evict) st.markDead(this.lambda().dataSync(), this.spec.evict.tau);
+  }
+
+  /**
+   * Tokens pos … pos+n−1 one at a time through the running minima: W ← W + δ_t, φ_t, ℓ_t; every
+   * cached m_j ← min(m_j, φ_t); dead keys marked (evict); the new key appended with m = +∞; the query
+   * attends with the penalties; compaction and re-centring when due.
+   */
+  private decode(st: FpaDecodeState, q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv): Tensor {
+    const n = q.shape[2], slots = st.slots, evict = this.spec.evict;
+    const inc = this.increments(input.x).dataSync(), u = headGates(this.fieldProj, input.x).dataSync(), w = headGates(this.levelProj, input.x).dataSync();
+    const lambda = this.lambda();
+    const lam = lambda.dataSync();
+    const backend = k.backend;
+    const phi0 = zeros([st.batch, st.heads, st.rows], { backend });
+    const phiT = new Float32Array(slots), levelT = new Float32Array(slots);
+    const outs: Tensor[] = [];
+    for (let i = 0; i < n; i++) {
+      for (let s = 0; s < slots; s++) {
+        const wt = Math.fround(st.walk[s] + inc[s * n + i]);
+        st.walk[s] = wt;
+        phiT[s] = Math.fround(wt + u[s * n + i]);
+        levelT[s] = Math.fround(wt + w[s * n + i]);
+      }
+      st.observe(phiT);
+      if (evict) st.markDead(lam, evict.tau);
+      const row = st.length;
+      if (st.exactHistory) {
+        // Keep the per-position state tensors complete while a rewind could still rebuild from them.
+        const put = (key: string, vals: Float32Array) => {
+          const t = tensor(vals, [st.batch, st.heads, 1], { backend });
+          writeState(cacheState(cache.state, key, this.name), t, row);
+          t.dispose();
+        };
+        put('phi', phiT);
+        put('level', levelT);
+        put('walk', Float32Array.from(st.walk));
+      }
+      kvWrite(cache.k, narrow(k, 2, i, 1), row);
+      kvWrite(cache.v, narrow(v, 2, i, 1), row);
+      st.append(levelT);
+      const levels = tensor(st.attentionLevels(), [st.batch, st.heads, st.rows], { backend });
+      outs.push(fpaAttention(narrow(q, 2, i, 1), cache.k, cache.v, phi0, levels, lambda, { kvLength: st.length }));
+      levels.dispose();
+      if (evict && st.wantsCompaction(evict)) st.compact(cache);
+      st.maybeRecentre();
+    }
+    phi0.dispose();
+    return n === 1 ? outs[0] : concat(outs, 2);
+  }
   private finish(o: Tensor, input: MechanismInput): Tensor {
     return this.outputGate ? this.outputGate.forward(o, input.x) : o;
   }

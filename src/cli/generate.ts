@@ -25,7 +25,8 @@ options:
   --stop TEXT        stop before TEXT (repeatable)
   --truncate         keep the end of a prompt longer than the context (with a warning) instead of failing
   --backend NAME     cpu, wasm, webgpu or auto (default)
-  --stats            print tokens/s to stderr at the end`;
+  --stats            print tokens/s to stderr at the end, and for models with FPA eviction the
+                     fraction of the KV cache kept per layer and head`;
 
 function topP(value: string | undefined, fallback: number): number {
   const p = numberFlag('generate', 'top-p', value, fallback, { max: 1 });
@@ -74,7 +75,14 @@ export async function generateCommand(argv: string[]): Promise<number> {
     onText: (s) => process.stdout.write(s),
   });
   process.stdout.write('\n');
-  if (v.stats) console.error(`${r.ids.length} tokens after a prompt of ${r.promptTokens}, ${r.tokensPerSecond.toFixed(1)} tokens/s, stopped by ${r.stopReason}`);
+  if (v.stats) {
+    console.error(`${r.ids.length} tokens after a prompt of ${r.promptTokens}, ${r.tokensPerSecond.toFixed(1)} tokens/s, stopped by ${r.stopReason}`);
+    const evicting = r.cacheKept.some((heads) => heads.some((f) => f < 1)) || model.config.attention.some((a) => a.type === 'fpa' && a.evict);
+    if (evicting) {
+      const all = r.cacheKept.flat();
+      console.error(`KV cache kept: ${(100 * all.reduce((a, b) => a + b, 0) / all.length).toFixed(1)}% of keys; per layer and head: ${r.cacheKept.map((heads, i) => `${i}: ${heads.map((f) => f.toFixed(3)).join(' ')}`).join(' | ')}`);
+    }
+  }
   model.dispose();
   return 0;
 }

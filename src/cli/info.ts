@@ -1,5 +1,5 @@
 /** `fon info`: what a checkpoint holds: parameters, config, KV-cache bytes per token. */
-import { kvBytesPerToken } from '../model/config.ts';
+import { kvBytesPerToken, layerAttention } from '../model/config.ts';
 import { loadModel } from '../io/model_checkpoint.ts';
 import { parseFlags, requireFlag } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
@@ -7,7 +7,7 @@ import { backendFromFlag } from './backend_flag.ts';
 export const INFO_USAGE = `usage: fon info --model DIR [--json]
 
 Prints the model's parameter count, model config, tokenizer size and KV-cache bytes per token (f32
-and f16 caches). DIR is a FON checkpoint or a Hugging Face folder (then its architecture too, and
+and f16 caches; before eviction) and, for FPA layers, whether dead-key eviction is configured. DIR is a FON checkpoint or a Hugging Face folder (then its architecture too, and
 the config as FON maps it). Loads on the CPU.`;
 
 export async function infoCommand(argv: string[]): Promise<number> {
@@ -21,6 +21,9 @@ export async function infoCommand(argv: string[]): Promise<number> {
     parameters: model.parameterCount(),
     tokenizerVocab: tokenizer.vocabSize,
     kvCacheBytesPerToken: { f32: kvBytesPerToken(config, 4), f16: kvBytesPerToken(config, 2) },
+    /** FPA layers that evict dead keys while decoding: layer index → τ, every, deadFraction. */
+    fpaEviction: Object.fromEntries(Array.from({ length: config.nLayers }, (_, i) => [i, layerAttention(config, i)] as const)
+      .flatMap(([i, a]) => (a.type === 'fpa' && a.evict ? [[i, a.evict]] : []))),
     config,
   };
   model.dispose();
@@ -28,7 +31,11 @@ export async function infoCommand(argv: string[]): Promise<number> {
   console.log(`checkpoint: ${info.checkpoint}${architecture ? ` (Hugging Face ${architecture})` : ''}`);
   console.log(`parameters: ${info.parameters.toLocaleString('en-US')} (${(info.parameters / 1e6).toFixed(2)}M)`);
   console.log(`tokenizer: ${info.tokenizerVocab} tokens`);
-  console.log(`KV cache per token: ${info.kvCacheBytesPerToken.f32} bytes (f32), ${info.kvCacheBytesPerToken.f16} bytes (f16)`);
+  console.log(`KV cache per token: ${info.kvCacheBytesPerToken.f32} bytes (f32), ${info.kvCacheBytesPerToken.f16} bytes (f16)${config.attention.some((a) => a.type === 'fpa') ? ', before eviction' : ''}`);
+  if (config.attention.some((a) => a.type === 'fpa')) {
+    const ev = Object.entries(info.fpaEviction);
+    console.log(`FPA eviction: ${ev.length ? ev.map(([i, e]) => `layer ${i} τ=${e.tau} (compact every ${e.every} steps or at ${e.deadFraction} dead)`).join(', ') : 'off'}`);
+  }
   console.log(`layers: ${config.attention.length === 1 ? `${config.nLayers} × ${JSON.stringify(config.attention[0])}` : config.attention.map((a) => JSON.stringify(a)).join(', ')}`);
   console.log(`config: ${JSON.stringify(config)}`);
   return 0;

@@ -43,6 +43,11 @@ export interface GenerateResult {
   stopReason: 'eos' | 'stop' | 'maxTokens' | 'context';
   /** Decode speed after the prefill. */
   tokensPerSecond: number;
+  /**
+   * Per layer, per KV head: the fraction of the sequence's keys the KV cache kept at the end (1
+   * without eviction; below 1 for FPA layers with `evict` once keys died: KvCache.kept).
+   */
+  cacheKept: number[][];
 }
 
 /** The prompt goes after `opts.startIds` (by default the end-of-text id: see GenerateOptions). */
@@ -89,6 +94,7 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   };
   let stopReason: GenerateResult['stopReason'] = 'maxTokens';
   let t0 = 0;
+  let cacheKept: number[][] = [];
   try {
     let logits = await step(ids, 0);
     let pos = ids.length;
@@ -112,9 +118,10 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
       if (r.stopped) stopReason = 'stop';
       else emit(stops.flush());
     }
+    cacheKept = cache.kept();
   } finally {
     cache.dispose();
   }
   const secs = (performance.now() - t0) / 1000;
-  return { text, ids: out, promptTokens: ids.length - start.length, stopReason, tokensPerSecond: out.length > 1 ? (out.length - 1) / secs : 0 };
+  return { text, ids: out, promptTokens: ids.length - start.length, stopReason, tokensPerSecond: out.length > 1 ? (out.length - 1) / secs : 0, cacheKept };
 }

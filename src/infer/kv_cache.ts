@@ -4,7 +4,12 @@
  * φ, ℓ and walk, each f32 (B, heads, Tmax, 1)), allocated once when the sequence starts and
  * written in place (ops/attention.ts kvWrite), never re-allocated per token. `length` is the
  * number of positions already written.
+ *
+ * FPA layers also get a decode state (attention/fpa_decode.ts: running minima, and with eviction
+ * the surviving keys, compacted to the front of k and v); `kept()` reports the fraction of the
+ * cache each layer and KV head keeps.
  */
+import { attachFpaDecodeState, peekFpaDecodeState, type FpaDecodeOptions } from '../attention/fpa_decode.ts';
 import type { LayerKv } from '../attention/mechanism.ts';
 import { mechanismCacheState } from '../attention/registry.ts';
 import type { Backend } from '../backend/backend.ts';
@@ -14,12 +19,15 @@ import { layerAttention, type ModelConfig } from '../model/config.ts';
 import { keep } from '../tensor/scope.ts';
 import type { FloatDType } from '../tensor/dtype.ts';
 
+/** Options of a KvCache's FPA layers (attention/fpa_decode.ts). */
+export type KvCacheOptions = FpaDecodeOptions;
+
 export class KvCache {
   readonly layers: LayerKv[];
   /** Positions written so far. */
   length = 0;
 
-  constructor(readonly config: ModelConfig, readonly batch: number, readonly maxLength: number, backend: Backend, readonly dtype: FloatDType = 'f32') {
+  constructor(readonly config: ModelConfig, readonly batch: number, readonly maxLength: number, backend: Backend, readonly dtype: FloatDType = 'f32', opts: KvCacheOptions = {}) {
     if (!Number.isInteger(maxLength) || maxLength < 1 || maxLength > config.contextLength) {
       throw new ArgumentError(`KvCache: maxLength ${maxLength} must be an integer in [1, ${config.contextLength}] (the model's context length)`);
     }
@@ -28,6 +36,7 @@ export class KvCache {
       const layout = Object.entries(mechanismCacheState(layerAttention(config, i), config));
       const slot: LayerKv = { k: keep(zeros(shape, { backend, dtype })), v: keep(zeros(shape, { backend, dtype })) };
       if (layout.length) slot.state = Object.fromEntries(layout.map(([name, heads]) => [name, keep(zeros([batch, heads, maxLength, 1], { backend, dtype: 'f32' }))]));
+      if (layerAttention(config, i).type === 'fpa') attachFpaDecodeState(slot, opts);
       return slot;
     });
   }
@@ -41,6 +50,14 @@ export class KvCache {
       for (const s of Object.values(l.state ?? {})) n += s.size * 4;
     }
     return n;
+  }
+
+  /**
+   * Per layer, per KV head: the fraction of the positions seen whose keys the cache keeps (1 for
+   * layers that keep every key; below 1 for FPA layers with eviction once keys die).
+   */
+  kept(): number[][] {
+    return this.layers.map((l) => peekFpaDecodeState(l)?.kept() ?? new Array<number>(this.config.nKvHeads).fill(1));
   }
 
   dispose(): void {

@@ -5,6 +5,7 @@
  */
 import type { LayerAttention } from '../attention/mechanism.ts';
 import { FPA_WALKS } from '../attention/fpa.ts';
+import { DEFAULT_EVICT, type FpaEvict } from '../attention/fpa_decode.ts';
 import { mechanismCacheState } from '../attention/registry.ts';
 import { FonError } from '../errors.ts';
 import type { RopeScaling } from '../nn/rope_tables.ts';
@@ -60,8 +61,10 @@ export interface ModelConfig {
   /**
    * One entry per layer, or one entry applied to every layer: {"type": "full"},
    * {"type": "local", "window": n}, {"type": "fox", "outputGate"?: bool} or
-   * {"type": "fpa", "walk"?: "fox" | "linear" | "tanh", "outputGate"?: bool} (attention/fox.ts,
-   * attention/fpa.ts; omitted options take their defaults: walk "fox", outputGate false).
+   * {"type": "fpa", "walk"?: "fox" | "linear" | "tanh", "outputGate"?: bool, "evict"?: true |
+   * {"tau"?, "every"?, "deadFraction"?}} (attention/fox.ts, attention/fpa.ts; omitted options take
+   * their defaults: walk "fox", outputGate false, no eviction; evict's fields default to τ = 16,
+   * every 64 steps, dead fraction 0.25, attention/fpa_decode.ts).
    */
   attention: LayerAttention[];
 }
@@ -101,7 +104,7 @@ const show = (v: unknown) => JSON.stringify(v) ?? String(v);
 
 /** The option keys of each attention type besides 'type'. */
 const ATTENTION_KEYS: Record<LayerAttention['type'], readonly string[]> = {
-  full: [], local: ['window'], fox: ['outputGate'], fpa: ['walk', 'outputGate'],
+  full: [], local: ['window'], fox: ['outputGate'], fpa: ['walk', 'outputGate', 'evict'],
 };
 
 function checkBool(o: Record<string, unknown>, key: string, at: string): boolean {
@@ -135,10 +138,30 @@ function checkAttention(v: unknown, where: string): LayerAttention[] {
       case 'fpa': {
         const walk = o.walk ?? 'fox';
         if (!FPA_WALKS.includes(walk as never)) throw new ConfigError(`${at}: 'walk' = ${show(walk)}: expected one of ${FPA_WALKS.map(show).join(', ')}`);
-        return { type, walk: walk as (typeof FPA_WALKS)[number], outputGate: checkBool(o, 'outputGate', at) };
+        const spec = { type, walk: walk as (typeof FPA_WALKS)[number], outputGate: checkBool(o, 'outputGate', at) };
+        return o.evict === undefined || o.evict === false ? spec : { ...spec, evict: checkEvict(o.evict, at) };
       }
     }
   });
+}
+
+const EVICT_KEYS = ['tau', 'every', 'deadFraction'];
+
+/**
+ * An FPA layer's 'evict': true (the defaults) or {"tau"?: number > 0, "every"?: int ≥ 1,
+ * "deadFraction"?: number in (0, 1]}, omitted fields from attention/fpa_decode.ts DEFAULT_EVICT.
+ */
+function checkEvict(v: unknown, at: string): FpaEvict {
+  const expected = 'expected true or an object {"tau"?: number > 0, "every"?: integer ≥ 1, "deadFraction"?: number in (0, 1]}';
+  if (v === true) return { ...DEFAULT_EVICT };
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new ConfigError(`${at}: 'evict' = ${show(v)}: ${expected}`);
+  const o = v as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!EVICT_KEYS.includes(k)) throw new ConfigError(`${at}: unknown key 'evict.${k}'; expected ${EVICT_KEYS.join(', ')}`);
+  const e = { ...DEFAULT_EVICT, ...o } as Record<string, unknown>;
+  if (typeof e.tau !== 'number' || !Number.isFinite(e.tau) || e.tau <= 0) throw new ConfigError(`${at}: 'evict.tau' = ${show(e.tau)}: expected a finite number > 0`);
+  if (!Number.isInteger(e.every) || (e.every as number) < 1) throw new ConfigError(`${at}: 'evict.every' = ${show(e.every)}: expected an integer ≥ 1`);
+  if (typeof e.deadFraction !== 'number' || !(e.deadFraction > 0 && e.deadFraction <= 1)) throw new ConfigError(`${at}: 'evict.deadFraction' = ${show(e.deadFraction)}: expected a number in (0, 1]`);
+  return { tau: e.tau, every: e.every as number, deadFraction: e.deadFraction };
 }
 
 /** Whether some layer's mechanism runs without positional encoding by design (FoX, FPA). */
