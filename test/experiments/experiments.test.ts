@@ -1,0 +1,231 @@
+/**
+ * The experiment harness (experiments/*.ts): the data generators are pure functions of their seed
+ * and say what they claim (the stack task's answer is the innermost open scope; a passkey sample
+ * has the key at the requested depth and the requested length), and each script runs end to end
+ * with tiny settings on the cpu backend and writes the JSON it documents.
+ */
+import { strict as assert } from 'node:assert';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { ArgumentError } from '../../src/errors.ts';
+import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
+import {
+  answerId, IGNORE, lastOpenAccuracy, openId, STACK_TOKENS, stackSequence, stackVocabSize, type StackSequence, type StackTaskOptions,
+} from '../../experiments/stack_task.ts';
+import { asciiFiller, digitsRight, KEY_DIGITS, minPasskeyLength, NEEDLE, passkeySample, QUESTION } from '../../experiments/passkey.ts';
+import { markdownTable, meanStd, parseMechanisms, parseSeeds } from '../../experiments/lib/common.ts';
+
+const STACK: StackTaskOptions = { length: 200, labels: 5, maxDepth: 6, queryRate: 0.15 };
+
+/** Replays a sequence with an explicit stack and checks every token against the grammar. */
+function replay(q: StackSequence, o: StackTaskOptions): { queries: number; popsBeforeQuery: number } {
+  const stack: number[] = [];
+  let queries = 0, popsBeforeQuery = 0, poppedSinceOpen = false;
+  for (let t = 0; t < q.inputs.length; t++) {
+    const id = q.inputs[t];
+    if (id === STACK_TOKENS.query) {
+      assert.ok(stack.length > 0, `query at ${t} with no scope open`);
+      const want = answerId(stack[stack.length - 1], o.labels);
+      assert.equal(q.targets[t], want, `answer at ${t}`);
+      if (t + 1 < q.inputs.length) assert.equal(q.inputs[t + 1], want, `answer token after the query at ${t}`);
+      queries++;
+      if (poppedSinceOpen) popsBeforeQuery++;
+      continue;
+    }
+    assert.equal(q.targets[t], IGNORE, `only queries are scored (position ${t})`);
+    if (id === STACK_TOKENS.close) {
+      assert.ok(stack.length > 0, `close at ${t} with no scope open`);
+      stack.pop();
+      poppedSinceOpen = true;
+    } else if (id >= openId(0) && id < openId(o.labels)) {
+      stack.push(id - openId(0));
+      assert.ok(stack.length <= o.maxDepth, `depth ${stack.length} > ${o.maxDepth} at ${t}`);
+      poppedSinceOpen = false;
+    } else if (id !== STACK_TOKENS.filler) {
+      assert.ok(id >= answerId(0, o.labels) && id < stackVocabSize(o.labels) && q.inputs[t - 1] === STACK_TOKENS.query, `token ${id} at ${t}`);
+    }
+  }
+  return { queries, popsBeforeQuery };
+}
+
+describe('stack task generator', () => {
+  it('is a pure function of (seed, index)', () => {
+    const a = stackSequence(7, 3, STACK), b = stackSequence(7, 3, STACK);
+    assert.deepEqual(a.inputs, b.inputs);
+    assert.deepEqual(a.targets, b.targets);
+    assert.notDeepEqual(stackSequence(7, 4, STACK).inputs, a.inputs);
+    assert.notDeepEqual(stackSequence(8, 3, STACK).inputs, a.inputs);
+  });
+
+  it("scores each query with the innermost open scope's label and keeps to the grammar", () => {
+    let queries = 0, popped = 0, deepest = 0;
+    for (let i = 0; i < 50; i++) {
+      const q = stackSequence(1, i, STACK);
+      assert.equal(q.inputs.length, STACK.length);
+      const r = replay(q, STACK);
+      queries += r.queries;
+      popped += r.popsBeforeQuery;
+      deepest = Math.max(deepest, q.depthReached);
+    }
+    assert.ok(queries > 500, `${queries} queries in 50 sequences`);
+    // Queries after a close are the ones a "most recent open" shortcut can get wrong.
+    assert.ok(popped > queries / 5, `${popped} of ${queries} queries come after a close`);
+    assert.equal(deepest, STACK.maxDepth);
+  });
+
+  it('a sequence asks at its last chance when it has not asked yet', () => {
+    const rare = { ...STACK, length: 12, queryRate: 0.01 };
+    let asked = 0;
+    for (let i = 0; i < 100; i++) {
+      const q = stackSequence(2, i, rare);
+      if (replay(q, rare).queries > 0) asked++;
+    }
+    // Without the last chance about 1 − 0.99^10 ≈ 10% would ask; only an empty stack at position 10 prevents it.
+    assert.ok(asked >= 80, `${asked} of 100 short sequences have a query`);
+  });
+
+  it('the last-open baseline is wrong exactly where a close hid the most recent scope', () => {
+    const o = { ...STACK, labels: 3 };
+    const seq = (ids: number[], targets: number[]): StackSequence => ({ inputs: Int32Array.from(ids), targets: Int32Array.from(targets), depthReached: 2 });
+    // (0 (1 ) ? =0 : the answer is 0, the baseline says 1.
+    const hidden = seq([openId(0), openId(1), STACK_TOKENS.close, STACK_TOKENS.query, answerId(0, 3)], [IGNORE, IGNORE, IGNORE, answerId(0, 3), IGNORE]);
+    replay(hidden, o);
+    assert.equal(lastOpenAccuracy([hidden], 3), 0);
+    // (0 (1 ? =1 : both agree.
+    const open = seq([openId(0), openId(1), STACK_TOKENS.query, answerId(1, 3)], [IGNORE, IGNORE, answerId(1, 3), IGNORE]);
+    replay(open, o);
+    assert.equal(lastOpenAccuracy([open], 3), 1);
+    assert.equal(lastOpenAccuracy([hidden, open], 3), 0.5);
+  });
+});
+
+describe('passkey generator', () => {
+  const filler = asciiFiller(['The quick brown fox\tjumps over the lazy dog. ', 'Caf\u00e9 au lait,\n\nplease.']);
+
+  it('asciiFiller keeps one byte per character with single spaces', () => {
+    assert.equal(filler, 'The quick brown fox jumps over the lazy dog. Caf au lait, please.');
+  });
+
+  it('puts the key at the requested depth in a sample of the requested length', () => {
+    const tok = byteTokenizer();
+    for (const length of [minPasskeyLength(), 150, 700]) {
+      for (const depth of [0, 0.1, 0.5, 0.9, 1]) {
+        const s = passkeySample(3, 11, { length, depth, filler });
+        assert.equal(s.text.length, length);
+        assert.equal(tok.encode(s.text).length, length, 'one token per byte');
+        assert.match(s.key, /^[1-9]\d{4}$/);
+        assert.equal(s.key.length, KEY_DIGITS);
+        assert.equal(s.prompt + s.key, s.text);
+        assert.ok(s.prompt.endsWith(QUESTION));
+        assert.equal(s.fillerBytes, length - NEEDLE(s.key).length - QUESTION.length - KEY_DIGITS);
+        assert.equal(s.needleAt, Math.round(depth * s.fillerBytes));
+        assert.equal(s.text.slice(s.needleAt, s.needleAt + NEEDLE(s.key).length), NEEDLE(s.key));
+        assert.equal(s.text.indexOf(s.key), s.needleAt + ' The pass key is '.length, 'the key appears first in the needle');
+      }
+    }
+  });
+
+  it('is a pure function of (seed, index) and varies the key', () => {
+    const o = { length: 300, depth: 0.5, filler };
+    assert.deepEqual(passkeySample(5, 2, o), passkeySample(5, 2, o));
+    const keys = new Set(Array.from({ length: 20 }, (_, i) => passkeySample(5, i, o).key));
+    assert.ok(keys.size >= 18, `${keys.size} distinct keys in 20 samples`);
+  });
+
+  it('digitsRight counts digits right in place', () => {
+    assert.equal(digitsRight('12345', '12345'), 1);
+    assert.equal(digitsRight('12045', '12345'), 0.8);
+    assert.equal(digitsRight('2345', '12345'), 0, 'a shifted answer scores nothing');
+    assert.equal(digitsRight('', '12345'), 0);
+  });
+
+  it('rejects a length too short for needle, question and key, and a depth outside [0, 1]', () => {
+    assert.throws(() => passkeySample(1, 0, { length: minPasskeyLength() - 1, depth: 0.5, filler }), (e) => e instanceof ArgumentError && /shorter than the \d+ bytes/.test(e.message));
+    assert.throws(() => passkeySample(1, 0, { length: 200, depth: 1.5, filler }), (e) => e instanceof ArgumentError && /depth 1.5 must be in \[0, 1\]/.test(e.message));
+  });
+});
+
+describe('experiment helpers', () => {
+  it('parses seeds and mechanisms, naming a bad value', () => {
+    assert.deepEqual(parseSeeds('1, 2,3'), [1, 2, 3]);
+    assert.throws(() => parseSeeds('1,x'), (e) => e instanceof ArgumentError && /--seeds '1,x'/.test(e.message));
+    assert.deepEqual(parseMechanisms('fpa,full'), ['fpa', 'full']);
+    assert.throws(() => parseMechanisms('full,rope'), (e) => e instanceof ArgumentError && /'rope' is not one of full, fox, fpa/.test(e.message));
+  });
+
+  it('meanStd and markdownTable', () => {
+    const s = meanStd([1, 2, 3, 4]);
+    assert.equal(s.mean, 2.5);
+    assert.ok(Math.abs(s.std - Math.sqrt(5 / 3)) < 1e-12);
+    assert.deepEqual(meanStd([7]), { mean: 7, std: 0 });
+    assert.equal(markdownTable(['a', 'bb'], [['xyz', '1']]), '| a   | bb |\n|-----|----|\n| xyz | 1  |');
+  });
+});
+
+describe('scripts end to end (cpu, tiny settings)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'fon-experiments-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  const tiny = ['--backend', 'cpu', '--d-model', '16', '--heads', '2', '--head-dim', '8', '--mlp-hidden', '16'];
+  const run = (script: string, args: string[]) => {
+    const json = join(dir, `${script}.json`);
+    const r = spawnSync(process.execPath, ['--import', 'tsx', `experiments/${script}.ts`, ...tiny, ...args, '--json', json], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(r.status, 0, `${script} exited ${r.status}:\n${r.stderr}`);
+    return { out: r.stdout, json: JSON.parse(readFileSync(json, 'utf8')) };
+  };
+  const fraction = (x: unknown) => typeof x === 'number' && x >= 0 && x <= 1;
+
+  it('stack_task', () => {
+    const { out, json } = run('stack_task', ['--seeds', '1,2', '--steps', '2', '--batch', '2', '--length', '24', '--eval-length', '32', '--depth', '3', '--eval-depth', '5', '--eval-seqs', '3']);
+    assert.match(out, /\| mechanism +\| seed \|/);
+    assert.equal(json.experiment, 'stack_task');
+    assert.match(json.command, /experiments\/stack_task\.ts/);
+    assert.equal(json.results.length, 6);
+    for (const r of json.results) {
+      assert.ok(['full', 'fox', 'fpa'].includes(r.mechanism) && [1, 2].includes(r.seed));
+      assert.ok(fraction(r.heldOut) && fraction(r.deeper) && Number.isFinite(r.trainLoss) && r.parameters > 0, JSON.stringify(r));
+    }
+    assert.equal(json.baselines.length, 2);
+    assert.equal(json.settings.deeper.maxDepth, 5);
+  });
+
+  it('passkey', () => {
+    const { out, json } = run('passkey', ['--seeds', '1', '--steps', '2', '--batch', '2', '--length', '96', '--layers', '1', '--multiples', '1,2', '--depths', '0.1,0.9', '--trials', '1']);
+    assert.match(out, /fpa-evict/);
+    assert.equal(json.experiment, 'passkey');
+    assert.deepEqual(json.arms, ['full', 'fox', 'fpa', 'fpa-evict']);
+    assert.equal(json.cells.length, 4 * 2 * 2);
+    for (const c of json.cells) {
+      assert.ok(fraction(c.accuracy) && fraction(c.digits) && fraction(c.kept) && c.digits >= c.accuracy, JSON.stringify(c));
+      assert.equal(c.length, 96 * c.multiple);
+      assert.match(c.example.key, /^\d{5}$/);
+      assert.equal(typeof c.example.generated, 'string');
+      if (c.arm !== 'fpa-evict') assert.equal(c.kept, 1, `${c.arm} keeps every key`);
+    }
+    assert.equal(json.trained.length, 4);
+    assert.equal(json.summary.length, 4 * 2);
+  });
+
+  it('lm_compare', () => {
+    const { out, json } = run('lm_compare', ['--seeds', '1', '--steps', '2', '--batch', '2', '--context', '32', '--layers', '1', '--eval-windows', '2']);
+    assert.match(out, /fpa \/ fox perplexity/);
+    assert.equal(json.experiment, 'lm_compare');
+    assert.equal(json.data, 'builtin:brown');
+    assert.equal(json.results.length, 3);
+    for (const r of json.results) {
+      assert.equal(r.tokens, 64, 'two windows of 32');
+      assert.ok(r.perplexity > 1 && Number.isFinite(r.perplexity) && r.bitsPerByte > 0, JSON.stringify(r));
+      assert.ok(Math.abs(r.bitsPerByte - r.loss / Math.LN2) < 1e-9, 'one byte per token');
+    }
+    assert.equal(json.fpaOverFox.length, 1);
+    assert.ok(Math.abs(json.fpaOverFox[0].ratio - json.results[2].perplexity / json.results[1].perplexity) < 1e-12);
+  });
+
+  it('a bad flag fails with the value named', () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'experiments/stack_task.ts', '--backend', 'cpu', '--mechanisms', 'full,rope'], { encoding: 'utf8', timeout: 30_000 });
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /'rope' is not one of full, fox, fpa/);
+  });
+});
