@@ -9,9 +9,12 @@
  * so f ≈ 0.5 at step 0; its special bias init is only for its data-independent gates), plus the
  * output gate's with `outputGate` (attention/output_gate.ts). No positional encoding is needed:
  * the config makes positions "none" by default for models with fox layers (model/config.ts).
+ * With `tokenShift`, the Pro token shift on the raw k and v projections (attention/token_shift.ts:
+ * `shift_k.weight`, `shift_v.weight`, Hkv × C), applied by the block through transformKv.
  *
  * Cache: besides k and v, c at every cached position per query head (state "c", f32), so a step
- * continues the cumsum from the last cached row and attends over rows 0 … pos+n−1.
+ * continues the cumsum from the last cached row and attends over rows 0 … pos+n−1; with
+ * `tokenShift`, the last pre-shift k and v rows (states "shift_k", "shift_v", one row per sequence).
  */
 import { foxAttention } from '../ops/fox_attention.ts';
 import { kvWrite } from '../ops/attention.ts';
@@ -23,25 +26,31 @@ import type { Tensor } from '../tensor/tensor.ts';
 import { cacheState, continueCumsum, headGates, logSigmoid, stateRows } from './gates.ts';
 import type { AttentionMechanism, CacheStateLayout, LayerKv, MechanismContext, MechanismInput } from './mechanism.ts';
 import { OutputGate } from './output_gate.ts';
+import { TokenShift } from './token_shift.ts';
 
 /** The config entry of a FoX layer. */
 export interface FoxSpec {
   type: 'fox';
   /** FoX (Pro) output norm + output gate: y = W_o(RMSNorm_perhead(o) ⊙ σ(W_g x)). */
   outputGate: boolean;
+  /** FoX (Pro) data-dependent token shift of k and v (attention/token_shift.ts); absent = off. */
+  tokenShift?: boolean;
 }
 
 export class FoxAttention extends Module implements AttentionMechanism {
   readonly name: string;
   readonly fgate: Linear;
   readonly outputGate?: OutputGate;
+  readonly tokenShift?: TokenShift;
 
   constructor(readonly spec: FoxSpec, ctx: MechanismContext) {
     super();
     const { f, name, config: c } = ctx;
-    this.name = spec.outputGate ? 'fox(outputGate)' : 'fox';
+    const opts = [spec.outputGate && 'outputGate', spec.tokenShift && 'tokenShift'].filter(Boolean);
+    this.name = opts.length ? `fox(${opts.join(', ')})` : 'fox';
     this.fgate = this.child(new Linear(f, `${name}.fgate`, c.dModel, c.nHeads, { bias: true }));
     if (spec.outputGate) this.outputGate = this.child(new OutputGate(f, name, c));
+    if (spec.tokenShift) this.tokenShift = this.child(new TokenShift(f, name, c, this.name));
   }
 
   /** Cache state: c per query head. */
@@ -52,6 +61,12 @@ export class FoxAttention extends Module implements AttentionMechanism {
   /** log f (B, H, T) f32 from x (B, T, C). */
   logForget(x: Tensor): Tensor {
     return logSigmoid(headGates(this.fgate, x));
+  }
+
+  /** The token shift of the raw k and v (B, T, Hkv, D) when on; otherwise k and v as they are. */
+  transformKv(k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv | undefined, pos: number): [Tensor, Tensor] {
+    if (!this.tokenShift) return [k, v];
+    return cache ? this.tokenShift.forwardCached(k, v, input.x, cache, pos) : this.tokenShift.forward(k, v, input.x);
   }
 
   forward(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput): Tensor {

@@ -19,7 +19,10 @@
  * per query head, FPA one walk per KV head, so they coincide when nKvHeads = nHeads. The spec fuses
  * the three projections into one 3·Hkv-row GEMM; they are kept as three matrices so each has its own
  * init: `fpa.walk.{weight,bias}`, `fpa.field.{weight,bias}`, `fpa.level.{weight,bias}`, `fpa.rho`
- * (Hkv), `fpa.kappa` (Hkv, walk "tanh" only), plus the output gate's with `outputGate`.
+ * (Hkv), `fpa.kappa` (Hkv, walk "tanh" only), plus the output gate's with `outputGate`, and with
+ * `tokenShift` the Pro token shift's `shift_k.weight`, `shift_v.weight` (attention/token_shift.ts,
+ * applied by the block to the raw k and v through transformKv; cache states "shift_k", "shift_v",
+ * one row per sequence).
  *
  * Cache: per KV head and cached position φ, ℓ and W (states "phi", "level", "walk", f32). The walk
  * is kept per position rather than as one running scalar so that a cache rewound to an earlier
@@ -52,6 +55,7 @@ import { cacheState, continueCumsum, headGates, logSigmoid, stateRows, toF32, wr
 import { fpaDecodeState, type FpaDecodeState, type FpaEvict } from './fpa_decode.ts';
 import type { AttentionMechanism, CacheStateLayout, LayerKv, MechanismContext, MechanismInput } from './mechanism.ts';
 import { OutputGate } from './output_gate.ts';
+import { TokenShift } from './token_shift.ts';
 
 export type FpaWalk = 'fox' | 'linear' | 'tanh';
 export const FPA_WALKS: readonly FpaWalk[] = ['fox', 'linear', 'tanh'];
@@ -63,6 +67,8 @@ export interface FpaSpec {
   walk: FpaWalk;
   /** FoX (Pro) output norm + output gate, as for FoX layers. */
   outputGate: boolean;
+  /** FoX (Pro) data-dependent token shift of k and v, as for FoX layers; absent = off. */
+  tokenShift?: boolean;
   /** Dead-key eviction while decoding (§2.6); absent = off. See attention/fpa_decode.ts DEFAULT_EVICT. */
   evict?: FpaEvict;
 }
@@ -78,18 +84,20 @@ export class FpaAttention extends Module implements AttentionMechanism {
   readonly rho: Tensor;
   readonly kappa?: Tensor;
   readonly outputGate?: OutputGate;
+  readonly tokenShift?: TokenShift;
 
   constructor(readonly spec: FpaSpec, ctx: MechanismContext) {
     super();
     const { f, name, config: c } = ctx;
     const hkv = c.nKvHeads;
-    this.name = `fpa(walk=${spec.walk}${spec.outputGate ? ', outputGate' : ''}${spec.evict ? `, evict τ=${spec.evict.tau}` : ''})`;
+    this.name = `fpa(walk=${spec.walk}${spec.outputGate ? ', outputGate' : ''}${spec.tokenShift ? ', tokenShift' : ''}${spec.evict ? `, evict τ=${spec.evict.tau}` : ''})`;
     this.walkProj = this.child(new Linear(f, `${name}.fpa.walk`, c.dModel, hkv, { bias: true }));
     this.fieldProj = this.child(new Linear(f, `${name}.fpa.field`, c.dModel, hkv, { bias: true, std: 0 }));
     this.levelProj = this.child(new Linear(f, `${name}.fpa.level`, c.dModel, hkv, { bias: true, std: 0 }));
     this.rho = this.param(f, `${name}.fpa.rho`, [hkv], { kind: 'zeros' });
     if (spec.walk === 'tanh') this.kappa = this.param(f, `${name}.fpa.kappa`, [hkv], { kind: 'ones' });
     if (spec.outputGate) this.outputGate = this.child(new OutputGate(f, name, c));
+    if (spec.tokenShift) this.tokenShift = this.child(new TokenShift(f, name, c, this.name));
   }
 
   /** Cache state: φ, ℓ and W per KV head. */
@@ -115,6 +123,12 @@ export class FpaAttention extends Module implements AttentionMechanism {
   /** φ and ℓ (B, Hkv, T) from the walk W (B, Hkv, T) and x. */
   private fieldAndLevel(walk: Tensor, x: Tensor): [Tensor, Tensor] {
     return [add(walk, headGates(this.fieldProj, x)), add(walk, headGates(this.levelProj, x))];
+  }
+
+  /** The token shift of the raw k and v (B, T, Hkv, D) when on; otherwise k and v as they are. */
+  transformKv(k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv | undefined, pos: number): [Tensor, Tensor] {
+    if (!this.tokenShift) return [k, v];
+    return cache ? this.tokenShift.forwardCached(k, v, input.x, cache, pos) : this.tokenShift.forward(k, v, input.x);
   }
 
   forward(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput): Tensor {

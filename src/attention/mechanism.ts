@@ -5,7 +5,9 @@
  * cache and attends over it, and the cache's size. Projections, QK-norm, RoPE and the output
  * projection stay in the block (model/attention_block.ts); a mechanism mixes the sequence and
  * may own parameters of its own (FoX's forget gate, FPA's walk), made through the ParamFactory
- * under the block's name, so that a checkpoint holds them beside q, k, v, o.
+ * under the block's name, so that a checkpoint holds them beside q, k, v, o. A mechanism may also
+ * transform the raw k and v projections before the block norms and rotates them (transformKv:
+ * the FoX "Pro" token shift, attention/token_shift.ts).
  */
 import type { ModelConfig } from '../model/config.ts';
 import type { Module } from '../nn/module.ts';
@@ -49,8 +51,15 @@ export interface MechanismInput {
 export type CacheStateLayout = Record<string, number>;
 
 /**
+ * State a mechanism keeps once per sequence rather than per position (the token shift's last
+ * pre-shift k and v): name → [heads, width], allocated f32 (B, heads, 1, width), written in place.
+ */
+export type CacheRowLayout = Record<string, readonly [heads: number, width: number]>;
+
+/**
  * One layer's slot of the KV cache: k and v (B, Hkv, Tmax, D), allocated once per sequence, and
- * the mechanism's state rows by name (see CacheStateLayout; empty for full and local attention).
+ * the mechanism's state by name: per-position entries (B, heads, Tmax, 1) (CacheStateLayout) and
+ * per-sequence rows (B, heads, 1, width) (CacheRowLayout); none for full and local attention.
  */
 export interface LayerKv { k: Tensor; v: Tensor; state?: Record<string, Tensor> }
 
@@ -65,6 +74,14 @@ export interface AttentionMechanism extends Module {
    * → (B, H, n, D). Rows before pos must have been written by earlier calls. No gradient.
    */
   forwardCached(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor;
+  /**
+   * Optional: the raw k and v projections (B, T, Hkv, D) → the k and v the block norms, rotates
+   * and hands to forward / forwardCached, same shapes. Without `cache`, positions 0 … T−1 of whole
+   * sequences (differentiable); with it, positions pos … pos+T−1 of a cached step, which may read
+   * and write the mechanism's state in the slot. Absent (full, local): k and v go to the block's
+   * norms unchanged, as they do from fox and fpa layers without the token shift.
+   */
+  transformKv?(k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv | undefined, pos: number): [Tensor, Tensor];
   /** Bytes of KV cache per token of context for one layer (k and v at bytesPerElement, state in f32). */
   cacheBytesPerToken(nKvHeads: number, headDim: number, bytesPerElement: number): number;
 }

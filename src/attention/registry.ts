@@ -1,13 +1,15 @@
 /**
  * The mechanism of a layer from its config entry (model/config.ts LayerAttention), and what each
- * keeps in the KV cache besides k and v (infer/kv_cache.ts allocates it, model/config.ts counts it).
+ * keeps in the KV cache besides k and v, per position and per sequence (infer/kv_cache.ts
+ * allocates both, model/config.ts counts the per-position state).
  */
 import type { ModelConfig } from '../model/config.ts';
 import { FoxAttention } from './fox.ts';
 import { FpaAttention } from './fpa.ts';
 import { FullAttention } from './full.ts';
 import { LocalAttention } from './local.ts';
-import type { AttentionMechanism, CacheStateLayout, LayerAttention, MechanismContext } from './mechanism.ts';
+import type { AttentionMechanism, CacheRowLayout, CacheStateLayout, LayerAttention, MechanismContext } from './mechanism.ts';
+import { TokenShift } from './token_shift.ts';
 
 /** Builds layer attention `spec`; mechanisms with parameters make them through ctx.f under ctx.name. */
 export function createMechanism(spec: LayerAttention, ctx: MechanismContext): AttentionMechanism {
@@ -25,5 +27,13 @@ export function mechanismCacheState(spec: LayerAttention, c: ModelConfig): Cache
     case 'full': case 'local': return {};
     case 'fox': return FoxAttention.cacheState(c);
     case 'fpa': return FpaAttention.cacheState(c);
+  }
+}
+
+/** The per-sequence cache rows of a layer with attention `spec` (the token shift's last k and v): name → [heads, width] (f32). */
+export function mechanismCacheRows(spec: LayerAttention, c: ModelConfig): CacheRowLayout {
+  switch (spec.type) {
+    case 'full': case 'local': return {};
+    case 'fox': case 'fpa': return spec.tokenShift ? TokenShift.cacheRows(c) : {};
   }
 }

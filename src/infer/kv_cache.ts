@@ -1,7 +1,8 @@
 /**
  * The KV cache of one generation: per layer k and v (B, Hkv, Tmax, D), plus the per-position
  * state the layer's mechanism keeps (attention/registry.ts mechanismCacheState: FoX's c, FPA's
- * φ, ℓ and walk, each f32 (B, heads, Tmax, 1)), allocated once when the sequence starts and
+ * φ, ℓ and walk, each f32 (B, heads, Tmax, 1)) and per sequence (mechanismCacheRows: the token
+ * shift's last pre-shift k and v, f32 (B, Hkv, 1, D)), allocated once when the sequence starts and
  * written in place (ops/attention.ts kvWrite), never re-allocated per token. `length` is the
  * number of positions already written.
  *
@@ -11,7 +12,7 @@
  */
 import { attachFpaDecodeState, peekFpaDecodeState, type FpaDecodeOptions } from '../attention/fpa_decode.ts';
 import type { LayerKv } from '../attention/mechanism.ts';
-import { mechanismCacheState } from '../attention/registry.ts';
+import { mechanismCacheRows, mechanismCacheState } from '../attention/registry.ts';
 import type { Backend } from '../backend/backend.ts';
 import { ArgumentError } from '../errors.ts';
 import { zeros } from '../ops/creation.ts';
@@ -33,15 +34,18 @@ export class KvCache {
     }
     const shape = [batch, config.nKvHeads, maxLength, config.headDim];
     this.layers = Array.from({ length: config.nLayers }, (_, i) => {
-      const layout = Object.entries(mechanismCacheState(layerAttention(config, i), config));
+      const spec = layerAttention(config, i);
+      const perPosition = Object.entries(mechanismCacheState(spec, config)).map(([name, heads]) => [name, [batch, heads, maxLength, 1]] as const);
+      const perSequence = Object.entries(mechanismCacheRows(spec, config)).map(([name, [heads, width]]) => [name, [batch, heads, 1, width]] as const);
+      const layout = [...perPosition, ...perSequence];
       const slot: LayerKv = { k: keep(zeros(shape, { backend, dtype })), v: keep(zeros(shape, { backend, dtype })) };
-      if (layout.length) slot.state = Object.fromEntries(layout.map(([name, heads]) => [name, keep(zeros([batch, heads, maxLength, 1], { backend, dtype: 'f32' }))]));
-      if (layerAttention(config, i).type === 'fpa') attachFpaDecodeState(slot, opts);
+      if (layout.length) slot.state = Object.fromEntries(layout.map(([name, s]) => [name, keep(zeros(s, { backend, dtype: 'f32' }))]));
+      if (spec.type === 'fpa') attachFpaDecodeState(slot, opts);
       return slot;
     });
   }
 
-  /** Bytes held by the cache on its device. */
+  /** Bytes held by the cache on its device: maxLength × kvBytesPerToken plus the per-sequence rows (token shift). */
   get bytes(): number {
     const per = this.dtype === 'f32' ? 4 : 2;
     let n = 0;

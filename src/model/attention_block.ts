@@ -1,7 +1,8 @@
 /**
  * The attention half of a block: projections, optional QK-norm, RoPE, the layer's mechanism
  * (built here from the layer's config entry, its parameters under this block's name), output
- * projection. The mechanism sees q, k, v and the block's normed input x (for gates).
+ * projection. The mechanism sees q, k, v and the block's normed input x (for gates), and may
+ * transform the raw k and v projections before QK-norm and RoPE (AttentionMechanism.transformKv).
  * Shapes: B batch, T positions in this call, C = dModel, H query heads, Hkv key/value heads, D head width.
  */
 import type { AttentionMechanism, LayerAttention, LayerKv } from '../attention/mechanism.ts';
@@ -43,10 +44,14 @@ export class AttentionBlock extends Module {
     this.mechanism = this.child(createMechanism(spec, { f, name, config: cfg }));
   }
 
-  /** One projection to heads: x (B, T, C) → (B, heads, T, D), normed and rotated as configured. */
-  private heads(lin: Linear, x: Tensor, heads: number, norm: Norm | undefined, ctx: PositionContext, rotate: boolean): Tensor {
+  /** One projection to heads: x (B, T, C) → (B, T, heads, D), raw (before any norm or rotation). */
+  private project(lin: Linear, x: Tensor, heads: number): Tensor {
     const [b, t] = x.shape;
-    let y = reshape(lin.forward(x), [b, t, heads, this.cfg.headDim]); // (B, T, heads, D)
+    return reshape(lin.forward(x), [b, t, heads, this.cfg.headDim]); // (B, T, heads·D) → (B, T, heads, D)
+  }
+
+  /** A raw projection (B, T, heads, D) → (B, heads, T, D), normed and rotated as configured. */
+  private heads(y: Tensor, norm: Norm | undefined, ctx: PositionContext, rotate: boolean): Tensor {
     if (norm) y = norm.forward(y);
     if (rotate && ctx.cos) y = rope(y, ctx.cos, ctx.sin!, { seqAxis: 1 });
     return permute(y, [0, 2, 1, 3]); // (B, heads, T, D)
@@ -56,9 +61,12 @@ export class AttentionBlock extends Module {
   forward(x: Tensor, ctx: PositionContext, cache?: LayerKv): Tensor {
     const [b, t] = x.shape;
     const { nHeads: h, nKvHeads: hkv, headDim: d } = this.cfg;
-    const q = this.heads(this.q, x, h, this.qNorm, ctx, true);
-    const k = this.heads(this.k, x, hkv, this.kNorm, ctx, true);
-    const v = this.heads(this.v, x, hkv, undefined, ctx, false);
+    const q = this.heads(this.project(this.q, x, h), this.qNorm, ctx, true);
+    let kRaw = this.project(this.k, x, hkv), vRaw = this.project(this.v, x, hkv); // (B, T, Hkv, D)
+    // The mechanism's hook on the raw projections (FoX Pro token shift), before QK-norm and RoPE.
+    if (this.mechanism.transformKv) [kRaw, vRaw] = this.mechanism.transformKv(kRaw, vRaw, { x }, cache, ctx.pos);
+    const k = this.heads(kRaw, this.kNorm, ctx, true);
+    const v = this.heads(vRaw, undefined, ctx, false);
     const a = cache ? this.mechanism.forwardCached(q, k, v, { x }, cache, ctx.pos) : this.mechanism.forward(q, k, v, { x }); // (B, H, T, D)
     return this.o.forward(reshape(permute(a, [0, 2, 1, 3]), [b, t, h * d])); // (B, T, H·D) → (B, T, C)
   }

@@ -60,10 +60,11 @@ export interface ModelConfig {
   contextLength: number;
   /**
    * One entry per layer, or one entry applied to every layer: {"type": "full"},
-   * {"type": "local", "window": n}, {"type": "fox", "outputGate"?: bool} or
-   * {"type": "fpa", "walk"?: "fox" | "linear" | "tanh", "outputGate"?: bool, "evict"?: true |
-   * {"tau"?, "every"?, "deadFraction"?}} (attention/fox.ts, attention/fpa.ts; omitted options take
-   * their defaults: walk "fox", outputGate false, no eviction; evict's fields default to τ = 16,
+   * {"type": "local", "window": n}, {"type": "fox", "outputGate"?: bool, "tokenShift"?: bool} or
+   * {"type": "fpa", "walk"?: "fox" | "linear" | "tanh", "outputGate"?: bool, "tokenShift"?: bool,
+   * "evict"?: true | {"tau"?, "every"?, "deadFraction"?}} (attention/fox.ts, attention/fpa.ts,
+   * attention/token_shift.ts; omitted options take their defaults: walk "fox", outputGate false,
+   * tokenShift false (left out of the parsed entry), no eviction; evict's fields default to τ = 16,
    * every 64 steps, dead fraction 0.25, attention/fpa_decode.ts).
    */
   attention: LayerAttention[];
@@ -104,7 +105,7 @@ const show = (v: unknown) => JSON.stringify(v) ?? String(v);
 
 /** The option keys of each attention type besides 'type'. */
 const ATTENTION_KEYS: Record<LayerAttention['type'], readonly string[]> = {
-  full: [], local: ['window'], fox: ['outputGate'], fpa: ['walk', 'outputGate', 'evict'],
+  full: [], local: ['window'], fox: ['outputGate', 'tokenShift'], fpa: ['walk', 'outputGate', 'tokenShift', 'evict'],
 };
 
 function checkBool(o: Record<string, unknown>, key: string, at: string): boolean {
@@ -112,6 +113,9 @@ function checkBool(o: Record<string, unknown>, key: string, at: string): boolean
   if (typeof v !== 'boolean') throw new ConfigError(`${at}: '${key}' = ${show(v)}: expected true or false`);
   return v;
 }
+
+/** A fox / fpa entry's 'tokenShift', kept in the parsed entry only when on (so entries without it read as before). */
+const tokenShift = (o: Record<string, unknown>, at: string): { tokenShift?: true } => (checkBool(o, 'tokenShift', at) ? { tokenShift: true } : {});
 
 function checkAttention(v: unknown, where: string): LayerAttention[] {
   const list = Array.isArray(v) ? v : [v];
@@ -134,11 +138,11 @@ function checkAttention(v: unknown, where: string): LayerAttention[] {
       case 'local':
         if (!Number.isInteger(o.window) || (o.window as number) < 1) throw new ConfigError(`${at}: 'window' = ${show(o.window)}: expected a positive integer`);
         return { type, window: o.window as number };
-      case 'fox': return { type, outputGate: checkBool(o, 'outputGate', at) };
+      case 'fox': return { type, outputGate: checkBool(o, 'outputGate', at), ...tokenShift(o, at) };
       case 'fpa': {
         const walk = o.walk ?? 'fox';
         if (!FPA_WALKS.includes(walk as never)) throw new ConfigError(`${at}: 'walk' = ${show(walk)}: expected one of ${FPA_WALKS.map(show).join(', ')}`);
-        const spec = { type, walk: walk as (typeof FPA_WALKS)[number], outputGate: checkBool(o, 'outputGate', at) };
+        const spec = { type, walk: walk as (typeof FPA_WALKS)[number], outputGate: checkBool(o, 'outputGate', at), ...tokenShift(o, at) };
         return o.evict === undefined || o.evict === false ? spec : { ...spec, evict: checkEvict(o.evict, at) };
       }
     }
