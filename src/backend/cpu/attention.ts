@@ -11,7 +11,7 @@ import type { AttentionArgs, KvWriteArgs } from '../backend.ts';
 import { f32, store, type CpuHandle, type CpuRef } from './host.ts';
 
 /** Σ a[ao + c]·b[bo + c] over c < n, four independent partial sums (a dependency chain of one add per element otherwise). */
-function dot(a: Float32Array, ao: number, b: Float32Array, bo: number, n: number): number {
+export function dot(a: Float32Array, ao: number, b: Float32Array, bo: number, n: number): number {
   let s0 = 0, s1 = 0, s2 = 0, s3 = 0, c = 0;
   for (; c + 3 < n; c += 4) {
     s0 += a[ao + c] * b[bo + c];
@@ -28,6 +28,24 @@ export function visibleKeys(p: number, a: AttentionArgs): [number, number] {
   const hi = a.causal ? Math.min(a.kvLength, p + 1) : a.kvLength;
   const lo = a.window > 0 ? Math.max(0, p - a.window + 1) : 0;
   return [lo, Math.max(lo, hi)];
+}
+
+/**
+ * The end of a forward row, shared by the attention references (this file, fox_attention.ts,
+ * fpa_attention.ts): softmax of the n scores s[0 … n) (key first + t at s[t]) with their maximum m
+ * subtracted, out[qo …] = Σ P·v over those keys, and the row's logsumexp returned.
+ */
+export function finishRow(s: Float32Array, m: number, first: number, n: number, vv: Float32Array, kvBase: number, d: number, acc: Float32Array, out: Float32Array, qo: number): number {
+  acc.fill(0);
+  let l = 0;
+  for (let t = 0; t < n; t++) {
+    const p = Math.exp(s[t] - m);
+    l += p;
+    const vo = kvBase + (first + t) * d;
+    for (let c = 0; c < d; c++) acc[c] += p * vv[vo + c];
+  }
+  for (let c = 0; c < d; c++) out[qo + c] = acc[c] / l;
+  return m + Math.log(l);
 }
 
 export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs): [CpuHandle, CpuHandle] {
@@ -51,16 +69,7 @@ export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs): [C
         s[j - lo] = x;
         if (x > m) m = x;
       }
-      acc.fill(0);
-      let l = 0;
-      for (let j = lo; j < hi; j++) {
-        const p = Math.exp(s[j - lo] - m);
-        l += p;
-        const vo = kvBase + j * d;
-        for (let c = 0; c < d; c++) acc[c] += p * vv[vo + c];
-      }
-      for (let c = 0; c < d; c++) out[qo + c] = acc[c] / l;
-      lse[row] = m + Math.log(l);
+      lse[row] = finishRow(s, m, lo, hi - lo, vv, kvBase, d, acc, out, qo);
     }
   }
   return [store(out, q.dtype), lse];

@@ -12,20 +12,8 @@
  * heads of a GQA group; dc stays per query head. Inputs of any float dtype are read as f32 once.
  */
 import type { FoxAttentionArgs } from '../backend.ts';
+import { dot, finishRow } from './attention.ts';
 import { f32, store, type CpuHandle, type CpuRef } from './host.ts';
-
-/** Σ a[ao + c]·b[bo + c] over c < n, four independent partial sums. Shared with cpu/fpa_attention.ts. */
-export function dot(a: Float32Array, ao: number, b: Float32Array, bo: number, n: number): number {
-  let s0 = 0, s1 = 0, s2 = 0, s3 = 0, c = 0;
-  for (; c + 3 < n; c += 4) {
-    s0 += a[ao + c] * b[bo + c];
-    s1 += a[ao + c + 1] * b[bo + c + 1];
-    s2 += a[ao + c + 2] * b[bo + c + 2];
-    s3 += a[ao + c + 3] * b[bo + c + 3];
-  }
-  for (; c < n; c++) s0 += a[ao + c] * b[bo + c];
-  return (s0 + s1) + (s2 + s3);
-}
 
 /** Keys [0, end) visible to the query at absolute position p (causal, inside kvLength); end 0 when none. */
 export function causalEnd(p: number, kvLength: number): number {
@@ -56,16 +44,7 @@ export function foxAttention(q: CpuRef, k: CpuRef, v: CpuRef, c: CpuRef, a: FoxA
         s[j] = x;
         if (x > m) m = x;
       }
-      acc.fill(0);
-      let l = 0;
-      for (let j = 0; j < end; j++) {
-        const e = Math.exp(s[j] - m);
-        l += e;
-        const vo = kvBase + j * d;
-        for (let t = 0; t < d; t++) acc[t] += e * vv[vo + t];
-      }
-      for (let t = 0; t < d; t++) out[qo + t] = acc[t] / l;
-      lse[row] = m + Math.log(l);
+      lse[row] = finishRow(s, m, 0, end, vv, kvBase, d, acc, out, qo);
     }
   }
   return [store(out, q.dtype), lse];

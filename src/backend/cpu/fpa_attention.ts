@@ -22,7 +22,8 @@
  */
 import { ArgumentError } from '../../errors.ts';
 import type { FpaAttentionArgs } from '../backend.ts';
-import { causalEnd, dot } from './fox_attention.ts';
+import { dot, finishRow } from './attention.ts';
+import { causalEnd } from './fox_attention.ts';
 import { f32, store, type CpuHandle, type CpuRef } from './host.ts';
 
 function checkLambda(op: string, lam: Float32Array): void {
@@ -60,16 +61,7 @@ export function fpaAttention(q: CpuRef, k: CpuRef, v: CpuRef, phi: CpuRef, level
         const f = fv[wBase + j];
         if (f < m) m = f;
       }
-      acc.fill(0);
-      let l = 0;
-      for (let j = 0; j < end; j++) {
-        const e = Math.exp(s[j] - mx);
-        l += e;
-        const vo = kvBase + j * d;
-        for (let t = 0; t < d; t++) acc[t] += e * vv[vo + t];
-      }
-      for (let t = 0; t < d; t++) out[qo + t] = acc[t] / l;
-      lse[row] = mx + Math.log(l);
+      lse[row] = finishRow(s, mx, 0, end, vv, kvBase, d, acc, out, qo);
     }
   }
   return [store(out, q.dtype), lse];

@@ -31,7 +31,7 @@ import { header, preprocess, storageType, type Binding, type Variant } from '../
 import { viaStorable } from './elementwise.ts';
 import { matrixCode } from './subgroup_matrix.ts';
 
-export const ATTENTION_FILES = ['attention_common', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_combine', 'attention_kv_write', 'attention_tc'];
+export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_combine', 'attention_kv_write', 'attention_tc'];
 
 const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32';
 const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32, chunk: u32, nsplit: u32`;
@@ -52,7 +52,9 @@ const plainKernel: Kernel = {
       : v.FWD ? [...ins(v, 'X', 'q', 'k', 'v'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')]
         : [...ins(v, 'X', 'q', 'k', 'v'), { name: 'g', dtype: dt(v, 'G') }, f32in('lse'), f32in('delta'),
           ...(v.DQ ? [{ name: 'dq', dtype: dt(v, 'Y'), write: true }] : [{ name: 'dk', dtype: dt(v, 'Y'), write: true }, { name: 'dv', dtype: dt(v, 'Y'), write: true }])];
-    return preprocess(wgslSource('attention_plain'), { BQ: 16, BK: 16, DM: 16, ...v, HEADER: header(b, caps.f16, PARAMS), COMMON: wgslSource('attention_common') });
+    return preprocess(wgslSource('attention_plain'), {
+      BQ: 16, BK: 16, DM: 16, ...v, HEADER: header(b, caps.f16, PARAMS), COMMON: wgslSource('attention_common'), TILES: preprocess(wgslSource('attention_tiles'), v),
+    });
   },
 };
 

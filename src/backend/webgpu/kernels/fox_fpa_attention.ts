@@ -31,7 +31,7 @@ import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
 
-export const FOX_FPA_FILES = ['fox_fpa_attention'];
+export const FOX_FPA_FILES = ['fox_fpa_attention', 'attention_common', 'attention_tiles'];
 
 const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32, nrows: u32, nkv: u32, xoff: u32';
 
@@ -60,6 +60,7 @@ const kernel: Kernel = {
   name: 'fox_fpa_attention',
   source: (v, caps) => preprocess(wgslSource('fox_fpa_attention'), {
     BQ: 16, BK: 16, DM: 16, ...v, HEADER: header(bindings(v), caps.f16, PARAMS), COMMON: wgslSource('attention_common'),
+    TILES: preprocess(wgslSource('attention_tiles'), v),
   }),
 };
 

@@ -101,80 +101,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }
 #else
 
-var<workgroup> Qs: array<f32, BQ * DM>;
-var<workgroup> Ks: array<f32, BK * DM>;
-var<workgroup> Vs: array<f32, BK * DM>;
-var<workgroup> Ss: array<f32, BQ * BK>;
+{{TILES}}
 // Per key of the block: FOX c; FPA φ then ℓ.
 var<workgroup> Xk: array<f32, 2u * BK>;
 // Per query row: FOX c[p]; FPA the carry (min φ over the keys visited after this block).
 var<workgroup> Xq: array<f32, BQ>;
 #if FWD
-var<workgroup> Ms: array<f32, BQ>;
-var<workgroup> Ls: array<f32, BQ>;
-var<workgroup> As: array<f32, BQ>;
 #else
-var<workgroup> Gs: array<f32, BQ * DM>;
-var<workgroup> Ds: array<f32, BQ * BK>;
-var<workgroup> Rl: array<f32, BQ>;
-var<workgroup> Rd: array<f32, BQ>;
 #if FOX
 #else
 // Gap ℓ_j − M_ij of each score (FPA backward).
 var<workgroup> Gp: array<f32, BQ * BK>;
 #endif
 #endif
-
-fn load_queries(lid: u32, qrow0: u32, i0: u32) {
-  for (var e = lid; e < BQ * DM; e += WG) {
-    let r = e / DM;
-    let c = e % DM;
-    var x = 0.0;
-#if FWD
-#else
-    var g = 0.0;
-#endif
-    if (i0 + r < P.tq && c < P.d) {
-      let o = (qrow0 + i0 + r) * P.d + c;
-      x = ld_q(o);
-#if FWD
-#else
-      g = ld_g(o);
-#endif
-    }
-    Qs[e] = x;
-#if FWD
-#else
-    Gs[e] = g;
-#endif
-  }
-#if FWD
-#else
-  if (lid < BQ) {
-    var l = 0.0;
-    var dl = 0.0;
-    if (i0 + lid < P.tq) { l = ex[qrow0 + i0 + lid]; dl = ex[P.nrows + qrow0 + i0 + lid]; }
-    Rl[lid] = l;
-    Rd[lid] = dl;
-  }
-#endif
-}
-
-fn load_keys(lid: u32, kbase: u32, k0: u32) {
-  for (var e = lid; e < BK * DM; e += WG) {
-    let j = e / DM;
-    let c = e % DM;
-    var kx = 0.0;
-    var vx = 0.0;
-    if (k0 + j < P.kvlen && c < P.d) {
-      let o = kbase + (k0 + j) * P.d + c;
-      kx = ld_k(o);
-      vx = ld_v(o);
-    }
-    Ks[e] = kx;
-    Vs[e] = vx;
-  }
-}
 
 #if FOX
 #else
@@ -190,18 +129,10 @@ fn load_walk(lid: u32, bg: u32, k0: u32) {
 }
 #endif
 
-fn dot_qk(r: u32, j: u32) -> f32 {
-  var s = 0.0;
-  for (var c = 0u; c < P.d; c++) { s += Qs[r * DM + c] * Ks[j * DM + c]; }
-  return s;
-}
-
 #if BWD
-fn dot_gv(r: u32, j: u32) -> f32 {
-  var s = 0.0;
-  for (var c = 0u; c < P.d; c++) { s += Gs[r * DM + c] * Vs[j * DM + c]; }
-  return s;
-}
+// Where the tiles' loader finds the saved statistics: ex holds lse, then delta.
+fn row_lse(row: u32) -> f32 { return ex[row]; }
+fn row_delta(row: u32) -> f32 { return ex[P.nrows + row]; }
 
 // Absolute position of query row i.
 fn pos(i: u32) -> i32 { return i32(i) + P.qoff; }
