@@ -16,6 +16,7 @@ export * from './ops/fused.ts';
 export { attention, kvWrite, type AttentionOptions } from './ops/attention.ts';
 export { foxAttention, type FoxAttentionOptions } from './ops/fox_attention.ts';
 export { fpaAttention, type FpaAttentionOptions } from './ops/fpa_attention.ts';
+export { depthMix, type DepthMixOptions } from './ops/depth_mix.ts';
 export * from './ops/scan_sort.ts';
 export * from './ops/cast.ts';
 export * from './ops/grad.ts';

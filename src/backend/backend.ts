@@ -86,6 +86,15 @@ export interface FoxAttentionArgs {
 /** FPA has FoX's geometry; its penalty inputs (phi, level per kv head; lambda per kv head) are tensors. */
 export type FpaAttentionArgs = FoxAttentionArgs;
 
+/**
+ * Depth-Attention mixing (specs/fpa_depth.md §3.1) of m candidate layers at the same token: q
+ * (batch, heads, t, d) and keys[i], values[i] (batch, kvHeads, t, d) for i < m, all contiguous and
+ * of one dtype. Per (b, kv head g, token): q̄ = mean of the heads/kvHeads query heads of group g,
+ * α = softmax_i(scale·q̄·keys[i]) in f32, out = Σ_i α_i·values[i]. The candidates travel as arrays
+ * of refs (one per layer, in the caller's order) so that no kernel needs them stacked in memory.
+ */
+export interface DepthMixArgs { batch: number; heads: number; kvHeads: number; t: number; d: number; m: number; scale: number }
+
 /** kvWrite: x (batch, kvHeads, n, d) written into cache (batch, kvHeads, tmax, d) at rows [pos, pos + n). */
 export interface KvWriteArgs { batch: number; kvHeads: number; tmax: number; n: number; d: number; pos: number }
 
@@ -160,6 +169,10 @@ export interface Kernels<H> {
   fpaAttention(q: Ref<H>, k: Ref<H>, v: Ref<H>, phi: Ref<H>, level: Ref<H>, lambda: Ref<H>, args: FpaAttentionArgs): [H, H];
   /** Returns dq, dk, dv, dphi, dlevel (f32, batch·kvHeads·tk) and dlambda (f32, kvHeads); ties in the min go to the latest index. */
   fpaAttentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, phi: Ref<H>, level: Ref<H>, lambda: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: FpaAttentionArgs): [H, H, H, H, H, H];
+  /** Depth-Attention mixing: out (batch, kvHeads, t, d) in the values' dtype and α (batch, kvHeads, t, m) f32. */
+  depthMix(q: Ref<H>, keys: readonly Ref<H>[], values: readonly Ref<H>[], args: DepthMixArgs): [H, H];
+  /** From the saved α and dout: dq (q's dtype; each head of a group gets 1/r of dq̄), dkeys[i] and dvalues[i] (their dtypes). */
+  depthMixBackward(q: Ref<H>, keys: readonly Ref<H>[], values: readonly Ref<H>[], alpha: Ref<H>, dout: Ref<H>, args: DepthMixArgs): [H, H[], H[]];
   /** In place: writes x into rows [pos, pos + n) of every (batch, kv head) of cache. */
   kvWrite(cache: Ref<H>, x: Ref<H>, args: KvWriteArgs): void;
   /** In place: param, m, v updated (decoupled weight decay, AdamW). */

@@ -3,10 +3,13 @@
  * (built here from the layer's config entry, its parameters under this block's name), output
  * projection. The mechanism sees q, k, v and the block's normed input x (for gates), and may
  * transform the raw k and v projections before QK-norm and RoPE (AttentionMechanism.transformKv).
+ * With Depth-Attention (attention/depth.ts) the value is mixed with earlier layers' values at the
+ * same token right before the mechanism, which then sees (and caches) the mixed ṽ as v.
  * Shapes: B batch, T positions in this call, C = dModel, H query heads, Hkv key/value heads, D head width.
  */
 import type { AttentionMechanism, LayerAttention, LayerKv } from '../attention/mechanism.ts';
 import { createMechanism } from '../attention/registry.ts';
+import { mixDepth, type LayerDepth } from '../attention/depth.ts';
 import { rope } from '../ops/fused.ts';
 import { permute, reshape } from '../ops/layout.ts';
 import { Linear } from '../nn/linear.ts';
@@ -57,8 +60,12 @@ export class AttentionBlock extends Module {
     return permute(y, [0, 2, 1, 3]); // (B, heads, T, D)
   }
 
-  /** x (B, T, C) → (B, T, C); with `cache`, positions ctx.pos … are written to and read from it. Intermediates belong to the caller's tidy scope. */
-  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv): Tensor {
+  /**
+   * x (B, T, C) → (B, T, C); with `cache`, positions ctx.pos … are written to and read from it.
+   * With `depth`, v is mixed with the candidates' (Depth-Attention) and, when `depth.keep`, this
+   * layer's k̂ and ṽ are left in `depth.own`. Intermediates belong to the caller's tidy scope.
+   */
+  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: LayerDepth): Tensor {
     const [b, t] = x.shape;
     const { nHeads: h, nKvHeads: hkv, headDim: d } = this.cfg;
     const q = this.heads(this.project(this.q, x, h), this.qNorm, ctx, true);
@@ -66,7 +73,11 @@ export class AttentionBlock extends Module {
     // The mechanism's hook on the raw projections (FoX Pro token shift), before QK-norm and RoPE.
     if (this.mechanism.transformKv) [kRaw, vRaw] = this.mechanism.transformKv(kRaw, vRaw, { x }, cache, ctx.pos);
     const k = this.heads(kRaw, this.kNorm, ctx, true);
-    const v = this.heads(vRaw, undefined, ctx, false);
+    let v = this.heads(vRaw, undefined, ctx, false);
+    if (depth) {
+      v = mixDepth(depth.spec, q, k, v, depth.candidates); // (B, Hkv, T, D): ṽ takes v's place, in the mechanism and its cache
+      if (depth.keep) depth.own = { k, v };
+    }
     const a = cache ? this.mechanism.forwardCached(q, k, v, { x }, cache, ctx.pos) : this.mechanism.forward(q, k, v, { x }); // (B, H, T, D)
     return this.o.forward(reshape(permute(a, [0, 2, 1, 3]), [b, t, h * d])); // (B, T, H·D) → (B, T, C)
   }

@@ -1,4 +1,5 @@
 /** A pre-norm transformer block: x + attn(norm(x)), then + mlp(norm(x)). */
+import type { LayerDepth } from '../attention/depth.ts';
 import type { LayerAttention, LayerKv } from '../attention/mechanism.ts';
 import { add } from '../ops/elementwise.ts';
 import { tidy } from '../tensor/scope.ts';
@@ -24,11 +25,14 @@ export class Block extends Module {
     this.mlp = this.child(new Mlp(f, `${name}.mlp`, cfg.mlp, cfg.dModel, cfg.mlpHidden, { bias: cfg.bias, outStd: 0.02 / Math.sqrt(2 * cfg.nLayers) }));
   }
 
-  /** x (B, T, C) → (B, T, C); the block's intermediates are freed on return (autograd keeps what it saved). */
-  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv): Tensor {
+  /**
+   * x (B, T, C) → (B, T, C); the block's intermediates are freed on return (autograd keeps what it
+   * saved), but for the k̂, ṽ it leaves in `depth.own` (Depth-Attention), which move to the caller's scope.
+   */
+  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: LayerDepth): Tensor {
     return tidy(() => {
-      const x1 = add(x, this.attn.forward(this.attnNorm.forward(x), ctx, cache));
-      return add(x1, this.mlp.forward(this.mlpNorm.forward(x1)));
-    });
+      const x1 = add(x, this.attn.forward(this.attnNorm.forward(x), ctx, cache, depth));
+      return { y: add(x1, this.mlp.forward(this.mlpNorm.forward(x1))), own: depth?.own };
+    }).y;
   }
 }

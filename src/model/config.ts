@@ -7,10 +7,11 @@ import type { LayerAttention } from '../attention/mechanism.ts';
 import { FPA_WALKS } from '../attention/fpa.ts';
 import { DEFAULT_EVICT, type FpaEvict } from '../attention/fpa_decode.ts';
 import { mechanismCacheState } from '../attention/registry.ts';
+import { DEPTH_KEYS, DEPTH_MODES, type DepthSpec } from '../attention/depth.ts';
 import { FonError } from '../errors.ts';
 import type { RopeScaling } from '../nn/rope_tables.ts';
 
-export type { LayerAttention, RopeScaling };
+export type { DepthSpec, LayerAttention, RopeScaling };
 
 export class ConfigError extends FonError {}
 
@@ -68,6 +69,14 @@ export interface ModelConfig {
    * every 64 steps, dead fraction 0.25, attention/fpa_decode.ts).
    */
   attention: LayerAttention[];
+  /**
+   * Depth-Attention (attention/depth.ts, specs/fpa_depth.md §3): {"stride": s, "window"?: w}. Layer l's
+   * query mixes, at each token, the values of candidate layers C(l) = {m < l : m mod s = 0} ∪
+   * {m : l − w ≤ m < l} and its own; the mixed value replaces v for the layer's mechanism and in the
+   * KV cache. No parameters, no extra cache. {"mode": "v0_mix"}: the fixed baseline ṽ = ½v⁽⁰⁾ + ½v
+   * (§3.2). Absent (the default): every layer is vanilla.
+   */
+  depth?: DepthSpec;
 }
 
 export const DEFAULT_CONFIG: ModelConfig = {
@@ -92,9 +101,10 @@ export const DEFAULT_CONFIG: ModelConfig = {
   attention: [{ type: 'full' }],
 };
 
-type Kind = 'int' | 'number' | 'bool' | readonly string[] | 'attention' | 'ropeScaling';
+type Kind = 'int' | 'number' | 'bool' | readonly string[] | 'attention' | 'ropeScaling' | 'depth';
 
 const SCHEMA: Record<keyof ModelConfig, Kind> = {
+  depth: 'depth',
   vocabSize: 'int', dModel: 'int', nLayers: 'int', nHeads: 'int', nKvHeads: 'int', headDim: 'int',
   mlp: ['swiglu', 'gelu'], mlpHidden: 'int', norm: ['rmsnorm', 'layernorm'], normEps: 'number',
   positions: ['rope', 'learned', 'none'], ropeTheta: 'number', ropeScaling: 'ropeScaling', qkNorm: 'bool', bias: 'bool',
@@ -200,6 +210,27 @@ function checkRopeScaling(v: unknown, where: string): RopeScaling | null {
 }
 
 /**
+ * 'depth': null (off), {"stride": integer ≥ 1, "window"?: integer ≥ 0 (default 0)} (the softmax mix;
+ * "mode": "softmax" may be spelled out) or {"mode": "v0_mix"} (the fixed ½v⁽⁰⁾ + ½v baseline).
+ */
+function checkDepth(v: unknown, where: string): DepthSpec | null {
+  if (v === null) return null;
+  const at = `${where}: 'depth'`;
+  const expected = 'expected null, {"stride": integer ≥ 1, "window"?: integer ≥ 0} or {"mode": "v0_mix"}';
+  if (typeof v !== 'object' || Array.isArray(v)) throw new ConfigError(`${at} = ${show(v)}: ${expected}`);
+  const o = v as Record<string, unknown>;
+  const mode = o.mode ?? 'softmax';
+  if (!DEPTH_MODES.includes(mode as never)) throw new ConfigError(`${at}: 'mode' = ${show(o.mode)}: expected one of ${DEPTH_MODES.map(show).join(', ')}`);
+  const keys = DEPTH_KEYS[mode as (typeof DEPTH_MODES)[number]];
+  for (const k of Object.keys(o)) if (!keys.includes(k)) throw new ConfigError(`${at}: unknown key '${k}' for mode ${show(mode)}; expected ${keys.join(', ')}`);
+  if (mode === 'v0_mix') return { mode: 'v0_mix' };
+  if (!Number.isInteger(o.stride) || (o.stride as number) < 1) throw new ConfigError(`${at}: 'stride' = ${show(o.stride)}: expected an integer ≥ 1`);
+  const window = o.window ?? 0;
+  if (!Number.isInteger(window) || (window as number) < 0) throw new ConfigError(`${at}: 'window' = ${show(o.window)}: expected an integer ≥ 0`);
+  return { stride: o.stride as number, window: window as number };
+}
+
+/**
  * Merges `overrides` (parsed JSON) over `base` and validates the result. `where` names the source
  * (a file, a preset) in messages.
  */
@@ -213,8 +244,10 @@ export function parseModelConfig(overrides: unknown, base: ModelConfig = DEFAULT
     if (kind === 'number' && (typeof v !== 'number' || !Number.isFinite(v))) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected a number`);
     if (kind === 'bool' && typeof v !== 'boolean') throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected true or false`);
     if (Array.isArray(kind) && !kind.includes(v as string)) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected one of ${kind.map(show).join(', ')}`);
-    out[k] = kind === 'attention' ? checkAttention(v, where) : kind === 'ropeScaling' ? checkRopeScaling(v, where) : v;
+    out[k] = kind === 'attention' ? checkAttention(v, where) : kind === 'ropeScaling' ? checkRopeScaling(v, where) : kind === 'depth' ? checkDepth(v, where) : v;
   }
+  // Off is absent, so a config without Depth-Attention reads (and is written) as before.
+  if (out.depth === null || out.depth === undefined) delete out.depth;
   // NoPE by default for FoX / FPA models: only when this config sets the attention and not the positions.
   if (Object.hasOwn(overrides, 'attention') && !Object.hasOwn(overrides, 'positions') && wantsNoPE(out.attention as LayerAttention[])) out.positions = 'none';
   const c = out as unknown as ModelConfig;
@@ -250,7 +283,7 @@ export function layerAttention(c: ModelConfig, i: number): LayerAttention {
 /**
  * KV-cache bytes per token of context, over every layer: k and v at the given bytes per element,
  * plus each mechanism's per-position state in f32 (FoX: c per query head; FPA: φ, ℓ and the walk
- * per KV head).
+ * per KV head). Depth-Attention adds nothing: the mixed value takes v's slot.
  */
 export function kvBytesPerToken(c: ModelConfig, bytesPerElement = 4): number {
   let stateFloats = 0;

@@ -9,7 +9,11 @@
  *   layers.i.attn.fpa.rho (and .kappa) in FPA layers, layers.i.attn.{out_norm,out_gate}.weight with
  *   their output gate, norm.weight, lm_head.weight (V, C) when not tied; `.bias` beside each where configured
  *   (every linear layer but the head with `bias`, q, k and v with `qkvBias`; LayerNorms always).
+ *
+ * With `depth` (Depth-Attention, attention/depth.ts) each layer also hands its k̂ and mixed ṽ to the
+ * later layers that have it as a candidate; no parameter is added.
  */
+import { depthCandidates, depthSources, type DepthKv, type LayerDepth } from '../attention/depth.ts';
 import type { LayerKv } from '../attention/mechanism.ts';
 import { arange } from '../ops/creation.ts';
 import { add } from '../ops/elementwise.ts';
@@ -76,7 +80,14 @@ export class Decoder extends Module {
       if (this.posEmbed) x = add(x, this.posEmbed.forward(arange(pos, pos + t, 1, { dtype: 'i32', backend: ids.backend })));
       const ctx: PositionContext = { pos };
       if (this.rope) { ctx.cos = narrow(this.rope.cos, 0, pos, t); ctx.sin = narrow(this.rope.sin, 0, pos, t); }
-      this.layers.forEach((layer, i) => { x = layer.forward(x, ctx, opts.cache?.[i]); });
+      const depth = this.config.depth;
+      const sources = depth ? depthSources(depth, this.layers.length) : [];
+      const kept: DepthKv[] = []; // k̂, ṽ of the layers later layers read (Depth-Attention), this call's positions
+      this.layers.forEach((layer, i) => {
+        const d: LayerDepth | undefined = depth && { spec: depth, candidates: depthCandidates(depth, i).map((m) => kept[m]), keep: sources[i] };
+        x = layer.forward(x, ctx, opts.cache?.[i], d);
+        if (d?.own) kept[i] = d.own;
+      });
       if (opts.lastOnly) x = narrow(x, 1, t - 1, 1); // (B, 1, C)
       const h = this.norm.forward(x);
       const tt = h.shape[1];

@@ -500,6 +500,17 @@ for (const dtype of ['f16', 'bf16'] as const) {
   add({ op: 'fpaAttention', inputs: [inp([1, 4, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype), inp([1, 2, 7, 8], randn(), dtype), inp([1, 2, 7], phiGrid), inp([1, 2, 7], levelGrid), inp([2], rand(0.5, 1.5))], run: ([q, k, v, f, l, lam]) => fon.fpaAttention(q, k, v, f, l, lam), tol: ACC });
 }
 
+// Depth-Attention mixing (ops/depth_mix.ts): q (B, H, T, D), m keys and m values (B, Hkv, T, D), the current layer last.
+const kvs = (m: number, shape: number[], dtype: DType = 'f32') => Array.from({ length: 2 * m }, () => inp(shape, randn(), dtype));
+const mixRun = (m: number, scale?: number): OpCase['run'] => (xs) => fon.depthMix(xs[0], xs.slice(1, 1 + m), xs.slice(1 + m), { scale });
+add({ op: 'depthMix', inputs: [inp([1, 4, 7, 8]), ...kvs(3, [1, 2, 7, 8])], note: 'GQA 4/2, 3 candidates', run: mixRun(3), grad: [0, 1, 2, 3, 4, 5, 6], tol: ACC });
+add({ op: 'depthMix', inputs: [inp([2, 3, 5, 6]), ...kvs(2, [2, 3, 5, 6])], note: 'MHA, 2 candidates, scale 0.7', run: mixRun(2, 0.7), grad: [0, 1, 2, 3, 4], tol: ACC });
+add({ op: 'depthMix', inputs: [inp([1, 2, 33, 4]), ...kvs(1, [1, 1, 33, 4])], note: 'self only: v exactly', run: mixRun(1), grad: [0, 1, 2], tol: EXACT });
+add({ op: 'depthMix', inputs: [inp([1, 2, 1, 129]), ...kvs(5, [1, 1, 1, 129])], note: 'decode row, 5 candidates', run: mixRun(5), grad: [0, 1, 5, 6, 10], tol: ACC });
+for (const dtype of ['f16', 'bf16'] as const) {
+  add({ op: 'depthMix', inputs: [inp([1, 4, 7, 8], randn(), dtype), ...kvs(3, [1, 2, 7, 8], dtype)], note: 'GQA 4/2, 3 candidates', run: mixRun(3), tol: ACC });
+}
+
 /** RoPE tables (T, D/2): θ(p, j) = p · base^(−2j/D), as in the RoFormer paper. */
 export function ropeAngles(t: number, d: number, base = 10000): Float64Array {
   const half = d / 2;

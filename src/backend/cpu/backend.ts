@@ -8,6 +8,7 @@ import { adamw, sgd } from './optim.ts';
 import { attention, attentionBackward, kvWrite } from './attention.ts';
 import { foxAttention, foxAttentionBackward } from './fox_attention.ts';
 import { fpaAttention, fpaAttentionBackward } from './fpa_attention.ts';
+import { depthMix, depthMixBackward } from './depth_mix.ts';
 import { binary, cast, fill, unary, where } from './elementwise.ts';
 import { crossEntropy, crossEntropyBackward, layernorm, layernormBackward, rmsnorm, rmsnormBackward, rope } from './fused.ts';
 import type { CpuHandle } from './host.ts';
@@ -69,6 +70,12 @@ export class CpuBackend implements Backend<CpuHandle> {
   foxAttentionBackward: Backend<CpuHandle>['foxAttentionBackward'] = (q, k, v, c, o, l, g, a) => this.trackAll(foxAttentionBackward(q, k, v, c, o, l, g, a));
   fpaAttention: Backend<CpuHandle>['fpaAttention'] = (q, k, v, f, lv, lam, a) => this.trackAll(fpaAttention(q, k, v, f, lv, lam, a));
   fpaAttentionBackward: Backend<CpuHandle>['fpaAttentionBackward'] = (q, k, v, f, lv, lam, o, l, g, a) => this.trackAll(fpaAttentionBackward(q, k, v, f, lv, lam, o, l, g, a));
+  depthMix: Backend<CpuHandle>['depthMix'] = (q, ks, vs, a) => this.trackAll(depthMix(q, ks, vs, a));
+  depthMixBackward: Backend<CpuHandle>['depthMixBackward'] = (q, ks, vs, al, g, a) => {
+    const [dq, dks, dvs] = depthMixBackward(q, ks, vs, al, g, a);
+    this.trackAll([dq, ...dks, ...dvs]);
+    return [dq, dks, dvs];
+  };
   kvWrite: Backend<CpuHandle>['kvWrite'] = (c, x, a) => kvWrite(c, x, a);
   adamw: Backend<CpuHandle>['adamw'] = (p, g, m, v, a) => adamw(p, g, m, v, a);
   sgd: Backend<CpuHandle>['sgd'] = (p, g, b, a) => sgd(p, g, b, a);

@@ -189,6 +189,7 @@ function llamaLikeArchitecture(c: ModelConfig): Exclude<HfArchitecture, 'gpt2'> 
 
 /** The Hugging Face architecture that computes exactly what FON config `c` does; UnsupportedError when none does. */
 export function hfArchitectureFor(c: ModelConfig): HfArchitecture {
+  if (c.depth) throw cannot('depth', c.depth, 'the Hugging Face architectures FON writes have no Depth-Attention (values mixed across layers at the same token)');
   const other = c.attention.find((a) => a.type !== 'full' && a.type !== 'local');
   if (other) throw cannot('attention', c.attention, `the Hugging Face architectures FON writes have full or sliding-window softmax attention only; "${other.type}" layers have no Hugging Face counterpart`);
   if (c.norm === 'layernorm') {
