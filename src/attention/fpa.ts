@@ -28,23 +28,26 @@
  * is kept per position rather than as one running scalar so that a cache rewound to an earlier
  * position (draft-revise decoding) continues correctly.
  *
- * Decoding (§2.6, attention/fpa_decode.ts), on backends that read synchronously (cpu, wasm): the
- * prefill (the first call, at position 0) runs the exact op, then sets each key's running minimum
- * m_j to the suffix minimum of φ; every later token lowers the minima to its φ_t and attends with
- * the penalties λ·relu(ℓ_j − m_j) through the same op given φ ≡ 0 and levels ℓ_j − m_j (then
- * M_ij = 0 below the diagonal, so pen_ij = λ·relu(ℓ_j − m_j), and the newest key has none). With
- * `evict` keys whose penalty passes τ are dropped, right after the prefill and at every step, and
- * the cache is compacted (every `every` steps, or when the dead fraction passes `deadFraction`).
- * A rewind (a call at a position before the last) rebuilds the minima from the stored φ while the
- * cache still holds every position (no compaction, no re-centring yet); otherwise it is an error.
- * Backends without readSync (webgpu) recompute M_ij from the stored φ of every position, exactly,
- * and do not evict.
+ * Decoding (§2.6, attention/fpa_decode.ts): the prefill (the first call, at position 0) runs the
+ * exact op, then sets each key's running minimum m_j to the suffix minimum of φ; every later token
+ * lowers the minima to its φ_t and attends with the penalties λ·relu(ℓ_j − m_j) through the same op
+ * given φ ≡ 0 and levels ℓ_j − m_j (then M_ij = 0 below the diagonal, so pen_ij = λ·relu(ℓ_j − m_j),
+ * and the newest key has none). With `evict` keys whose penalty passes τ are dropped, right after
+ * the prefill and at every step, and the cache is compacted (every `every` steps, or when the dead
+ * fraction passes `deadFraction`). A rewind (a call at a position before the last) rebuilds the
+ * minima from the stored φ while the cache still holds every position (no compaction, no
+ * re-centring yet); otherwise it is an error.
+ * On backends that read synchronously (cpu, wasm) the minima live on the host (FpaDecodeState),
+ * with or without `evict`. On the others (webgpu) a layer without `evict` recomputes M_ij from the
+ * stored φ of every position, exactly (one fused kernel per step, no extra state); with `evict`
+ * the minima live on the device (DeviceFpaDecodeState: elementwise updates, no read-back inside a
+ * step) and the compaction runs in KvCache.settle(), which generate awaits with each step's logits.
  */
 import { fpaAttention } from '../ops/fpa_attention.ts';
 import { kvWrite } from '../ops/attention.ts';
 import { ArgumentError } from '../errors.ts';
 import { tensor, zeros } from '../ops/creation.ts';
-import { add, mul, softplus, tanh } from '../ops/elementwise.ts';
+import { add, div, mul, softplus, tanh } from '../ops/elementwise.ts';
 import { concat, narrow, reshape } from '../ops/layout.ts';
 import { cumsum } from '../ops/scan_sort.ts';
 import { Linear } from '../nn/linear.ts';
@@ -52,7 +55,7 @@ import { Module } from '../nn/module.ts';
 import type { ModelConfig } from '../model/config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { cacheState, continueCumsum, headGates, logSigmoid, stateRows, toF32, writeState } from './gates.ts';
-import { fpaDecodeState, type FpaDecodeState, type FpaEvict } from './fpa_decode.ts';
+import { deviceFpaDecodeState, fpaDecodeState, type DeviceFpaDecodeState, type FpaDecodeState, type FpaEvict } from './fpa_decode.ts';
 import type { AttentionMechanism, CacheStateLayout, LayerKv, MechanismContext, MechanismInput } from './mechanism.ts';
 import { OutputGate } from './output_gate.ts';
 import { TokenShift } from './token_shift.ts';
@@ -142,16 +145,13 @@ export class FpaAttention extends Module implements AttentionMechanism {
   }
 
   forwardCached(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
-    if (!k.backend.readSync) return this.finish(this.exactCached(q, k, v, input, cache, pos), input);
-    const st = fpaDecodeState(cache);
-    if (pos === 0) st.reset();
-    else if (pos !== st.pos) {
-      if (pos > st.pos) throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: positions ${st.pos} … ${pos - 1} were never written to this cache`);
-      if (!st.exactHistory) {
-        throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: the cache was compacted or re-centred, so only a restart at position 0 is possible`);
-      }
-      this.rebuild(st, cache, pos);
+    if (!k.backend.readSync) {
+      if (!this.spec.evict) return this.finish(this.exactCached(q, k, v, input, cache, pos), input);
+      return this.finish(this.forwardDevice(deviceFpaDecodeState(cache), q, k, v, input, cache, pos), input);
     }
+    const st = fpaDecodeState(cache);
+    this.seek(st, pos);
+    if (pos > 0 && pos !== st.pos) this.rebuild(st, cache, pos);
     if (st.length === 0) {
       const o = this.exactCached(q, k, v, input, cache, 0);
       this.rebuild(st, cache, q.shape[2]); // marks the dead keys when evicting
@@ -159,6 +159,61 @@ export class FpaAttention extends Module implements AttentionMechanism {
       return this.finish(o, input);
     }
     return this.finish(this.decode(st, q, k, v, input, cache), input);
+  }
+
+  /** Checks a cached call at `pos` against the state (restart at 0, or a rewind while the history is exact). */
+  private seek(st: FpaDecodeState | DeviceFpaDecodeState, pos: number): void {
+    if (pos === 0) st.reset();
+    else if (pos !== st.pos) {
+      if (pos > st.pos) throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: positions ${st.pos} … ${pos - 1} were never written to this cache`);
+      if (!st.exactHistory) {
+        throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: the cache was compacted or re-centred, so only a restart at position 0 is possible`);
+      }
+    }
+  }
+
+  /** τ/λ per KV head (1, Hkv, 1): a key dies when its excess ℓ − m passes it (the device state's form of λ·relu(ℓ − m) > τ). */
+  private deathThreshold(evict: FpaEvict): Tensor {
+    return reshape(div(evict.tau, this.lambda()), [1, -1, 1]);
+  }
+
+  /**
+   * The cached step on a backend that reads asynchronously, with eviction: the same state machine
+   * as the host path (prefill exact then suffix minima; then one token at a time), on the device.
+   */
+  private forwardDevice(st: DeviceFpaDecodeState, q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
+    const evict = this.spec.evict!;
+    st.evict = evict;
+    this.seek(st, pos);
+    const threshold = this.deathThreshold(evict);
+    const states = () => ['phi', 'level', 'walk'].map((key) => stateRows(cacheState(cache.state, key, this.name))) as [Tensor, Tensor, Tensor];
+    if (pos > 0 && pos !== st.pos) st.rebuild(...states(), pos, threshold);
+    if (st.length === 0) {
+      const o = this.exactCached(q, k, v, input, cache, 0);
+      st.rebuild(...states(), q.shape[2], threshold);
+      return o;
+    }
+    const n = q.shape[2];
+    const inc = this.increments(input.x), u = headGates(this.fieldProj, input.x), w = headGates(this.levelProj, input.x); // (B, Hkv, n)
+    const lambda = this.lambda();
+    const outs: Tensor[] = [];
+    for (let i = 0; i < n; i++) {
+      const at = (t: Tensor) => narrow(t, 2, i, 1);
+      const [phiT, levelT, walkT] = st.advance(at(inc), at(u), at(w));
+      st.observe(phiT, threshold);
+      const row = st.length;
+      if (st.exactHistory) {
+        writeState(cacheState(cache.state, 'phi', this.name), phiT, row);
+        writeState(cacheState(cache.state, 'level', this.name), levelT, row);
+        writeState(cacheState(cache.state, 'walk', this.name), walkT, row);
+      }
+      kvWrite(cache.k, at(k), row);
+      kvWrite(cache.v, at(v), row);
+      st.append(levelT);
+      outs.push(fpaAttention(at(q), cache.k, cache.v, st.zeroField, st.attentionLevels, lambda, { kvLength: st.length }));
+      st.maybeRecentre();
+    }
+    return n === 1 ? outs[0] : concat(outs, 2);
   }
 
   /** The exact cached step: writes φ, ℓ, W, k, v at rows pos …, recomputes M_ij from the stored φ. */

@@ -5,12 +5,36 @@
  * min(m_j, φ_t); the key's penalty is then λ_h·relu(ℓ_j − m_j), which never decreases (§2.3.2,
  * monotone death), so a key whose penalty passes τ is dropped for good. Dropped keys leave holes
  * that compaction closes: each head's surviving rows move down, in order, and the cache's rows of
- * k and v move with them (ops gather + kvWrite). Heads keep different numbers of keys; the cache is
- * rectangular, so a head with fewer survivors than the longest has dead padding rows, which the
- * attention masks.
+ * k and v move with them. Heads keep different numbers of keys; the cache is rectangular, so a
+ * head with fewer survivors than the longest has dead padding rows, which the attention masks.
  *
- * Kept on the host in f32 (the spec's f32 state), read from the backend synchronously: this path
- * runs on backends with readSync (cpu, wasm); others keep the exact recompute (attention/fpa.ts).
+ * Two implementations of the same state machine, picked by the backend (attachFpaDecodeState):
+ *
+ * - FpaDecodeState, on backends with readSync (cpu, wasm): kept on the host in f32 (the spec's f32
+ *   state), the new token's φ_t read synchronously each step.
+ * - DeviceFpaDecodeState, on backends that read asynchronously (webgpu), used by FPA layers with
+ *   `evict`: the per-row state stays on the device as two (B, H, rows) f32 tensors, ℓ_j and the
+ *   excess e_j = ℓ_j − m_j (the level the attention op takes with φ ≡ 0), updated each step by a
+ *   handful of elementwise ops with no read-back (e ← max(e, ℓ − φ_t), bit for bit the host's
+ *   ℓ − min(m, φ_t) until a re-centring rounds the two differently; dead rows, e > τ/λ, set to
+ *   DEAD_LEVEL), so decoding never waits on the GPU. What
+ *   needs the host — how many keys each head keeps (kept()) and which rows to move at a compaction
+ *   — is read asynchronously in settle(), which KvCache.settle() runs and generate awaits together
+ *   with each step's logits (one extra small read per FPA layer and step; a compaction reads the
+ *   live mask once more). Compaction therefore happens in settle(), after the step that made it
+ *   due, rather than inside the step as on the host; the attention's output does not depend on it
+ *   (dead rows have weight exactly 0 either way; only the order of the sums changes), only the
+ *   number of rows the next steps scan does. A caller that
+ *   decodes through forwardCached without settling gets the same outputs, without compaction.
+ *   This was chosen over computing the compaction on the device (scans and scatters of the live
+ *   mask) because the host must learn the new row count anyway: the attention's kvLength is a host
+ *   number, and that needs a read, which only an async seam can make on webgpu.
+ *
+ * FpaStack is the spec's shared-walk hard mode (§2.6, last lines): the alive keys as an explicit
+ * stack, amortised O(1) per token; a host structure, checked against the definition and against
+ * FpaDecodeState's penalty-based alive set (test/attention/fpa_stack.test.ts). No layer option
+ * selects it yet.
+ *
  * Re-centring subtracts W from every ℓ, m and W of a head (the penalty depends on ℓ − m only), so
  * a long decode keeps the state near 0 where f32 is fine.
  *
@@ -18,9 +42,16 @@
  * layout (k, v and the per-position state tensors) stays what mechanism.ts describes.
  */
 import { ArgumentError } from '../errors.ts';
-import { tensor } from '../ops/creation.ts';
-import { gather } from '../ops/indexing.ts';
+import { full, tensor, zeros } from '../ops/creation.ts';
+import { embedding } from '../ops/indexing.ts';
 import { kvWrite } from '../ops/attention.ts';
+import { add, gt, lt, maximum, sub, where } from '../ops/elementwise.ts';
+import { concat, flip, narrow, reshape } from '../ops/layout.ts';
+import { sum } from '../ops/reduce.ts';
+import { cummin } from '../ops/scan_sort.ts';
+import { keep, noGrad } from '../tensor/scope.ts';
+import type { Backend } from '../backend/backend.ts';
+import type { Tensor } from '../tensor/tensor.ts';
 import type { LayerKv } from './mechanism.ts';
 
 /** Eviction of dead keys (FpaSpec.evict), with every field resolved. */
@@ -217,8 +248,15 @@ export class FpaDecodeState {
       }
       for (let r = length; r < rows; r++) this.position[b + r] = -1;
     }
-    moveRows(cache.k, src, length, rows);
-    moveRows(cache.v, src, length, rows);
+    if (length > 0) {
+      // new row → old row as global rows of (B·H·rows); a padding row keeps its own (dead) row
+      const ids = new Int32Array(slots * length);
+      for (let s = 0; s < slots; s++) for (let r = 0; r < length; r++) ids[s * length + r] = s * rows + (src[s * rows + r] < 0 ? r : src[s * rows + r]);
+      const idx = tensor(ids, [slots * length], { backend: cache.k.backend, dtype: 'i32' });
+      moveRowsTo(cache.k, idx, length);
+      moveRowsTo(cache.v, idx, length);
+      idx.dispose();
+    }
     this.length = length;
     this.exactHistory = false;
     this.stepsSinceCompact = 0;
@@ -253,40 +291,371 @@ export class FpaDecodeState {
     for (let s = 0; s < this.slots; s++) out[s % this.heads] += this.alive(s) / this.pos / this.batch;
     return out;
   }
+
+  /** Nothing is deferred on the host: the step itself compacts (DeviceFpaDecodeState.settle has work). */
+  async settle(_cache: LayerKv): Promise<void> {}
+
+  /** Host arrays only: nothing to free (DeviceFpaDecodeState.dispose frees its tensors). */
+  dispose(): void {}
 }
 
-/** Rows 0 … length−1 of t (B, H, rows, D) become its rows src[(b, h), r] (−1: left as is, a dead row). */
-function moveRows(t: LayerKv['k'], src: Int32Array, length: number, rows: number): void {
-  if (length === 0) return;
-  const [b, h, , d] = t.shape;
-  const idx = new Int32Array(b * h * length * d);
-  for (let s = 0; s < b * h; s++) {
-    for (let r = 0; r < length; r++) {
-      const from = src[s * rows + r];
-      idx.fill(from < 0 ? r : from, (s * length + r) * d, (s * length + r + 1) * d);
+/**
+ * The shared-walk hard mode of §2.6 (last lines) and §2.3.4: with φ = ℓ = W (u ≡ w ≡ 0) and the
+ * penalty's hard limit (λ → ∞, or τ → 0: a key dies as soon as its penalty is positive), the keys
+ * alive at query i are A_i = {j ≤ i : W_j ≤ W_t for every t ∈ (j, i]}. Ordered by position their
+ * levels never decrease, so A_i is A_{i−1} less a top segment (the keys whose level passes W_i)
+ * plus i itself: an explicit stack, each key pushed once and popped at most once (amortised O(1)
+ * per token and head, against the O(n) scan of FpaDecodeState.observe). Ties stay: relu(0) = 0,
+ * a key at exactly the field's level has no penalty.
+ *
+ * The same holds whenever no key's level is below its own field (ℓ_t ≥ φ_t, i.e. w_t ≥ u_t): a
+ * key j alive at j′ has ℓ_j ≤ φ_j′ ≤ ℓ_j′, so the stack stays ordered; `step` takes φ and ℓ
+ * separately and refuses a token whose level is below its field (the stack would no longer be
+ * the alive set). Host state per (b, h), like FpaDecodeState; the positions it holds are the keys
+ * a cache in this mode keeps.
+ */
+export class FpaStack {
+  /** Positions on each slot's stack, bottom (oldest) first: slot s holds positions[s·capacity + 0 … size−1]. */
+  readonly positions: Int32Array;
+  /** Their levels ℓ, non-decreasing from the bottom. */
+  readonly levels: Float32Array;
+  readonly sizes: Int32Array;
+  /** Positions seen (the next token's position). */
+  pos = 0;
+
+  constructor(readonly slots: number, readonly capacity: number) {
+    if (!Number.isInteger(slots) || slots < 1 || !Number.isInteger(capacity) || capacity < 1) throw new ArgumentError(`FpaStack: slots ${slots} and capacity ${capacity} must be positive integers`);
+    this.positions = new Int32Array(slots * capacity);
+    this.levels = new Float32Array(slots * capacity);
+    this.sizes = new Int32Array(slots);
+  }
+
+  /**
+   * Token `pos` with field φ_t and level ℓ_t per slot: every key whose level passes φ_t leaves
+   * (a top segment), then the token is pushed. Returns how many keys left, over all slots.
+   */
+  step(phi: ArrayLike<number>, level: ArrayLike<number>): number {
+    let popped = 0;
+    for (let s = 0; s < this.slots; s++) {
+      const f = Math.fround(phi[s]), l = Math.fround(level[s]);
+      if (!(l >= f)) throw new ArgumentError(`FpaStack.step: slot ${s} at position ${this.pos} has level ${l} below its field ${f}; the stack holds the alive keys only when ℓ_t ≥ φ_t (a shared walk has ℓ = φ)`);
+      const base = s * this.capacity;
+      let n = this.sizes[s];
+      while (n > 0 && this.levels[base + n - 1] > f) { n--; popped++; }
+      if (n >= this.capacity) throw new ArgumentError(`FpaStack.step: slot ${s} holds ${n} alive keys, the capacity; make the stack with a larger capacity`);
+      this.positions[base + n] = this.pos;
+      this.levels[base + n] = l;
+      this.sizes[s] = n + 1;
+    }
+    this.pos++;
+    return popped;
+  }
+
+  /** Alive positions of slot s, oldest first. */
+  alive(s: number): number[] {
+    return Array.from(this.positions.subarray(s * this.capacity, s * this.capacity + this.sizes[s]));
+  }
+}
+
+/** The excess e given the newest key (m = +∞): below any level, so its penalty relu(e) is 0. */
+const NEWEST = -1e30;
+
+/**
+ * The decode state on a device read asynchronously (webgpu), for FPA layers with eviction: see the
+ * file comment. ℓ, e (B, H, rows) and W (B, H, 1) are f32 device tensors, kept out of tidy scopes;
+ * `position` and the live counts are host mirrors, exact as of the last settle().
+ */
+/** The device state's tensors: φ ≡ 0, ℓ and e (B, H, rows), W (B, H, 1), and the newest key's e (B, H, 1, 1). */
+interface DeviceTensors { zeroField: Tensor; level: Tensor; excess: Tensor; walk: Tensor; newest: Tensor }
+
+export class DeviceFpaDecodeState {
+  /** Rows in use (the same for every (b, h); rows past a head's survivors are dead padding). */
+  length = 0;
+  /** Positions seen so far (the next token's absolute position). */
+  pos = 0;
+  /** As FpaDecodeState.exactHistory: no compaction or re-centring yet, so a rewind can rebuild. */
+  exactHistory = true;
+  /** Compactions done. */
+  compactions = 0;
+  /** The eviction rule of the layer decoding into this slot (set by the layer; settle needs it). */
+  evict?: FpaEvict;
+  /**
+   * Absolute position of each row, −1 for padding: exact for the survivors right after a
+   * compaction; rows that died since keep their position here until the next one moves them out.
+   */
+  readonly position: Int32Array;
+  readonly recentreEvery: number;
+  /** The device tensors, made on first use (a layer without `evict` never uses its state on webgpu). */
+  private buf: DeviceTensors | null = null;
+  /** Live rows per (b, h) as of the last settle (all rows in use before the first). */
+  private readonly live: Float64Array;
+  private livePos = 0;
+  private stepsSinceCompact = 0;
+  private stepsSinceRecentre = 0;
+  /** The next settle compacts whatever is dead (right after a prefill, as the host state does). */
+  private compactNext = false;
+  /** Bumped by every change of the rows (reset, rebuild, append, compaction): a settle that awaited across one drops its figures. */
+  private epoch = 0;
+
+  constructor(readonly backend: Backend, readonly batch: number, readonly heads: number, readonly rows: number, opts: FpaDecodeOptions = {}) {
+    const r = opts.recentreEvery ?? 256;
+    if (!Number.isInteger(r) || r < 0) throw new ArgumentError(`DeviceFpaDecodeState: recentreEvery ${r} must be a non-negative integer (0 = never)`);
+    this.recentreEvery = r;
+    this.position = new Int32Array(batch * heads * rows).fill(-1);
+    this.live = new Float64Array(batch * heads);
+  }
+
+  get slots(): number { return this.batch * this.heads; }
+
+  private get t(): DeviceTensors {
+    if (!this.buf) {
+      const { batch: b, heads: h, rows } = this, o = { backend: this.backend };
+      const z = () => keep(zeros([b, h, rows], o));
+      this.buf = { zeroField: z(), level: z(), excess: z(), walk: keep(zeros([b, h, 1], o)), newest: keep(full([b, h, 1, 1], NEWEST, o)) };
+    }
+    return this.buf;
+  }
+
+  /** φ ≡ 0 (B, H, rows): the field the attention op takes in the penalty form (as FpaDecodeState.attentionLevels). */
+  get zeroField(): Tensor { return this.t.zeroField; }
+
+  /** The levels the attention op takes with φ ≡ 0: e = ℓ − m, DEAD_LEVEL for dead rows, −1e30 for the newest. */
+  get attentionLevels(): Tensor { return this.t.excess; }
+
+  reset(): void {
+    this.epoch++;
+    this.length = 0;
+    this.pos = 0;
+    this.exactHistory = true;
+    this.compactions = 0;
+    this.position.fill(-1);
+    this.live.fill(0);
+    this.livePos = 0;
+    if (this.buf) this.replace('walk', zeros([this.batch, this.heads, 1], { backend: this.backend }));
+    this.stepsSinceCompact = 0;
+    this.stepsSinceRecentre = 0;
+    this.compactNext = false;
+  }
+
+  /**
+   * The state after positions 0 … n−1 from the cache's φ, ℓ, W rows (B, H, rows): e_j = ℓ_j −
+   * min φ over (j, n−1] (one reverse cummin), the newest −1e30; dead rows marked when `threshold`
+   * (τ/λ, (1, H, 1)) is given. The next settle() compacts.
+   */
+  rebuild(phi: Tensor, level: Tensor, walk: Tensor, n: number, threshold: Tensor | null): void {
+    this.reset();
+    if (n > 0) {
+      const [b, h] = [this.batch, this.heads];
+      const phiN = narrow(phi, 2, 0, n), levelN = narrow(level, 2, 0, n); // (B, H, n)
+      const rev = cummin(flip(phiN, [2]), 2);
+      const suffix = flip(rev.values, [2]); // min φ over [j, n−1]
+      const e = n > 1 ? concat([sub(narrow(levelN, 2, 0, n - 1), narrow(suffix, 2, 1, n - 1)), full([b, h, 1], NEWEST, { backend: this.backend })], 2) : full([b, h, 1], NEWEST, { backend: this.backend });
+      writeRows(this.t.excess, e, 0);
+      writeRows(this.t.level, levelN, 0);
+      this.replace('walk', add(narrow(walk, 2, n - 1, 1), 0));
+      for (const t of [phiN, levelN, rev.values, rev.indices, suffix, e]) t.dispose();
+      for (let s = 0; s < this.slots; s++) for (let j = 0; j < n; j++) this.position[s * this.rows + j] = j;
+    }
+    this.length = n;
+    this.pos = n;
+    this.epoch++;
+    this.live.fill(n);
+    this.livePos = n;
+    if (threshold) this.markDead(threshold);
+    this.compactNext = true;
+  }
+
+  /** One token's walk increment, field offset u and level offset w (B, H, 1) → its φ_t, ℓ_t and W_t (B, H, 1); W advances. */
+  advance(inc: Tensor, u: Tensor, w: Tensor): [phi: Tensor, level: Tensor, walk: Tensor] {
+    this.replace('walk', add(this.t.walk, inc));
+    return [add(this.t.walk, u), add(this.t.walk, w), this.t.walk];
+  }
+
+  /** Every cached key's minimum lowered to φ_t (B, H, 1): e ← max(e, ℓ − φ_t); then dead rows (e > τ/λ) marked when `threshold` is given. */
+  observe(phi: Tensor, threshold: Tensor | null): void {
+    const d = sub(this.t.level, phi);
+    this.replace('excess', maximum(this.t.excess, d));
+    d.dispose();
+    if (threshold) this.markDead(threshold);
+  }
+
+  /** Rows whose penalty λ·e passes τ (e > τ/λ, `threshold` (1, H, 1)) get e = DEAD_LEVEL. */
+  private markDead(threshold: Tensor): void {
+    const dead = gt(this.t.excess, threshold);
+    this.replace('excess', where(dead, DEAD_LEVEL, this.t.excess));
+    dead.dispose();
+  }
+
+  /** Appends the new token (ℓ_t (B, H, 1)) as row `length` with m = +∞; advances pos. */
+  append(level: Tensor): void {
+    if (this.length >= this.rows) throw new ArgumentError(`DeviceFpaDecodeState: the cache's ${this.rows} rows are full at position ${this.pos}`);
+    writeRows(this.t.level, level, this.length);
+    const e = reshape(this.t.excess, [this.batch, this.heads, this.rows, 1]);
+    kvWrite(e, this.t.newest, this.length);
+    e.dispose();
+    for (let s = 0; s < this.slots; s++) this.position[s * this.rows + this.length] = this.pos;
+    this.length++;
+    this.pos++;
+    this.epoch++;
+    this.stepsSinceCompact++;
+    this.stepsSinceRecentre++;
+  }
+
+  /** Re-centres when due: ℓ and W of each head minus its W (e = ℓ − m is unchanged). */
+  maybeRecentre(): void {
+    if (this.recentreEvery > 0 && this.stepsSinceRecentre >= this.recentreEvery) this.recentre();
+  }
+
+  recentre(): void {
+    this.replace('level', sub(this.t.level, this.t.walk));
+    this.replace('walk', zeros([this.batch, this.heads, 1], { backend: this.backend }));
+    this.exactHistory = false;
+    this.stepsSinceRecentre = 0;
+  }
+
+  /**
+   * Reads how many keys each head keeps (one small read) and, when the host rule says so (dead
+   * keys and `every` steps since the last compaction, or a dead fraction past `deadFraction`, or
+   * the first settle after a prefill), reads the live mask and compacts. A step that ran while
+   * this awaited makes its figures stale: they are dropped (the next settle reads again).
+   */
+  async settle(cache: LayerKv): Promise<void> {
+    const evict = this.evict;
+    if (!evict || this.length === 0) return;
+    const stamp = this.epoch, pos = this.pos, len = this.length;
+    const mask = noGrad(() => { const e = narrow(this.t.excess, 2, 0, len); const m = lt(e, DEAD_LEVEL / 2); e.dispose(); return keep(m); }); // (B, H, len) 1 = live
+    try {
+      const countsT = noGrad(() => keep(sum(mask, -1)));
+      const counts = (await countsT.data()) as Float32Array;
+      countsT.dispose();
+      if (this.epoch !== stamp) return;
+      let live = 0;
+      for (let s = 0; s < this.slots; s++) { this.live[s] = counts[s]; live += counts[s]; }
+      this.livePos = pos;
+      const dead = 1 - live / (this.slots * len);
+      if (!(dead > 0 && (this.compactNext || dead > evict.deadFraction || this.stepsSinceCompact >= evict.every))) return;
+      const flags = (await mask.data()) as Float32Array;
+      if (this.epoch !== stamp) return;
+      noGrad(() => this.compact(cache, flags, len));
+    } finally {
+      mask.dispose();
     }
   }
-  const index = tensor(idx, [b, h, length, d], { backend: t.backend, dtype: 'i32' });
-  const moved = gather(t, index, 2);
-  kvWrite(t, moved, 0);
-  index.dispose();
-  moved.dispose();
+
+  /** Drops the rows whose flag is 0 (flags (B, H, len)): as FpaDecodeState.compact, rows moved on the device. */
+  private compact(cache: LayerKv, flags: Float32Array, len: number): void {
+    const { rows, slots } = this;
+    const keepRows: number[][] = [];
+    let length = 0;
+    for (let s = 0; s < slots; s++) {
+      const k: number[] = [];
+      for (let r = 0; r < len; r++) if (flags[s * len + r] > 0) k.push(r);
+      keepRows.push(k);
+      length = Math.max(length, k.length);
+    }
+    // new row → old row (global over slots); a head's padding takes one of its dead rows, so e stays DEAD_LEVEL there.
+    const ids = new Int32Array(slots * length);
+    const position = this.position.slice();
+    for (let s = 0; s < slots; s++) {
+      const k = keepRows[s];
+      let deadRow = 0;
+      while (k.length < length && flags[s * len + deadRow] > 0) deadRow++;
+      for (let r = 0; r < length; r++) {
+        const from = r < k.length ? k[r] : deadRow;
+        ids[s * length + r] = s * rows + from;
+        this.position[s * rows + r] = r < k.length ? position[s * rows + from] : -1;
+      }
+      for (let r = length; r < rows; r++) this.position[s * rows + r] = -1;
+    }
+    if (length > 0) {
+      const idx = tensor(ids, [slots * length], { backend: this.backend, dtype: 'i32' });
+      for (const t of [cache.k, cache.v]) moveRowsTo(t, idx, length);
+      for (const t of [this.t.level, this.t.excess]) {
+        const t4 = reshape(t, [this.batch, this.heads, rows, 1]);
+        moveRowsTo(t4, idx, length);
+        t4.dispose();
+      }
+      idx.dispose();
+    }
+    for (let s = 0; s < slots; s++) this.live[s] = keepRows[s].length;
+    this.length = length;
+    this.epoch++;
+    this.exactHistory = false;
+    this.stepsSinceCompact = 0;
+    this.compactNext = false;
+    this.compactions++;
+  }
+
+  /** Fraction of the positions seen whose key is kept, per KV head (averaged over the batch), as of the last settle(). */
+  kept(): number[] {
+    const out = new Array<number>(this.heads).fill(0);
+    if (this.livePos === 0) return out.fill(1);
+    for (let s = 0; s < this.slots; s++) out[s % this.heads] += this.live[s] / this.livePos / this.batch;
+    return out;
+  }
+
+  /** Frees the device tensors (the cache's dispose does it). */
+  dispose(): void {
+    if (this.buf) for (const t of Object.values(this.buf)) t.dispose();
+    this.buf = null;
+  }
+
+  private replace(field: 'level' | 'excess' | 'walk', t: Tensor): void {
+    const buf = this.t, old = buf[field];
+    buf[field] = keep(t);
+    if (old !== t) old.dispose();
+  }
 }
 
-const states = new WeakMap<LayerKv, FpaDecodeState>();
+/** Writes rows x (B, H, n) into t (B, H, rows) at `at` … (an in-place write through a 4-D view). */
+function writeRows(t: Tensor, x: Tensor, at: number): void {
+  const [b, h, rows] = t.shape;
+  const t4 = reshape(t, [b, h, rows, 1]), x4 = reshape(x, [b, h, x.shape[2], 1]);
+  kvWrite(t4, x4, at);
+  t4.dispose();
+  x4.dispose();
+}
 
-/** Attaches a fresh decode state to a layer's cache slot (KvCache does it with its options). */
-export function attachFpaDecodeState(cache: LayerKv, opts: FpaDecodeOptions = {}): FpaDecodeState {
+/** Rows 0 … length−1 of t (B, H, rows, W) become its rows ids[(b, h), r] (global rows (b·H + h)·rows + r), one row lookup each. */
+function moveRowsTo(t: Tensor, ids: Tensor, length: number): void {
+  const [b, h, rows, w] = t.shape;
+  const table = reshape(t, [b * h * rows, w]);
+  const moved = embedding(table, ids); // (B·H·length, W)
+  const m4 = reshape(moved, [b, h, length, w]);
+  kvWrite(t, m4, 0);
+  for (const x of [table, moved, m4]) x.dispose();
+}
+
+/** Either decode state. */
+export type AnyFpaDecodeState = FpaDecodeState | DeviceFpaDecodeState;
+
+const states = new WeakMap<LayerKv, AnyFpaDecodeState>();
+
+/**
+ * Attaches a fresh decode state to a layer's cache slot (KvCache does it with its options): the
+ * host state where the cache's backend reads synchronously, the device state elsewhere.
+ */
+export function attachFpaDecodeState(cache: LayerKv, opts: FpaDecodeOptions = {}): AnyFpaDecodeState {
   const [b, h, rows] = cache.k.shape;
-  const st = new FpaDecodeState(b, h, rows, opts);
+  const backend = cache.k.backend;
+  const st = backend.readSync ? new FpaDecodeState(b, h, rows, opts) : new DeviceFpaDecodeState(backend, b, h, rows, opts);
   states.set(cache, st);
   return st;
 }
 
-/** The decode state of a layer's cache slot, made with default options on first use. */
+/** The host decode state of a layer's cache slot, made with default options on first use; ArgumentError if the slot holds a device state. */
 export function fpaDecodeState(cache: LayerKv): FpaDecodeState {
-  return states.get(cache) ?? attachFpaDecodeState(cache);
+  const st = states.get(cache) ?? attachFpaDecodeState(cache);
+  if (!(st instanceof FpaDecodeState)) throw new ArgumentError(`fpaDecodeState: this cache slot lives on backend '${cache.k.backend.name}', which reads asynchronously; its state is a DeviceFpaDecodeState (deviceFpaDecodeState)`);
+  return st;
+}
+
+/** The device decode state of a layer's cache slot, made with default options on first use; ArgumentError if the slot holds a host state. */
+export function deviceFpaDecodeState(cache: LayerKv): DeviceFpaDecodeState {
+  const st = states.get(cache) ?? attachFpaDecodeState(cache);
+  if (!(st instanceof DeviceFpaDecodeState)) throw new ArgumentError(`deviceFpaDecodeState: this cache slot lives on backend '${cache.k.backend.name}', which reads synchronously; its state is an FpaDecodeState (fpaDecodeState)`);
+  return st;
 }
 
 /** The decode state of a slot if it has one (an FPA layer that has decoded), else undefined. */
-export const peekFpaDecodeState = (cache: LayerKv): FpaDecodeState | undefined => states.get(cache);
+export const peekFpaDecodeState = (cache: LayerKv): AnyFpaDecodeState | undefined => states.get(cache);

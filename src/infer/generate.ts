@@ -85,7 +85,9 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
       x.dispose();
       return y;
     });
-    const row = (await logits.data()) as Float32Array;
+    // The cache settles beside the read (FPA eviction on webgpu reads its kept counts and compacts: KvCache.settle).
+    const [data] = await Promise.all([logits.data(), cache.settle()]);
+    const row = data as Float32Array;
     logits.dispose();
     cache.length = pos + input.length;
     // A model may have more rows than the tokenizer has ids (a vocabulary rounded up): never sample those.

@@ -8,7 +8,8 @@
  *
  * FPA layers also get a decode state (attention/fpa_decode.ts: running minima, and with eviction
  * the surviving keys, compacted to the front of k and v); `kept()` reports the fraction of the
- * cache each layer and KV head keeps.
+ * cache each layer and KV head keeps, and `settle()` finishes what such a state defers on a device
+ * read asynchronously (webgpu: generate awaits it after every step).
  */
 import { attachFpaDecodeState, peekFpaDecodeState, type FpaDecodeOptions } from '../attention/fpa_decode.ts';
 import type { LayerKv } from '../attention/mechanism.ts';
@@ -64,8 +65,18 @@ export class KvCache {
     return this.layers.map((l) => peekFpaDecodeState(l)?.kept() ?? new Array<number>(this.config.nKvHeads).fill(1));
   }
 
+  /**
+   * Finishes the work that decode states living on an asynchronously read device defer to between
+   * steps (FPA eviction on webgpu: the kept counts behind kept(), and compacting dead keys;
+   * attention/fpa_decode.ts); nothing to do elsewhere. generate awaits it with each step's logits.
+   */
+  async settle(): Promise<void> {
+    await Promise.all(this.layers.map((l) => peekFpaDecodeState(l)?.settle(l)));
+  }
+
   dispose(): void {
     for (const l of this.layers) {
+      peekFpaDecodeState(l)?.dispose();
       l.k.dispose();
       l.v.dispose();
       for (const s of Object.values(l.state ?? {})) s.dispose();
