@@ -6,6 +6,24 @@ markdown table; exits non-zero when a check fails (logits beyond 1e-4, another c
 other ids).
 
   python3 dev/hf/export_check.py /tmp/fon-export-check
+
+Run of 2026-11-30 on the H200 machine's CPU (transformers 5.17.0, torch 2.11.0), folders made at commit 3688532:
+
+  | folder          | class              | max |dlogit| | greedy 16 | hard strings |
+  | fixture-gpt2    | GPT2LMHeadModel    | 1.31e-06    | same      | 23/23 |
+  | fixture-llama   | LlamaForCausalLM   | 1.61e-06    | same      | 23/23 |
+  | fixture-mistral | MistralForCausalLM | 1.67e-06    | same      | 23/23 |
+  | fixture-qwen2   | Qwen2ForCausalLM   | 1.91e-06    | same      | 22/23 |
+  | fixture-qwen3   | Qwen3ForCausalLM   | 2.68e-06    | same      | 23/23 |
+  | trained-llama   | LlamaForCausalLM   | 1.43e-06    | same      | 23/23 |
+  | trained-qwen3   | Qwen3ForCausalLM   | 1.67e-06    | same      | 23/23 |
+
+The one string that differs, "combining e\u0301 a\u0308 …" in the qwen2 folder, is transformers' doing: for
+model_type qwen2 its tokenizer composes the combining marks (NFC: é as one code point) although tokenizer.json
+has no normalizer, while the `tokenizers` library (test/io/hf_tokenizer_fixtures.test.ts) and FON follow
+tokenizer.json. Real Qwen2 tokenizer.json files carry an NFC normalizer, which FON applies. The prompt ids
+differ only by the start token FON's generate puts first (the tokenizer's post-processor prefix, else the eos
+id); the greedy comparison gives transformers FON's ids as they are.
 """
 import json, os, sys
 import torch
