@@ -2,12 +2,15 @@
 {key, ms}: torch.nn.functional.scaled_dot_product_attention in bf16 on CUDA, causal prefill
 (forward, or forward + backward) at (1, H, T, D), and one-query decode over (1, Hkv, T, D) with
 enable_gqa (kv heads expanded once, outside the timing, where this torch lacks it). Each timing is
-the median of 3 CUDA-event-timed batches of back-to-back calls, each batch >= 250 ms of GPU work."""
+bench/torch_timing.py's timed: the median of 3 CUDA-event-timed batches of back-to-back calls, each
+batch >= 250 ms of GPU work."""
 import json
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from torch_timing import timed  # bench/torch_timing.py (the script's folder is on sys.path)
 
 cases = json.load(sys.stdin)
 out = []
@@ -17,30 +20,6 @@ if not torch.cuda.is_available():
 
 dev = "cuda"
 bf = torch.bfloat16
-
-
-def timed(fn):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-
-    def batch(n):
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(n):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        return s.elapsed_time(e)
-
-    n = 1
-    t = batch(n)
-    while t < 250 and n < 100000:
-        n = int(n * min(10, 300 / max(t, 0.05))) + 1
-        t = batch(n)
-    ts = sorted(batch(n) for _ in range(3))
-    return ts[1] / n
 
 
 for c in cases:

@@ -4,14 +4,16 @@ CUDA — causal prefill at (1, H, T, D), forward or forward + backward, and one-
 (1, H, T, D) — and, where the case asks (small T only: it materialises H·T² scores), a plain
 PyTorch FoX forward (+ backward): scores q·kᵀ/√d + c_i − c_j in f32, causal mask, softmax, ·v.
 A case that fails (out of memory, anything else) leaves its figure out and says why in errors.
-Timing as bench/torch_attention.py: median of 3 CUDA-event-timed batches of back-to-back calls,
-each batch >= 250 ms of GPU work, after 3 warm-up calls."""
+Timing: bench/torch_timing.py (median of 3 CUDA-event-timed batches of back-to-back calls,
+each batch >= 250 ms of GPU work, after 3 warm-up calls)."""
 import json
 import math
 import sys
 
 import torch
 import torch.nn.functional as F
+
+from torch_timing import timed  # bench/torch_timing.py (the script's folder is on sys.path)
 
 cases = json.load(sys.stdin)
 out = []
@@ -21,32 +23,6 @@ if not torch.cuda.is_available():
 
 dev = "cuda"
 bf = torch.bfloat16
-
-
-def timed(fn):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-
-    def batch(n):
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(n):
-            fn()
-        e.record()
-        torch.cuda.synchronize()
-        return s.elapsed_time(e)
-
-    n = 1
-    t = batch(n)
-    if t > 1000:
-        return batch(1)
-    while t < 250 and n < 100000:
-        n = int(n * min(10, 300 / max(t, 0.05))) + 1
-        t = batch(n)
-    ts = sorted(batch(n) for _ in range(3))
-    return ts[1] / n
 
 
 def plain_fox(q, k, v, c):

@@ -7,7 +7,6 @@
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,18 +17,14 @@ import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { parseModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
+import { fon as fonRun } from './fon_process.ts';
 
-const FON = join(import.meta.dirname, '../../bin/fon.js');
 const QWEN3 = join(import.meta.dirname, '../fixtures/hf/qwen3');
 const FILES = 'config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json';
 const dir = mkdtempSync(join(tmpdir(), 'fon-export-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const cpu = await fon.initBackend('cpu');
 
-function fonRun(...args: string[]) {
-  const r = spawnSync(process.execPath, [FON, ...args], { encoding: 'utf8', timeout: 120_000 });
-  return { code: r.status, out: r.stdout, err: r.stderr };
-}
 
 function assertCleanError(r: { code: number | null; out: string; err: string }, message: string) {
   assert.equal(r.code, 2, `exit code (stderr: ${r.err})`);

@@ -7,21 +7,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fon, writeSentenceCorpus } from './fon_process.ts';
 
-const FON = join(import.meta.dirname, '../../bin/fon.js');
 const dir = mkdtempSync(join(tmpdir(), 'fon-foxfpa-cli-'));
 const corpus = join(dir, 'corpus.txt');
-const sentences = ['The cat sat on the mat.', 'A dog ran in the park.', 'We read books at night.'];
-writeFileSync(corpus, Array.from({ length: 300 }, (_, i) => sentences[(i * 5) % 3]).join(' '));
+writeSentenceCorpus(corpus, ['The cat sat on the mat.', 'A dog ran in the park.', 'We read books at night.'], 300, 5);
 
-function fon(...args: string[]) {
-  const r = spawnSync(process.execPath, [FON, ...args], { encoding: 'utf8', timeout: 120_000 });
-  return { code: r.status, out: r.stdout, err: r.stderr };
-}
 
 function train(name: string, attention: unknown): string {
   const config = join(dir, `${name}.json`);

@@ -6,24 +6,19 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as fon from '../../src/index.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { loadModel } from '../../src/io/model_checkpoint.ts';
+import { fon as fon_ } from './fon_process.ts';
 
-const FON = join(import.meta.dirname, '../../bin/fon.js');
 const FIX = join(import.meta.dirname, '../fixtures/hf');
 const EVAL_TEXT = join(FIX, 'eval.txt');
 const dir = mkdtempSync(join(tmpdir(), 'fon-hf-cli-'));
 test.after(() => rmSync(dir, { recursive: true, force: true }));
 
-function fon_(...args: string[]) {
-  const r = spawnSync(process.execPath, [FON, ...args], { encoding: 'utf8', timeout: 120_000 });
-  return { code: r.status, out: r.stdout, err: r.stderr };
-}
 
 const reference = (arch: string) => JSON.parse(readFileSync(join(FIX, arch, 'reference.json'), 'utf8')) as { perplexity: number; scored_tokens: number; eval_bytes: number };
 

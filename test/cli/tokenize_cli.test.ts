@@ -7,24 +7,19 @@
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeCheckpointDir } from '../../src/io/checkpoint_dir.ts';
 import { parseTokenizer, trainBpe } from '../../src/io/tokenizer/tokenizer.ts';
+import { fon } from './fon_process.ts';
 
-const FON = join(import.meta.dirname, '../../bin/fon.js');
 const QWEN3 = join(import.meta.dirname, '../fixtures/hf/qwen3');
 const dir = mkdtempSync(join(tmpdir(), 'fon-tokenize-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const reference = JSON.parse(readFileSync(join(QWEN3, 'tokenizer_reference.json'), 'utf8')) as { strings: string[]; ids: number[][] };
 const qwen3 = parseTokenizer(readFileSync(join(QWEN3, 'tokenizer.json'), 'utf8'));
 
-function fon(...args: string[]) {
-  const r = spawnSync(process.execPath, [FON, ...args], { encoding: 'utf8', timeout: 120_000 });
-  return { code: r.status, out: r.stdout, err: r.stderr };
-}
 
 function assertCleanError(r: { code: number | null; out: string; err: string }, re: RegExp) {
   assert.equal(r.code, 2, `exit code (stderr: ${r.err})`);

@@ -5,25 +5,20 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync, truncateSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
+import { fon, FON, writeSentenceCorpus } from './fon_process.ts';
 
-const FON = join(import.meta.dirname, '../../bin/fon.js');
 const dir = mkdtempSync(join(tmpdir(), 'fon-cli-'));
 const corpus = join(dir, 'corpus.txt');
-const sentences = ['The cat sat on the mat.', 'A dog ran in the park.', 'We read books at night.', 'Rain fell on the old town.'];
-writeFileSync(corpus, Array.from({ length: 400 }, (_, i) => sentences[(i * 7) % 4]).join(' '));
+writeSentenceCorpus(corpus, ['The cat sat on the mat.', 'A dog ran in the park.', 'We read books at night.', 'Rain fell on the old town.'], 400, 7);
 const config = join(dir, 'model.json');
 writeFileSync(config, JSON.stringify({ dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32, contextLength: 32 }));
 const TRAIN = ['train', '--data', corpus, '--config', config, '--tokenizer', 'byte', '--steps', '6', '--batch', '2', '--backend', 'cpu', '--eval-every', '3', '--eval-windows', '2', '--checkpoint-every', '0', '--final-eval-windows', '4'];
 
-function fon(...args: string[]) {
-  const r = spawnSync(process.execPath, [FON, ...args], { encoding: 'utf8', timeout: 120_000 });
-  return { code: r.status, out: r.stdout, err: r.stderr };
-}
 
 function assertCleanError(r: { code: number | null; err: string }, re: RegExp) {
   assert.equal(r.code, 2, `exit code (stderr: ${r.err})`);
