@@ -74,6 +74,13 @@
  *       looping over every chunk):                                     16K 0.207, 128K 0.819 (656 GB/s)
  *   d2  as d1 with subgroupMax for the row maxima, 16-byte K loads, 2048 workgroups:
  *                                                                      16K 0.180, 128K 0.805 (667 GB/s)
+ *   d2g256, d2g512, d2g2048  d2 (the current src kernel) with 256, 512 or 2048 workgroups in all
+ *       instead of 1024: not measured yet.
+ *   d3, d3g640  d2 with each step's 128 K rows first staged in workgroup memory (KS in
+ *       attention_decode.wgsl): coalesced 16-byte loads by consecutive invocations, rows padded
+ *       by 16 bytes; 1024 or 640 workgroups. Checked on SwiftShader at D = 64 in bf16
+ *       (test/backend/webgpu_attention.test.ts); not measured yet.
+ *       Next on the H200: `--prefill "" --decode 131072 --only d2,d2g256,d2g512,d2g2048,d3,d3g640`.
  *       then (current src, d1/d2 above run it with the tree / subgroup maxima): head dim a
  *       constant so the K loads of a row unroll, loads past the chunk clamped instead of
  *       branched around, 1024 workgroups, and the combine as one workgroup per row reducing
@@ -87,7 +94,7 @@ import { parseArgs } from 'node:util';
 import { attention as cpuAttention } from '../../src/backend/cpu/attention.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { WebGpuBackend, type GpuHandle, type GpuRef } from '../../src/backend/webgpu/backend.ts';
-import { attentionBackward, attentionBlocked, attentionDecode, attentionPlain, attentionTc, blockedRows, decodeRows, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward, attentionBlocked, attentionDecode, attentionPlain, attentionTc, blockedRows, decodeRows, decodeStagesK, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
 import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attentionBackward as cpuAttentionBackward } from '../../src/backend/cpu/attention.ts';
 import { f32ToHost, hostToF32 } from '../../src/tensor/dtype.ts';
@@ -147,6 +154,19 @@ const VERSIONS: Version[] = [
   { name: 'd0', kind: 'decode', usable: () => true, run: attentionPlain },
   { name: 'd1', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, undefined, false) },
   { name: 'd2', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a) },
+  // d2 with other workgroup totals (DECODE_GROUPS is 1024): fewer workgroups stream fewer K rows
+  // per SM at once (each lane reads a whole 256-byte K row in 16-byte pieces, so a warp's 32 rows
+  // must stay in L1 across the row's 16 loads), more workgroups hide more latency.
+  // d3: d2 with the step's K rows staged in workgroup memory by coalesced loads (KS), with 1024
+  // (d3) or 640 (d3g640: about the 5 workgroups per SM its 43 KB of workgroup memory allow) in all.
+  ...[0, 640].map((g): Version => ({
+    name: g ? `d3g${g}` : 'd3', kind: 'decode', usable: (be, a) => decodeStagesK(be, a, 'f16') && be.caps.subgroups,
+    run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, true),
+  })),
+  ...[256, 512, 2048].map((g): Version => ({
+    name: `d2g${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
+    run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads)))),
+  })),
 ];
 
 function args(b: number, h: number, hkv: number, tq: number, tk: number, d: number): AttentionArgs {
