@@ -66,6 +66,9 @@
  *       branch are two separate faults). For that: t6n (rescale dropped), t6r (row maximum
  *       without a shuffle), t6rn (both), edits of t6's generated WGSL (tcPatched below); the
  *       check now also counts NaNs, names the first rows holding one and gives the lse error.
+ *       Run 2026-11-30 (later): t6n, t6r and t6rn all NaN in 108 of 1200 rows (t6rn 55.8 ms at 16K), so
+ *       neither the shuffle nor the rescale is the fault. Next: t6s, t6sn, t6srn move the running
+ *       maximum with select() instead of inside a branch (selectMax).
  *                                                                         16K 57.0 (38.6)
  *   d0  decode through p1 (one query row per 16-row tile).             16K 20.5, 128K 181.3 (3 GB/s)
  *   d1  flash-decoding (attention_decode.wgsl + attention_combine.wgsl), per-step row maxima by a
@@ -135,6 +138,13 @@ const noRescale = (src: string) => must(src, /    if \(workgroupUniformLoad\(&Mo
 const rowMax = (src: string) => must(must(must(src, /\n    mb = max\(mb, subgroupShuffleXor\(mb, 1u\)\);/, ''),
   /for \(var c = par; c < BK; c \+= 2u\) \{ mb = max/, 'for (var c = 0u; c < BK; c++) { mb = max'),
   /(var mb = -BIG;[\s\S]*?\} else \{\n      )for \(var c = par; c < BK; c \+= 2u\) \{/, '$1for (var c = 0u; c < BK; c++) {');
+/**
+ * The running maximum moved without a divergent branch (select), so no loop-carried value is
+ * assigned inside a branch of a loop that also runs subgroup-matrix operations; only the flag's
+ * store stays in a branch.
+ */
+const selectMax = (src: string) => must(src, /    var alpha = 1\.0;\n    if \(mb > m \+ SLACK\) \{[\s\S]*?\n    \}\n(?=    if \(par == 0u\))/,
+  '    let up = mb > m + SLACK;\n    let alpha = select(1.0, select(0.0, exp2(m - mb), m > -BIG), up);\n    m = select(m, mb, up);\n    l *= alpha;\n    if (up && blk > 1u) { Moved = blk; }\n');
 function must(src: string, re: RegExp, to: string): string {
   if (!re.test(src)) throw new Error(`dev/kernels/attention.ts: the one-pass kernel no longer has ${re}; update the patch`);
   return src.replace(re, to);
@@ -151,6 +161,9 @@ const VERSIONS: Version[] = [
   { name: 't6n', kind: 'prefill', usable: tc6, run: tcPatched('n', noRescale) },
   { name: 't6r', kind: 'prefill', usable: tc6, run: tcPatched('r', rowMax) },
   { name: 't6rn', kind: 'prefill', usable: tc6, run: tcPatched('rn', (src) => noRescale(rowMax(src))) },
+  { name: 't6s', kind: 'prefill', usable: tc6, run: tcPatched('s', selectMax) },
+  { name: 't6sn', kind: 'prefill', usable: tc6, run: tcPatched('sn', (src) => noRescale(selectMax(src))) },
+  { name: 't6srn', kind: 'prefill', usable: tc6, run: tcPatched('srn', (src) => noRescale(rowMax(selectMax(src)))) },
   { name: 'd0', kind: 'decode', usable: () => true, run: attentionPlain },
   { name: 'd1', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, undefined, false) },
   { name: 'd2', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a) },
