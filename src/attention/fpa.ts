@@ -42,10 +42,38 @@
  * stored φ of every position, exactly (one fused kernel per step, no extra state); with `evict`
  * the minima live on the device (DeviceFpaDecodeState: elementwise updates, no read-back inside a
  * step) and the compaction runs in KvCache.settle(), which generate awaits with each step's logits.
+ *
+ * Shared walk (`shared`, §2.2's sub-case u ≡ w ≡ 0): field and level are the walk itself, φ = ℓ = W.
+ * The layer then has no field and level projections (parameters `fpa.walk.{weight,bias}`,
+ * `fpa.rho`, `fpa.kappa` with walk "tanh": 2·Hkv·(C + 1) fewer than the general layer; a
+ * checkpoint with or without `fpa.field.*` / `fpa.level.*` does not load into the other kind:
+ * ShapeError "tensor … is missing" or CheckpointError "tensors the config does not use"), and the
+ * cache keeps φ, ℓ, W as for the general layer (three equal rows). Sub-cases (§2.3.1):
+ * - walk "fox" (δ = log σ(a) ≤ 0): W never rises, so M_ij = W_i and pen_ij = λ·(W_j − W_i) =
+ *   −λ·Σ_{(j,i]} log f: FoX with forget gates f^λ, exactly FoX (same gate weights) while λ = 1,
+ *   which is the init; λ stays learned.
+ * - any walk whose increments are ≥ 0 (e.g. "linear" with a ≥ 0): pen ≡ 0, plain NoPE softmax.
+ *
+ * Stack decoding (`stack`, only with `shared`, not with `evict`; §2.3.4 and §2.6's last lines):
+ * the cached calls — the prompt's prefill included, one token at a time — compute the hard limit
+ * λ → ∞ of the layer: each query attends with no penalty to exactly the keys of penalty 0,
+ * A_i = {j ≤ i : W_j ≤ W_t for all t ∈ (j, i]}, kept as an explicit stack (FpaStack: pop the keys
+ * whose level passes W_t, push t; amortised O(1) per token and head); every popped key's row is
+ * dead at once and the cache is compacted to the alive keys under the `stack` rule (every `every`
+ * steps or past `deadFraction` dead rows), as with `evict`. THIS CHANGES THE MODEL'S FUNCTION:
+ * the training forward (and what `fon eval` measures) keeps the learned, finite λ, under which a
+ * key undercut by a dip d still weighs ∝ e^{−λ·d}; stack decoding removes it. The two agree only
+ * when λ·d is large against the score range (2U + ln n) for every dip the walk makes. To decode a
+ * model this way, train it in (or near) the hard regime — a large λ (ρ; no config option sets its
+ * init, it is learned from λ = 1), or a walk whose steps are large against the scores ("linear"
+ * learns their scale, "tanh" its κ) — or accept the approximation and measure it against the
+ * exact decoding (the same checkpoint without `stack`). With walk "fox" (every δ < 0) the stack
+ * holds only the newest key (and ties), so "linear" or "tanh" is the useful walk here. The stack
+ * is host state: this mode runs on cpu and wasm; on webgpu a cached call is an UnsupportedError.
  */
 import { fpaAttention } from '../ops/fpa_attention.ts';
 import { kvWrite } from '../ops/attention.ts';
-import { ArgumentError } from '../errors.ts';
+import { ArgumentError, UnsupportedError } from '../errors.ts';
 import { tensor, zeros } from '../ops/creation.ts';
 import { add, div, mul, softplus, tanh } from '../ops/elementwise.ts';
 import { concat, narrow, reshape } from '../ops/layout.ts';
@@ -55,7 +83,7 @@ import { Module } from '../nn/module.ts';
 import type { ModelConfig } from '../model/config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { cacheState, continueCumsum, headGates, logSigmoid, stateRows, toF32, writeState } from './gates.ts';
-import { deviceFpaDecodeState, fpaDecodeState, type DeviceFpaDecodeState, type FpaDecodeState, type FpaEvict } from './fpa_decode.ts';
+import { deviceFpaDecodeState, fpaDecodeState, type DeviceFpaDecodeState, type FpaCompaction, type FpaDecodeState, type FpaEvict } from './fpa_decode.ts';
 import type { AttentionMechanism, CacheStateLayout, LayerKv, MechanismContext, MechanismInput } from './mechanism.ts';
 import { OutputGate } from './output_gate.ts';
 import { TokenShift } from './token_shift.ts';
@@ -74,6 +102,14 @@ export interface FpaSpec {
   tokenShift?: boolean;
   /** Dead-key eviction while decoding (§2.6); absent = off. See attention/fpa_decode.ts DEFAULT_EVICT. */
   evict?: FpaEvict;
+  /** Shared walk: φ = ℓ = W, no field and level projections (§2.2, u ≡ w ≡ 0); absent = off. */
+  shared?: boolean;
+  /**
+   * Shared-walk hard-limit decoding through an explicit stack, with this compaction rule (needs
+   * `shared`, excludes `evict`; host backends only); absent = off. Changes the model's function:
+   * see the file comment. Defaults: attention/fpa_decode.ts DEFAULT_STACK.
+   */
+  stack?: FpaCompaction;
 }
 
 /** softplus⁻¹(1) = ln(e − 1): the offset that makes a stored ρ of 0 mean λ = 1. */
@@ -82,28 +118,47 @@ export const RHO_OFFSET = Math.log(Math.E - 1);
 export class FpaAttention extends Module implements AttentionMechanism {
   readonly name: string;
   readonly walkProj: Linear;
-  readonly fieldProj: Linear;
-  readonly levelProj: Linear;
   readonly rho: Tensor;
   readonly kappa?: Tensor;
   readonly outputGate?: OutputGate;
   readonly tokenShift?: TokenShift;
+  /** The field and level projections (u, w); absent with a shared walk. */
+  private readonly offsets?: { field: Linear; level: Linear };
 
   constructor(readonly spec: FpaSpec, ctx: MechanismContext) {
     super();
     const { f, name, config: c } = ctx;
     const hkv = c.nKvHeads;
-    this.name = `fpa(walk=${spec.walk}${spec.outputGate ? ', outputGate' : ''}${spec.tokenShift ? ', tokenShift' : ''}${spec.evict ? `, evict τ=${spec.evict.tau}` : ''})`;
+    if (spec.stack && !spec.shared) throw new ArgumentError(`fpa: 'stack' needs 'shared' (the stack holds the alive keys only when field and level are the walk itself)`);
+    if (spec.stack && spec.evict) throw new ArgumentError(`fpa: 'stack' and 'evict' exclude each other`);
+    const opts = [spec.outputGate && 'outputGate', spec.tokenShift && 'tokenShift', spec.shared && 'shared', spec.evict && `evict τ=${spec.evict.tau}`, spec.stack && 'stack'].filter(Boolean);
+    this.name = `fpa(walk=${spec.walk}${opts.map((o) => `, ${o}`).join('')})`;
     this.walkProj = this.child(new Linear(f, `${name}.fpa.walk`, c.dModel, hkv, { bias: true }));
-    this.fieldProj = this.child(new Linear(f, `${name}.fpa.field`, c.dModel, hkv, { bias: true, std: 0 }));
-    this.levelProj = this.child(new Linear(f, `${name}.fpa.level`, c.dModel, hkv, { bias: true, std: 0 }));
+    if (!spec.shared) {
+      this.offsets = {
+        field: this.child(new Linear(f, `${name}.fpa.field`, c.dModel, hkv, { bias: true, std: 0 })),
+        level: this.child(new Linear(f, `${name}.fpa.level`, c.dModel, hkv, { bias: true, std: 0 })),
+      };
+    }
     this.rho = this.param(f, `${name}.fpa.rho`, [hkv], { kind: 'zeros' });
     if (spec.walk === 'tanh') this.kappa = this.param(f, `${name}.fpa.kappa`, [hkv], { kind: 'ones' });
     if (spec.outputGate) this.outputGate = this.child(new OutputGate(f, name, c));
     if (spec.tokenShift) this.tokenShift = this.child(new TokenShift(f, name, c, this.name));
   }
 
-  /** Cache state: φ, ℓ and W per KV head. */
+  /** The field projection (u); ArgumentError for a shared walk, which has none. */
+  get fieldProj(): Linear {
+    if (!this.offsets) throw new ArgumentError(`${this.name}: a shared walk has no field projection (φ = W)`);
+    return this.offsets.field;
+  }
+
+  /** The level projection (w); ArgumentError for a shared walk, which has none. */
+  get levelProj(): Linear {
+    if (!this.offsets) throw new ArgumentError(`${this.name}: a shared walk has no level projection (ℓ = W)`);
+    return this.offsets.level;
+  }
+
+  /** Cache state: φ, ℓ and W per KV head (equal rows with a shared walk). */
   static cacheState(c: ModelConfig): CacheStateLayout {
     return { phi: c.nKvHeads, level: c.nKvHeads, walk: c.nKvHeads };
   }
@@ -123,9 +178,17 @@ export class FpaAttention extends Module implements AttentionMechanism {
     return softplus(add(toF32(this.rho), RHO_OFFSET));
   }
 
-  /** φ and ℓ (B, Hkv, T) from the walk W (B, Hkv, T) and x. */
+  /** φ and ℓ (B, Hkv, T) from the walk W (B, Hkv, T) and x (both W with a shared walk). */
   private fieldAndLevel(walk: Tensor, x: Tensor): [Tensor, Tensor] {
-    return [add(walk, headGates(this.fieldProj, x)), add(walk, headGates(this.levelProj, x))];
+    if (!this.offsets) return [walk, walk];
+    return [add(walk, headGates(this.offsets.field, x)), add(walk, headGates(this.offsets.level, x))];
+  }
+
+  /** The offsets u and w (B, Hkv, T) f32 from x (B, T, C); zeros with a shared walk. */
+  private offsetGates(x: Tensor): [Tensor, Tensor] {
+    if (this.offsets) return [headGates(this.offsets.field, x), headGates(this.offsets.level, x)];
+    const z = () => zeros([x.shape[0], this.walkProj.outFeatures, x.shape[1]], { backend: x.backend });
+    return [z(), z()];
   }
 
   /** The token shift of the raw k and v (B, T, Hkv, D) when on; otherwise k and v as they are. */
@@ -146,13 +209,18 @@ export class FpaAttention extends Module implements AttentionMechanism {
 
   forwardCached(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
     if (!k.backend.readSync) {
+      if (this.spec.stack) {
+        throw new UnsupportedError(`${this.name}: 'stack' decoding keeps the alive keys in a host stack and runs on backends that read synchronously (cpu, wasm), not on '${k.backend.name}'; decode on cpu or wasm, or drop 'stack' from the layer's config (exact decoding)`);
+      }
       if (!this.spec.evict) return this.finish(this.exactCached(q, k, v, input, cache, pos), input);
       return this.finish(this.forwardDevice(deviceFpaDecodeState(cache), q, k, v, input, cache, pos), input);
     }
     const st = fpaDecodeState(cache);
     this.seek(st, pos);
+    if (this.spec.stack) st.useStack();
     if (pos > 0 && pos !== st.pos) this.rebuild(st, cache, pos);
-    if (st.length === 0) {
+    // Stack mode has no exact prefill: the prompt goes through the stack one token at a time (the hard limit throughout).
+    if (st.length === 0 && !this.spec.stack) {
       const o = this.exactCached(q, k, v, input, cache, 0);
       this.rebuild(st, cache, q.shape[2]); // marks the dead keys when evicting
       if (st.deadFraction() > 0) st.compact(cache);
@@ -194,7 +262,7 @@ export class FpaAttention extends Module implements AttentionMechanism {
       return o;
     }
     const n = q.shape[2];
-    const inc = this.increments(input.x), u = headGates(this.fieldProj, input.x), w = headGates(this.levelProj, input.x); // (B, Hkv, n)
+    const inc = this.increments(input.x), [u, w] = this.offsetGates(input.x); // (B, Hkv, n)
     const lambda = this.lambda();
     const outs: Tensor[] = [];
     for (let i = 0; i < n; i++) {
@@ -230,9 +298,10 @@ export class FpaAttention extends Module implements AttentionMechanism {
     return fpaAttention(q, cache.k, cache.v, stateRows(phiState), stateRows(levelState), this.lambda(), { kvLength: pos + n });
   }
 
-  /** The decode state from the stored φ, ℓ, W of positions 0 … n−1 (suffix minima). */
+  /** The decode state from the stored φ, ℓ, W of positions 0 … n−1 (suffix minima; in stack mode the stack replayed over W). */
   private rebuild(st: FpaDecodeState, cache: LayerKv, n: number): void {
     const read = (key: string) => cacheState(cache.state, key, this.name).dataSync();
+    if (this.spec.stack) return st.rebuildStack(read('walk'), st.rows, n);
     st.rebuild(read('phi'), read('level'), read('walk'), st.rows, n);
     if (this.spec.evict) st.markDead(this.lambda().dataSync(), this.spec.evict.tau);
   }
@@ -240,11 +309,14 @@ export class FpaAttention extends Module implements AttentionMechanism {
   /**
    * Tokens pos … pos+n−1 one at a time through the running minima: W ← W + δ_t, φ_t, ℓ_t; every
    * cached m_j ← min(m_j, φ_t); dead keys marked (evict); the new key appended with m = +∞; the query
-   * attends with the penalties; compaction and re-centring when due.
+   * attends with the penalties; compaction and re-centring when due. In stack mode the stack pops
+   * instead (its keys' rows dead, the live rows keep m = +∞: no penalty) and `stack` rules compaction.
    */
   private decode(st: FpaDecodeState, q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv): Tensor {
-    const n = q.shape[2], slots = st.slots, evict = this.spec.evict;
-    const inc = this.increments(input.x).dataSync(), u = headGates(this.fieldProj, input.x).dataSync(), w = headGates(this.levelProj, input.x).dataSync();
+    const n = q.shape[2], slots = st.slots, evict = this.spec.evict, stack = this.spec.stack;
+    const compaction = evict ?? stack;
+    const inc = this.increments(input.x).dataSync();
+    const [u, w] = this.offsets ? [headGates(this.offsets.field, input.x).dataSync(), headGates(this.offsets.level, input.x).dataSync()] : [null, null];
     const lambda = this.lambda();
     const lam = lambda.dataSync();
     const backend = k.backend;
@@ -255,11 +327,14 @@ export class FpaAttention extends Module implements AttentionMechanism {
       for (let s = 0; s < slots; s++) {
         const wt = Math.fround(st.walk[s] + inc[s * n + i]);
         st.walk[s] = wt;
-        phiT[s] = Math.fround(wt + u[s * n + i]);
-        levelT[s] = Math.fround(wt + w[s * n + i]);
+        phiT[s] = u ? Math.fround(wt + u[s * n + i]) : wt;
+        levelT[s] = w ? Math.fround(wt + w[s * n + i]) : wt;
       }
-      st.observe(phiT);
-      if (evict) st.markDead(lam, evict.tau);
+      if (stack) st.stackStep(phiT); // φ_t = ℓ_t = W_t
+      else {
+        st.observe(phiT);
+        if (evict) st.markDead(lam, evict.tau);
+      }
       const row = st.length;
       if (st.exactHistory) {
         // Keep the per-position state tensors complete while a rewind could still rebuild from them.
@@ -278,7 +353,7 @@ export class FpaAttention extends Module implements AttentionMechanism {
       const levels = tensor(st.attentionLevels(), [st.batch, st.heads, st.rows], { backend });
       outs.push(fpaAttention(narrow(q, 2, i, 1), cache.k, cache.v, phi0, levels, lambda, { kvLength: st.length }));
       levels.dispose();
-      if (evict && st.wantsCompaction(evict)) st.compact(cache);
+      if (compaction && st.wantsCompaction(compaction)) st.compact(cache);
       st.maybeRecentre();
     }
     phi0.dispose();

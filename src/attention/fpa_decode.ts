@@ -32,8 +32,11 @@
  *
  * FpaStack is the spec's shared-walk hard mode (§2.6, last lines): the alive keys as an explicit
  * stack, amortised O(1) per token; a host structure, checked against the definition and against
- * FpaDecodeState's penalty-based alive set (test/attention/fpa_stack.test.ts). No layer option
- * selects it yet.
+ * FpaDecodeState's penalty-based alive set (test/attention/fpa_stack.test.ts). An FPA layer with
+ * `shared` and `stack` (attention/fpa.ts) decodes through it on the host: FpaDecodeState.stackStep
+ * pops, marks the popped keys' rows dead and the token is appended as usual; the running minima are
+ * not kept (every live row has m = +∞, so the attention gives it no penalty), and compaction follows
+ * the layer's `stack` rule (FpaCompaction) as it follows `evict`'s.
  *
  * Re-centring subtracts W from every ℓ, m and W of a head (the penalty depends on ℓ − m only), so
  * a long decode keeps the state near 0 where f32 is fine.
@@ -54,14 +57,18 @@ import type { Backend } from '../backend/backend.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { LayerKv } from './mechanism.ts';
 
-/** Eviction of dead keys (FpaSpec.evict), with every field resolved. */
-export interface FpaEvict {
-  /** A key whose penalty λ·relu(ℓ − m) exceeds τ is dropped. */
-  tau: number;
+/** When a cache with dead rows is compacted (FpaSpec.stack; FpaSpec.evict adds τ). */
+export interface FpaCompaction {
   /** Compact the cache at least every this many decode steps (when any key is dead). */
   every: number;
   /** … or as soon as this fraction of the cache's rows is dead. */
   deadFraction: number;
+}
+
+/** Eviction of dead keys (FpaSpec.evict), with every field resolved. */
+export interface FpaEvict extends FpaCompaction {
+  /** A key whose penalty λ·relu(ℓ − m) exceeds τ is dropped. */
+  tau: number;
 }
 
 /**
@@ -69,6 +76,9 @@ export interface FpaEvict {
  * and n_max ≈ 400 at U = 0. With QK-norm the safe choice is 2U + ln n_max + 10 (U the score bound).
  */
 export const DEFAULT_EVICT: FpaEvict = { tau: 16, every: 64, deadFraction: 0.25 };
+
+/** Default compaction of the shared-walk stack mode (FpaSpec.stack): as DEFAULT_EVICT's. */
+export const DEFAULT_STACK: FpaCompaction = { every: 64, deadFraction: 0.25 };
 
 /** The level a dead or padding row is given in the attention: its penalty is λ·1e20, weight 0. */
 export const DEAD_LEVEL = 1e20;
@@ -94,6 +104,8 @@ export class FpaDecodeState {
   /** The current walk W per (b, h). */
   readonly walk: Float32Array;
   readonly recentreEvery: number;
+  /** The alive keys as a stack, in the shared-walk stack mode (useStack); null otherwise. */
+  stack: FpaStack | null = null;
   private stepsSinceCompact = 0;
   private stepsSinceRecentre = 0;
 
@@ -117,6 +129,59 @@ export class FpaDecodeState {
     this.compactions = 0;
     this.position.fill(-1);
     this.walk.fill(0);
+    this.stack?.reset();
+    this.stepsSinceCompact = 0;
+    this.stepsSinceRecentre = 0;
+  }
+
+  /**
+   * Switches this state to the shared-walk stack mode (idempotent): the alive set is kept by an
+   * FpaStack (stackStep) instead of running minima (observe, markDead). Call before the first token.
+   */
+  useStack(): FpaStack {
+    if (!this.stack) {
+      if (this.length > 0) throw new ArgumentError(`FpaDecodeState.useStack: the state already holds ${this.length} rows; switch to the stack mode before the first token`);
+      this.stack = new FpaStack(this.slots, this.rows);
+    }
+    return this.stack;
+  }
+
+  /**
+   * Stack mode, before appending token `pos` whose field and level are its walk W_t (per (b, h)):
+   * pops every key whose level passes W_t and marks its row dead. Returns how many rows died.
+   * The live rows of a slot are its stack's keys in order (both only ever lose a top segment and
+   * gain the newest), so the popped keys are the slot's topmost live rows.
+   */
+  stackStep(walk: ArrayLike<number>): number {
+    const stack = this.stack;
+    if (!stack) throw new ArgumentError('FpaDecodeState.stackStep: not in the stack mode (useStack)');
+    if (stack.pos !== this.pos) throw new ArgumentError(`FpaDecodeState.stackStep: the stack is at position ${stack.pos}, the state at ${this.pos}`);
+    const cursor = new Int32Array(this.slots).fill(this.length - 1);
+    return stack.step(walk, walk, (s, position) => {
+      const base = s * this.rows;
+      let r = cursor[s];
+      while (r >= 0 && this.position[base + r] !== position) r--;
+      if (r < 0) throw new ArgumentError(`FpaDecodeState.stackStep: popped position ${position} of slot ${s} is not a live row`);
+      this.position[base + r] = -1;
+      cursor[s] = r - 1;
+    });
+  }
+
+  /**
+   * Stack mode: the state after positions 0 … n−1 from their walk W (B, H, stride) (a host copy of
+   * the cache's "walk" state): the stack replayed over W, the rows of its popped keys dead. Rows
+   * stay absolute positions (nothing is compacted here).
+   */
+  rebuildStack(walk: ArrayLike<number>, stride: number, n: number): void {
+    this.reset();
+    this.useStack();
+    const col = new Float32Array(this.slots);
+    for (let j = 0; j < n; j++) {
+      for (let s = 0; s < this.slots; s++) col[s] = walk[s * stride + j];
+      this.stackStep(col);
+      this.append(col);
+    }
+    if (n > 0) this.walk.set(col);
     this.stepsSinceCompact = 0;
     this.stepsSinceRecentre = 0;
   }
@@ -216,10 +281,10 @@ export class FpaDecodeState {
     return out;
   }
 
-  /** Whether the cache should be compacted now, under `evict`. */
-  wantsCompaction(evict: FpaEvict): boolean {
+  /** Whether the cache should be compacted now, under `rule` (a layer's `evict` or `stack`). */
+  wantsCompaction(rule: FpaCompaction): boolean {
     const dead = this.deadFraction();
-    return dead > 0 && (dead > evict.deadFraction || this.stepsSinceCompact >= evict.every);
+    return dead > 0 && (dead > rule.deadFraction || this.stepsSinceCompact >= rule.every);
   }
 
   /**
@@ -269,7 +334,7 @@ export class FpaDecodeState {
     if (this.recentreEvery > 0 && this.stepsSinceRecentre >= this.recentreEvery) this.recentre();
   }
 
-  /** Subtracts each head's current W from its stored ℓ, m (finite ones) and W: penalties are unchanged. */
+  /** Subtracts each head's current W from its stored ℓ, m (finite ones), W and stack levels: penalties and the stack's order are unchanged (up to f32 rounding). */
   recentre(): void {
     for (let s = 0; s < this.slots; s++) {
       const w = this.walk[s];
@@ -278,6 +343,7 @@ export class FpaDecodeState {
         this.level[i] = this.level[i] - w;
         if (this.runMin[i] !== Infinity) this.runMin[i] = this.runMin[i] - w;
       }
+      this.stack?.recentre(s, w);
       this.walk[s] = 0;
     }
     this.exactHistory = false;
@@ -330,18 +396,31 @@ export class FpaStack {
     this.sizes = new Int32Array(slots);
   }
 
+  /** Empties every slot; the next token is position 0. */
+  reset(): void {
+    this.sizes.fill(0);
+    this.pos = 0;
+  }
+
+  /** Subtracts `by` from slot s's levels (a re-centred walk: the order against later fields is kept). */
+  recentre(s: number, by: number): void {
+    const base = s * this.capacity;
+    for (let r = 0; r < this.sizes[s]; r++) this.levels[base + r] = this.levels[base + r] - by;
+  }
+
   /**
    * Token `pos` with field φ_t and level ℓ_t per slot: every key whose level passes φ_t leaves
-   * (a top segment), then the token is pushed. Returns how many keys left, over all slots.
+   * (a top segment; `onPop` hears each, newest first), then the token is pushed. Returns how many
+   * keys left, over all slots.
    */
-  step(phi: ArrayLike<number>, level: ArrayLike<number>): number {
+  step(phi: ArrayLike<number>, level: ArrayLike<number>, onPop?: (slot: number, position: number) => void): number {
     let popped = 0;
     for (let s = 0; s < this.slots; s++) {
       const f = Math.fround(phi[s]), l = Math.fround(level[s]);
       if (!(l >= f)) throw new ArgumentError(`FpaStack.step: slot ${s} at position ${this.pos} has level ${l} below its field ${f}; the stack holds the alive keys only when ℓ_t ≥ φ_t (a shared walk has ℓ = φ)`);
       const base = s * this.capacity;
       let n = this.sizes[s];
-      while (n > 0 && this.levels[base + n - 1] > f) { n--; popped++; }
+      while (n > 0 && this.levels[base + n - 1] > f) { n--; popped++; onPop?.(s, this.positions[base + n]); }
       if (n >= this.capacity) throw new ArgumentError(`FpaStack.step: slot ${s} holds ${n} alive keys, the capacity; make the stack with a larger capacity`);
       this.positions[base + n] = this.pos;
       this.levels[base + n] = l;

@@ -9,7 +9,7 @@ export const INFO_USAGE = `usage: fon info --model DIR [--json]
 
 Prints the model's parameter count, model config, tokenizer size and KV-cache bytes per token (f32
 and f16 caches; before eviction; with Depth-Attention also without it, which is the same) and, for
-FPA layers, whether dead-key eviction is configured. DIR is a FON checkpoint or a Hugging Face folder (then its architecture too, and
+FPA layers, whether dead-key eviction or stack decoding is configured. DIR is a FON checkpoint or a Hugging Face folder (then its architecture too, and
 the config as FON maps it). Loads on the CPU.`;
 
 export async function infoCommand(argv: string[]): Promise<number> {
@@ -28,6 +28,9 @@ export async function infoCommand(argv: string[]): Promise<number> {
     /** FPA layers that evict dead keys while decoding: layer index → τ, every, deadFraction. */
     fpaEviction: Object.fromEntries(Array.from({ length: config.nLayers }, (_, i) => [i, layerAttention(config, i)] as const)
       .flatMap(([i, a]) => (a.type === 'fpa' && a.evict ? [[i, a.evict]] : []))),
+    /** FPA layers that decode with the shared walk's explicit stack (only alive keys kept): layer index → every, deadFraction. */
+    fpaStack: Object.fromEntries(Array.from({ length: config.nLayers }, (_, i) => [i, layerAttention(config, i)] as const)
+      .flatMap(([i, a]) => (a.type === 'fpa' && a.stack ? [[i, a.stack]] : []))),
     config,
   };
   model.dispose();
@@ -44,6 +47,8 @@ export async function infoCommand(argv: string[]): Promise<number> {
   if (config.attention.some((a) => a.type === 'fpa')) {
     const ev = Object.entries(info.fpaEviction);
     console.log(`FPA eviction: ${ev.length ? ev.map(([i, e]) => `layer ${i} τ=${e.tau} (compact every ${e.every} steps or at ${e.deadFraction} dead)`).join(', ') : 'off'}`);
+    const st = Object.entries(info.fpaStack);
+    if (st.length) console.log(`FPA stack decoding (shared walk, hard limit): ${st.map(([i, e]) => `layer ${i} (compact every ${e.every} steps or at ${e.deadFraction} dead)`).join(', ')}`);
   }
   console.log(`layers: ${config.attention.length === 1 ? `${config.nLayers} × ${JSON.stringify(config.attention[0])}` : config.attention.map((a) => JSON.stringify(a)).join(', ')}`);
   console.log(`config: ${JSON.stringify(config)}`);

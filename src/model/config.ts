@@ -4,8 +4,8 @@
  * impossible shape is a ConfigError naming the key and the value.
  */
 import type { LayerAttention } from '../attention/mechanism.ts';
-import { FPA_WALKS } from '../attention/fpa.ts';
-import { DEFAULT_EVICT, type FpaEvict } from '../attention/fpa_decode.ts';
+import { FPA_WALKS, type FpaSpec } from '../attention/fpa.ts';
+import { DEFAULT_EVICT, DEFAULT_STACK, type FpaCompaction, type FpaEvict } from '../attention/fpa_decode.ts';
 import { mechanismCacheState } from '../attention/registry.ts';
 import { DEPTH_KEYS, DEPTH_MODES, type DepthSpec } from '../attention/depth.ts';
 import { FonError } from '../errors.ts';
@@ -63,10 +63,13 @@ export interface ModelConfig {
    * One entry per layer, or one entry applied to every layer: {"type": "full"},
    * {"type": "local", "window": n}, {"type": "fox", "outputGate"?: bool, "tokenShift"?: bool} or
    * {"type": "fpa", "walk"?: "fox" | "linear" | "tanh", "outputGate"?: bool, "tokenShift"?: bool,
-   * "evict"?: true | {"tau"?, "every"?, "deadFraction"?}} (attention/fox.ts, attention/fpa.ts,
-   * attention/token_shift.ts; omitted options take their defaults: walk "fox", outputGate false,
-   * tokenShift false (left out of the parsed entry), no eviction; evict's fields default to τ = 16,
-   * every 64 steps, dead fraction 0.25, attention/fpa_decode.ts).
+   * "shared"?: bool, "evict"?: true | {"tau"?, "every"?, "deadFraction"?}, "stack"?: true |
+   * {"every"?, "deadFraction"?}} (attention/fox.ts, attention/fpa.ts, attention/token_shift.ts;
+   * omitted options take their defaults: walk "fox", outputGate false, tokenShift and shared false
+   * (left out of the parsed entry), no eviction, no stack; evict's fields default to τ = 16, every
+   * 64 steps, dead fraction 0.25, stack's to every 64 steps, dead fraction 0.25,
+   * attention/fpa_decode.ts). "stack" (the shared walk's hard-limit decoding) needs "shared" and
+   * excludes "evict".
    */
   attention: LayerAttention[];
   /**
@@ -115,7 +118,7 @@ const show = (v: unknown) => JSON.stringify(v) ?? String(v);
 
 /** The option keys of each attention type besides 'type'. */
 const ATTENTION_KEYS: Record<LayerAttention['type'], readonly string[]> = {
-  full: [], local: ['window'], fox: ['outputGate', 'tokenShift'], fpa: ['walk', 'outputGate', 'tokenShift', 'evict'],
+  full: [], local: ['window'], fox: ['outputGate', 'tokenShift'], fpa: ['walk', 'outputGate', 'tokenShift', 'evict', 'shared', 'stack'],
 };
 
 function checkBool(o: Record<string, unknown>, key: string, at: string): boolean {
@@ -152,8 +155,13 @@ function checkAttention(v: unknown, where: string): LayerAttention[] {
       case 'fpa': {
         const walk = o.walk ?? 'fox';
         if (!FPA_WALKS.includes(walk as never)) throw new ConfigError(`${at}: 'walk' = ${show(walk)}: expected one of ${FPA_WALKS.map(show).join(', ')}`);
-        const spec = { type, walk: walk as (typeof FPA_WALKS)[number], outputGate: checkBool(o, 'outputGate', at), ...tokenShift(o, at) };
-        return o.evict === undefined || o.evict === false ? spec : { ...spec, evict: checkEvict(o.evict, at) };
+        const shared = checkBool(o, 'shared', at);
+        const spec: FpaSpec = { type, walk: walk as (typeof FPA_WALKS)[number], outputGate: checkBool(o, 'outputGate', at), ...tokenShift(o, at), ...(shared ? { shared } : {}) };
+        const evict = o.evict === undefined || o.evict === false ? undefined : checkEvict(o.evict, at);
+        const stack = o.stack === undefined || o.stack === false ? undefined : checkStack(o.stack, at);
+        if (stack && !shared) throw new ConfigError(`${at}: 'stack' = ${show(o.stack)} needs 'shared': true (the stack holds the alive keys only when field and level are the walk itself); got 'shared' = ${show(o.shared ?? false)}`);
+        if (stack && evict) throw new ConfigError(`${at}: 'stack' and 'evict' exclude each other (the stack drops every key whose penalty is positive, evict those past τ); keep one`);
+        return { ...spec, ...(evict ? { evict } : {}), ...(stack ? { stack } : {}) };
       }
     }
   });
@@ -176,6 +184,25 @@ function checkEvict(v: unknown, at: string): FpaEvict {
   if (!Number.isInteger(e.every) || (e.every as number) < 1) throw new ConfigError(`${at}: 'evict.every' = ${show(e.every)}: expected an integer ≥ 1`);
   if (typeof e.deadFraction !== 'number' || !(e.deadFraction > 0 && e.deadFraction <= 1)) throw new ConfigError(`${at}: 'evict.deadFraction' = ${show(e.deadFraction)}: expected a number in (0, 1]`);
   return { tau: e.tau, every: e.every as number, deadFraction: e.deadFraction };
+}
+
+const STACK_KEYS = ['every', 'deadFraction'];
+
+/**
+ * An FPA layer's 'stack' (shared-walk hard-limit decoding): true (the defaults) or {"every"?: int ≥ 1,
+ * "deadFraction"?: number in (0, 1]}, the compaction rule, omitted fields from attention/fpa_decode.ts
+ * DEFAULT_STACK.
+ */
+function checkStack(v: unknown, at: string): FpaCompaction {
+  const expected = 'expected true or an object {"every"?: integer ≥ 1, "deadFraction"?: number in (0, 1]}';
+  if (v === true) return { ...DEFAULT_STACK };
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new ConfigError(`${at}: 'stack' = ${show(v)}: ${expected}`);
+  const o = v as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!STACK_KEYS.includes(k)) throw new ConfigError(`${at}: unknown key 'stack.${k}'; expected ${STACK_KEYS.join(', ')}`);
+  const e = { ...DEFAULT_STACK, ...o } as Record<string, unknown>;
+  if (!Number.isInteger(e.every) || (e.every as number) < 1) throw new ConfigError(`${at}: 'stack.every' = ${show(e.every)}: expected an integer ≥ 1`);
+  if (typeof e.deadFraction !== 'number' || !(e.deadFraction > 0 && e.deadFraction <= 1)) throw new ConfigError(`${at}: 'stack.deadFraction' = ${show(e.deadFraction)}: expected a number in (0, 1]`);
+  return { every: e.every as number, deadFraction: e.deadFraction };
 }
 
 /** Whether some layer's mechanism runs without positional encoding by design (FoX, FPA). */
