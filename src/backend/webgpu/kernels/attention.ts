@@ -81,8 +81,12 @@ const blockedKernel: Kernel = {
   },
 };
 
-/** 4-element loads of k and v for the decode kernel: vectors where D is a multiple of 4, else guarded scalars. */
-function kvLoaders(dtype: DType, vec: boolean, f16: boolean, slot: number, names: readonly string[] = ['k', 'v']): string {
+/**
+ * 4-element loads of k and v (`ldk4(e, left)`, `ldv4(e, left)`: elements e … e+3 of a row, those
+ * past it (left < 4) as 0) for the decode kernels (this file's and fox_fpa_decode.ts), bound at
+ * `slot` and `slot + 1`: vectors where D is a multiple of 4, else guarded scalars.
+ */
+export function kvLoaders(dtype: DType, vec: boolean, f16: boolean, slot: number, names: readonly string[] = ['k', 'v']): string {
   const lines: string[] = [];
   for (const n of names) {
     const i = n === 'k' ? 0 : 1;
@@ -263,12 +267,21 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
     buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
     workgroups: [nsplit, a.kvHeads, a.batch],
   });
-  const lse = be.alloc('f32', nrows, 'attention lse');
-  const out = viaStorable(be, q.dtype, nrows * a.d, 'attention', (buf, y) => be.rt.run({
-    kernel: combineKernel, variant: { Y: y, DC: a.d <= 64 ? 64 : a.d <= 128 ? 128 : 256 },
-    uniforms: [nrows, a.d, nsplit], buffers: [pm.buffer, pl.buffer, pacc.buffer, buf, lse.buffer], workgroups: grid(nrows, 1),
+  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention');
+}
+
+/**
+ * The second pass of flash-decoding (attention_combine.wgsl): each row's chunk partials (maximum m,
+ * sum l, unnormalised O, f32) merged into out (`dtype`) and its lse; frees the partials. Shared by
+ * this file's decode and FoX/FPA's (fox_fpa_decode.ts), whose partials have the same layout.
+ */
+export function combineDecodePartials(be: WebGpuBackend, p: { pm: GpuHandle; pl: GpuHandle; pacc: GpuHandle }, nrows: number, d: number, nsplit: number, dtype: DType, what: string): [GpuHandle, GpuHandle] {
+  const lse = be.alloc('f32', nrows, `${what} lse`);
+  const out = viaStorable(be, dtype, nrows * d, what, (buf, y) => be.rt.run({
+    kernel: combineKernel, variant: { Y: y, DC: d <= 64 ? 64 : d <= 128 ? 128 : 256 },
+    uniforms: [nrows, d, nsplit], buffers: [p.pm.buffer, p.pl.buffer, p.pacc.buffer, buf, lse.buffer], workgroups: grid(nrows, 1),
   }));
-  be.free(pm); be.free(pl); be.free(pacc);
+  be.free(p.pm); be.free(p.pl); be.free(p.pacc);
   return [out, lse];
 }
 

@@ -20,6 +20,9 @@
  * The per-position inputs travel in one f32 buffer `ex` so that the backward passes stay within
  * 8 storage bindings: [lse | delta | c] for FoX, [lse | delta | φ | ℓ | λ] for FPA (the forward
  * binds c alone, or [φ | ℓ | λ]). Outputs of packed dtypes go through viaStorable.
+ *
+ * A forward of few query rows (group·Tq ≤ 16: decode) goes to fox_fpa_decode.ts instead, the keys
+ * split over many workgroups and merged by attention_combine.wgsl; the backward always runs here.
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -30,8 +33,9 @@ import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
+import { FOX_FPA_DECODE_FILES, foxDecode, foxFpaDecodeRows, fpaDecode } from './fox_fpa_decode.ts';
 
-export const FOX_FPA_FILES = ['fox_fpa_attention', 'attention_common', 'attention_tiles'];
+export const FOX_FPA_FILES = ['fox_fpa_attention', 'attention_common', 'attention_tiles', ...FOX_FPA_DECODE_FILES];
 
 const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32, nrows: u32, nkv: u32, xoff: u32';
 
@@ -164,9 +168,16 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
   return [dq, dk, dv!, aux, bq];
 }
 
-/** The four entries below take an optional `tile` in place of foxFpaTile's choice (tests). */
+/** Whether a forward goes to fox_fpa_decode.ts's split kernel: few query rows (foxFpaDecodeRows), no tile forced. */
+const takesDecode = (be: WebGpuBackend, a: FoxAttentionArgs, tile?: Tile) => tile === undefined && a.batch * a.heads * a.tq > 0 && foxFpaDecodeRows(be, a) > 0;
+
+/**
+ * The four entries below take an optional `tile` in place of foxFpaTile's choice (tests); a
+ * forward given a tile always runs the tiled kernel, else few query rows take the split decode path.
+ */
 export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('foxAttention', { c });
+  if (takesDecode(be, a, tile)) return foxDecode(be, q, k, v, c, a);
   return forward(be, 'fox', q, k, v, c.h, a, tile);
 }
 
@@ -190,6 +201,7 @@ function fpaExtra(a: FoxAttentionArgs, phi: GpuRef, level: GpuRef, lambda: GpuRe
 
 export function fpaAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('fpaAttention', { phi, level, lambda });
+  if (takesDecode(be, a, tile)) return fpaDecode(be, q, k, v, phi, level, lambda, a);
   const ex = pack(be, fpaExtra(a, phi, level, lambda), 'fpa attention inputs');
   const r = forward(be, 'fpa', q, k, v, ex, a, tile);
   be.free(ex);
