@@ -59,7 +59,7 @@ const plainKernel: Kernel = {
 };
 
 /** `ld4_NAME(o, c)`: elements o … o+3 of a row at column c, those at columns ≥ d as zero. */
-function rowLoaders(names: readonly string[]): string {
+export function rowLoaders(names: readonly string[]): string {
   return names.map((n) => `fn ld4_${n}(o: u32, c: u32) -> vec4<f32> {
   if (c + 3u < P.d) { return vec4<f32>(ld_${n}(o), ld_${n}(o + 1u), ld_${n}(o + 2u), ld_${n}(o + 3u)); }
   var x = vec4<f32>(0.0);
@@ -161,7 +161,7 @@ export function plainTile(caps: GpuCaps, dm: number, backward: boolean): { bq: n
 export type BlockedPass = 'fwd' | 'dq' | 'dkdv';
 
 /** Row pitch of the blocked kernels' tiles: the head dim rounded up to a power of two ≥ 32. */
-const blockedPitch = (d: number) => pow2AtLeast(d, 32);
+export const blockedPitch = (d: number) => pow2AtLeast(d, 32);
 
 /**
  * Row-threads TR of a blocked pass for head dim d (4·TR query rows per workgroup of 8·TR

@@ -15,6 +15,11 @@
 //         of its GQA group and the blocks of 32 query rows that can see the keys.
 // Masked scores are −BIG and give P = 0 explicitly (a row that sees no key: out 0, lse −∞); blocks
 // wholly inside the visible region skip the per-element test. Columns past d load as zero.
+// FOX (Forgetting Transformer, specs/fpa_depth.md §1; causal only): every score gains c[p_i] − c[j],
+// c per query head read from the f32 buffer ex behind P.xoff (the backward reads lse and delta from
+// its front, [lse | delta | c], to stay within 8 storage bindings). DQ also writes the row sums of
+// dS (diagonal j = p_i left out) to aux[row], DKDV the column sums per query head to
+// aux[nrows + (b, h, j)]: fox_fpa_attention.wgsl's COMBINE turns them into dc.
 {{HEADER}}
 {{COMMON}}
 
@@ -27,6 +32,40 @@ const DM = {{DM}}u;
 const D4 = DM / 4u;
 const DP = D4 + 1u;
 const DV = DM / 32u;
+
+#if FOX
+fn cval(bh: u32, t: u32) -> f32 { return ex[P.xoff + bh * P.tk + t]; }
+
+// c of query head bh at keys t0 + 8·jj (0 at or past tk).
+fn ckeys(bh: u32, t0: u32) -> vec4<f32> {
+  var x = vec4<f32>(0.0);
+  for (var jj = 0u; jj < 4u; jj++) { let t = t0 + 8u * jj; if (t < P.tk) { x[jj] = cval(bh, t); } }
+  return x;
+}
+
+// c of query head bh at the positions of rows r0 + TR·i (0 outside the rows or [0, tk)).
+fn cqueries(bh: u32, r0: u32) -> vec4<f32> {
+  var x = vec4<f32>(0.0);
+  for (var i = 0u; i < 4u; i++) {
+    let p = i32(r0 + TR * i) + P.qoff;
+    if (r0 + TR * i < P.tq && p >= 0 && p < i32(P.tk)) { x[i] = cval(bh, u32(p)); }
+  }
+  return x;
+}
+
+// Whether rows [i0, i0 + BQ) and keys [k0, k0 + BK) share a diagonal cell (key j at the row's position p).
+fn has_diag(i0: u32, k0: u32) -> bool {
+  let p0 = i32(i0) + P.qoff;
+  return i32(k0) < p0 + i32(BQ) && p0 < i32(k0 + BK);
+}
+
+// ds of row `row` at keys kc + 8·jj with the diagonal cell as 0 (dc leaves it out: its bias is 0 whatever c is).
+fn off_diag(ds: vec4<f32>, row: u32, kc: u32) -> vec4<f32> {
+  var x = ds;
+  for (var jj = 0u; jj < 4u; jj++) { if (i32(kc + 8u * jj) == i32(row) + P.qoff) { x[jj] = 0.0; } }
+  return x;
+}
+#endif
 
 
 
@@ -130,6 +169,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ihi = rows.y;
   for (var hh = 0u; hh < P.group; hh++) {
     let qrow0 = (b * P.h + kvh * P.group + hh) * P.tq;
+#if FOX
+    let bh = b * P.h + kvh * P.group + hh;
+    let ck = ckeys(bh, j0 + tc);
+    var cs = vec4<f32>(0.0);
+#endif
     for (var i0 = u32(ilo) / BQ * BQ; i32(i0) < ihi; i0 += BQ) {
       workgroupBarrier();
       load_queries(lid, qrow0, i0);
@@ -138,8 +182,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       var dr = vec4<f32>(0.0);
       for (var i = 0u; i < 4u; i++) {
         let r = i0 + tr + TR * i;
+#if FOX
+        if (r < P.tq) { lr[i] = ex[qrow0 + r]; dr[i] = ex[P.nrows + qrow0 + r]; }
+#else
         if (r < P.tq) { lr[i] = lse[qrow0 + r]; dr[i] = delta[qrow0 + r]; }
+#endif
       }
+#if FOX
+      let cq = cqueries(bh, i0 + tr);
+      let dg = has_diag(i0, j0);
+#endif
       var s: array<vec4<f32>, 4>;
       var dp: array<vec4<f32>, 4>;
       for (var i = 0u; i < 4u; i++) { s[i] = vec4<f32>(0.0); dp[i] = vec4<f32>(0.0); }
@@ -166,8 +218,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (!full) {
           for (var jj = 0u; jj < 4u; jj++) { ok[jj] = visible(i0 + r, j0 + tc + 8u * jj); }
         }
+#if FOX
+        let p = select(vec4<f32>(0.0), exp(s[i] * P.scale + (cq[i] - ck) - lr[i]), ok);
+        let d0 = p * (dp[i] - dr[i]);
+        if (dg) { cs += off_diag(d0, i0 + r, j0 + tc); } else { cs += d0; }
+        let ds = d0 * P.scale;
+#else
         let p = select(vec4<f32>(0.0), exp(s[i] * P.scale - lr[i]), ok);
         let ds = p * (dp[i] - dr[i]) * P.scale;
+#endif
         for (var jj = 0u; jj < 4u; jj++) {
           let at = (tc + 8u * jj) * QP + r / 4u;
           Pt[at][r % 4u] = p[jj];
@@ -195,6 +254,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
       }
     }
+#if FOX
+    // Column sums of this query head: the TR partials of each key meet in Pt (free after a barrier).
+    workgroupBarrier();
+    for (var jj = 0u; jj < 4u; jj++) { let e = tr * BK + tc + 8u * jj; Pt[e / 4u][e % 4u] = cs[jj]; }
+    workgroupBarrier();
+    if (lid < BK && j0 + lid < P.tk) {
+      var a = 0.0;
+      for (var t = 0u; t < TR; t++) { let e = t * BK + lid; a += Pt[e / 4u][e % 4u]; }
+      aux[P.nrows + bh * P.tk + j0 + lid] = a;
+    }
+#endif
   }
   for (var jj = 0u; jj < 4u; jj++) {
     let j = j0 + tr + 8u * jj;
@@ -224,6 +294,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let qrow0 = (b * P.h + h) * P.tq;
   let kbase = (b * P.hkv + h / P.group) * P.tk;
   load_queries(lid, qrow0, i0);
+#if FOX
+  let bh = b * P.h + h;
+  let cq = cqueries(bh, i0 + tr);
+#if FWD
+#else
+  var rs = vec4<f32>(0.0);
+#endif
+#endif
   var acc: array<vec4<f32>, 4u * DV>;
   for (var t = 0u; t < 4u * DV; t++) { acc[t] = vec4<f32>(0.0); }
 #if FWD
@@ -234,7 +312,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var dr = vec4<f32>(0.0);
   for (var i = 0u; i < 4u; i++) {
     let r = i0 + tr + TR * i;
+#if FOX
+    if (r < P.tq) { lr[i] = ex[qrow0 + r]; dr[i] = ex[P.nrows + qrow0 + r]; }
+#else
     if (r < P.tq) { lr[i] = lse[qrow0 + r]; dr[i] = delta[qrow0 + r]; }
+#endif
   }
 #endif
   let kr = key_range(i0, min(i0 + BQ, P.tq));
@@ -273,9 +355,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
     let full = block_visible(i0, k0);
+#if FOX
+    let ck = ckeys(bh, k0 + tc);
+#if FWD
+#else
+    let dg = has_diag(i0, k0);
+#endif
+#endif
 #if FWD
     for (var i = 0u; i < 4u; i++) {
       var x = s[i] * P.scale;
+#if FOX
+      x += cq[i] - ck;
+#endif
       if (!full) {
         for (var jj = 0u; jj < 4u; jj++) { if (!visible(i0 + tr + TR * i, k0 + tc + 8u * jj)) { x[jj] = -BIG; } }
       }
@@ -302,8 +394,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       if (!full) {
         for (var jj = 0u; jj < 4u; jj++) { ok[jj] = visible(i0 + r, k0 + tc + 8u * jj); }
       }
+#if FOX
+      let p = select(vec4<f32>(0.0), exp(s[i] * P.scale + (cq[i] - ck) - lr[i]), ok);
+      let ds = p * (dp[i] - dr[i]);
+      if (dg) { rs[i] += dot(off_diag(ds, i0 + r, k0 + tc), vec4<f32>(1.0)); } else { rs[i] += dot(ds, vec4<f32>(1.0)); }
+#else
       let p = select(vec4<f32>(0.0), exp(s[i] * P.scale - lr[i]), ok);
       let ds = p * (dp[i] - dr[i]);
+#endif
       for (var jj = 0u; jj < 4u; jj++) { Ps[r * KP + (tc + 8u * jj) / 4u][tc % 4u] = ds[jj]; }
     }
 #endif
@@ -332,6 +430,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     Red[(r * TC + tc) / 4u][tc % 4u] = l[i];
   }
   workgroupBarrier();
+#else
+#if FOX
+  // Row sums of dS: the TC partials of each row meet in Ps (free after a barrier).
+  workgroupBarrier();
+  for (var i = 0u; i < 4u; i++) {
+    let r = tr + TR * i;
+    Ps[(r * TC + tc) / 4u][tc % 4u] = rs[i];
+  }
+  workgroupBarrier();
+#endif
 #endif
   for (var i = 0u; i < 4u; i++) {
     let r = tr + TR * i;
@@ -342,6 +450,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let lt = (a.x + a.y) + (a.z + a.w);
       let inv = select(0.0, 1.0 / lt, lt > 0.0);
       if (tc == 0u) { lse[row] = select(f32_from_bits(0xff800000u), m[i] + log(lt), lt > 0.0); }
+#else
+#if FOX
+      if (tc == 0u) { let a = Ps[r * 2u] + Ps[r * 2u + 1u]; aux[row] = (a.x + a.y) + (a.z + a.w); }
+#endif
 #endif
       for (var u = 0u; u < DV; u++) {
         let c = (tc + 8u * u) * 4u;

@@ -23,6 +23,11 @@
  *
  * A forward of few query rows (group·Tq ≤ 16: decode) goes to fox_fpa_decode.ts instead, the keys
  * split over many workgroups and merged by attention_combine.wgsl; the backward always runs here.
+ *
+ * FoX without a forced tile takes the register-blocked kernels of attention_blocked.wgsl (its FOX
+ * variant: the bias on every score, and the dS row and column sums into the same `aux` layout, so
+ * COMBINE is shared) for each pass (FWD, DQ, DKDV) whose tiles fit (attention.ts blockedRows:
+ * head dim ≤ 64 in 48 KB), as softmax attention does; FPA always runs the tiled kernels.
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -32,10 +37,11 @@ import type { GpuCaps } from '../device.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
+import { blockedPitch, blockedRows, rowLoaders } from './attention.ts';
 import { viaStorable } from './elementwise.ts';
 import { FOX_FPA_DECODE_FILES, foxDecode, foxFpaDecodeRows, fpaDecode } from './fox_fpa_decode.ts';
 
-export const FOX_FPA_FILES = ['fox_fpa_attention', 'attention_common', 'attention_tiles', ...FOX_FPA_DECODE_FILES];
+export const FOX_FPA_FILES = ['fox_fpa_attention', 'attention_common', 'attention_tiles', 'attention_blocked', ...FOX_FPA_DECODE_FILES];
 
 const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32, nrows: u32, nkv: u32, xoff: u32';
 
@@ -67,6 +73,18 @@ const kernel: Kernel = {
     TILES: preprocess(wgslSource('attention_tiles'), v),
   }),
 };
+
+/** attention_blocked.wgsl's FOX variant (FWD, DQ or DKDV); bindings as the tiled passes'. */
+const blockedKernel: Kernel = {
+  name: 'fox_blocked',
+  source: (v, caps) => {
+    const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g'])].join('\n');
+    return preprocess(wgslSource('attention_blocked'), { ...v, FOX: true, HEADER: head, COMMON: wgslSource('attention_common') });
+  },
+};
+
+/** Dispatches of the blocked FoX passes since load (tests check that the blocked path ran). */
+export const foxBlockedDispatches = { fwd: 0, dq: 0, dkdv: 0 };
 
 const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
 
@@ -128,11 +146,27 @@ function forward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef,
   return [out, lse];
 }
 
+/** The blocked FoX forward (callers check blockedRows > 0 and rows > 0); c is bound as ex. */
+function foxForwardBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs): [GpuHandle, GpuHandle] {
+  const tr = blockedRows(be.caps, a.d, 'fwd');
+  const rows = a.batch * a.heads * a.tq;
+  const lse = be.alloc('f32', rows, 'fox attention lse');
+  const gx = Math.ceil(a.tq / (4 * tr));
+  checkGrid('foxAttention', gx, a.heads, a.batch);
+  const out = viaStorable(be, q.dtype, rows * a.d, 'fox attention', (buf, y) => be.rt.run({
+    kernel: blockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d) },
+    uniforms: uniforms(a, 0), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, c.h.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
+  }));
+  foxBlockedDispatches.fwd++;
+  return [out, lse];
+}
+
 /**
  * DELTA, DQ and DKDV of either mode into `aux` (f32, auxSize(BQ) words, zeroed first); `extra` is
- * packed behind lse and delta. Returns dq, dk, dv, aux (the caller reduces it and frees it) and BQ.
+ * packed behind lse and delta; `blocked` (FoX only) lets DQ and DKDV each take the blocked kernel where
+ * its tiles fit. Returns dq, dk, dv, aux (the caller reduces it and frees it) and BQ.
  */
-function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, extra: { ref: GpuRef | null; n: number }[], auxSize: (bq: number) => number, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, number] {
+function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, extra: { ref: GpuRef | null; n: number }[], auxSize: (bq: number) => number, a: FoxAttentionArgs, tile?: Tile, blocked = false): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, number] {
   const what = `${mode}AttentionBackward`;
   const dm = headPitch(what, a.d);
   const { bq, bk } = tile ?? foxFpaTile(be.caps, dm, true);
@@ -152,18 +186,23 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
   be.rt.commandEncoder().clearBuffer(aux.buffer);
   const base = { TILED: true, FOX: mode === 'fox', X: q.dtype, G: g.dtype, BWD: true, BQ: bq, BK: bk, DM: dm };
   const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, st.buffer];
-  checkGrid(what, Math.ceil(a.tq / bq), Math.ceil(a.tk / bk), a.heads, a.batch);
+  const dqBlocked = blocked && blockedRows(be.caps, a.d, 'dq') > 0, kvBlocked = blocked && blockedRows(be.caps, a.d, 'dkdv') > 0;
+  const bbase = { X: q.dtype, G: g.dtype, TR: 8, DM: blockedPitch(a.d) };
+  const dqRows = dqBlocked ? 32 : bq, kvRows = kvBlocked ? 32 : bk;
+  checkGrid(what, Math.ceil(a.tq / dqRows), Math.ceil(a.tk / kvRows), a.heads, a.batch);
   const dq = viaStorable(be, q.dtype, rows * a.d, `${mode} attention dq`, (buf, y) => be.rt.run({
-    kernel, variant: { ...base, DQ: true, Y: y },
-    uniforms: u, buffers: [...inputs, buf, aux.buffer], workgroups: [Math.ceil(a.tq / bq), a.heads, a.batch],
+    kernel: dqBlocked ? blockedKernel : kernel, variant: dqBlocked ? { ...bbase, DQ: true, Y: y } : { ...base, DQ: true, Y: y },
+    uniforms: u, buffers: [...inputs, buf, aux.buffer], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
   }));
+  if (dqBlocked) foxBlockedDispatches.dq++;
   let dv: GpuHandle | null = null;
   const dk = viaStorable(be, k.dtype, kvSize, `${mode} attention dk`, (bufK, y) => {
     dv = viaStorable(be, v.dtype, kvSize, `${mode} attention dv`, (bufV) => be.rt.run({
-      kernel, variant: { ...base, DKDV: true, Y: y },
-      uniforms: u, buffers: [...inputs, bufK, bufV, aux.buffer], workgroups: [Math.ceil(a.tk / bk), a.kvHeads, a.batch],
+      kernel: kvBlocked ? blockedKernel : kernel, variant: kvBlocked ? { ...bbase, DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
+      uniforms: u, buffers: [...inputs, bufK, bufV, aux.buffer], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
     }));
   });
+  if (kvBlocked) foxBlockedDispatches.dkdv++;
   be.free(st);
   return [dq, dk, dv!, aux, bq];
 }
@@ -174,17 +213,19 @@ const takesDecode = (be: WebGpuBackend, a: FoxAttentionArgs, tile?: Tile) => til
 /**
  * The four entries below take an optional `tile` in place of foxFpaTile's choice (tests); a
  * forward given a tile always runs the tiled kernel, else few query rows take the split decode path.
+ * FoX without a tile runs each pass blocked where blockedRows takes its head dim.
  */
 export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('foxAttention', { c });
   if (takesDecode(be, a, tile)) return foxDecode(be, q, k, v, c, a);
+  if (tile === undefined && a.batch * a.heads * a.tq > 0 && blockedRows(be.caps, a.d, 'fwd') > 0) return foxForwardBlocked(be, q, k, v, c, a);
   return forward(be, 'fox', q, k, v, c.h, a, tile);
 }
 
 export function foxAttentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
   checkF32('foxAttentionBackward', { c });
   const rows = a.batch * a.heads * a.tq, nc = a.batch * a.heads * a.tk;
-  const [dq, dk, dv, aux] = backward(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], () => rows + nc, a, tile);
+  const [dq, dk, dv, aux] = backward(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], () => rows + nc, a, tile, tile === undefined);
   const dc = be.alloc('f32', nc, 'fox attention dc');
   be.rt.run({
     kernel, variant: { COMBINE: true, FOX: true },

@@ -1,0 +1,147 @@
+/**
+ * The register-blocked FoX kernels (attention_blocked.wgsl's FOX variant, dispatched by
+ * src/backend/webgpu/kernels/fox_fpa_attention.ts when no tile is forced) against the CPU reference
+ * (src/backend/cpu/fox_attention.ts): out, lse, dq, dk, dv and dc on shapes of several 32-key
+ * blocks (whole-visible blocks, the diagonal blocks and their corners), T not a multiple of the
+ * 32- or 64-row query blocks, Tq < Tk, kvLength < Tk, GQA (dk, dv summed over the group), head dims
+ * 16, 32, 64 and others (13, 24, 40), f32, bf16 and f16 (packed where the device has no
+ * shader-f16), and forget gates whose cumulative sum c spans −50…0. Every
+ * pass that blockedRows takes on this device must have gone through the blocked kernel (the
+ * dispatch counter says so); SwiftShader's 32 KiB of workgroup memory takes the blocked forward up
+ * to head dim 64 and the blocked backward up to 32 (64 falls back to the tiled backward there).
+ *
+ * Tolerance: |gpu − cpu| ≤ tol·(1 + |cpu|), as test/backend/webgpu_fox_fpa.test.ts.
+ *
+ *   VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json FON_REQUIRE_WEBGPU=1 node --import tsx --test test/backend/webgpu_fox_blocked.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { FoxAttentionArgs } from '../../src/backend/backend.ts';
+import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
+import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import { blockedRows } from '../../src/backend/webgpu/kernels/attention.ts';
+import { foxAttention, foxAttentionBackward, foxBlockedDispatches } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
+import { uniformStream } from '../../src/ops/random.ts';
+import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+
+const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
+exitAfterWebgpu();
+const skip = webgpuSkipReason();
+
+const TOL: Record<FloatDType, number> = { f32: 2e-5, f16: 4e-3, bf16: 2e-2 };
+const gradTol = (dtype: FloatDType) => (dtype === 'f32' ? 1e-4 : TOL[dtype]);
+const statTol = (dtype: FloatDType) => (dtype === 'f32' ? 1e-4 : 1e-3);
+
+/** `wide`: c falls by about 50 over the row (strong forgetting) instead of the usual log σ steps. */
+interface Case { b: number; h: number; hkv: number; tq: number; tk: number; d: number; kvLength?: number; dtype?: FloatDType; wide?: boolean }
+
+const CASES: Case[] = [
+  { b: 1, h: 2, hkv: 2, tq: 100, tk: 100, d: 16 },
+  { b: 2, h: 4, hkv: 2, tq: 70, tk: 80, d: 32, kvLength: 77 },
+  { b: 1, h: 2, hkv: 1, tq: 97, tk: 97, d: 64 },
+  { b: 1, h: 3, hkv: 1, tq: 75, tk: 75, d: 13 },
+  { b: 1, h: 2, hkv: 2, tq: 66, tk: 66, d: 40 },
+  { b: 1, h: 4, hkv: 2, tq: 65, tk: 70, d: 32, kvLength: 68, dtype: 'bf16' },
+  { b: 1, h: 2, hkv: 1, tq: 90, tk: 90, d: 16, dtype: 'bf16' },
+  { b: 1, h: 2, hkv: 1, tq: 70, tk: 70, d: 24, dtype: 'f16' },
+  { b: 1, h: 2, hkv: 1, tq: 128, tk: 128, d: 32, wide: true },
+  { b: 1, h: 2, hkv: 2, tq: 100, tk: 100, d: 64, wide: true },
+];
+
+function argsOf(c: Case): FoxAttentionArgs {
+  const kvLength = c.kvLength ?? c.tk;
+  return { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, scale: 1 / Math.sqrt(c.d) };
+}
+
+function randomF32(n: number, seed: number, scale = 1): Float32Array {
+  const r = uniformStream(seed);
+  return Float32Array.from({ length: n }, () => (r() + r() + r() - 1.5) * 2 * scale);
+}
+
+/** Rows of length tk of non-increasing c: cumulative log σ(x), or (wide) random steps averaging 50/tk. */
+function forgetCumsum(rows: number, tk: number, seed: number, wide: boolean): Float32Array {
+  const x = randomF32(rows * tk, seed, 2);
+  const r = uniformStream(seed + 1);
+  const c = new Float32Array(rows * tk);
+  for (let row = 0; row < rows; row++) {
+    let s = 0;
+    for (let t = 0; t < tk; t++) {
+      s += wide ? -(100 / tk) * r() : -Math.log1p(Math.exp(-x[row * tk + t]));
+      c[row * tk + t] = s;
+    }
+  }
+  return c;
+}
+
+async function readF32(h: GpuHandle, dtype: FloatDType | 'f32', n: number): Promise<Float32Array> {
+  return hostToF32(await gpu!.read(h, dtype, n), dtype);
+}
+
+async function compare(got: GpuHandle, dtype: FloatDType | 'f32', want: AnyHostArray, tol: number, what: string): Promise<void> {
+  const g = await readF32(got, dtype, want.length);
+  const w = hostToF32(want, dtype);
+  let worst = 0, at = -1;
+  for (let i = 0; i < w.length; i++) {
+    const err = w[i] === -Infinity && g[i] === -Infinity ? 0 : Math.abs(g[i] - w[i]) / (1 + Math.abs(w[i]));
+    if (!(err <= worst)) { worst = err; at = i; }
+  }
+  assert.ok(worst <= tol, `${what}: worst error ${worst} at ${at} (gpu ${g[at]}, cpu ${w[at]}) above ${tol}`);
+}
+
+const cref = (h: AnyHostArray, dtype: FloatDType | 'f32') => ({ h, shape: [] as number[], dtype });
+
+/** Forward and backward of one case against the CPU, each blocked pass counted. */
+async function check(c: Case): Promise<void> {
+  const a = argsOf(c), dtype = c.dtype ?? 'f32';
+  const what = JSON.stringify(c);
+  const sizes = [c.b * c.h * c.tq * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.h * c.tq * c.d];
+  const host = sizes.map((n, i) => f32ToHost(randomF32(n, 21 + i, i === 0 ? 2 : 1), dtype));
+  const cv = forgetCumsum(c.b * c.h, c.tk, 30, !!c.wide);
+  if (c.wide) assert.ok(Math.min(...cv) < -40, `${what}: c reaches ${Math.min(...cv)}`);
+  const [q, k, v, g] = host.map((x) => cref(x, dtype));
+  const cc = cref(cv, 'f32');
+  const [rq, rk, rv, rg] = host.map((x) => ({ h: gpu!.upload(x, dtype), shape: [], dtype }));
+  const rc = { h: gpu!.upload(cv, 'f32'), shape: [], dtype: 'f32' as const };
+
+  const before = { ...foxBlockedDispatches };
+  const [wantOut, wantLse] = cpuFox.foxAttention(q, k, v, cc, a);
+  const [out, lse] = foxAttention(gpu!, rq, rk, rv, rc, a);
+  await compare(out, dtype, wantOut as AnyHostArray, TOL[dtype], `${what} out`);
+  await compare(lse, 'f32', wantLse as AnyHostArray, statTol(dtype), `${what} lse`);
+
+  // The backward from the CPU's out and lse, so that only the backward is compared.
+  const o = cref(wantOut as AnyHostArray, dtype), l = cref(wantLse as AnyHostArray, 'f32');
+  const want = cpuFox.foxAttentionBackward(q, k, v, cc, o, l, g, a) as AnyHostArray[];
+  const ro = { h: gpu!.upload(wantOut as AnyHostArray, dtype), shape: [], dtype }, rl = { h: gpu!.upload(wantLse as AnyHostArray, 'f32'), shape: [], dtype: 'f32' as const };
+  const got = foxAttentionBackward(gpu!, rq, rk, rv, rc, ro, rl, rg, a);
+  const names = ['dq', 'dk', 'dv', 'dc'];
+  for (let i = 0; i < 4; i++) await compare(got[i], i < 3 ? dtype : 'f32', want[i], i < 3 ? gradTol(dtype) : statTol(dtype), `${what} ${names[i]}`);
+
+  const ran = { fwd: foxBlockedDispatches.fwd - before.fwd, dq: foxBlockedDispatches.dq - before.dq, dkdv: foxBlockedDispatches.dkdv - before.dkdv };
+  const expect = { fwd: blockedRows(gpu!.caps, c.d, 'fwd') > 0 ? 1 : 0, dq: blockedRows(gpu!.caps, c.d, 'dq') > 0 ? 1 : 0, dkdv: blockedRows(gpu!.caps, c.d, 'dkdv') > 0 ? 1 : 0 };
+  assert.deepStrictEqual(ran, expect, `${what}: blocked dispatches`);
+  for (const h of [out, lse, ...got, ro.h, rl.h, rq.h, rk.h, rv.h, rg.h, rc.h]) gpu!.free(h);
+}
+
+test('FoX blocked kernels vs CPU: out, lse, dq, dk, dv, dc; several 32-key blocks, T off the tile, Tq < Tk, kvLength < Tk, GQA, D 13/16/24/32/40/64, f32, bf16, f16, c down to −50; the blocked passes ran [webgpu]', { skip }, async () => {
+  const before = { ...foxBlockedDispatches };
+  for (const c of CASES) await check(c);
+  // Head dim 32 must take every blocked pass on any device that runs the softmax blocked backward.
+  assert.ok(blockedRows(gpu!.caps, 32, 'dq') > 0 && blockedRows(gpu!.caps, 32, 'dkdv') > 0, 'the blocked backward should take head dim 32');
+  assert.ok(foxBlockedDispatches.fwd - before.fwd === CASES.length, `blocked forwards: ${foxBlockedDispatches.fwd - before.fwd} of ${CASES.length}`);
+});
+
+test('FoX with a forced tile keeps the tiled kernels (no blocked dispatch) [webgpu]', { skip }, async () => {
+  const c: Case = { b: 1, h: 2, hkv: 1, tq: 40, tk: 40, d: 16 };
+  const a = argsOf(c);
+  const x = { h: gpu!.upload(randomF32(c.b * c.h * c.tq * c.d, 1), 'f32'), shape: [], dtype: 'f32' as const };
+  const kv = { h: gpu!.upload(randomF32(c.b * c.hkv * c.tk * c.d, 2), 'f32'), shape: [], dtype: 'f32' as const };
+  const cv = { h: gpu!.upload(forgetCumsum(c.b * c.h, c.tk, 3, false), 'f32'), shape: [], dtype: 'f32' as const };
+  const before = { ...foxBlockedDispatches };
+  const [out, lse] = foxAttention(gpu!, x, kv, kv, cv, a, { bq: 16, bk: 16 });
+  const grads = foxAttentionBackward(gpu!, x, kv, kv, cv, { h: out, shape: [], dtype: 'f32' }, { h: lse, shape: [], dtype: 'f32' }, x, a, { bq: 16, bk: 16 });
+  await readF32(grads[3], 'f32', c.b * c.h * c.tk);
+  assert.deepStrictEqual({ ...foxBlockedDispatches }, before);
+  for (const h of [out, lse, ...grads, x.h, kv.h, cv.h]) gpu!.free(h);
+});
