@@ -31,7 +31,7 @@ import { header, preprocess, storageType, type Binding, type Variant } from '../
 import { viaStorable } from './elementwise.ts';
 import { matrixCode } from './subgroup_matrix.ts';
 
-export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_combine', 'attention_kv_write', 'attention_tc'];
+export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_tc'];
 
 const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32';
 const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32, chunk: u32, nsplit: u32`;
@@ -115,6 +115,11 @@ function k8Loader(dtype: DType, slot: number): string {
   return `@group(0) @binding(${slot}) var<storage, read> k: array<vec4<u32>>;\nfn up4(w: vec2<u32>) -> vec4<f32> { ${up} }`;
 }
 
+/** attention_decode_step.wgsl (the split pass's softmax, P·V and partials, shared with fox_fpa_decode.wgsl) for variant v. */
+export function decodeStepSource(v: Variant): string {
+  return preprocess(wgslSource('attention_decode_step'), v);
+}
+
 const decodeKernel: Kernel = {
   name: 'attention_decode',
   source: (v, caps) => {
@@ -125,7 +130,7 @@ const decodeKernel: Kernel = {
       v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n')
         : kvLoaders(x, !!v.VEC, caps.f16, 5),
     ].join('\n');
-    return preprocess(wgslSource('attention_decode'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
+    return preprocess(wgslSource('attention_decode'), { ...v, HEADER: head, COMMON: wgslSource('attention_common'), DECODE_STEP: decodeStepSource(v) });
   },
 };
 

@@ -49,6 +49,8 @@ fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
 // Whether key j is visible from workgroup row r (query row r % Tq of its head).
 fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
 
+{{DECODE_STEP}}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32
 #if SG
@@ -126,81 +128,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       Mx[r * BKD + lid] = s;
 #endif
     }
-    workgroupBarrier();
 #if SG
-    // Each subgroup's maximum sits at every one of its lanes: read one lane per subgroup.
-    if (lid < RM) {
-      var mx = -BIG;
-      for (var i = 0u; i < BKD; i += sgsize) { mx = max(mx, Mx[lid * BKD + i]); }
-      let m = max(Mrow[lid], mx);
-      Arow[lid] = exp(Mrow[lid] - m);
-      Mrow[lid] = m;
-    }
+    decode_softmax_pv(lid, sgsize, kbase, k0, kend, c4, g, d4, &acc, &lsum);
 #else
-    for (var s = BKD / 2u; s > 0u; s >>= 1u) {
-      for (var u = lid; u < RM * s; u += WG) {
-        let r = u / s;
-        let i = u % s;
-        Mx[r * BKD + i] = max(Mx[r * BKD + i], Mx[r * BKD + i + s]);
-      }
-      workgroupBarrier();
-    }
-    if (lid < RM) {
-      let m = max(Mrow[lid], Mx[lid * BKD]);
-      Arow[lid] = exp(Mrow[lid] - m);
-      Mrow[lid] = m;
-    }
+    decode_softmax_pv(lid, 0u, kbase, k0, kend, c4, g, d4, &acc, &lsum);
 #endif
-    workgroupBarrier();
-    for (var r = 0u; r < RM; r++) {
-      let s = Ss[r * BKD + lid];
-      Ss[r * BKD + lid] = select(0.0, exp(s - Mrow[r]), s > VIS);
-    }
-    workgroupBarrier();
-    for (var r = 0u; r < RM; r++) { acc[r] *= Arow[r]; lsum[r] *= Arow[r]; }
-    if (c4 < d4) {
-      // Keys past kend have P = 0; their (clamped) V rows are read without a branch.
-      for (var i = 0u; i < BKD / NG; i++) {
-        let jj = g + i * NG;
-        let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
-        for (var r = 0u; r < RM; r++) {
-          let p = Ss[r * BKD + jj];
-          acc[r] += p * vv;
-          lsum[r] += p;
-        }
-      }
-    }
   }
-  // Sum the NG key groups' accumulators into group 0 (l from column group 0 of each key group).
-  for (var gg = 1u; gg < NG; gg++) {
-    workgroupBarrier();
-    if (g == gg) {
-      for (var r = 0u; r < RM; r++) {
-        Red[r * D4 + c4] = acc[r];
-        if (c4 == 0u) { Lred[r] = lsum[r]; }
-      }
-    }
-    workgroupBarrier();
-    if (g == 0u) {
-      for (var r = 0u; r < RM; r++) {
-        acc[r] += Red[r * D4 + c4];
-        lsum[r] += Lred[r];
-      }
-    }
-  }
-  if (g == 0u) {
-    for (var r = 0u; r < P.rows; r++) {
-      let row = qrow(b, kvh, r);
-      let at = split * P.nrows + row;
-      let c = 4u * c4;
-      if (c < P.d) { pacc[at * P.d + c] = acc[r].x; }
-      if (c + 1u < P.d) { pacc[at * P.d + c + 1u] = acc[r].y; }
-      if (c + 2u < P.d) { pacc[at * P.d + c + 2u] = acc[r].z; }
-      if (c + 3u < P.d) { pacc[at * P.d + c + 3u] = acc[r].w; }
-      if (c4 == 0u) {
-        pm[at] = Mrow[r];
-        pl[at] = lsum[r];
-      }
-    }
-  }
+  decode_write_partials(split, b, kvh, c4, g, &acc, &lsum);
 }

@@ -19,9 +19,9 @@ import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
 import { f32bits, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
-import { combineDecodePartials, kvLoaders } from './attention.ts';
+import { combineDecodePartials, decodeStepSource, kvLoaders } from './attention.ts';
 
-export const FOX_FPA_DECODE_FILES = ['fox_fpa_decode', 'attention_combine', 'attention_common', 'rows_common'];
+export const FOX_FPA_DECODE_FILES = ['fox_fpa_decode', 'attention_decode_step', 'attention_combine', 'attention_common', 'rows_common'];
 
 const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32, rows: u32, nrows: u32, chunk: u32, nsplit: u32, nkv: u32';
 
@@ -76,7 +76,7 @@ const decodeKernel: Kernel = {
       const b: Binding[] = [{ name: 'q', dtype: x }, f32in(v.FOX ? 'c' : 'ex'), f32out('pm'), f32out('pl'), f32out('pacc')];
       head = [v.SG ? 'enable subgroups;' : '', header(b, caps.f16, PARAMS), kvLoaders(x, !!v.VEC, caps.f16, 6)].join('\n');
     }
-    return preprocess(wgslSource('fox_fpa_decode'), { RM: 1, DM: 16, ...v, HEADER: head, COMMON: wgslSource('attention_common') });
+    return preprocess(wgslSource('fox_fpa_decode'), { RM: 1, DM: 16, ...v, HEADER: head, COMMON: wgslSource('attention_common'), DECODE_STEP: v.MINS ? '' : decodeStepSource(v) });
   },
 };
 

@@ -92,6 +92,8 @@ fn qrow(b: u32, kvh: u32, r: u32) -> u32 { return head_row(b, kvh, r) * P.tq + r
 
 fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
 
+{{DECODE_STEP}}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32
 #if SG
@@ -212,81 +214,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       Mx[r * WG + lid] = s;
 #endif
     }
-    workgroupBarrier();
 #if SG
-    // Each subgroup's maximum sits at every one of its lanes: read one lane per subgroup.
-    if (lid < RM) {
-      var mx = -BIG;
-      for (var i = 0u; i < WG; i += sgsize) { mx = max(mx, Mx[lid * WG + i]); }
-      let m = max(Mrow[lid], mx);
-      Arow[lid] = exp(Mrow[lid] - m);
-      Mrow[lid] = m;
-    }
+    decode_softmax_pv(lid, sgsize, kbase, k0, kend, c4, g, d4, &acc, &lsum);
 #else
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-      for (var u = lid; u < RM * s; u += WG) {
-        let r = u / s;
-        let i = u % s;
-        Mx[r * WG + i] = max(Mx[r * WG + i], Mx[r * WG + i + s]);
-      }
-      workgroupBarrier();
-    }
-    if (lid < RM) {
-      let m = max(Mrow[lid], Mx[lid * WG]);
-      Arow[lid] = exp(Mrow[lid] - m);
-      Mrow[lid] = m;
-    }
+    decode_softmax_pv(lid, 0u, kbase, k0, kend, c4, g, d4, &acc, &lsum);
 #endif
-    workgroupBarrier();
-    for (var r = 0u; r < RM; r++) {
-      let s = Ss[r * WG + lid];
-      Ss[r * WG + lid] = select(0.0, exp(s - Mrow[r]), s > VIS);
-    }
-    workgroupBarrier();
-    for (var r = 0u; r < RM; r++) { acc[r] *= Arow[r]; lsum[r] *= Arow[r]; }
-    if (c4 < d4) {
-      // Keys past kend have P = 0; their (clamped) V rows are read without a branch.
-      for (var i = 0u; i < WG / NG; i++) {
-        let jj = g + i * NG;
-        let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
-        for (var r = 0u; r < RM; r++) {
-          let pr = Ss[r * WG + jj];
-          acc[r] += pr * vv;
-          lsum[r] += pr;
-        }
-      }
-    }
   }
-  // The NG key groups' accumulators summed into group 0 (l from column group 0 of each).
-  for (var gg = 1u; gg < NG; gg++) {
-    workgroupBarrier();
-    if (g == gg) {
-      for (var r = 0u; r < RM; r++) {
-        Red[r * D4 + c4] = acc[r];
-        if (c4 == 0u) { Lred[r] = lsum[r]; }
-      }
-    }
-    workgroupBarrier();
-    if (g == 0u) {
-      for (var r = 0u; r < RM; r++) {
-        acc[r] += Red[r * D4 + c4];
-        lsum[r] += Lred[r];
-      }
-    }
-  }
-  if (g == 0u) {
-    for (var r = 0u; r < P.rows; r++) {
-      let at = split * P.nrows + qrow(b, kvh, r);
-      let cc = 4u * c4;
-      if (cc < P.d) { pacc[at * P.d + cc] = acc[r].x; }
-      if (cc + 1u < P.d) { pacc[at * P.d + cc + 1u] = acc[r].y; }
-      if (cc + 2u < P.d) { pacc[at * P.d + cc + 2u] = acc[r].z; }
-      if (cc + 3u < P.d) { pacc[at * P.d + cc + 3u] = acc[r].w; }
-      if (c4 == 0u) {
-        pm[at] = Mrow[r];
-        pl[at] = lsum[r];
-      }
-    }
-  }
+  decode_write_partials(split, b, kvh, c4, g, &acc, &lsum);
 }
 #endif

@@ -1,0 +1,95 @@
+// The parts of flash-decoding's split pass that attention_decode.wgsl and fox_fpa_decode.wgsl
+// share (one copy, spliced into both where they name DECODE_STEP). The including file declares WG (keys per
+// step, one per invocation), RM (query rows), D4 (column vec4s), NG = WG / D4 (key groups of the
+// P·V loop), the workgroup arrays Ss and Mx (RM·WG), Mrow, Arow and Lred (RM), Red (RM·D4), the V
+// loader ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG where subgroups are used.
+
+// One step's softmax and P·V, once every invocation has written its key's score for each row r to
+// Ss[r·WG + lid] and to Mx[r·WG + lid] (its subgroup's maximum with SG, else the score itself):
+// each row's step maximum, the rescale α of its running (m, l, O), P = exp(s − m) in place, then
+// this invocation's share of O += P·V (columns 4·c4 … 4·c4+3, keys g, g + NG, …) and of l.
+// sgsize: the subgroup size with SG (unused without).
+fn decode_softmax_pv(lid: u32, sgsize: u32, kbase: u32, k0: u32, kend: u32, c4: u32, g: u32, d4: u32,
+                     acc: ptr<function, array<vec4<f32>, RM>>, lsum: ptr<function, array<f32, RM>>) {
+  workgroupBarrier();
+#if SG
+  // Each subgroup's maximum sits at every one of its lanes: read one lane per subgroup.
+  if (lid < RM) {
+    var mx = -BIG;
+    for (var i = 0u; i < WG; i += sgsize) { mx = max(mx, Mx[lid * WG + i]); }
+    let m = max(Mrow[lid], mx);
+    Arow[lid] = exp(Mrow[lid] - m);
+    Mrow[lid] = m;
+  }
+#else
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    for (var u = lid; u < RM * s; u += WG) {
+      let r = u / s;
+      let i = u % s;
+      Mx[r * WG + i] = max(Mx[r * WG + i], Mx[r * WG + i + s]);
+    }
+    workgroupBarrier();
+  }
+  if (lid < RM) {
+    let m = max(Mrow[lid], Mx[lid * WG]);
+    Arow[lid] = exp(Mrow[lid] - m);
+    Mrow[lid] = m;
+  }
+#endif
+  workgroupBarrier();
+  for (var r = 0u; r < RM; r++) {
+    let s = Ss[r * WG + lid];
+    Ss[r * WG + lid] = select(0.0, exp(s - Mrow[r]), s > VIS);
+  }
+  workgroupBarrier();
+  for (var r = 0u; r < RM; r++) { (*acc)[r] *= Arow[r]; (*lsum)[r] *= Arow[r]; }
+  if (c4 < d4) {
+    // Keys past kend have P = 0; their (clamped) V rows are read without a branch.
+    for (var i = 0u; i < WG / NG; i++) {
+      let jj = g + i * NG;
+      let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
+      for (var r = 0u; r < RM; r++) {
+        let p = Ss[r * WG + jj];
+        (*acc)[r] += p * vv;
+        (*lsum)[r] += p;
+      }
+    }
+  }
+}
+
+// The end of the split pass: the NG key groups' accumulators summed into group 0 (l from column
+// group 0 of each key group), then the chunk's partial (m, l, unnormalised O) of every row written
+// for attention_combine.wgsl.
+fn decode_write_partials(split: u32, b: u32, kvh: u32, c4: u32, g: u32,
+                         acc: ptr<function, array<vec4<f32>, RM>>, lsum: ptr<function, array<f32, RM>>) {
+  for (var gg = 1u; gg < NG; gg++) {
+    workgroupBarrier();
+    if (g == gg) {
+      for (var r = 0u; r < RM; r++) {
+        Red[r * D4 + c4] = (*acc)[r];
+        if (c4 == 0u) { Lred[r] = (*lsum)[r]; }
+      }
+    }
+    workgroupBarrier();
+    if (g == 0u) {
+      for (var r = 0u; r < RM; r++) {
+        (*acc)[r] += Red[r * D4 + c4];
+        (*lsum)[r] += Lred[r];
+      }
+    }
+  }
+  if (g == 0u) {
+    for (var r = 0u; r < P.rows; r++) {
+      let at = split * P.nrows + qrow(b, kvh, r);
+      let c = 4u * c4;
+      if (c < P.d) { pacc[at * P.d + c] = (*acc)[r].x; }
+      if (c + 1u < P.d) { pacc[at * P.d + c + 1u] = (*acc)[r].y; }
+      if (c + 2u < P.d) { pacc[at * P.d + c + 2u] = (*acc)[r].z; }
+      if (c + 3u < P.d) { pacc[at * P.d + c + 3u] = (*acc)[r].w; }
+      if (c4 == 0u) {
+        pm[at] = Mrow[r];
+        pl[at] = (*lsum)[r];
+      }
+    }
+  }
+}
