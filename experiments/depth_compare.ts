@@ -111,22 +111,20 @@ async function main(): Promise<void> {
     }
   }
 
-  const results: { arm: Arm; seed: number; parameters: number; trainLoss: number; loss: number; perplexity: number; bitsPerByte: number; tokens: number; trainTokensPerSecond: number }[] = [];
+  const results: { arm: Arm; seed: number; parameters: number; trainLoss: number; loss: number; perplexity: number; bitsPerByte: number; tokens: number; trainSeconds: number; trainTokensPerSecond: number }[] = [];
   try {
     for (const seed of seeds) {
       for (const arm of arms) {
         const sampler = new BatchSampler(stores.train, { batch, context, seed });
         const model = newModel(configs.get(arm)!, backend, seed);
         try {
-          const t0 = performance.now();
-          const trainLoss = await trainModel(model, sampler, { steps, batchSize: batch, context, seed, lr, minLr: lr / 10, warmup: Math.ceil(steps / 20) }, `${arm} seed ${seed}`);
-          const seconds = (performance.now() - t0) / 1000;
+          const run = await trainModel(model, sampler, { steps, batchSize: batch, context, seed, lr, minLr: lr / 10, warmup: Math.ceil(steps / 20) }, `${arm} seed ${seed}`);
           const bar = new Progress({ label: `eval ${arm} seed ${seed}`, total: evalLimit > 0 ? evalLimit : undefined, unit: 'win' });
           const r = await evaluate(model, firstWindows(stores.validation, context, evalLimit), { byteLengths, batch, onProgress: (n) => bar.update(n) });
           bar.finish();
           results.push({
-            arm, seed, parameters: model.parameterCount(), trainLoss, loss: r.loss, perplexity: r.perplexity, bitsPerByte: r.bitsPerByte, tokens: r.tokens,
-            trainTokensPerSecond: (steps * batch * context) / seconds,
+            arm, seed, parameters: model.parameterCount(), trainLoss: run.loss, loss: r.loss, perplexity: r.perplexity, bitsPerByte: r.bitsPerByte, tokens: r.tokens,
+            trainSeconds: run.seconds, trainTokensPerSecond: run.tokensPerSecond,
           });
         } finally {
           model.dispose();

@@ -71,19 +71,19 @@ async function main(): Promise<void> {
   const byteLengths = tokenByteLengths(tok, shape.vocabSize);
   console.error(`lm compare on ${backend.name}: ${mechanisms.join(', ')} × seeds ${seeds.join(', ')} on ${corpus.name} (${stores.train.length} train / ${stores.validation.length} validation tokens), ${steps} steps of ${batch} × ${context}`);
 
-  const results: { mechanism: Mechanism; seed: number; parameters: number; trainLoss: number; loss: number; perplexity: number; bitsPerByte: number; tokens: number }[] = [];
+  const results: { mechanism: Mechanism; seed: number; parameters: number; trainLoss: number; loss: number; perplexity: number; bitsPerByte: number; tokens: number; trainSeconds: number; trainTokensPerSecond: number }[] = [];
   try {
     for (const seed of seeds) {
       for (const m of mechanisms) {
         const sampler = new BatchSampler(stores.train, { batch, context, seed });
         const model = newModel(mechanismConfig(m, shape, { walk }), backend, seed);
         try {
-          const trainLoss = await trainModel(model, sampler, { steps, batchSize: batch, context, seed, lr, minLr: lr / 10, warmup: Math.ceil(steps / 20) }, `${m} seed ${seed}`);
+          const run = await trainModel(model, sampler, { steps, batchSize: batch, context, seed, lr, minLr: lr / 10, warmup: Math.ceil(steps / 20) }, `${m} seed ${seed}`);
           const total = evalLimit > 0 ? evalLimit : undefined;
           const bar = new Progress({ label: `eval ${m} seed ${seed}`, total, unit: 'win' });
           const r = await evaluate(model, firstWindows(stores.validation, context, evalLimit), { byteLengths, batch, onProgress: (n) => bar.update(n) });
           bar.finish();
-          results.push({ mechanism: m, seed, parameters: model.parameterCount(), trainLoss, loss: r.loss, perplexity: r.perplexity, bitsPerByte: r.bitsPerByte, tokens: r.tokens });
+          results.push({ mechanism: m, seed, parameters: model.parameterCount(), trainLoss: run.loss, loss: r.loss, perplexity: r.perplexity, bitsPerByte: r.bitsPerByte, tokens: r.tokens, trainSeconds: run.seconds, trainTokensPerSecond: run.tokensPerSecond });
         } finally {
           model.dispose();
         }

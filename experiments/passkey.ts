@@ -9,29 +9,65 @@
  * then " What is the pass key? The pass key is " and the 5-digit key, `length` bytes in all:
  * `passkeySample`, a pure function of (seed, index, options). Training mixes Brown windows of the
  * training length (train split) with passkey samples of the training length at random depths
- * (`--passkey-mix` of the rows). Evaluation uses filler from the validation split, at 1×, 2×, 4×
- * and 8× the training length (`--multiples`) and depths 0.1, 0.3, 0.5, 0.7, 0.9, and greedily
- * generates 5 tokens after the question; a trial is right when they are the key (the digits right
- * in place are reported beside it: partial credit that moves before whole keys do on small runs).
- * Trial i draws the same key and filler start at every length and depth (sample i of one stream),
- * so the cells of a row are a paired comparison.
+ * (`--passkey-mix` of the rows, `passkeyMixBatches`). Evaluation uses filler from the validation
+ * split, at 1×, 2×, 4× and 8× the training length (`--multiples`) and depths 0.1, 0.3, 0.5, 0.7,
+ * 0.9, and greedily generates 5 tokens after the question (no start token, as in training: a
+ * training row starts with filler at position 0 too); a trial is right when they are the key (the
+ * digits right in place are reported beside it: partial credit that moves before whole keys do on
+ * small runs). Trial i draws the same key and filler start at every length and depth (sample i of
+ * one stream), so the cells of a row are a paired comparison.
+ *
+ * What a passkey row scores (`--score`). By default (`answer`) only the 5 key digits after the
+ * question are targets; the filler, needle and question are ignored by the loss (`passkeyRow`,
+ * the ignore index the stack task uses), while Brown rows score every byte. Scoring every byte of
+ * a passkey row (`--score all`, the first version) leaves the key 5 of the T targets of its row:
+ * with half the rows passkeys at T = 256 the retrieval is ~1% of the loss, and an H200 run of that
+ * (4 layers, d 256, 1200 steps of 32 × 256) learnt the digits' format but not the lookup: "71111"
+ * for every key and depth, 0% at 1×. The model must still find the needle wherever it is in the
+ * filler (the depth is uniform and the filler is natural text), so the task is the same; only its
+ * share of the gradient changes. The Brown rows stay (default mix 0.8): they keep the model a
+ * language model, so FoX's and FPA's gates learn forgetting for text and not only for this task
+ * (in one CPU run of the check below, passkey rows alone reached 45% at 1× where the 0.8 mix
+ * reached 100%).
+ *
+ * Forget-gate init (`--gate-init`). FoX's gate bias starts at 0 (f ≈ 0.5: every head forgets
+ * within a few tokens at step 0, and FPA's walk "fox" starts as exactly that FoX), so at first a
+ * needle tens of tokens back gets almost no gradient. `spread` (the default) sets the biases of
+ * the fox arm's gates and of the fpa arm's walk (walk fox only) so that head h of H starts with a
+ * memory span τ_h geometric from 2 tokens to the training length (lib/common.ts spreadGateBias,
+ * withGateBias); the gates stay data-dependent and trained. `fox` keeps the zero bias. On the
+ * CPU check below neither init was enough: after 2000 steps fox and fpa still answered the key's
+ * marginal ("55555") at every length, where `full` answered 100% at 1×. NoPE retrieval learns
+ * slower than RoPE's at this scale; read the H200 run's fox/fpa cells only if their 1× is high.
  *
  * Arms: `full` (RoPE), `fox`, `fpa` (NoPE, walk `--walk`), and `fpa-evict`: the trained FPA
  * weights decoded with the FPA layer's `evict` option (τ `--evict-tau`; attention/fpa_decode.ts),
  * whose kept fraction is GenerateResult.cacheKept averaged over layers and KV heads (1 for the
- * arms that keep every key). Byte tokenizer (vocabulary 257).
+ * arms that keep every key). Byte tokenizer (vocabulary 257). Each trained arm prints its training
+ * time and tokens/s (also in the table and the JSON's `trained`).
  *
  * Run (CPU defaults finish in about two minutes; they check the harness, not the claim):
  *   node --import tsx experiments/passkey.ts [--backend auto|cpu|wasm|webgpu] [--seeds 1]
- *     [--arms full,fox,fpa,fpa-evict] [--walk fox] [--steps 60] [--batch 8] [--length 128]
- *     [--passkey-mix 0.5] [--multiples 1,2,4,8] [--depths 0.1,0.3,0.5,0.7,0.9] [--trials 1]
- *     [--layers 2] [--d-model 64] [--heads 4] [--head-dim 16] [--mlp-hidden 128] [--evict-tau 16]
- *     [--json FILE]
+ *     [--arms full,fox,fpa,fpa-evict] [--walk fox] [--steps 60] [--batch 8] [--lr 0.003]
+ *     [--length 128] [--passkey-mix 0.8] [--score answer|all] [--gate-init spread|fox]
+ *     [--multiples 1,2,4,8] [--depths 0.1,0.3,0.5,0.7,0.9] [--trials 1] [--layers 2] [--d-model 64]
+ *     [--heads 4] [--head-dim 16] [--mlp-hidden 128] [--evict-tau 16] [--json FILE]
  *
- * H200 run (the settings RESULTS.md will quote):
- *   node --import tsx experiments/passkey.ts --backend webgpu --seeds 1,2,3 --steps 4000 --batch 32 \
- *     --length 512 --passkey-mix 0.3 --trials 20 --layers 6 --d-model 384 --heads 6 --head-dim 64 \
- *     --mlp-hidden 1024 --json passkey.json
+ * CPU learnability check (wasm, 2 cores, 6–10 minutes an arm). `full`: 100% at 1× (0% at 2×);
+ * the same with `--score all`: 0% [13% digits]; with `--passkey-mix 1`: 45% [74% digits]; fox and
+ * fpa (with `--multiples 1,2,4,8`): 0% [8–13% digits] at every length; `full` at `--length 192`
+ * and 1500 steps: 0% [14% digits] (longer filler needs more steps):
+ *   node --import tsx experiments/passkey.ts --backend wasm --arms full --steps 2000 --batch 16 \
+ *     --length 96 --passkey-mix 0.8 --multiples 1,2 --trials 8 --layers 2 --d-model 64 --heads 4 \
+ *     --head-dim 16 --mlp-hidden 128
+ *
+ * H200 run (not yet run; aimed at about 3 minutes an arm: two layers, since the 4-layer d-256 model
+ * logged 2.6 steps/s at 32 × 256 on the H200; the script prints each arm's steps, seconds and
+ * tokens/s, so calibrate --steps on the `full` arm first; if `full` is below ~90% at 1×, the
+ * budget is too small for the rest to mean anything: raise --steps):
+ *   node --import tsx experiments/passkey.ts --backend webgpu --seeds 1 --steps 1000 --batch 32 \
+ *     --length 256 --passkey-mix 0.8 --trials 10 --layers 2 --d-model 256 --heads 4 --head-dim 64 \
+ *     --mlp-hidden 768 --json passkey.json
  *
  * Target (spec §2.7 [B]): FPA 100% at 8× the training length, and with eviction on still 100% with
  * ≤ 30% of the KV cache kept (the abstract reports ~25%); FoX degrades beyond its forgetting window
@@ -44,12 +80,13 @@ import { uniformAt } from '../src/ops/random.ts';
 import { Decoder } from '../src/model/decoder.ts';
 import { ParamFactory } from '../src/nn/params.ts';
 import { generate } from '../src/infer/generate.ts';
-import { byteTokenizer } from '../src/io/tokenizer/tokenizer.ts';
+import { byteTokenizer, type Tokenizer } from '../src/io/tokenizer/tokenizer.ts';
 import { BatchSampler, brownCorpus, buildTokenStore } from '../src/train/data/index.ts';
 import { Progress } from '../src/cli/progress.ts';
+import type { Batches } from '../src/train/trainer.ts';
 import {
-  backendFlag, commandLine, intFlag, markdownTable, mechanismConfig, meanStd, newModel, numberFlag, parseSeeds, parseWalk,
-  trainModel, writeJson, type Mechanism,
+  backendFlag, commandLine, IGNORE, intFlag, markdownTable, mechanismConfig, meanStd, newModel, numberFlag, parseSeeds, parseWalk,
+  spreadGateBias, trainModel, withGateBias, writeJson, type Mechanism,
 } from './lib/common.ts';
 
 export const NEEDLE = (key: string) => ` The pass key is ${key}. Remember it.`;
@@ -109,6 +146,21 @@ export function passkeySample(seed: number, index: number, o: PasskeyOptions): P
   return { text: prompt + key, prompt, key, needleAt: at, fillerBytes };
 }
 
+/**
+ * A training row from a sample of T + 1 bytes: inputs are its first T ids, targets[t] the id after
+ * inputs[t]. With `scoreAll` false only the answer is scored (the key's digits after the question;
+ * every other target is IGNORE), so the loss of a passkey row is the retrieval loss alone and the
+ * filler's language-model loss does not drown it; with `scoreAll` true every target is scored.
+ */
+export function passkeyRow(sample: PasskeySample, tok: Tokenizer, scoreAll: boolean): { inputs: Int32Array; targets: Int32Array } {
+  const ids = tok.encode(sample.text);
+  const T = ids.length - 1;
+  const inputs = Int32Array.from(ids.slice(0, T));
+  const targets = Int32Array.from(ids.slice(1));
+  if (!scoreAll) targets.fill(IGNORE, 0, T - KEY_DIGITS);
+  return { inputs, targets };
+}
+
 /** Fraction of the key's digits that `text` has at the same place. */
 export function digitsRight(text: string, key: string): number {
   let n = 0;
@@ -119,6 +171,46 @@ export function digitsRight(text: string, key: string): number {
 const ARMS = ['full', 'fox', 'fpa', 'fpa-evict'] as const;
 type Arm = (typeof ARMS)[number];
 const TRAIN_STREAM = 0x9a55, EVAL_STREAM = 0xe9a1;
+
+export interface PasskeyMixOptions {
+  seed: number;
+  /** B: rows per batch (as the language-model batches'). */
+  batch: number;
+  /** T: the training length (as the language-model batches'). */
+  length: number;
+  /** Chance that a row is a passkey sample instead of a language-model window. */
+  mix: number;
+  /** Score every byte of a passkey row, not only the answer (see passkeyRow). */
+  scoreAll: boolean;
+  filler: string;
+  tok: Tokenizer;
+}
+
+/**
+ * The training batches: `lm`'s windows with each row replaced, with chance `mix`, by a passkey
+ * sample of T + 1 bytes at a uniform depth. Row b of batch `step` is passkey sample g = step·B + b
+ * of the seed's training stream, so a batch is a pure function of the step like `lm`'s.
+ */
+export function passkeyMixBatches(lm: Batches, o: PasskeyMixOptions): Batches {
+  const T = o.length;
+  return {
+    batchAt(step: number) {
+      const { inputs, targets } = lm.batchAt(step);
+      if (inputs.length !== o.batch * T || targets.length !== o.batch * T) {
+        throw new ArgumentError(`passkeyMixBatches: the language-model batch holds ${inputs.length} inputs and ${targets.length} targets; expected ${o.batch} × ${T}`);
+      }
+      for (let b = 0; b < o.batch; b++) {
+        const g = step * o.batch + b;
+        if (uniformAt(mix(o.seed, TRAIN_STREAM), g) >= o.mix) continue;
+        const sample = passkeySample(mix(o.seed, TRAIN_STREAM + 1), g, { length: T + 1, depth: uniformAt(mix(o.seed, TRAIN_STREAM + 2), g), filler: o.filler });
+        const row = passkeyRow(sample, o.tok, o.scoreAll);
+        inputs.set(row.inputs, b * T);
+        targets.set(row.targets, b * T);
+      }
+      return { inputs, targets };
+    },
+  };
+}
 
 function parseList(name: string, s: string, each: (x: string) => number): number[] {
   const xs = s.split(',').map((x) => x.trim()).filter(Boolean).map(each);
@@ -132,11 +224,11 @@ async function main(): Promise<void> {
       backend: { type: 'string', default: 'auto' }, seeds: { type: 'string', default: '1' },
       arms: { type: 'string', default: 'full,fox,fpa,fpa-evict' }, walk: { type: 'string', default: 'fox' },
       steps: { type: 'string', default: '60' }, batch: { type: 'string', default: '8' }, lr: { type: 'string', default: '0.003' },
-      length: { type: 'string', default: '128' }, 'passkey-mix': { type: 'string', default: '0.5' },
+      length: { type: 'string', default: '128' }, 'passkey-mix': { type: 'string', default: '0.8' },
       multiples: { type: 'string', default: '1,2,4,8' }, depths: { type: 'string', default: '0.1,0.3,0.5,0.7,0.9' },
       trials: { type: 'string', default: '1' }, layers: { type: 'string', default: '2' }, 'd-model': { type: 'string', default: '64' },
       heads: { type: 'string', default: '4' }, 'head-dim': { type: 'string', default: '16' }, 'mlp-hidden': { type: 'string', default: '128' },
-      'evict-tau': { type: 'string', default: '16' }, json: { type: 'string' },
+      'evict-tau': { type: 'string', default: '16' }, score: { type: 'string', default: 'answer' }, 'gate-init': { type: 'string', default: 'spread' }, json: { type: 'string' },
     },
   });
   const seeds = parseSeeds(f.seeds!), walk = parseWalk(f.walk!);
@@ -146,6 +238,10 @@ async function main(): Promise<void> {
   const steps = intFlag('steps', f.steps), batch = intFlag('batch', f.batch), lr = numberFlag('lr', f.lr, 1e-6, 1);
   const T = intFlag('length', f.length, minPasskeyLength() + 1);
   const mixRate = numberFlag('passkey-mix', f['passkey-mix'], 0, 1);
+  if (f.score !== 'answer' && f.score !== 'all') throw new ArgumentError(`--score '${f.score}': expected answer (only the key after the question) or all (every byte of a passkey row)`);
+  const scoreAll = f.score === 'all';
+  if (f['gate-init'] !== 'spread' && f['gate-init'] !== 'fox') throw new ArgumentError(`--gate-init '${f['gate-init']}': expected spread (forget-gate spans 2 … the training length) or fox (bias 0)`);
+  const gateSpread = f['gate-init'] === 'spread';
   const multiples = parseList('multiples', f.multiples!, (x) => intFlag('multiples', x));
   const depths = parseList('depths', f.depths!, (x) => numberFlag('depths', x, 0, 1));
   const trials = intFlag('trials', f.trials), evictTau = numberFlag('evict-tau', f['evict-tau'], 1e-6, 1e6);
@@ -165,34 +261,27 @@ async function main(): Promise<void> {
   /** accuracy: whole key right; digits: fraction of key digits right in place (partial credit for small runs); kept: cache fraction; example: the first trial's key and output. */
   interface Cell { arm: Arm; seed: number; multiple: number; length: number; depth: number; accuracy: number; digits: number; kept: number; example: { key: string; generated: string } }
   const cells: Cell[] = [];
-  const trained: { arm: Arm; seed: number; parameters: number; trainLoss: number }[] = [];
+  /** Per trained arm: final train loss, training wall time and tokens/s (fpa-evict reuses fpa's weights: its time is fpa's). */
+  const trained: { arm: Arm; seed: number; parameters: number; trainLoss: number; trainSeconds: number; trainTokensPerSecond: number }[] = [];
   for (const seed of seeds) {
-    const sampler = new BatchSampler(store, { batch, context: T, seed });
-    const batches = {
-      batchAt(step: number) {
-        const { inputs, targets } = sampler.batchAt(step);
-        for (let b = 0; b < batch; b++) {
-          if (uniformAt(mix(seed, TRAIN_STREAM), step * batch + b) >= mixRate) continue;
-          const g = step * batch + b;
-          const sample = passkeySample(mix(seed, TRAIN_STREAM + 1), g, { length: T + 1, depth: uniformAt(mix(seed, TRAIN_STREAM + 2), g), filler: trainFiller });
-          const ids = tok.encode(sample.text);
-          inputs.set(ids.slice(0, T), b * T);
-          targets.set(ids.slice(1), b * T);
-        }
-        return { inputs, targets };
-      },
-    };
+    const batches = passkeyMixBatches(new BatchSampler(store, { batch, context: T, seed }), { seed, batch, length: T, mix: mixRate, scoreAll, filler: trainFiller, tok });
     let fpaModel: Decoder | undefined;
     for (const arm of arms) {
       let model: Decoder;
       if (arm === 'fpa-evict') {
         const cfg = mechanismConfig('fpa', shape, { walk, evict: { tau: evictTau } });
         model = new Decoder(cfg, new ParamFactory({ backend, weights: Object.fromEntries(fpaModel!.namedParameters()), source: 'the trained fpa arm' }));
-        trained.push({ arm, seed, parameters: model.parameterCount(), trainLoss: trained.find((t) => t.arm === 'fpa' && t.seed === seed)!.trainLoss });
+        const fpa = trained.find((t) => t.arm === 'fpa' && t.seed === seed)!;
+        trained.push({ ...fpa, arm, parameters: model.parameterCount() });
       } else {
         model = newModel(mechanismConfig(arm as Mechanism, shape, { walk }), backend, seed);
-        const trainLoss = await trainModel(model, batches, { steps, batchSize: batch, context: T, seed, lr, minLr: lr / 10, warmup: Math.ceil(steps / 20) }, `${arm} seed ${seed}`);
-        trained.push({ arm, seed, parameters: model.parameterCount(), trainLoss });
+        if (gateSpread && (arm === 'fox' || (arm === 'fpa' && walk === 'fox'))) {
+          const spread = withGateBias(model, spreadGateBias(shape.nHeads, T));
+          model.dispose();
+          model = spread;
+        }
+        const run = await trainModel(model, batches, { steps, batchSize: batch, context: T, seed, lr, minLr: lr / 10, warmup: Math.ceil(steps / 20) }, `${arm} seed ${seed}`);
+        trained.push({ arm, seed, parameters: model.parameterCount(), trainLoss: run.loss, trainSeconds: run.seconds, trainTokensPerSecond: run.tokensPerSecond });
       }
       const bar = new Progress({ label: `passkey ${arm} seed ${seed}`, total: multiples.length * depths.length * trials, unit: 'trial' });
       for (const m of multiples) {
@@ -226,7 +315,8 @@ async function main(): Promise<void> {
   const summary: { arm: Arm; multiple: number; accuracy: { mean: number; std: number }; kept: { mean: number; std: number } }[] = [];
   for (const arm of arms) {
     for (const seed of seeds) {
-      rows.push([arm, String(seed), ...multiples.map((m) => {
+      const t = trained.find((x) => x.arm === arm && x.seed === seed)!;
+      rows.push([arm, String(seed), t.trainLoss.toFixed(3), t.trainSeconds.toFixed(1), t.trainTokensPerSecond.toFixed(0), ...multiples.map((m) => {
         const cs = cells.filter((c) => c.arm === arm && c.seed === seed && c.multiple === m);
         const acc = meanStd(cs.map((c) => c.accuracy)).mean, dig = meanStd(cs.map((c) => c.digits)).mean, kept = meanStd(cs.map((c) => c.kept)).mean;
         return `${pct(acc)} [${pct(dig)} digits]${arm === 'fpa-evict' ? ` (kept ${pct(kept)})` : ''}`;
@@ -238,7 +328,7 @@ async function main(): Promise<void> {
     }
   }
   console.log(`\nPasskey retrieval: accuracy over depths ${depths.join(', ')} × ${trials} trial(s) [digits right in place]; trained at ${T} bytes; fpa-evict τ = ${evictTau}, kept = fraction of the KV cache kept at the end\n`);
-  console.log(markdownTable(['arm', 'seed', ...multiples.map((m) => `${m}× (${m * T})`)], rows));
+  console.log(markdownTable(['arm', 'seed', 'train loss', 'train s', 'tokens/s', ...multiples.map((m) => `${m}× (${m * T})`)], rows));
   const byDepth: string[][] = [];
   for (const arm of arms) {
     for (const depth of depths) {
@@ -253,7 +343,7 @@ async function main(): Promise<void> {
   if (f.json) {
     writeJson(f.json, {
       experiment: 'passkey', command: commandLine(), backend: backend.name, seeds, arms, walk,
-      settings: { steps, batch, lr, trainLength: T, passkeyMix: mixRate, multiples, depths, trials, evictTau, model: shape },
+      settings: { steps, batch, lr, trainLength: T, passkeyMix: mixRate, score: scoreAll ? 'all' : 'answer', gateInit: gateSpread ? 'spread' : 'fox', multiples, depths, trials, evictTau, model: shape },
       trained, cells, summary,
     });
   }

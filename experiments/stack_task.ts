@@ -39,14 +39,14 @@ import { noGrad } from '../src/tensor/scope.ts';
 import type { Decoder } from '../src/model/decoder.ts';
 import { Progress } from '../src/cli/progress.ts';
 import {
-  backendFlag, commandLine, intFlag, markdownTable, mechanismConfig, meanStd, newModel, numberFlag, parseMechanisms, parseSeeds,
+  backendFlag, commandLine, IGNORE, intFlag, markdownTable, mechanismConfig, meanStd, newModel, numberFlag, parseMechanisms, parseSeeds,
   parseWalk, trainModel, writeJson, type Mechanism,
 } from './lib/common.ts';
 
 /** Token ids of the task; labels 0 … K−1 open as FIRST_OPEN + k and answer as FIRST_OPEN + K + k. */
 export const STACK_TOKENS = { close: 0, filler: 1, query: 2, firstOpen: 3 } as const;
-/** Target of a position that is not scored (crossEntropy's default ignore index). */
-export const IGNORE = -100;
+/** Target of a position that is not scored (shared with the passkey rows). */
+export { IGNORE };
 
 export interface StackTaskOptions {
   /** Tokens per sequence. */
@@ -196,7 +196,7 @@ async function main(): Promise<void> {
   const backend = await backendFlag(f.backend!);
   console.error(`stack task on ${backend.name}: ${mechanisms.join(', ')} × seeds ${seeds.join(', ')}, ${steps} steps of ${batch} × ${train.length}`);
 
-  const results: { mechanism: Mechanism; seed: number; parameters: number; trainLoss: number; heldOut: number; deeper: number }[] = [];
+  const results: { mechanism: Mechanism; seed: number; parameters: number; trainLoss: number; trainSeconds: number; trainTokensPerSecond: number; heldOut: number; deeper: number }[] = [];
   const baselines: { seed: number; heldOut: number; deeper: number }[] = [];
   for (const seed of seeds) {
     const heldOutSet = Array.from({ length: evalSeqs }, (_, i) => stackSequence(mix(seed, HELD_OUT_STREAM), i, train));
@@ -216,14 +216,14 @@ async function main(): Promise<void> {
     for (const m of mechanisms) {
       const model = newModel(mechanismConfig(m, shape, { walk }), backend, seed);
       try {
-        const trainLoss = await trainModel(model, batches, { steps, batchSize: batch, context: train.length, seed, lr, minLr: lr / 10, warmup: Math.ceil(steps / 20) }, `${m} seed ${seed}`);
+        const run = await trainModel(model, batches, { steps, batchSize: batch, context: train.length, seed, lr, minLr: lr / 10, warmup: Math.ceil(steps / 20) }, `${m} seed ${seed}`);
         const bar = new Progress({ label: `eval ${m} seed ${seed}`, total: 2, unit: 'set' });
         const heldOut = await answerAccuracy(model, heldOutSet, batch);
         bar.tick();
         const deep = await answerAccuracy(model, deeperSet, Math.max(1, Math.floor(batch / 2)));
         bar.tick();
         bar.finish();
-        results.push({ mechanism: m, seed, parameters: model.parameterCount(), trainLoss, heldOut, deeper: deep });
+        results.push({ mechanism: m, seed, parameters: model.parameterCount(), trainLoss: run.loss, trainSeconds: run.seconds, trainTokensPerSecond: run.tokensPerSecond, heldOut, deeper: deep });
       } finally {
         model.dispose();
       }

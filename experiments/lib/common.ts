@@ -14,7 +14,12 @@ import { parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { Progress } from '../../src/cli/progress.ts';
+import { tensor } from '../../src/ops/creation.ts';
+import type { Tensor } from '../../src/tensor/tensor.ts';
 import { DEFAULT_TRAIN, Trainer, type Batches, type TrainConfig } from '../../src/train/trainer.ts';
+
+/** Target of a position the loss skips (crossEntropy's default ignore index). */
+export const IGNORE = -100;
 
 /** The attention arms of every experiment: softmax with RoPE, FoX (NoPE), FPA (NoPE). */
 export const MECHANISMS = ['full', 'fox', 'fpa'] as const;
@@ -95,29 +100,94 @@ export function newModel(cfg: ModelConfig, backend: Backend, seed: number): Deco
   return new Decoder(cfg, new ParamFactory({ backend, seed }));
 }
 
+/** What one training run took: its final loss, wall time and throughput. */
+export interface TrainRun {
+  /** Mean loss of the last 10% of steps (at least one). */
+  loss: number;
+  steps: number;
+  /** Tokens fed to the model (steps × batch × context × accumulate). */
+  tokens: number;
+  /** Wall time of all steps, the first (shader compilation, warm-up) included. */
+  seconds: number;
+  /** Tokens per second after the first step (all steps when there is only one), so compilation does not count. */
+  tokensPerSecond: number;
+}
+
+/** "312 steps in 41.2 s, 12.3k tokens/s" for logs. */
+export function formatTrainRun(r: TrainRun): string {
+  const tps = r.tokensPerSecond >= 1e4 ? `${(r.tokensPerSecond / 1000).toFixed(1)}k` : r.tokensPerSecond.toFixed(0);
+  return `${r.steps} steps in ${r.seconds.toFixed(1)} s, ${tps} tokens/s`;
+}
+
 /**
- * Trains `model` on `batches` for `train.steps` steps with a progress bar labelled `label`;
- * returns the mean loss of the last 10% of steps (at least one).
+ * Trains `model` on `batches` for `train.steps` steps with a progress bar labelled `label`, then
+ * prints one line on stderr with the time taken and tokens/s; returns them with the final loss.
  */
-export async function trainModel(model: Decoder, batches: Batches, train: Partial<TrainConfig> & Pick<TrainConfig, 'steps' | 'batchSize' | 'context' | 'seed'>, label: string): Promise<number> {
+export async function trainModel(model: Decoder, batches: Batches, train: Partial<TrainConfig> & Pick<TrainConfig, 'steps' | 'batchSize' | 'context' | 'seed'>, label: string): Promise<TrainRun> {
   const config: TrainConfig = { ...DEFAULT_TRAIN, evalEvery: 0, checkpointEvery: 0, ...train };
   config.warmup = Math.min(config.warmup, config.steps);
   const trainer = new Trainer(model, batches, config);
   const bar = new Progress({ label, total: config.steps, unit: 'step' });
   const tail = Math.max(1, Math.floor(config.steps / 10));
-  let tailSum = 0;
+  let tailSum = 0, tokens = 0, afterFirst = 0;
+  const t0 = performance.now();
+  let t1 = t0;
   try {
     for (let s = 0; s < config.steps; s++) {
       const r = await trainer.trainStep();
       if (!Number.isFinite(r.loss)) throw new ArgumentError(`${label}: loss ${r.loss} at step ${r.step}; lower --lr`);
       if (s >= config.steps - tail) tailSum += r.loss;
+      tokens += r.tokens;
+      if (s === 0) t1 = performance.now();
+      else afterFirst += r.tokens;
       bar.update(r.step, { loss: r.loss });
     }
   } finally {
     bar.finish();
     trainer.dispose();
   }
-  return tailSum / tail;
+  const t2 = performance.now();
+  const seconds = (t2 - t0) / 1000;
+  const tokensPerSecond = afterFirst > 0 ? afterFirst / ((t2 - t1) / 1000) : tokens / seconds;
+  const run: TrainRun = { loss: tailSum / tail, steps: config.steps, tokens, seconds, tokensPerSecond };
+  console.error(`${label}: trained ${formatTrainRun(run)}, final loss ${run.loss.toFixed(3)}`);
+  return run;
+}
+
+/**
+ * Forget-gate biases spread over memory spans: head h of H gets b_h = log(τ_h − 1), so that
+ * f = σ(b_h) = 1 − 1/τ_h at a zero input, with τ geometric from 2 (b = 0, FoX's init: f ≈ 0.5)
+ * to `span` tokens. FoX's zero bias makes every head forget within a few tokens at step 0, so a
+ * short run never gets a gradient from a needle tens of tokens back.
+ */
+export function spreadGateBias(heads: number, span: number): Float32Array {
+  if (!Number.isInteger(heads) || heads < 1) throw new ArgumentError(`spreadGateBias: heads ${heads} must be a whole number ≥ 1`);
+  if (!(span >= 2)) throw new ArgumentError(`spreadGateBias: span ${span} must be ≥ 2 tokens`);
+  return Float32Array.from({ length: heads }, (_, h) => Math.log(2 * (span / 2) ** (heads > 1 ? h / (heads - 1) : 1) - 1));
+}
+
+/** The parameters that hold a FoX-style forget gate's bias: FoX's `fgate.bias` and FPA's `fpa.walk.bias` (walk "fox"). */
+export const FORGET_GATE_BIAS = /\.(fgate|fpa\.walk)\.bias$/;
+
+/**
+ * `model` with every forget-gate bias (FORGET_GATE_BIAS) set to `bias` (one value per head); the
+ * other weights are the model's. The returned model is new: dispose `model` separately.
+ */
+export function withGateBias(model: Decoder, bias: Float32Array): Decoder {
+  const backend = model.embed.weight.backend;
+  const weights: Record<string, Tensor> = {}, made: Tensor[] = [];
+  try {
+    for (const [name, p] of model.namedParameters()) {
+      if (!FORGET_GATE_BIAS.test(name)) { weights[name] = p; continue; }
+      if (p.shape.join() !== String(bias.length)) throw new ArgumentError(`withGateBias: '${name}' has shape [${p.shape}], the bias ${bias.length} values`);
+      const t = tensor(bias, [bias.length], { backend, dtype: 'f32' });
+      made.push(t);
+      weights[name] = t;
+    }
+    return new Decoder(model.config, new ParamFactory({ backend, weights, source: 'withGateBias' }));
+  } finally {
+    for (const t of made) t.dispose();
+  }
 }
 
 /** Mean and sample standard deviation (0 for one value). */

@@ -15,8 +15,10 @@ import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import {
   answerId, IGNORE, lastOpenAccuracy, openId, STACK_TOKENS, stackSequence, stackVocabSize, type StackSequence, type StackTaskOptions,
 } from '../../experiments/stack_task.ts';
-import { asciiFiller, digitsRight, KEY_DIGITS, minPasskeyLength, NEEDLE, passkeySample, QUESTION } from '../../experiments/passkey.ts';
-import { markdownTable, meanStd, parseMechanisms, parseSeeds } from '../../experiments/lib/common.ts';
+import { asciiFiller, digitsRight, KEY_DIGITS, minPasskeyLength, NEEDLE, passkeyMixBatches, passkeyRow, passkeySample, QUESTION } from '../../experiments/passkey.ts';
+import {
+  backendFlag, formatTrainRun, markdownTable, mechanismConfig, meanStd, newModel, parseMechanisms, parseSeeds, spreadGateBias, withGateBias,
+} from '../../experiments/lib/common.ts';
 
 const STACK: StackTaskOptions = { length: 200, labels: 5, maxDepth: 6, queryRate: 0.15 };
 
@@ -135,6 +137,57 @@ describe('passkey generator', () => {
     assert.ok(keys.size >= 18, `${keys.size} distinct keys in 20 samples`);
   });
 
+  it('a training row scores only the answer, at the positions generate() predicts it from', () => {
+    const tok = byteTokenizer();
+    const T = 120;
+    const s = passkeySample(4, 9, { length: T + 1, depth: 0.3, filler });
+    const row = passkeyRow(s, tok, false);
+    assert.equal(row.inputs.length, T);
+    assert.equal(row.targets.length, T);
+    // The evaluation prompt is a prefix of the row's inputs: generate() (startIds []) sees what training saw.
+    const prompt = tok.encode(s.prompt);
+    assert.deepEqual(Array.from(row.inputs.subarray(0, prompt.length)), prompt);
+    // Scored: the target after the prompt's last byte is the key's first digit, and so on for each digit.
+    const scored = [...row.targets.keys()].filter((t) => row.targets[t] !== IGNORE);
+    assert.deepEqual(scored, Array.from({ length: KEY_DIGITS }, (_, i) => prompt.length - 1 + i));
+    assert.equal(tok.decode(scored.map((t) => row.targets[t])), s.key);
+    // Each scored digit's input is the byte before it: the question's last space, then the key's digits.
+    assert.equal(tok.decode(scored.map((t) => row.inputs[t])), ` ${s.key.slice(0, -1)}`);
+    // scoreAll: every target is the next byte.
+    const all = passkeyRow(s, tok, true);
+    assert.deepEqual(Array.from(all.inputs), Array.from(row.inputs));
+    assert.deepEqual(Array.from(all.targets), tok.encode(s.text).slice(1));
+  });
+
+  it('mixes passkey rows into the language-model batches at the given rate, the rest untouched', () => {
+    const tok = byteTokenizer();
+    const B = 16, T = 100, lmId = 7;
+    const lm = { batchAt: () => ({ inputs: new Int32Array(B * T).fill(lmId), targets: new Int32Array(B * T).fill(lmId) }) };
+    const batches = passkeyMixBatches(lm, { seed: 3, batch: B, length: T, mix: 0.75, scoreAll: false, filler, tok });
+    let passkeyRows = 0, rows = 0;
+    const keys = new Set<string>();
+    for (let step = 0; step < 8; step++) {
+      const { inputs, targets } = batches.batchAt(step);
+      for (let b = 0; b < B; b++) {
+        rows++;
+        const inp = inputs.subarray(b * T, (b + 1) * T), tgt = targets.subarray(b * T, (b + 1) * T);
+        if (inp.every((x) => x === lmId)) { assert.ok(tgt.every((x) => x === lmId), 'a language-model row keeps its targets'); continue; }
+        passkeyRows++;
+        const text = tok.decode(Array.from(inp));
+        const key = text.match(/The pass key is (\d{5})\. Remember it\./)![1];
+        assert.ok(text.endsWith(`${QUESTION}${key.slice(0, -1)}`), text);
+        assert.equal(tok.decode(Array.from(tgt.subarray(T - KEY_DIGITS))), key);
+        assert.ok(tgt.subarray(0, T - KEY_DIGITS).every((x) => x === IGNORE));
+        keys.add(key);
+      }
+    }
+    assert.ok(passkeyRows / rows > 0.6 && passkeyRows / rows < 0.9, `${passkeyRows} passkey rows of ${rows}`);
+    assert.ok(keys.size > passkeyRows * 0.9, 'keys vary from row to row');
+    assert.deepEqual(batches.batchAt(5), batches.batchAt(5), 'a batch is a pure function of the step');
+    const wrong = passkeyMixBatches(lm, { seed: 3, batch: B, length: T + 1, mix: 0.75, scoreAll: false, filler, tok });
+    assert.throws(() => wrong.batchAt(0), (e) => e instanceof ArgumentError && /holds 1600 inputs and 1600 targets; expected 16 × 101/.test(e.message));
+  });
+
   it('digitsRight counts digits right in place', () => {
     assert.equal(digitsRight('12345', '12345'), 1);
     assert.equal(digitsRight('12045', '12345'), 0.8);
@@ -156,6 +209,43 @@ describe('experiment helpers', () => {
     assert.throws(() => parseMechanisms('full,rope'), (e) => e instanceof ArgumentError && /'rope' is not one of full, fox, fpa/.test(e.message));
   });
 
+  it('formatTrainRun', () => {
+    assert.equal(formatTrainRun({ loss: 1, steps: 300, tokens: 1e6, seconds: 41.25, tokensPerSecond: 12345 }), '300 steps in 41.3 s, 12.3k tokens/s');
+    assert.equal(formatTrainRun({ loss: 1, steps: 2, tokens: 64, seconds: 0.5, tokensPerSecond: 128.4 }), '2 steps in 0.5 s, 128 tokens/s');
+  });
+
+  it('spreadGateBias: forget gates with memory spans geometric from 2 to the span', () => {
+    const b = spreadGateBias(4, 96);
+    const tau = Array.from(b, (x) => 1 / (1 - 1 / (1 + Math.exp(-x)))); // f = σ(b) = 1 − 1/τ
+    assert.ok(Math.abs(b[0]) < 1e-6, 'the first head keeps FoX\'s init (f = 0.5)');
+    assert.ok(Math.abs(tau[3] - 96) < 1e-3, `${tau}`);
+    assert.ok(Math.abs(tau[1] / tau[0] - tau[2] / tau[1]) < 1e-3 && Math.abs(tau[2] / tau[1] - tau[3] / tau[2]) < 1e-3, `${tau}`);
+    assert.ok(Math.abs(spreadGateBias(1, 50)[0] - Math.log(49)) < 1e-6);
+    assert.throws(() => spreadGateBias(4, 1), (e) => e instanceof ArgumentError && /span 1 must be ≥ 2/.test(e.message));
+  });
+
+  it('withGateBias sets the forget-gate biases of fox and fpa layers and keeps every other weight', async () => {
+    const backend = await backendFlag('cpu');
+    const shape = { vocabSize: 257, dModel: 16, nLayers: 2, nHeads: 2, headDim: 8, mlpHidden: 16, contextLength: 32 };
+    const bias = Float32Array.of(0.5, 3);
+    for (const [arm, gate] of [['fox', 'attn.fgate.bias'], ['fpa', 'attn.fpa.walk.bias']] as const) {
+      const model = newModel(mechanismConfig(arm, shape), backend, 7);
+      const spread = withGateBias(model, bias);
+      const before = new Map(model.namedParameters()), after = new Map(spread.namedParameters());
+      assert.deepEqual([...after.keys()], [...before.keys()]);
+      let gates = 0;
+      for (const [name, p] of after) {
+        const want = name.endsWith(gate) ? bias : await before.get(name)!.data();
+        if (name.endsWith(gate)) gates++;
+        assert.deepEqual(Array.from(await p.data()), Array.from(want), name);
+      }
+      assert.equal(gates, 2, `one ${gate} per layer`);
+      assert.throws(() => withGateBias(model, Float32Array.of(1)), (e) => e instanceof ArgumentError && /has shape \[2\], the bias 1 values/.test(e.message));
+      model.dispose();
+      spread.dispose();
+    }
+  });
+
   it('meanStd and markdownTable', () => {
     const s = meanStd([1, 2, 3, 4]);
     assert.equal(s.mean, 2.5);
@@ -173,7 +263,7 @@ describe('scripts end to end (cpu, tiny settings)', () => {
     const json = join(dir, `${script}.json`);
     const r = spawnSync(process.execPath, ['--import', 'tsx', `experiments/${script}.ts`, ...tiny, ...args, '--json', json], { encoding: 'utf8', timeout: 60_000 });
     assert.equal(r.status, 0, `${script} exited ${r.status}:\n${r.stderr}`);
-    return { out: r.stdout, json: JSON.parse(readFileSync(json, 'utf8')) };
+    return { out: r.stdout, err: r.stderr, json: JSON.parse(readFileSync(json, 'utf8')) };
   };
   const fraction = (x: unknown) => typeof x === 'number' && x >= 0 && x <= 1;
 
@@ -186,14 +276,18 @@ describe('scripts end to end (cpu, tiny settings)', () => {
     for (const r of json.results) {
       assert.ok(['full', 'fox', 'fpa'].includes(r.mechanism) && [1, 2].includes(r.seed));
       assert.ok(fraction(r.heldOut) && fraction(r.deeper) && Number.isFinite(r.trainLoss) && r.parameters > 0, JSON.stringify(r));
+      assert.ok(r.trainSeconds > 0 && r.trainTokensPerSecond > 0, JSON.stringify(r));
     }
     assert.equal(json.baselines.length, 2);
     assert.equal(json.settings.deeper.maxDepth, 5);
   });
 
   it('passkey', () => {
-    const { out, json } = run('passkey', ['--seeds', '1', '--steps', '2', '--batch', '2', '--length', '96', '--layers', '1', '--multiples', '1,2', '--depths', '0.1,0.9', '--trials', '1']);
+    const { out, err, json } = run('passkey', ['--seeds', '1', '--steps', '2', '--batch', '2', '--length', '96', '--layers', '1', '--multiples', '1,2', '--depths', '0.1,0.9', '--trials', '1']);
     assert.match(out, /fpa-evict/);
+    assert.match(out, /\| arm +\| seed \| train loss \| train s \| tokens\/s \|/);
+    for (const arm of ['full', 'fox', 'fpa']) assert.match(err, new RegExp(`${arm} seed 1: trained 2 steps in [\\d.]+ s, [\\d.]+k? tokens/s`));
+    assert.equal(json.settings.score, 'answer');
     assert.equal(json.experiment, 'passkey');
     assert.deepEqual(json.arms, ['full', 'fox', 'fpa', 'fpa-evict']);
     assert.equal(json.cells.length, 4 * 2 * 2);
@@ -205,6 +299,7 @@ describe('scripts end to end (cpu, tiny settings)', () => {
       if (c.arm !== 'fpa-evict') assert.equal(c.kept, 1, `${c.arm} keeps every key`);
     }
     assert.equal(json.trained.length, 4);
+    for (const t of json.trained) assert.ok(t.trainSeconds > 0 && t.trainTokensPerSecond > 0 && Number.isFinite(t.trainLoss), JSON.stringify(t));
     assert.equal(json.summary.length, 4 * 2);
   });
 
@@ -216,6 +311,7 @@ describe('scripts end to end (cpu, tiny settings)', () => {
     assert.equal(json.results.length, 3);
     for (const r of json.results) {
       assert.equal(r.tokens, 64, 'two windows of 32');
+      assert.ok(r.trainSeconds > 0 && r.trainTokensPerSecond > 0, JSON.stringify(r));
       assert.ok(r.perplexity > 1 && Number.isFinite(r.perplexity) && r.bitsPerByte > 0, JSON.stringify(r));
       assert.ok(Math.abs(r.bitsPerByte - r.loss / Math.LN2) < 1e-9, 'one byte per token');
     }
