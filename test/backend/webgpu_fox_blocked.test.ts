@@ -16,14 +16,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { FoxAttentionArgs } from '../../src/backend/backend.ts';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { blockedRows } from '../../src/backend/webgpu/kernels/attention.ts';
 import { foxAttention, foxAttentionBackward, foxBlockedDispatches } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
-import { uniformStream } from '../../src/ops/random.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+import { foxArgs, forgetCumsum, randomF32 } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
 exitAfterWebgpu();
@@ -49,31 +48,6 @@ const CASES: Case[] = [
   { b: 1, h: 2, hkv: 2, tq: 100, tk: 100, d: 64, wide: true },
 ];
 
-function argsOf(c: Case): FoxAttentionArgs {
-  const kvLength = c.kvLength ?? c.tk;
-  return { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, scale: 1 / Math.sqrt(c.d) };
-}
-
-function randomF32(n: number, seed: number, scale = 1): Float32Array {
-  const r = uniformStream(seed);
-  return Float32Array.from({ length: n }, () => (r() + r() + r() - 1.5) * 2 * scale);
-}
-
-/** Rows of length tk of non-increasing c: cumulative log σ(x), or (wide) random steps averaging 50/tk. */
-function forgetCumsum(rows: number, tk: number, seed: number, wide: boolean): Float32Array {
-  const x = randomF32(rows * tk, seed, 2);
-  const r = uniformStream(seed + 1);
-  const c = new Float32Array(rows * tk);
-  for (let row = 0; row < rows; row++) {
-    let s = 0;
-    for (let t = 0; t < tk; t++) {
-      s += wide ? -(100 / tk) * r() : -Math.log1p(Math.exp(-x[row * tk + t]));
-      c[row * tk + t] = s;
-    }
-  }
-  return c;
-}
-
 async function readF32(h: GpuHandle, dtype: FloatDType | 'f32', n: number): Promise<Float32Array> {
   return hostToF32(await gpu!.read(h, dtype, n), dtype);
 }
@@ -93,7 +67,7 @@ const cref = (h: AnyHostArray, dtype: FloatDType | 'f32') => ({ h, shape: [] as 
 
 /** Forward and backward of one case against the CPU, each blocked pass counted. */
 async function check(c: Case): Promise<void> {
-  const a = argsOf(c), dtype = c.dtype ?? 'f32';
+  const a = foxArgs(c), dtype = c.dtype ?? 'f32';
   const what = JSON.stringify(c);
   const sizes = [c.b * c.h * c.tq * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.h * c.tq * c.d];
   const host = sizes.map((n, i) => f32ToHost(randomF32(n, 21 + i, i === 0 ? 2 : 1), dtype));
@@ -134,7 +108,7 @@ test('FoX blocked kernels vs CPU: out, lse, dq, dk, dv, dc; several 32-key block
 
 test('FoX with a forced tile keeps the tiled kernels (no blocked dispatch) [webgpu]', { skip }, async () => {
   const c: Case = { b: 1, h: 2, hkv: 1, tq: 40, tk: 40, d: 16 };
-  const a = argsOf(c);
+  const a = foxArgs(c);
   const x = { h: gpu!.upload(randomF32(c.b * c.h * c.tq * c.d, 1), 'f32'), shape: [], dtype: 'f32' as const };
   const kv = { h: gpu!.upload(randomF32(c.b * c.hkv * c.tk * c.d, 2), 'f32'), shape: [], dtype: 'f32' as const };
   const cv = { h: gpu!.upload(forgetCumsum(c.b * c.h, c.tk, 3, false), 'f32'), shape: [], dtype: 'f32' as const };

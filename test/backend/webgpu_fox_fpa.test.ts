@@ -25,6 +25,7 @@ import { foxAttention, foxAttentionBackward, fpaAttention, fpaAttentionBackward,
 import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { uniformStream } from '../../src/ops/random.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+import { foxArgs, forgetCumsum, randomF32 } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
 exitAfterWebgpu();
@@ -51,27 +52,6 @@ const name = (c: Case) => JSON.stringify(c);
 /** The device's tiles, then narrow query and key tiles (more blocks: the carries cross more boundaries, BQ ≠ BK). */
 const TILES: (Tile | undefined)[] = [undefined, { bq: 8, bk: 4 }, { bq: 4, bk: 16 }];
 
-function argsOf(c: Case): FoxAttentionArgs {
-  const kvLength = c.kvLength ?? c.tk;
-  return { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, scale: 1 / Math.sqrt(c.d) };
-}
-
-function randomF32(n: number, seed: number, scale = 1): Float32Array {
-  const r = uniformStream(seed);
-  return Float32Array.from({ length: n }, () => (r() + r() + r() - 1.5) * 2 * scale);
-}
-
-/** Rows of length tk, each the cumulative sum of log σ(x) (FoX's c: non-increasing). */
-function forgetCumsum(rows: number, tk: number, seed: number): Float32Array {
-  const x = randomF32(rows * tk, seed, 2);
-  const c = new Float32Array(rows * tk);
-  for (let r = 0; r < rows; r++) {
-    let s = 0;
-    for (let t = 0; t < tk; t++) { s += -Math.log1p(Math.exp(-x[r * tk + t])); c[r * tk + t] = s; }
-  }
-  return c;
-}
-
 /** φ: a ±1/0 integer walk plus an integer offset (many ties); ℓ: the walk plus a half-integer offset. */
 function walks(rows: number, tk: number, seed: number): [Float32Array, Float32Array] {
   const r = uniformStream(seed);
@@ -93,7 +73,7 @@ const cref = (h: AnyHostArray, dtype: FloatDType | 'f32') => ({ h, shape: [] as 
 
 /** q, k, v, dO in the case's dtype, then the f32 extras (c; or φ, ℓ, λ), host and device. */
 function inputs(c: Case, mode: 'fox' | 'fpa', seed: number): Inputs {
-  const a = argsOf(c), dtype = c.dtype ?? 'f32';
+  const a = foxArgs(c), dtype = c.dtype ?? 'f32';
   const sizes = [c.b * c.h * c.tq * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.h * c.tq * c.d];
   const host: AnyHostArray[] = sizes.map((n, i) => f32ToHost(randomF32(n, seed + i, i === 0 ? 2 : 1), dtype));
   const extras: Float32Array[] = mode === 'fox' ? [forgetCumsum(c.b * c.h, c.tk, seed + 9)]
@@ -180,7 +160,7 @@ test('FoX/FPA tiles: 16×16 for head dim 32 in 16 KiB of workgroup memory, 8×4 
   assert.deepStrictEqual(foxFpaTile({ ...gpu!.caps, maxWorkgroupStorage: 32768 }, 256, true), { bq: 8, bk: 4 });
   assert.throws(() => foxFpaTile({ ...gpu!.caps, maxWorkgroupStorage: 16384 }, 256, true),
     (e: unknown) => e instanceof UnsupportedError && (e as Error).message === "webgpu: FoX/FPA attention with head dim 256 needs more workgroup memory than this device's 16384 bytes");
-  const a = argsOf({ b: 1, h: 1, hkv: 1, tq: 2, tk: 2, d: 300 });
+  const a = foxArgs({ b: 1, h: 1, hkv: 1, tq: 2, tk: 2, d: 300 });
   const ref = { h: gpu!.upload(new Float32Array(600), 'f32'), shape: [], dtype: 'f32' as const };
   const c = { h: gpu!.upload(new Float32Array(2), 'f32'), shape: [], dtype: 'f32' as const };
   assert.throws(() => foxAttention(gpu!, ref, ref, ref, c, a), (e: unknown) => e instanceof UnsupportedError && (e as Error).message === 'webgpu: foxAttention takes head dims up to 256, got 300');

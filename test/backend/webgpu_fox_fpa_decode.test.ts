@@ -28,6 +28,7 @@ import { UnsupportedError } from '../../src/errors.ts';
 import { uniformStream } from '../../src/ops/random.ts';
 import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+import { foxArgs, forgetCumsum, randomF32 } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
 exitAfterWebgpu();
@@ -63,27 +64,6 @@ const SPLITS: FoxFpaDecodeOptions[] = [{}, { step: 32, chunk: 32 }, { step: 32, 
 
 const name = (c: Case) => JSON.stringify(c);
 
-function argsOf(c: Case): FoxAttentionArgs {
-  const kvLength = c.kvLength ?? c.tk;
-  return { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, scale: 1 / Math.sqrt(c.d) };
-}
-
-function randomF32(n: number, seed: number, scale = 1): Float32Array {
-  const r = uniformStream(seed);
-  return Float32Array.from({ length: n }, () => (r() + r() + r() - 1.5) * 2 * scale);
-}
-
-/** Rows of length tk, each the cumulative sum of log σ(x) (FoX's c). */
-function forgetCumsum(rows: number, tk: number, seed: number): Float32Array {
-  const x = randomF32(rows * tk, seed, 2);
-  const c = new Float32Array(rows * tk);
-  for (let r = 0; r < rows; r++) {
-    let s = 0;
-    for (let t = 0; t < tk; t++) { s += -Math.log1p(Math.exp(-x[r * tk + t])); c[r * tk + t] = s; }
-  }
-  return c;
-}
-
 function walks(rows: number, tk: number, kvLength: number, tq: number, seed: number, kind: Walk): [Float32Array, Float32Array] {
   const r = uniformStream(seed);
   const phi = new Float32Array(rows * tk), level = new Float32Array(rows * tk);
@@ -111,7 +91,7 @@ const cref = (h: AnyHostArray, dtype: FloatDType | 'f32') => ({ h, shape: [] as 
 
 /** q, k, v in the case's dtype, then the f32 extras (c; or φ, ℓ, λ), host and device. */
 function inputs(c: Case, mode: 'fox' | 'fpa', seed: number): Inputs {
-  const a = argsOf(c), dtype = c.dtype ?? 'f32';
+  const a = foxArgs(c), dtype = c.dtype ?? 'f32';
   const sizes = [c.b * c.h * c.tq * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.hkv * c.tk * c.d];
   const host: AnyHostArray[] = sizes.map((n, i) => f32ToHost(randomF32(n, seed + i, i === 0 ? 2 : 1), dtype));
   const extras: Float32Array[] = mode === 'fox' ? [forgetCumsum(c.b * c.h, c.tk, seed + 9)]
@@ -176,7 +156,7 @@ test('FoX/FPA dispatcher: few query rows take the decode path (counted) and matc
       assert.equal(foxFpaDecodeStats[mode], before + 1, `${mode} ${name(c)}: the dispatcher did not take the decode path`);
     }
     const many: Case = { b: 1, h: 4, hkv: 1, tq: 5, tk: 40, d: 8 };
-    assert.equal(foxFpaDecodeRows(gpu!, argsOf(many)), 0);
+    assert.equal(foxFpaDecodeRows(gpu!, foxArgs(many)), 0);
     const before = foxFpaDecodeStats[mode];
     await check(many, mode, viaDispatcher(mode), 'dispatcher, 20 rows');
     const x = inputs(CASES[0], mode, 7);
@@ -188,11 +168,11 @@ test('FoX/FPA dispatcher: few query rows take the decode path (counted) and matc
 });
 
 test('FoX/FPA decode: the rows rule (group·Tq ≤ 16, head dim ≤ 256) and a step below the head-dim pitch / 4 refused by name [webgpu]', { skip }, () => {
-  const a = argsOf({ b: 1, h: 8, hkv: 2, tq: 4, tk: 64, d: 64 });
+  const a = foxArgs({ b: 1, h: 8, hkv: 2, tq: 4, tk: 64, d: 64 });
   assert.equal(foxFpaDecodeRows(gpu!, a), 16);
   assert.equal(foxFpaDecodeRows(gpu!, { ...a, tq: 5, qOffset: 59 }), 0);
   assert.equal(foxFpaDecodeRows(gpu!, { ...a, d: 300 }), 0);
-  const big = argsOf({ b: 1, h: 1, hkv: 1, tq: 1, tk: 8, d: 256 });
+  const big = foxArgs({ b: 1, h: 1, hkv: 1, tq: 1, tk: 8, d: 256 });
   const x = inputs({ b: 1, h: 1, hkv: 1, tq: 1, tk: 8, d: 256 }, 'fox', 1);
   const [q, k, v, c] = x.refs;
   assert.equal(foxFpaDecodeRows(gpu!, big), 1);

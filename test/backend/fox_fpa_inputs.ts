@@ -1,0 +1,40 @@
+/**
+ * Inputs the WebGPU FoX / FPA kernel tests share (webgpu_fox_fpa, webgpu_fox_fpa_decode,
+ * webgpu_fox_blocked): a case's kernel arguments, seeded random values, and FoX's cumulative log
+ * forget gate c.
+ */
+import type { FoxAttentionArgs } from '../../src/backend/backend.ts';
+import { uniformStream } from '../../src/ops/random.ts';
+
+/** The shape of a test case: batch, query heads, kv heads, query rows, cache rows, head dim, valid cache rows. */
+export interface FoxShape { b: number; h: number; hkv: number; tq: number; tk: number; d: number; kvLength?: number }
+
+/** Causal arguments with the queries at the end of the valid cache rows and scale 1/√d. */
+export function foxArgs(c: FoxShape): FoxAttentionArgs {
+  const kvLength = c.kvLength ?? c.tk;
+  return { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, scale: 1 / Math.sqrt(c.d) };
+}
+
+/** n values in (−3, 3)·scale, bell-shaped (a sum of three uniforms), from `seed`. */
+export function randomF32(n: number, seed: number, scale = 1): Float32Array {
+  const r = uniformStream(seed);
+  return Float32Array.from({ length: n }, () => (r() + r() + r() - 1.5) * 2 * scale);
+}
+
+/**
+ * Rows of length tk of non-increasing c: the cumulative sum of log σ(x) for random x, or (wide)
+ * random steps averaging 50 / tk, so that c spans about −50 … 0.
+ */
+export function forgetCumsum(rows: number, tk: number, seed: number, wide = false): Float32Array {
+  const x = randomF32(rows * tk, seed, 2);
+  const r = uniformStream(seed + 1);
+  const c = new Float32Array(rows * tk);
+  for (let row = 0; row < rows; row++) {
+    let s = 0;
+    for (let t = 0; t < tk; t++) {
+      s += wide ? -(100 / tk) * r() : -Math.log1p(Math.exp(-x[row * tk + t]));
+      c[row * tk + t] = s;
+    }
+  }
+  return c;
+}
