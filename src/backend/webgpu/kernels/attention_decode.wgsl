@@ -62,20 +62,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let b = wid.z;
   let kbase = (b * P.hkv + kvh) * P.tk * P.d;
   let d4 = (P.d + 3u) / 4u;
-  for (var e = lid; e < RM * D4; e += WG) {
-    let r = e / D4;
-    let c = (e % D4) * 4u;
-    var x = vec4<f32>(0.0);
-    if (r < P.rows && c < P.d) {
-      let o = qrow(b, kvh, r) * P.d + c;
-      x.x = ld_q(o);
-      if (c + 1u < P.d) { x.y = ld_q(o + 1u); }
-      if (c + 2u < P.d) { x.z = ld_q(o + 2u); }
-      if (c + 3u < P.d) { x.w = ld_q(o + 3u); }
-      x *= P.scale;
-    }
-    Qs[e] = x;
-  }
+  decode_load_q(lid, b, kvh);
   if (lid < RM) { Mrow[lid] = -BIG; }
   let kstart = P.lo + split * P.chunk;
   let kend = min(P.hi, kstart + P.chunk);

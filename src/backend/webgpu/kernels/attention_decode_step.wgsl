@@ -1,8 +1,28 @@
 // The parts of flash-decoding's split pass that attention_decode.wgsl and fox_fpa_decode.wgsl
 // share (one copy, spliced into both where they name DECODE_STEP). The including file declares WG (keys per
 // step, one per invocation), RM (query rows), D4 (column vec4s), NG = WG / D4 (key groups of the
-// P·V loop), the workgroup arrays Ss and Mx (RM·WG), Mrow, Arow and Lred (RM), Red (RM·D4), the V
-// loader ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG where subgroups are used.
+// P·V loop), the workgroup arrays Qs (RM·D4 vec4), Ss and Mx (RM·WG), Mrow, Arow and Lred (RM),
+// Red (RM·D4), the loaders ld_q and ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG
+// where subgroups are used.
+
+// The group's query rows into Qs, pre-scaled, 4 columns a vec4; rows past P.rows and columns past
+// P.d as zeros.
+fn decode_load_q(lid: u32, b: u32, kvh: u32) {
+  for (var e = lid; e < RM * D4; e += WG) {
+    let r = e / D4;
+    let c = (e % D4) * 4u;
+    var x = vec4<f32>(0.0);
+    if (r < P.rows && c < P.d) {
+      let o = qrow(b, kvh, r) * P.d + c;
+      x.x = ld_q(o);
+      if (c + 1u < P.d) { x.y = ld_q(o + 1u); }
+      if (c + 2u < P.d) { x.z = ld_q(o + 2u); }
+      if (c + 3u < P.d) { x.w = ld_q(o + 3u); }
+      x *= P.scale;
+    }
+    Qs[e] = x;
+  }
+}
 
 // One step's softmax and P·V, once every invocation has written its key's score for each row r to
 // Ss[r·WG + lid] and to Mx[r·WG + lid] (its subgroup's maximum with SG, else the score itself):

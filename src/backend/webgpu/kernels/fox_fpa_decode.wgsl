@@ -106,20 +106,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let bg = b * P.hkv + kvh;
   let kbase = bg * P.tk * P.d;
   let d4 = (P.d + 3u) / 4u;
-  for (var e = lid; e < RM * D4; e += WG) {
-    let r = e / D4;
-    let cc = (e % D4) * 4u;
-    var x = vec4<f32>(0.0);
-    if (r < P.rows && cc < P.d) {
-      let o = qrow(b, kvh, r) * P.d + cc;
-      x.x = ld_q(o);
-      if (cc + 1u < P.d) { x.y = ld_q(o + 1u); }
-      if (cc + 2u < P.d) { x.z = ld_q(o + 2u); }
-      if (cc + 3u < P.d) { x.w = ld_q(o + 3u); }
-      x *= P.scale;
-    }
-    Qs[e] = x;
-  }
+  decode_load_q(lid, b, kvh);
   if (lid < RM) {
     Mrow[lid] = -BIG;
     let p = P.qoff + i32(lid % P.tq);
