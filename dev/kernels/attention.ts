@@ -69,7 +69,15 @@
  *       Run 2026-11-30 (later): t6n, t6r and t6rn all NaN in 108 of 1200 rows (t6rn 55.8 ms at 16K), so
  *       neither the shuffle nor the rescale is the fault. Next: t6s, t6sn, t6srn move the running
  *       maximum with select() instead of inside a branch (selectMax).
+ *       Run 2026-11-30T07:0x: t6s 57.7 ms, t6sn 56.0, t6srn 56.1, all NaN in the same 108 rows
+ *       (h2:64…), so moving the maximum by select() is not the fix either.
  *                                                                         16K 57.0 (38.6)
+ *   t7, t7q4, t8  (not kept) t5 (8 or 4 subgroups) and t6 with K and V fragments loaded straight
+ *       from global memory by subgroupMatrixLoad (the same buffers bound again as array<f16>; only
+ *       a cut-off last block staged), so no staging loop and one barrier fewer a block. Run of
+ *       2026-11-30T07:2x, same run: t5 87.3 ms, t7 119.6, t7q4 135.1, t8 76.6 with NaN in 11
+ *       rows (h1:289…, the staged last block). Staging K and V through workgroup memory is the
+ *       faster form here (measured from an uncommitted edit, not kept).
  *   d0  decode through p1 (one query row per 16-row tile).             16K 20.5, 128K 181.3 (3 GB/s)
  *   d1  flash-decoding (attention_decode.wgsl + attention_combine.wgsl), per-step row maxima by a
  *       tree in workgroup memory; K rows read per invocation, V in coalesced 4-element loads.
@@ -78,12 +86,18 @@
  *   d2  as d1 with subgroupMax for the row maxima, 16-byte K loads, 2048 workgroups:
  *                                                                      16K 0.180, 128K 0.805 (667 GB/s)
  *   d2g256, d2g512, d2g2048  d2 (the current src kernel) with 256, 512 or 2048 workgroups in all
- *       instead of 1024: not measured yet.
- *   d3, d3g640  d2 with each step's 128 K rows first staged in workgroup memory (KS in
- *       attention_decode.wgsl): coalesced 16-byte loads by consecutive invocations, rows padded
- *       by 16 bytes; 1024 or 640 workgroups. Checked on SwiftShader at D = 64 in bf16
- *       (test/backend/webgpu_attention.test.ts); not measured yet.
- *       Next on the H200: `--prefill "" --decode 131072 --only d2,d2g256,d2g512,d2g2048,d3,d3g640`.
+ *       instead of 1024. Run of 2026-11-30T07:0x: d2 0.381, d2g256 0.413 (fewer is slower; d2g512
+ *       and d2g2048 fell outside that run's time limit).
+ *   d3, d3g640  (not kept) d2 with each step's 128 K rows first staged in workgroup memory (KS):
+ *       coalesced 16-byte loads by consecutive invocations, rows padded by 16 bytes, then a
+ *       barrier; 1024 or 640 workgroups. Same run: d3 0.642, d3g640 0.693 (against d2 0.381).
+ *   d4, d4g2048  (not kept) d2 with coalesced K loads without staging (KC): D/8 consecutive lanes
+ *       share each K row (16 bytes a lane), each lane walks 16 rows a step forming 8-column
+ *       partial dots, and a butterfly reduce-scatter of subgroupShuffleXor (15 shuffles a query
+ *       row) leaves each lane its own key's scores. Run of 2026-11-30T07:2x: d2 0.332, d4 0.699,
+ *       d4g2048 0.671. Both coalescing forms are about twice as slow as the per-lane rows of d2,
+ *       so uncoalesced K loads are not what holds d2 at ~1.6 TB/s; the bar (0.256 ms) needs
+ *       another lead. d3's code is at commit 74b86d5; d4 was measured from an uncommitted edit.
  *       then (current src, d1/d2 above run it with the tree / subgroup maxima): head dim a
  *       constant so the K loads of a row unroll, loads past the chunk clamped instead of
  *       branched around, 1024 workgroups, and the combine as one workgroup per row reducing
@@ -97,7 +111,7 @@ import { parseArgs } from 'node:util';
 import { attention as cpuAttention } from '../../src/backend/cpu/attention.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { WebGpuBackend, type GpuHandle, type GpuRef } from '../../src/backend/webgpu/backend.ts';
-import { attentionBackward, attentionBlocked, attentionDecode, attentionPlain, attentionTc, blockedRows, decodeRows, decodeStagesK, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward, attentionBlocked, attentionDecode, attentionPlain, attentionTc, blockedRows, decodeRows, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
 import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attentionBackward as cpuAttentionBackward } from '../../src/backend/cpu/attention.ts';
 import { f32ToHost, hostToF32 } from '../../src/tensor/dtype.ts';
@@ -170,12 +184,6 @@ const VERSIONS: Version[] = [
   // d2 with other workgroup totals (DECODE_GROUPS is 1024): fewer workgroups stream fewer K rows
   // per SM at once (each lane reads a whole 256-byte K row in 16-byte pieces, so a warp's 32 rows
   // must stay in L1 across the row's 16 loads), more workgroups hide more latency.
-  // d3: d2 with the step's K rows staged in workgroup memory by coalesced loads (KS), with 1024
-  // (d3) or 640 (d3g640: about the 5 workgroups per SM its 43 KB of workgroup memory allow) in all.
-  ...[0, 640].map((g): Version => ({
-    name: g ? `d3g${g}` : 'd3', kind: 'decode', usable: (be, a) => decodeStagesK(be, a, 'f16') && be.caps.subgroups,
-    run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, true),
-  })),
   ...[256, 512, 2048].map((g): Version => ({
     name: `d2g${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads)))),

@@ -231,24 +231,12 @@ export function decodeRows(be: WebGpuBackend, a: AttentionArgs): number {
   return bytes <= be.caps.maxWorkgroupStorage ? rows : 0;
 }
 
-/**
- * Whether the decode kernel's experimental K-staging form (KS, dev/kernels/attention.ts d3) takes
- * the call: packed 16-bit K with D a multiple of 8, and 128 staged rows of D / 8 + 1 vec4 beside
- * the kernel's other workgroup arrays.
- */
-export function decodeStagesK(be: WebGpuBackend, a: AttentionArgs, dtype: DType): boolean {
-  const rows = decodeRows(be, a);
-  if (rows === 0 || dtype === 'f32' || a.d % 8 !== 0) return false;
-  const rm = pow2AtLeast(rows, 1), dm = pow2AtLeast(a.d, 16);
-  return (2 * rm * dm + 2 * rm * 128 + 3 * rm) * 4 + 128 * (a.d / 8 + 1) * 16 <= be.caps.maxWorkgroupStorage;
-}
-
 /** Workgroups the decode kernel aims at in all (chunks × kv heads × batch). */
 const DECODE_GROUPS = 1024;
 const DECODE_GROUPS_SOFTWARE = 8;
 
 /** Flash-decoding (split + combine); callers check decodeRows. Exported for tests and dev/kernels. */
-export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, stageK = false): [GpuHandle, GpuHandle] {
+export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups): [GpuHandle, GpuHandle] {
   const rows = decodeRows(be, a);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
   const nrows = a.batch * a.heads * a.tq;
@@ -261,13 +249,12 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   nsplit = Math.max(1, Math.ceil((hi - lo) / chunk));
   checkGrid('attention decode', nsplit, a.kvHeads, a.batch);
   const k8 = q.dtype !== 'f32' && a.d % 8 === 0;
-  if (stageK && !decodeStagesK(be, a, q.dtype)) throw new UnsupportedError(`webgpu: the K-staging decode variant does not take ${q.dtype} head dim ${a.d} in ${be.caps.maxWorkgroupStorage} bytes of workgroup memory`);
   const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
   const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
   const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
   be.rt.run({
     kernel: decodeKernel,
-    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, KS: stageK, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16) },
+    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16) },
     uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
     buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
     workgroups: [nsplit, a.kvHeads, a.batch],

@@ -5,10 +5,7 @@
 //   scores  invocation t takes key k0 + t: its K row in 4-element loads (ldk4: vec4<f32>, or
 //           vec2<u32> of packed f16/bf16) dotted with every query row (q pre-scaled, in
 //           workgroup memory);
-//           (K8: 16-byte loads of 8 packed halves where D is a multiple of 8; KS, with K8: the
-//           step's K rows first staged in workgroup memory by coalesced loads, consecutive
-//           invocations reading consecutive 16 bytes, rows padded by 16 bytes so the row reads
-//           that follow are free of bank conflicts — an experimental variant, dev/kernels d3);
+//           (K8: 16-byte loads of 8 packed halves where D is a multiple of 8);
 //   softmax the step's maximum per row (SG: subgroupMax, then one lane per subgroup; else a
 //           tree in workgroup memory), rescale factor α per row, P = exp(s − m) in place;
 //   P·V     invocation (c4, g) owns columns 4·c4…4·c4+3 and keys g, g + NG, …: coalesced 4-element
@@ -34,11 +31,6 @@ var<workgroup> Mrow: array<f32, RM>;
 var<workgroup> Arow: array<f32, RM>;
 var<workgroup> Red: array<vec4<f32>, RM * D4>;
 var<workgroup> Lred: array<f32, RM>;
-#if KS
-// The step's K rows, 8 halves a vec4, DK / 8 + 1 vec4 per row.
-const KROW = DK / 8u + 1u;
-var<workgroup> Kst: array<vec4<u32>, BKD * KROW>;
-#endif
 
 // Query row r of the workgroup: its row in q/out (of B·H·Tq) and its index i along Tq.
 fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
@@ -79,19 +71,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var dots: array<f32, RM>;
     for (var r = 0u; r < RM; r++) { dots[r] = 0.0; }
     let base = kbase + min(j, kend - 1u) * P.d;
-#if KS
-    for (var e = lid; e < BKD * (DK / 8u); e += WG) {
-      let jr = e / (DK / 8u);
-      Kst[jr * KROW + e % (DK / 8u)] = k[((kbase + min(k0 + jr, kend - 1u) * P.d) >> 3u) + e % (DK / 8u)];
-    }
-    workgroupBarrier();
-    for (var c8 = 0u; c8 < DK / 8u; c8++) {
-      let w = Kst[lid * KROW + c8];
-      let lo = up4(w.xy);
-      let hi = up4(w.zw);
-      for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + 2u * c8], lo) + dot(Qs[r * D4 + 2u * c8 + 1u], hi); }
-    }
-#else
 #if K8
     for (var c8 = 0u; c8 < DK / 8u; c8++) {
       let w = k[(base >> 3u) + c8];
@@ -104,7 +83,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let kv = ldk4(base + 4u * c, P.d - 4u * c);
       for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + c], kv); }
     }
-#endif
 #endif
     for (var r = 0u; r < RM; r++) {
       let s = select(-BIG, dots[r], j < kend && visible_row(r, j));
