@@ -61,10 +61,14 @@
  *     --length 96 --passkey-mix 0.8 --multiples 1,2 --trials 8 --layers 2 --d-model 64 --heads 4 \
  *     --head-dim 16 --mlp-hidden 128
  *
- * H200 run (not yet run; aimed at about 3 minutes an arm: two layers, since the 4-layer d-256 model
- * logged 2.6 steps/s at 32 × 256 on the H200; the script prints each arm's steps, seconds and
- * tokens/s, so calibrate --steps on the `full` arm first; if `full` is below ~90% at 1×, the
- * budget is too small for the rest to mean anything: raise --steps):
+ * H200 run (not finished yet). On 2026-11-30 this command with --steps 1500, one arm a process,
+ * trained at 6.0–6.8 steps/s for full and fox and 4.3–6.0 for fpa, and each arm ran past its 165 s
+ * limit near step 1000 with no result. About 2.7 ms a passkey row (25 a batch) of that went into
+ * building the filler (cyclicSlice now copies only the bytes it needs: 250 samples in 0.7 ms
+ * instead of 673 ms on this machine's CPU, the same samples), so expect roughly twice the rate.
+ * Calibrate --steps on the `full` arm first (the script prints each arm's steps, seconds and
+ * tokens/s); if `full` is below ~90% at 1×, the budget is too small for the rest to mean
+ * anything: raise --steps:
  *   node --import tsx experiments/passkey.ts --backend webgpu --seeds 1 --steps 1000 --batch 32 \
  *     --length 256 --passkey-mix 0.8 --trials 10 --layers 2 --d-model 256 --heads 4 --head-dim 64 \
  *     --mlp-hidden 768 --json passkey.json
@@ -128,6 +132,23 @@ function mix(a: number, b: number): number {
 /** The shortest sample: needle, question and key with no filler. */
 export const minPasskeyLength = () => NEEDLE('0'.repeat(KEY_DIGITS)).length + QUESTION.length + KEY_DIGITS;
 
+/**
+ * `n` characters of `src + ' '` repeated without end, from offset `start` (< src.length + 1): only
+ * the `n` characters are copied, not the multi-megabyte filler (building the repeats and slicing
+ * took ~2.7 ms a sample, half of a small model's H200 training step).
+ */
+export function cyclicSlice(src: string, start: number, n: number): string {
+  let out = '';
+  let i = start;
+  while (out.length < n) {
+    if (i >= src.length) { out += ' '; i = 0; continue; }
+    const take = Math.min(n - out.length, src.length - i);
+    out += src.slice(i, i + take);
+    i += take;
+  }
+  return out;
+}
+
 /** Sample `index` of stream `seed`: a key in 10000 … 99999 and a filler start drawn from the stream. */
 export function passkeySample(seed: number, index: number, o: PasskeyOptions): PasskeySample {
   if (!(o.depth >= 0 && o.depth <= 1)) throw new ArgumentError(`passkeySample: depth ${o.depth} must be in [0, 1]`);
@@ -137,10 +158,7 @@ export function passkeySample(seed: number, index: number, o: PasskeyOptions): P
   const needle = NEEDLE(key);
   const fillerBytes = o.length - needle.length - QUESTION.length - KEY_DIGITS;
   if (fillerBytes < 0) throw new ArgumentError(`passkeySample: length ${o.length} is shorter than the ${minPasskeyLength()} bytes of needle, question and key`);
-  const start = Math.floor(uniformAt(s, 1) * o.filler.length);
-  let fill = '';
-  while (fill.length < fillerBytes + start) fill += o.filler + ' ';
-  fill = fill.slice(start, start + fillerBytes);
+  const fill = cyclicSlice(o.filler, Math.floor(uniformAt(s, 1) * o.filler.length), fillerBytes);
   const at = Math.round(o.depth * fillerBytes);
   const prompt = fill.slice(0, at) + needle + fill.slice(at) + QUESTION;
   return { text: prompt + key, prompt, key, needleAt: at, fillerBytes };

@@ -15,7 +15,7 @@ import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import {
   answerId, IGNORE, lastOpenAccuracy, openId, STACK_TOKENS, stackSequence, stackVocabSize, type StackSequence, type StackTaskOptions,
 } from '../../experiments/stack_task.ts';
-import { asciiFiller, digitsRight, KEY_DIGITS, minPasskeyLength, NEEDLE, passkeyMixBatches, passkeyRow, passkeySample, QUESTION } from '../../experiments/passkey.ts';
+import { asciiFiller, cyclicSlice, digitsRight, KEY_DIGITS, minPasskeyLength, NEEDLE, passkeyMixBatches, passkeyRow, passkeySample, QUESTION } from '../../experiments/passkey.ts';
 import {
   backendFlag, formatTrainRun, markdownTable, mechanismConfig, meanStd, newModel, parseMechanisms, parseSeeds, spreadGateBias, withGateBias,
 } from '../../experiments/lib/common.ts';
@@ -127,6 +127,14 @@ describe('passkey generator', () => {
         assert.equal(s.text.slice(s.needleAt, s.needleAt + NEEDLE(s.key).length), NEEDLE(s.key));
         assert.equal(s.text.indexOf(s.key), s.needleAt + ' The pass key is '.length, 'the key appears first in the needle');
       }
+    }
+  });
+
+  it('cyclicSlice reads the filler and a space repeated without end, from any offset', () => {
+    const src = 'abcdef';
+    const cycle = (src + ' ').repeat(10);
+    for (const start of [0, 3, 5, 6]) {
+      for (const n of [0, 1, 4, 7, 15, 30]) assert.equal(cyclicSlice(src, start, n), cycle.slice(start, start + n), `start ${start}, n ${n}`);
     }
   });
 
