@@ -104,6 +104,14 @@
  *       over the chunks in parallel (the serial per-element loop over 256 chunks was the
  *       bottleneck).                                                   ← src   128K 0.335 (1603 GB/s)
  *
+ *   aP1, aPV, aQK, aSt, aExp, aMMA, aSkel  timing-only ablations of t5 (outputs wrong on purpose):
+ *       without pass 1, without P·V, with 1 of 16 QKᵀ MMAs, without the K/V staging, without
+ *       exp2 (P = 1), without both MMA kinds, and the bare loop (no staging, no MMAs). By the
+ *       arithmetic, t5 spends ~19k cycles of an SM per key block (1 workgroup an SM assumed), many
+ *       times what its MMAs, staging and workgroup-memory traffic should take; these say which
+ *       part holds the time. aV, aK, aKV: d2 without its V loads, K loads, or both. Not run yet:
+ *       `--prefill 16384 --decode 131072 --only t5,aP1,aPV,aQK,aSt,aExp,aMMA,aSkel,d2,aV,aK,aKV`.
+ *
  * Timing: ≥ 0.3 s of warm-up, then the median of 3 batches of back-to-back calls, each batch
  * ≥ 0.25 s of GPU work, wall clock with one sync per batch.
  */
@@ -133,13 +141,13 @@ interface Version { name: string; kind: 'prefill' | 'decode'; usable(be: WebGpuB
  * The one-pass tensor-core kernel (t6) with its generated WGSL edited, to find which part gives
  * the NaNs: the same dispatch as attentionTc, another pipeline per edit.
  */
-function tcPatched(tag: string, patch: (src: string) => string): Run {
+function tcPatched(tag: string, patch: (src: string) => string, onePass = true): Run {
   const kernel: Kernel = { name: `attention_tc_${tag}`, source: (v, caps) => patch(tcKernel.source(v, caps)) };
   return (be, q, k, v, a) => {
     const nsg = 8, rows = a.batch * a.heads * a.tq;
     const out = be.alloc('f16', rows * a.d, 'attention'), lse = be.alloc('f32', rows, 'attention lse');
     be.rt.run({
-      kernel, variant: { D: a.d, NSG: nsg, ONEPASS: true, QRELOAD: false, LOAD_ARG: false },
+      kernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: false, LOAD_ARG: false },
       uniforms: [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, a.causal ? 1 : 0, a.window, f32bits(a.scale), a.heads / a.kvHeads],
       buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer], workgroups: [Math.ceil(a.tq / (16 * nsg)), a.heads, a.batch],
     });
@@ -159,6 +167,41 @@ const rowMax = (src: string) => must(must(must(src, /\n    mb = max\(mb, subgrou
  */
 const selectMax = (src: string) => must(src, /    var alpha = 1\.0;\n    if \(mb > m \+ SLACK\) \{[\s\S]*?\n    \}\n(?=    if \(par == 0u\))/,
   '    let up = mb > m + SLACK;\n    let alpha = select(1.0, select(0.0, exp2(m - mb), m > -BIG), up);\n    m = select(m, mb, up);\n    l *= alpha;\n    if (up && blk > 1u) { Moved = blk; }\n');
+
+// Timing-only ablations (their outputs are wrong on purpose; the check column shows by how much):
+// t5 (two passes) or d2 with one part of the kernel taken out, to see where the time goes.
+/** Pass 1 skipped (m fixed at 8). */
+const noPass1 = (src: string) => must(must(src, /  \/\/ Pass 1: the maximum of each row\.\n  for \(var k0 = kfirst; k0 < kend;/, '  for (var k0 = kfirst; k0 < kfirst;'), /var m = -BIG;/, 'var m = 8.0;');
+/** No P·V: neither the P fragments' loads nor the MMAs into O. */
+const noPV = (src: string) => must(must(src, /^    o\d+ = subgroupMatrixMultiplyAccumulate\(p.*\n/gm, ''), /^    let p\d+ = subgroupMatrixLoad.*\n/gm, '');
+// Kernels bind with layout 'auto', which drops a binding the code no longer reads: each ablation
+// keeps a use of q, k and v (one MMA of q0, or a load behind a branch never taken).
+/** Only 1 of the 16 QKᵀ MMAs of a block in either pass (s0 += q0·K₀). */
+const noQK = (src: string) => must(src, /^      s(1 = subgroupMatrixMultiplyAccumulate\(q\d|0 = subgroupMatrixMultiplyAccumulate\(q[1-9]).*\n/gm, '');
+/** No global → workgroup staging of K and V (the tiles hold stale data). */
+const noStage = (src: string) => must(src, /fn stage_keys\(([^)]*)\) \{[\s\S]*?\n\}\n/,
+  'fn stage_keys($1) {\n  if (P.tq == 12345u) { KV[lid] = bitcast<vec2<f16>>(k8[k0].x ^ v8[k0].x).x; }\n}\n');
+/** No exp2 and no S reads in pass 2's P loops (P = 1). */
+const noExp = (src: string) => must(src, /let p = exp2\(Ss\[sbase \+ c \* 16u \+ r\] \* sc - m\);/, 'let p = 1.0;');
+/** Decode: no V loads (a constant instead; the load stays behind a branch never taken, so the binding stays in the layout). */
+const noV = (src: string) => must(src, /let vv = (ldv4\([^;]*\));/, 'var vv = vec4<f32>(f32(jj)); if (P.tq == 12345u) { vv = $1; }');
+/** Decode: no K loads (a constant for each 16-byte piece; the load behind a branch never taken). */
+const noK = (src: string) => must(src, /let w = (k\[\(base >> 3u\) \+ c8\]);/, 'var w = vec4<u32>(c8, j, 0u, 0u); if (P.tq == 12345u) { w = $1; }');
+/** d2 with its split kernel's source patched (dispatches of attention_decode swapped while it runs). */
+function decodePatched(tag: string, patch: (src: string) => string): Run {
+  const kernels = new Map<Kernel, Kernel>();
+  return (be, q, k, v, a) => {
+    const run = be.rt.run;
+    be.rt.run = (d) => {
+      if (d.kernel.name !== 'attention_decode') return run.call(be.rt, d);
+      let kp = kernels.get(d.kernel);
+      if (!kp) { const base = d.kernel; kp = { name: `attention_decode_${tag}`, source: (vv, caps) => patch(base.source(vv, caps)) }; kernels.set(d.kernel, kp); }
+      return run.call(be.rt, { ...d, kernel: kp });
+    };
+    try { return attentionDecode(be, q, k, v, a); } finally { be.rt.run = run; }
+  };
+}
+
 function must(src: string, re: RegExp, to: string): string {
   if (!re.test(src)) throw new Error(`dev/kernels/attention.ts: the one-pass kernel no longer has ${re}; update the patch`);
   return src.replace(re, to);
@@ -178,6 +221,17 @@ const VERSIONS: Version[] = [
   { name: 't6s', kind: 'prefill', usable: tc6, run: tcPatched('s', selectMax) },
   { name: 't6sn', kind: 'prefill', usable: tc6, run: tcPatched('sn', (src) => noRescale(selectMax(src))) },
   { name: 't6srn', kind: 'prefill', usable: tc6, run: tcPatched('srn', (src) => noRescale(rowMax(selectMax(src)))) },
+  // Ablations of t5 and d2 (timing only, see above); aSkel keeps only the loop, staging-free.
+  { name: 'aP1', kind: 'prefill', usable: tc6, run: tcPatched('a_p1', noPass1, false) },
+  { name: 'aPV', kind: 'prefill', usable: tc6, run: tcPatched('a_pv', noPV, false) },
+  { name: 'aQK', kind: 'prefill', usable: tc6, run: tcPatched('a_qk', noQK, false) },
+  { name: 'aSt', kind: 'prefill', usable: tc6, run: tcPatched('a_st', noStage, false) },
+  { name: 'aExp', kind: 'prefill', usable: tc6, run: tcPatched('a_exp', noExp, false) },
+  { name: 'aMMA', kind: 'prefill', usable: tc6, run: tcPatched('a_mma', (src) => noQK(noPV(src)), false) },
+  { name: 'aSkel', kind: 'prefill', usable: tc6, run: tcPatched('a_skel', (src) => noStage(noQK(noPV(src))), false) },
+  { name: 'aV', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('a_v', noV) },
+  { name: 'aK', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('a_k', noK) },
+  { name: 'aKV', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('a_kv', (src) => noK(noV(src))) },
   { name: 'd0', kind: 'decode', usable: () => true, run: attentionPlain },
   { name: 'd1', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, undefined, false) },
   { name: 'd2', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a) },
