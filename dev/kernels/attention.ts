@@ -104,13 +104,19 @@
  *       over the chunks in parallel (the serial per-element loop over 256 chunks was the
  *       bottleneck).                                                   ← src   128K 0.335 (1603 GB/s)
  *
+ *   t9, t10, t11  t5 with the staged K/V rows padded by 8 halves (KPAD: the tiles' rows were
+ *       256 bytes apart, so the 16 rows of a fragment load started on the same banks; the GEMM's
+ *       tiles are padded this way), with unguarded staging loads for blocks wholly inside kvlen
+ *       (ALIGNED: dropping the GEMM's bounds checks took it from 161 to 240 TFLOP/s), and both.
+ *   t12 t6 (one pass) with both. Checked by test/backend/webgpu_attention.test.ts on the H200
+ *       only (SwiftShader has no subgroup matrices); not run yet.
  *   aP1, aPV, aQK, aSt, aExp, aMMA, aSkel  timing-only ablations of t5 (outputs wrong on purpose):
  *       without pass 1, without P·V, with 1 of 16 QKᵀ MMAs, without the K/V staging, without
  *       exp2 (P = 1), without both MMA kinds, and the bare loop (no staging, no MMAs). By the
  *       arithmetic, t5 spends ~19k cycles of an SM per key block (1 workgroup an SM assumed), many
  *       times what its MMAs, staging and workgroup-memory traffic should take; these say which
  *       part holds the time. aV, aK, aKV: d2 without its V loads, K loads, or both. Not run yet:
- *       `--prefill 16384 --decode 131072 --only t5,aP1,aPV,aQK,aSt,aExp,aMMA,aSkel,d2,aV,aK,aKV`.
+ *       `--prefill 16384 --decode 131072 --only t5,t9,t10,t11,t12,aP1,aPV,aQK,aSt,aExp,aMMA,aSkel,d2,aV,aK,aKV`.
  *
  * Timing: ≥ 0.3 s of warm-up, then the median of 3 batches of back-to-back calls, each batch
  * ≥ 0.25 s of GPU work, wall clock with one sync per batch.
@@ -147,7 +153,7 @@ function tcPatched(tag: string, patch: (src: string) => string, onePass = true):
     const nsg = 8, rows = a.batch * a.heads * a.tq;
     const out = be.alloc('f16', rows * a.d, 'attention'), lse = be.alloc('f32', rows, 'attention lse');
     be.rt.run({
-      kernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: false, LOAD_ARG: false },
+      kernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: false, LOAD_ARG: false, KPAD: 0, ALIGNED: false },
       uniforms: [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, a.causal ? 1 : 0, a.window, f32bits(a.scale), a.heads / a.kvHeads],
       buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer], workgroups: [Math.ceil(a.tq / (16 * nsg)), a.heads, a.batch],
     });
@@ -215,6 +221,13 @@ const VERSIONS: Version[] = [
   { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: true, loadArg: true }) },
   { name: 't5', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false }) },
   { name: 't6', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8 }) },
+  // t9–t12: t5 with the staged K/V rows padded by 8 halves (KPAD, as the GEMM's tiles), with
+  // unguarded staging loads for blocks inside kvlen (ALIGNED, as the GEMM's 161 → 240 TFLOP/s
+  // step), both, and t6 (one pass) with both.
+  { name: 't9', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 8 }) },
+  { name: 't10', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, aligned: true }) },
+  { name: 't11', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 8, aligned: true }) },
+  { name: 't12', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: true, kPad: 8, aligned: true }) },
   { name: 't6n', kind: 'prefill', usable: tc6, run: tcPatched('n', noRescale) },
   { name: 't6r', kind: 'prefill', usable: tc6, run: tcPatched('r', rowMax) },
   { name: 't6rn', kind: 'prefill', usable: tc6, run: tcPatched('rn', (src) => noRescale(rowMax(src))) },
@@ -369,6 +382,14 @@ const pick = flags.only ? new Set(flags.only.split(',')) : null;
 const prefill = flags.prefill.split(',').filter(Boolean).map(Number), decode = flags.decode.split(',').filter(Boolean).map(Number);
 for (const ver of VERSIONS) {
   if (pick && !pick.has(ver.name)) continue;
+  // A version that fails to compile or run is reported and the others go on (the device survives
+  // a shader-module error; a lost device ends the run at the next version).
+  try { await runVersion(ver); } catch (e) { console.log(`${ver.name.padEnd(3)} failed: ${(e as Error).message.split('\n')[0]}`); }
+}
+be.destroy();
+process.exit(0);
+
+async function runVersion(ver: Version): Promise<void> {
   const err = await check(be, ver);
   const cells: string[] = [];
   for (const t of ver.kind === 'prefill' ? prefill : decode) {
@@ -381,5 +402,3 @@ for (const ver of VERSIONS) {
   }
   console.log(`${ver.name.padEnd(3)} max err ${err.padEnd(9)} ${cells.join('  ')}`);
 }
-be.destroy();
-process.exit(0);

@@ -225,7 +225,7 @@ test('attention op on the device: forward, gradients and decode through kvWrite 
   });
 });
 
-test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength < Tk, not causal, cut-off blocks, 4 and 8 subgroups, large score spreads, q held or reloaded, both load forms [webgpu]', { skip }, async (t) => {
+test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength < Tk, not causal, cut-off blocks, 4 and 8 subgroups, large score spreads, q held or reloaded, both load forms, padded K/V rows, unguarded staging [webgpu]', { skip }, async (t) => {
   if (!tcEligible(gpu!, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core forward cannot run here`); return; }
   const cases: Case[] = [
     { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
@@ -239,9 +239,10 @@ test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength <
     { b: 1, h: 2, hkv: 2, tq: 150, tk: 200, d: 128, qScale: 12, window: 90 },
   ];
   for (const c of cases) {
-    // The device's choice, 4 subgroups (the choice where memory is short), the lse pass, q reloaded.
+    // The device's choice, 4 subgroups (the choice where memory is short), q reloaded, the older
+    // load form, K/V rows padded by 8 halves, unguarded staging of whole blocks, both.
     // (The experimental one-pass form is left out: it gives NaNs on the H200, attention_tc.wgsl.)
-    for (const variant of [{}, { nsg: 4 }, { qReload: true }, { loadArg: true }]) {
+    for (const variant of [{}, { nsg: 4 }, { qReload: true }, { loadArg: true }, { kPad: 8 }, { aligned: true }, { kPad: 8, aligned: true }]) {
       await checkForward({ ...c, dtype: 'f16' }, (x) => attentionTc(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, variant), 8e-3);
     }
   }

@@ -362,9 +362,9 @@ function tcSubgroups(caps: GpuCaps, d: number): number {
   return tcSmem(8, d) <= caps.maxWorkgroupStorage && 256 <= caps.maxInvocations ? 8 : 4;
 }
 
-/** Workgroup bytes of the tensor-core forward: K and V blocks, S and P, 1/l and α per row. */
-function tcSmem(nsg: number, d: number): number {
-  return 2 * TC_BK * d * 2 + nsg * 16 * TC_BK * (4 + 2) + 2 * nsg * 16 * 4 + 4;
+/** Workgroup bytes of the tensor-core forward: K and V blocks (rows of d + kPad halves), S and P, 1/l and α per row. */
+function tcSmem(nsg: number, d: number, kPad = 0): number {
+  return 2 * TC_BK * (d + kPad) * 2 + nsg * 16 * TC_BK * (4 + 2) + 2 * nsg * 16 * 4 + 4;
 }
 
 /**
@@ -382,8 +382,8 @@ function tcBody(d: number, qReload: boolean, boolArg: boolean): Record<string, s
     const qi = load(L, '&q16', `(qrow0 + rb) * D + ${16 * i}u`, false, 'D');
     if (qReload) scores.push(`      let q${i} = ${qi};`);
     else qload.push(`  let q${i} = ${qi};`);
-    scores.push(`      s0 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `${16 * i}u`, true, 'D')}, s0);`);
-    scores.push(`      s1 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `16u * D + ${16 * i}u`, true, 'D')}, s1);`);
+    scores.push(`      s0 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `${16 * i}u`, true, 'KD')}, s0);`);
+    scores.push(`      s1 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `16u * KD + ${16 * i}u`, true, 'KD')}, s1);`);
     oinit.push(`  var o${i} = ${A}();`);
     // Tiles alternate between the two halves of the subgroup's scratch: tile i + 2 is stored only
     // after two barriers past tile i's load.
@@ -396,7 +396,7 @@ function tcBody(d: number, qReload: boolean, boolArg: boolean): Record<string, s
   for (let kk = 0; kk < TC_BK / 16; kk++) pv.push(`    let p${kk} = ${load(L, '&Ps', `sbase + ${256 * kk}u`, true, '16u')};`);
   for (let n = 0; n < nd; n++) {
     for (let kk = 0; kk < TC_BK / 16; kk++) {
-      pv.push(`    o${n} = subgroupMatrixMultiplyAccumulate(p${kk}, ${load(R, '&KV', `BK * D + ${16 * kk}u * D + ${16 * n}u`, false, 'D')}, o${n});`);
+      pv.push(`    o${n} = subgroupMatrixMultiplyAccumulate(p${kk}, ${load(R, '&KV', `BK * KD + ${16 * kk}u * KD + ${16 * n}u`, false, 'KD')}, o${n});`);
     }
   }
   return { QLOAD: qload.join('\n'), SCORES: scores.join('\n'), OINIT: oinit.join('\n'), PV: pv.join('\n'), RESCALE: rescale.join('\n'), STORE: epilogue.join('\n') };
@@ -428,24 +428,25 @@ export const tcKernel: Kernel = {
  * again for every key block instead of held in registers (fewer registers, more loads); the older
  * bool-argument form of the subgroup-matrix loads (subgroup_matrix.ts).
  */
-export interface TcVariant { nsg: number; onePass: boolean; qReload: boolean; loadArg: boolean }
+export interface TcVariant { nsg: number; onePass: boolean; qReload: boolean; loadArg: boolean; kPad: number; aligned: boolean }
 
 export function tcVariant(caps: GpuCaps, d: number): TcVariant {
   // One pass is experimental: NaNs on the H200 (attention_tc.wgsl).
-  return { nsg: tcSubgroups(caps, d), onePass: false, qReload: false, loadArg: false };
+  return { nsg: tcSubgroups(caps, d), onePass: false, qReload: false, loadArg: false, kPad: 0, aligned: false };
 }
 
 /** The tensor-core forward (callers check tcEligible); exported for tests and dev/kernels/attention.ts. */
 export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}): [GpuHandle, GpuHandle] {
-  const { nsg, onePass, qReload, loadArg } = { ...tcVariant(be.caps, a.d), ...variant };
+  const { nsg, onePass, qReload, loadArg, kPad, aligned } = { ...tcVariant(be.caps, a.d), ...variant };
   if (!tcEligible(be, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
+  if (tcSmem(nsg, a.d, kPad) > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention with ${nsg} subgroups and rows padded by ${kPad} halves needs ${tcSmem(nsg, a.d, kPad)} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
   const rows = a.batch * a.heads * a.tq;
   const gx = Math.ceil(a.tq / (16 * nsg));
   checkGrid('attention', gx, a.heads, a.batch);
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg },
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, ALIGNED: aligned },
     uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];
