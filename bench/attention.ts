@@ -14,6 +14,7 @@ import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
 import { attention } from '../src/ops/attention.ts';
 import { findPython, runPython, writeJson } from './lib/report.ts';
+import { writePlotsBeside } from './lib/plots.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -102,7 +103,11 @@ async function main(): Promise<void> {
   for (const r of rows) {
     console.log(`| ${r.op} | ${r.tokens} | ${r.ms.toFixed(3)} | ${f(r.fon)} ${r.unit} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torch !== undefined ? `${f(r.torch)} ${r.unit}` : '—'} | ${r.ratio !== undefined ? `${r.ratio.toFixed(3)}×` : '—'} |`);
   }
-  if (flags.json) writeJson(flags.json, { date: new Date().toISOString(), adapter: caps.adapterName, shapes: { batch: 1, heads: H, kvHeadsDecode: HKV, headDim: D, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows });
+  if (flags.json) {
+    const results = { date: new Date().toISOString(), adapter: caps.adapterName, shapes: { batch: 1, heads: H, kvHeadsDecode: HKV, headDim: D, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows };
+    writeJson(flags.json, results);
+    await writePlotsBeside(flags.json, results);
+  }
 }
 
 await main();

@@ -38,6 +38,7 @@ import { parseModelConfig } from '../src/model/config.ts';
 import { ParamFactory } from '../src/nn/params.ts';
 import { KvCache } from '../src/infer/kv_cache.ts';
 import { findPython, runPython, writeJson } from './lib/report.ts';
+import { writePlotsBeside } from './lib/plots.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -316,11 +317,13 @@ async function main(): Promise<void> {
     notes.forEach((n, i) => console.log(`[${i + 1}] ${n}`));
   }
   if (flags.json) {
-    writeJson(flags.json, {
+    const results = {
       date: new Date().toISOString(), adapter: caps.adapterName,
       shapes: { batch: 1, heads: H, headDims: DIMS, dtype: 'f16 (FON), bf16 (PyTorch)', decodeSteps: STEPS, tau: TAU, plainFoxMaxTokens: PLAIN_MAX },
       prefill, decode,
-    });
+    };
+    writeJson(flags.json, results);
+    await writePlotsBeside(flags.json, results);
   }
 }
 

@@ -21,6 +21,8 @@ export interface LinePlotOptions {
   series: readonly PlotSeries[];
   logX?: boolean;
   logY?: boolean;
+  /** A dot at every point, not only on single-point series (sweeps of a few measured sizes). */
+  markers?: boolean;
   /** Pixels; default 640 × 400. */
   width?: number;
   height?: number;
@@ -161,7 +163,7 @@ export function linePlot(opts: LinePlotOptions): string {
     const color = PALETTE[i % PALETTE.length];
     const coords = pts.map(([x, y]) => `${r2(sx(x))},${r2(sy(y))}`).join(' ');
     out.push(`<polyline class="series" data-name="${escapeXml(name)}" fill="none" stroke="${color}" stroke-width="1.75" stroke-linejoin="round" points="${coords}"/>`);
-    if (pts.length === 1) out.push(`<circle cx="${r2(sx(pts[0][0]))}" cy="${r2(sy(pts[0][1]))}" r="3" fill="${color}"/>`);
+    if (pts.length === 1 || opts.markers) for (const [x, y] of pts) out.push(`<circle cx="${r2(sx(x))}" cy="${r2(sy(y))}" r="3" fill="${color}"/>`);
   });
 
   // Legend in the inside corner that covers the least of the lines, on a white box so lines under it

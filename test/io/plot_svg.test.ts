@@ -147,6 +147,12 @@ test('a single point gets a marker; a flat series still gets a usable axis', () 
   assert.ok(ys[0] < 3 && ys[ys.length - 1] > 3, `${ys}`);
 });
 
+test('markers: a dot at every drawn point of every series', () => {
+  const series = [{ name: 'a', points: [[1, 1], [2, 4], [3, 9]] as [number, number][] }, { name: 'b', points: [[1, 2], [2, NaN], [3, 3]] as [number, number][] }];
+  assert.equal(all(parseXml(linePlot({ title: 't', xLabel: 'x', yLabel: 'y', series })), (e) => e.name === 'circle').length, 0);
+  assert.equal(all(parseXml(linePlot({ title: 't', xLabel: 'x', yLabel: 'y', series, markers: true })), (e) => e.name === 'circle').length, 5);
+});
+
 test('empty input is an ArgumentError naming the plot and the series', () => {
   const base = { title: 'loss', xLabel: 'x', yLabel: 'y' };
   assert.throws(() => linePlot({ ...base, series: [] }), (e: unknown) => e instanceof ArgumentError && e.message === "linePlot 'loss': no series to plot");
