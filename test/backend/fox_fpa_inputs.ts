@@ -1,10 +1,16 @@
 /**
  * Inputs the WebGPU FoX / FPA kernel tests share (webgpu_fox_fpa, webgpu_fox_fpa_decode,
- * webgpu_fox_blocked): a case's kernel arguments, seeded random values, and FoX's cumulative log
- * forget gate c.
+ * webgpu_fox_blocked, webgpu_fpa_blocked): a case's kernel arguments, seeded random values, FoX's
+ * cumulative log forget gate c, and the tolerances against the CPU reference.
  */
 import type { FoxAttentionArgs } from '../../src/backend/backend.ts';
 import { uniformStream } from '../../src/ops/random.ts';
+import type { FloatDType } from '../../src/tensor/dtype.ts';
+
+/** Worst error allowed in out by storage dtype; in the gradients (gradTol) and in lse and the f32 statistics (statTol). */
+export const TOL: Record<FloatDType, number> = { f32: 2e-5, f16: 4e-3, bf16: 2e-2 };
+export const gradTol = (dtype: FloatDType) => (dtype === 'f32' ? 1e-4 : TOL[dtype]);
+export const statTol = (dtype: FloatDType) => (dtype === 'f32' ? 1e-4 : 1e-3);
 
 /** The shape of a test case: batch, query heads, kv heads, query rows, cache rows, head dim, valid cache rows. */
 export interface FoxShape { b: number; h: number; hkv: number; tq: number; tk: number; d: number; kvLength?: number }

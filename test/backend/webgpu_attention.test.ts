@@ -25,8 +25,10 @@ import * as fon from '../../src/index.ts';
 import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { uniformStream } from '../../src/ops/random.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+import { compareWith, cref } from './gpu_compare.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
+const compare = compareWith(() => gpu!);
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
 
@@ -54,19 +56,6 @@ function inputs(c: Case, seed: number, withGrad = false): Inputs {
   const host = shapes.map((s, i) => randomHost(s.reduce((x, y) => x * y, 1), dtype, seed + i, i === 0 ? c.qScale ?? 1 : 1));
   const refs = host.map((hst, i) => ({ h: gpu!.upload(hst, dtype), shape: shapes[i], dtype }));
   return { a, dtype, host, refs };
-}
-
-const cref = (h: AnyHostArray, dtype: FloatDType | 'f32', shape: number[] = []) => ({ h, shape, dtype });
-
-async function compare(got: GpuHandle, dtype: FloatDType | 'f32', want: AnyHostArray, tol: number, what: string): Promise<void> {
-  const g = hostToF32(await gpu!.read(got, dtype, want.length), dtype);
-  const w = hostToF32(want, dtype);
-  let worst = 0, at = -1;
-  for (let i = 0; i < w.length; i++) {
-    const err = w[i] === -Infinity && g[i] === -Infinity ? 0 : Math.abs(g[i] - w[i]) / (1 + Math.abs(w[i]));
-    if (!(err <= worst)) { worst = err; at = i; }
-  }
-  assert.ok(worst <= tol, `${what}: worst error ${worst} at ${at} (gpu ${g[at]}, cpu ${w[at]}) above ${tol}`);
 }
 
 async function checkForward(c: Case, run: (x: Inputs) => [GpuHandle, GpuHandle], tol = TOL[c.dtype ?? 'f32']): Promise<void> {

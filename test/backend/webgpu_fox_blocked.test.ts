@@ -20,17 +20,16 @@ import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { blockedRows } from '../../src/backend/webgpu/kernels/attention.ts';
 import { foxAttention, foxAttentionBackward, foxBlockedDispatches } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
-import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
+import { f32ToHost, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
-import { foxArgs, forgetCumsum, randomF32 } from './fox_fpa_inputs.ts';
+import { compareWith, cref, readWith } from './gpu_compare.ts';
+import { forgetCumsum, foxArgs, gradTol, randomF32, statTol, TOL } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
+const compare = compareWith(() => gpu!);
+const readF32 = readWith(() => gpu!);
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
-
-const TOL: Record<FloatDType, number> = { f32: 2e-5, f16: 4e-3, bf16: 2e-2 };
-const gradTol = (dtype: FloatDType) => (dtype === 'f32' ? 1e-4 : TOL[dtype]);
-const statTol = (dtype: FloatDType) => (dtype === 'f32' ? 1e-4 : 1e-3);
 
 /** `wide`: c falls by about 50 over the row (strong forgetting) instead of the usual log σ steps. */
 interface Case { b: number; h: number; hkv: number; tq: number; tk: number; d: number; kvLength?: number; dtype?: FloatDType; wide?: boolean }
@@ -47,23 +46,6 @@ const CASES: Case[] = [
   { b: 1, h: 2, hkv: 1, tq: 128, tk: 128, d: 32, wide: true },
   { b: 1, h: 2, hkv: 2, tq: 100, tk: 100, d: 64, wide: true },
 ];
-
-async function readF32(h: GpuHandle, dtype: FloatDType | 'f32', n: number): Promise<Float32Array> {
-  return hostToF32(await gpu!.read(h, dtype, n), dtype);
-}
-
-async function compare(got: GpuHandle, dtype: FloatDType | 'f32', want: AnyHostArray, tol: number, what: string): Promise<void> {
-  const g = await readF32(got, dtype, want.length);
-  const w = hostToF32(want, dtype);
-  let worst = 0, at = -1;
-  for (let i = 0; i < w.length; i++) {
-    const err = w[i] === -Infinity && g[i] === -Infinity ? 0 : Math.abs(g[i] - w[i]) / (1 + Math.abs(w[i]));
-    if (!(err <= worst)) { worst = err; at = i; }
-  }
-  assert.ok(worst <= tol, `${what}: worst error ${worst} at ${at} (gpu ${g[at]}, cpu ${w[at]}) above ${tol}`);
-}
-
-const cref = (h: AnyHostArray, dtype: FloatDType | 'f32') => ({ h, shape: [] as number[], dtype });
 
 /** Forward and backward of one case against the CPU, each blocked pass counted. */
 async function check(c: Case): Promise<void> {

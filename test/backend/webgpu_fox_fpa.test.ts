@@ -22,18 +22,17 @@ import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import * as cpuFpa from '../../src/backend/cpu/fpa_attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { foxAttention, foxAttentionBackward, fpaAttention, fpaAttentionBackward, foxFpaTile, type Tile } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
-import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
+import { f32ToHost, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { uniformStream } from '../../src/ops/random.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
-import { foxArgs, forgetCumsum, randomF32 } from './fox_fpa_inputs.ts';
+import { compareWith, cref, readWith } from './gpu_compare.ts';
+import { forgetCumsum, foxArgs, gradTol, randomF32, statTol, TOL } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
+const compare = compareWith(() => gpu!);
+const readF32 = readWith(() => gpu!);
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
-
-const TOL: Record<FloatDType, number> = { f32: 2e-5, f16: 4e-3, bf16: 2e-2 };
-const gradTol = (dtype: FloatDType) => (dtype === 'f32' ? 1e-4 : TOL[dtype]);
-const statTol = (dtype: FloatDType) => (dtype === 'f32' ? 1e-4 : 1e-3);
 
 interface Case { b: number; h: number; hkv: number; tq: number; tk: number; d: number; kvLength?: number; dtype?: FloatDType }
 
@@ -69,8 +68,6 @@ function walks(rows: number, tk: number, seed: number): [Float32Array, Float32Ar
 
 interface Inputs { a: FoxAttentionArgs; dtype: FloatDType; host: AnyHostArray[]; refs: { h: GpuHandle; shape: number[]; dtype: FloatDType | 'f32' }[] }
 
-const cref = (h: AnyHostArray, dtype: FloatDType | 'f32') => ({ h, shape: [] as number[], dtype });
-
 /** q, k, v, dO in the case's dtype, then the f32 extras (c; or φ, ℓ, λ), host and device. */
 function inputs(c: Case, mode: 'fox' | 'fpa', seed: number): Inputs {
   const a = foxArgs(c), dtype = c.dtype ?? 'f32';
@@ -83,21 +80,6 @@ function inputs(c: Case, mode: 'fox' | 'fpa', seed: number): Inputs {
     ...extras.map((x) => ({ h: gpu!.upload(x, 'f32'), shape: [], dtype: 'f32' as const })),
   ];
   return { a, dtype, host: [...host, ...extras], refs };
-}
-
-async function readF32(h: GpuHandle, dtype: FloatDType | 'f32', n: number): Promise<Float32Array> {
-  return hostToF32(await gpu!.read(h, dtype, n), dtype);
-}
-
-async function compare(got: GpuHandle, dtype: FloatDType | 'f32', want: AnyHostArray, tol: number, what: string): Promise<void> {
-  const g = await readF32(got, dtype, want.length);
-  const w = hostToF32(want, dtype);
-  let worst = 0, at = -1;
-  for (let i = 0; i < w.length; i++) {
-    const err = w[i] === -Infinity && g[i] === -Infinity ? 0 : Math.abs(g[i] - w[i]) / (1 + Math.abs(w[i]));
-    if (!(err <= worst)) { worst = err; at = i; }
-  }
-  assert.ok(worst <= tol, `${what}: worst error ${worst} at ${at} (gpu ${g[at]}, cpu ${w[at]}) above ${tol}`);
 }
 
 /** Forward and backward of one mode on one case against the CPU; the backward runs twice and must repeat bitwise. */

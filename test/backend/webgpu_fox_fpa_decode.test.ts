@@ -26,15 +26,15 @@ import { foxAttention, fpaAttention } from '../../src/backend/webgpu/kernels/fox
 import { foxDecode, foxFpaDecodeRows, foxFpaDecodeStats, fpaDecode, type FoxFpaDecodeOptions } from '../../src/backend/webgpu/kernels/fox_fpa_decode.ts';
 import { UnsupportedError } from '../../src/errors.ts';
 import { uniformStream } from '../../src/ops/random.ts';
-import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
+import { f32ToHost, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
-import { foxArgs, forgetCumsum, randomF32 } from './fox_fpa_inputs.ts';
+import { compareWith, cref } from './gpu_compare.ts';
+import { forgetCumsum, foxArgs, randomF32, TOL } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
+const compare = compareWith(() => gpu!);
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
-
-const TOL: Record<FloatDType, number> = { f32: 2e-5, f16: 4e-3, bf16: 2e-2 };
 
 /**
  * FPA's φ and ℓ: a ±1/0 integer walk with integer offsets (ties); 'dead' sets a third of the levels
@@ -87,8 +87,6 @@ function walks(rows: number, tk: number, kvLength: number, tq: number, seed: num
 
 interface Inputs { a: FoxAttentionArgs; dtype: FloatDType; host: AnyHostArray[]; refs: { h: GpuHandle; shape: number[]; dtype: FloatDType | 'f32' }[] }
 
-const cref = (h: AnyHostArray, dtype: FloatDType | 'f32') => ({ h, shape: [] as number[], dtype });
-
 /** q, k, v in the case's dtype, then the f32 extras (c; or φ, ℓ, λ), host and device. */
 function inputs(c: Case, mode: 'fox' | 'fpa', seed: number): Inputs {
   const a = foxArgs(c), dtype = c.dtype ?? 'f32';
@@ -101,17 +99,6 @@ function inputs(c: Case, mode: 'fox' | 'fpa', seed: number): Inputs {
     ...extras.map((x) => ({ h: gpu!.upload(x, 'f32'), shape: [], dtype: 'f32' as const })),
   ];
   return { a, dtype, host: [...host, ...extras], refs };
-}
-
-async function compare(got: GpuHandle, dtype: FloatDType | 'f32', want: AnyHostArray, tol: number, what: string): Promise<void> {
-  const g = hostToF32(await gpu!.read(got, dtype, want.length), dtype);
-  const w = hostToF32(want, dtype);
-  let worst = 0, at = -1;
-  for (let i = 0; i < w.length; i++) {
-    const err = w[i] === -Infinity && g[i] === -Infinity ? 0 : Math.abs(g[i] - w[i]) / (1 + Math.abs(w[i]));
-    if (!(err <= worst)) { worst = err; at = i; }
-  }
-  assert.ok(worst <= tol, `${what}: worst error ${worst} at ${at} (gpu ${g[at]}, cpu ${w[at]}) above ${tol}`);
 }
 
 type Run = (x: Inputs) => [GpuHandle, GpuHandle];

@@ -20,6 +20,17 @@
 // its front, [lse | delta | c], to stay within 8 storage bindings). DQ also writes the row sums of
 // dS (diagonal j = p_i left out) to aux[row], DKDV the column sums per query head to
 // aux[nrows + (b, h, j)]: fox_fpa_attention.wgsl's COMBINE turns them into dc.
+// FPA (First Passage Attention, the [P] design of specs/fpa_depth.md §2.2: φ, ℓ, λ per kv head; causal
+// only; FWD only, the backward stays on fox_fpa_attention.wgsl's tiled passes): every score loses
+// λ·relu(ℓ_j − M_ij), M_ij = min φ over the visible keys in (j, p_i] (BIG when there are none, so
+// the last visible key of a row has no penalty), with [φ | ℓ | λ] read from ex behind P.xoff. Key
+// blocks are visited from the diagonal backwards (§2.4; the online softmax does not care) and
+// each invocation keeps, per owned row, the carry C = min φ over the keys of the blocks already
+// visited. φ and ℓ of the block sit in Fk and Lk; every invocation walks Fk from the block's end
+// (broadcast reads, no extra barrier) to take the in-block suffix minima at its 4 keys: once for a
+// block that every row sees whole (M = min(suffix, C), then C takes the block's minimum), once per
+// row for the diagonal and kvlen-cut blocks (the walk stops at the row's last visible key). Only
+// the minimum matters in the forward, so ties need no rule here.
 {{HEADER}}
 {{COMMON}}
 
@@ -67,7 +78,45 @@ fn off_diag(ds: vec4<f32>, row: u32, kc: u32) -> vec4<f32> {
 }
 #endif
 
+#if FPA
+// φ and ℓ of the current key block of this kv head (φ = BIG past kvlen: it never lowers a minimum).
+var<workgroup> Fk: array<vec4<f32>, BK / 4u>;
+var<workgroup> Lk: array<f32, BK>;
 
+fn load_walk(lid: u32, bg: u32, k0: u32) {
+  for (var t = lid; t < BK; t += WG) {
+    var f = BIG;
+    var l = 0.0;
+    if (k0 + t < P.kvlen) {
+      f = ex[P.xoff + bg * P.tk + k0 + t];
+      l = ex[P.xoff + P.nkv + bg * P.tk + k0 + t];
+    }
+    Fk[t / 4u][t % 4u] = f;
+    Lk[t] = l;
+  }
+}
+
+// M at keys tc + 8·jj of the block and the carry after it, for one row.
+struct WalkMin { m: vec4<f32>, carry: f32 }
+
+// Walks φ of block indices last … 0 from the carry c (min φ past the block): m[jj] = min(c, φ over
+// (tc + 8·jj, last]) for keys up to last (BIG past it: those scores are masked), carry = min(c, φ over [0, last]).
+fn walk_min(tc: u32, last: i32, c: f32) -> WalkMin {
+  var m = c;
+  var mk = vec4<f32>(BIG);
+  for (var t4 = BK / 4u; t4 > 0u; t4--) {
+    let f = Fk[t4 - 1u];
+    for (var x = 4u; x > 0u; x--) {
+      let t = 4u * (t4 - 1u) + x - 1u;
+      if (i32(t) <= last) {
+        if (t % 8u == tc) { mk[t / 8u] = m; }
+        m = min(m, f[x - 1u]);
+      }
+    }
+  }
+  return WalkMin(mk, m);
+}
+#endif
 
 // Whether every key of [k0, k0 + BK) is visible from every row of [i0, i0 + BQ).
 fn block_visible(i0: u32, k0: u32) -> bool {
@@ -302,6 +351,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var rs = vec4<f32>(0.0);
 #endif
 #endif
+#if FPA
+  let bg = b * P.hkv + h / P.group;
+  let lam = ex[P.xoff + 2u * P.nkv + h / P.group];
+  // Per owned row: min φ over the visible keys of the blocks already visited (BIG before the first).
+  var cy = vec4<f32>(BIG);
+#endif
   var acc: array<vec4<f32>, 4u * DV>;
   for (var t = 0u; t < 4u * DV; t++) { acc[t] = vec4<f32>(0.0); }
 #if FWD
@@ -320,9 +375,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
 #endif
   let kr = key_range(i0, min(i0 + BQ, P.tq));
+#if FPA
+  // From the diagonal backwards: a block's M needs the carry of the keys after it.
+  let kfirst = kr.x / BK * BK;
+  for (var kb = (kr.y - kfirst + BK - 1u) / BK; kb > 0u; kb--) {
+    let k0 = kfirst + (kb - 1u) * BK;
+#else
   for (var k0 = kr.x / BK * BK; k0 < kr.y; k0 += BK) {
+#endif
     workgroupBarrier();
     load_keys(lid, kbase, k0);
+#if FPA
+    load_walk(lid, bg, k0);
+#endif
     workgroupBarrier();
     // s[i].jj: row tr + TR·i, key tc + 8·jj
     var s: array<vec4<f32>, 4>;
@@ -362,11 +427,35 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let dg = has_diag(i0, k0);
 #endif
 #endif
+#if FPA
+    // mk[i].jj = M of row tr + TR·i at key tc + 8·jj; the rows' carries move past the block.
+    let lv = vec4<f32>(Lk[tc], Lk[tc + 8u], Lk[tc + 16u], Lk[tc + 24u]);
+    var mk: array<vec4<f32>, 4>;
+    if (full) {
+      let w = walk_min(tc, i32(BK) - 1, BIG);
+      for (var i = 0u; i < 4u; i++) {
+        mk[i] = min(w.m, vec4<f32>(cy[i]));
+        cy[i] = min(cy[i], w.carry);
+      }
+    } else {
+      for (var i = 0u; i < 4u; i++) {
+        let r = i0 + tr + TR * i;
+        var last = -1;
+        if (r < P.tq) { last = min(i32(r) + P.qoff, i32(P.kvlen) - 1) - i32(k0); }
+        let w = walk_min(tc, last, cy[i]);
+        mk[i] = w.m;
+        cy[i] = w.carry;
+      }
+    }
+#endif
 #if FWD
     for (var i = 0u; i < 4u; i++) {
       var x = s[i] * P.scale;
 #if FOX
       x += cq[i] - ck;
+#endif
+#if FPA
+      x -= lam * max(lv - mk[i], vec4<f32>(0.0));
 #endif
       if (!full) {
         for (var jj = 0u; jj < 4u; jj++) { if (!visible(i0 + tr + TR * i, k0 + tc + 8u * jj)) { x[jj] = -BIG; } }

@@ -27,7 +27,10 @@
  * FoX without a forced tile takes the register-blocked kernels of attention_blocked.wgsl (its FOX
  * variant: the bias on every score, and the dS row and column sums into the same `aux` layout, so
  * COMBINE is shared) for each pass (FWD, DQ, DKDV) whose tiles fit (attention.ts blockedRows:
- * head dim ≤ 64 in 48 KB), as softmax attention does; FPA always runs the tiled kernels.
+ * head dim ≤ 64 in 48 KB), as softmax attention does. FPA without a forced tile takes the same
+ * file's FPA variant for its forward only (the [P] design of specs/fpa_depth.md §2.2, key blocks
+ * from the diagonal backwards with the §2.4 carry; the same out and lse as the tiled forward within
+ * f32 rounding) where its tiles fit (fpaBlockedRows); its backward always runs the tiled kernels.
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -83,8 +86,28 @@ const blockedKernel: Kernel = {
   },
 };
 
+/** attention_blocked.wgsl's FPA variant (FWD only); [φ | ℓ | λ] bound as ex. */
+const fpaBlockedKernel: Kernel = {
+  name: 'fpa_blocked',
+  source: (v, caps) => {
+    const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(['q', 'k', 'v'])].join('\n');
+    return preprocess(wgslSource('attention_blocked'), { ...v, FPA: true, HEADER: head, COMMON: wgslSource('attention_common') });
+  },
+};
+
 /** Dispatches of the blocked FoX passes since load (tests check that the blocked path ran). */
 export const foxBlockedDispatches = { fwd: 0, dq: 0, dkdv: 0 };
+
+/** Dispatches of the blocked FPA forward since load (tests check that the blocked path ran). */
+export const fpaBlockedDispatches = { fwd: 0 };
+
+/** φ and ℓ of one 32-key block (Fk, Lk): the FPA variant's workgroup memory beyond the softmax forward's. */
+const FPA_WALK_BYTES = 2 * 32 * 4;
+
+/** Row-threads of the blocked FPA forward for head dim d (blockedRows' choice with room for Fk and Lk), 0 where it does not fit. */
+export function fpaBlockedRows(caps: GpuCaps, d: number): number {
+  return blockedRows({ ...caps, maxWorkgroupStorage: caps.maxWorkgroupStorage - FPA_WALK_BYTES }, d, 'fwd');
+}
 
 const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
 
@@ -146,18 +169,21 @@ function forward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef,
   return [out, lse];
 }
 
-/** The blocked FoX forward (callers check blockedRows > 0 and rows > 0); c is bound as ex. */
-function foxForwardBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs): [GpuHandle, GpuHandle] {
-  const tr = blockedRows(be.caps, a.d, 'fwd');
+/**
+ * The blocked forward of FoX (callers check blockedRows > 0; ex is c) or FPA (fpaBlockedRows > 0;
+ * ex is [φ | ℓ | λ]), for rows > 0.
+ */
+function forwardBlocked(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, ex: GpuHandle, a: FoxAttentionArgs): [GpuHandle, GpuHandle] {
+  const tr = mode === 'fox' ? blockedRows(be.caps, a.d, 'fwd') : fpaBlockedRows(be.caps, a.d);
   const rows = a.batch * a.heads * a.tq;
-  const lse = be.alloc('f32', rows, 'fox attention lse');
+  const lse = be.alloc('f32', rows, `${mode} attention lse`);
   const gx = Math.ceil(a.tq / (4 * tr));
-  checkGrid('foxAttention', gx, a.heads, a.batch);
-  const out = viaStorable(be, q.dtype, rows * a.d, 'fox attention', (buf, y) => be.rt.run({
-    kernel: blockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d) },
-    uniforms: uniforms(a, 0), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, c.h.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
+  checkGrid(`${mode}Attention`, gx, a.heads, a.batch);
+  const out = viaStorable(be, q.dtype, rows * a.d, `${mode} attention`, (buf, y) => be.rt.run({
+    kernel: mode === 'fox' ? blockedKernel : fpaBlockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d) },
+    uniforms: uniforms(a, 0), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, ex.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
   }));
-  foxBlockedDispatches.fwd++;
+  (mode === 'fox' ? foxBlockedDispatches : fpaBlockedDispatches).fwd++;
   return [out, lse];
 }
 
@@ -213,12 +239,13 @@ const takesDecode = (be: WebGpuBackend, a: FoxAttentionArgs, tile?: Tile) => til
 /**
  * The four entries below take an optional `tile` in place of foxFpaTile's choice (tests); a
  * forward given a tile always runs the tiled kernel, else few query rows take the split decode path.
- * FoX without a tile runs each pass blocked where blockedRows takes its head dim.
+ * FoX without a tile runs each pass blocked where blockedRows takes its head dim; FPA without a
+ * tile runs its forward blocked where fpaBlockedRows takes it.
  */
 export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('foxAttention', { c });
   if (takesDecode(be, a, tile)) return foxDecode(be, q, k, v, c, a);
-  if (tile === undefined && a.batch * a.heads * a.tq > 0 && blockedRows(be.caps, a.d, 'fwd') > 0) return foxForwardBlocked(be, q, k, v, c, a);
+  if (tile === undefined && a.batch * a.heads * a.tq > 0 && blockedRows(be.caps, a.d, 'fwd') > 0) return forwardBlocked(be, 'fox', q, k, v, c.h, a);
   return forward(be, 'fox', q, k, v, c.h, a, tile);
 }
 
@@ -244,7 +271,8 @@ export function fpaAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef,
   checkF32('fpaAttention', { phi, level, lambda });
   if (takesDecode(be, a, tile)) return fpaDecode(be, q, k, v, phi, level, lambda, a);
   const ex = pack(be, fpaExtra(a, phi, level, lambda), 'fpa attention inputs');
-  const r = forward(be, 'fpa', q, k, v, ex, a, tile);
+  const blocked = tile === undefined && a.batch * a.heads * a.tq > 0 && fpaBlockedRows(be.caps, a.d) > 0;
+  const r = blocked ? forwardBlocked(be, 'fpa', q, k, v, ex, a) : forward(be, 'fpa', q, k, v, ex, a, tile);
   be.free(ex);
   return r;
 }
