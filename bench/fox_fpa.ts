@@ -18,6 +18,7 @@
  *
  * On the H200 (PyTorch beside it):
  *   node --import tsx bench/fox_fpa.ts --json bench/results_fox_fpa_h200.json
+ * (--fox-tc: FoX's forward on the experimental tensor-core kernel, attention_tc.wgsl FOX)
  * defaults: --prefill 4096,8192,16384,32768 --backward 4096,8192,16384,32768 --decode 4096,16384,65536
  *           --heads 16 --head-dim 64,128 --mechanisms full,fox,fpa --decode-steps 32 --tau 16 --plain-max 8192
  * Tiny smoke run on SwiftShader (timings meaningless):
@@ -39,6 +40,7 @@ import { ParamFactory } from '../src/nn/params.ts';
 import { KvCache } from '../src/infer/kv_cache.ts';
 import { findPython, runPython, writeJson } from './lib/report.ts';
 import { writePlotsBeside } from './lib/plots.ts';
+import { foxFpaOptions } from '../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -53,6 +55,7 @@ const { values: flags } = parseArgs({
     'plain-max': { type: 'string', default: '8192' },
     'min-ms': { type: 'string', default: '250' },
     json: { type: 'string' },
+    'fox-tc': { type: 'boolean', default: false },
   },
 });
 
@@ -65,6 +68,8 @@ const TAU = Number(flags.tau);
 const PLAIN_MAX = Number(flags['plain-max']);
 const MIN_MS = Number(flags['min-ms']);
 for (const m of MECHS) if (!['full', 'fox', 'fpa'].includes(m)) throw new Error(`--mechanisms: unknown '${m}'; expected full, fox, fpa`);
+// --fox-tc: FoX's f16 forward on the experimental tensor-core kernel (foxFpaOptions, off by default).
+foxFpaOptions.tensorCores = flags['fox-tc'];
 
 type Mech = 'full' | 'fox' | 'fpa';
 type Op = 'prefill' | 'prefill_fwd_bwd';

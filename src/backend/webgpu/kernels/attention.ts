@@ -362,9 +362,9 @@ function tcSubgroups(caps: GpuCaps, d: number): number {
   return tcSmem(8, d) <= caps.maxWorkgroupStorage && 256 <= caps.maxInvocations ? 8 : 4;
 }
 
-/** Workgroup bytes of the tensor-core forward: K and V blocks (rows of d + kPad halves), S and P, 1/l and α per row. */
+/** Workgroup bytes of the tensor-core forward: K and V blocks (rows of d + kPad halves), S and P, 1/l and α per row, FoX's c of a block. */
 function tcSmem(nsg: number, d: number, kPad = 0): number {
-  return 2 * TC_BK * (d + kPad) * 2 + nsg * 16 * TC_BK * (4 + 2) + 2 * nsg * 16 * 4 + 4;
+  return 2 * TC_BK * (d + kPad) * 2 + nsg * 16 * TC_BK * (4 + 2) + 2 * nsg * 16 * 4 + 4 + TC_BK * 4;
 }
 
 /**
@@ -417,8 +417,11 @@ export const tcKernel: Kernel = {
       '@group(0) @binding(3) var<storage, read> v8: array<vec4<u32>>;',
       '@group(0) @binding(4) var<storage, read_write> out: array<f16>;',
       '@group(0) @binding(5) var<storage, read_write> lse: array<f32>;',
+      v.FOX ? '@group(0) @binding(6) var<storage, read> cg: array<f32>;' : '',
     ].join('\n');
-    return preprocess(wgslSource('attention_tc'), { ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common') });
+    return preprocess(wgslSource('attention_tc'), {
+      ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common'), BIAS: v.FOX ? ' + cq - Ck[c]' : '',
+    });
   },
 };
 
@@ -435,8 +438,11 @@ export function tcVariant(caps: GpuCaps, d: number): TcVariant {
   return { nsg: tcSubgroups(caps, d), onePass: false, qReload: false, loadArg: false, kPad: 0, aligned: false };
 }
 
-/** The tensor-core forward (callers check tcEligible); exported for tests and dev/kernels/attention.ts. */
-export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}): [GpuHandle, GpuHandle] {
+/**
+ * The tensor-core forward (callers check tcEligible); with `foxC` (f32 c per query head and key,
+ * causal only) FoX's forward (fox_fpa_attention.ts). Exported for tests and dev/kernels/attention.ts.
+ */
+export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}, foxC?: GpuRef): [GpuHandle, GpuHandle] {
   const { nsg, onePass, qReload, loadArg, kPad, aligned } = { ...tcVariant(be.caps, a.d), ...variant };
   if (!tcEligible(be, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
   if (tcSmem(nsg, a.d, kPad) > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention with ${nsg} subgroups and rows padded by ${kPad} halves needs ${tcSmem(nsg, a.d, kPad)} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
@@ -446,8 +452,8 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, ALIGNED: aligned },
-    uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer], workgroups: [gx, a.heads, a.batch],
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, ALIGNED: aligned, FOX: !!foxC },
+    uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...(foxC ? [foxC.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];
 }

@@ -40,7 +40,7 @@ import type { GpuCaps } from '../device.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
-import { blockedPitch, blockedRows, rowLoaders } from './attention.ts';
+import { attentionTc, blockedPitch, blockedRows, rowLoaders, tcEligible } from './attention.ts';
 import { viaStorable } from './elementwise.ts';
 import { FOX_FPA_DECODE_FILES, foxDecode, foxFpaDecodeRows, fpaDecode } from './fox_fpa_decode.ts';
 
@@ -94,6 +94,16 @@ const fpaBlockedKernel: Kernel = {
     return preprocess(wgslSource('attention_blocked'), { ...v, FPA: true, HEADER: head, COMMON: wgslSource('attention_common') });
   },
 };
+
+/**
+ * Experimental paths, off by default until checked on hardware: `tensorCores` sends FoX's forward
+ * of f16 inputs to the tensor-core kernel (attention_tc.wgsl FOX) where it takes the call. SwiftShader
+ * has no subgroup matrices, so only a GPU run of test/backend/webgpu_fox_tc.test.ts checks it.
+ */
+export const foxFpaOptions = { tensorCores: false };
+
+/** Forwards of FoX on the tensor-core kernel since load. */
+export const foxTcDispatches = { fwd: 0 };
 
 /** Dispatches of the blocked FoX passes since load (tests check that the blocked path ran). */
 export const foxBlockedDispatches = { fwd: 0, dq: 0, dkdv: 0 };
@@ -245,6 +255,10 @@ const takesDecode = (be: WebGpuBackend, a: FoxAttentionArgs, tile?: Tile) => til
 export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('foxAttention', { c });
   if (takesDecode(be, a, tile)) return foxDecode(be, q, k, v, c, a);
+  if (tile === undefined && foxFpaOptions.tensorCores && a.batch * a.heads * a.tq > 0 && a.tq >= 16 && tcEligible(be, q.dtype, a.d)) {
+    foxTcDispatches.fwd++;
+    return attentionTc(be, q, k, v, { ...a, causal: true, window: 0 }, {}, c);
+  }
   if (tile === undefined && a.batch * a.heads * a.tq > 0 && blockedRows(be.caps, a.d, 'fwd') > 0) return forwardBlocked(be, 'fox', q, k, v, c.h, a);
   return forward(be, 'fox', q, k, v, c.h, a, tile);
 }

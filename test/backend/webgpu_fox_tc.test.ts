@@ -1,0 +1,57 @@
+/**
+ * FoX's forward on the tensor-core kernel (attention_tc.wgsl with FOX: the bias c[p_i] − c[j] on
+ * every score), experimental and off by default (foxFpaOptions.tensorCores in
+ * src/backend/webgpu/kernels/fox_fpa_attention.ts), against the CPU reference
+ * (src/backend/cpu/fox_attention.ts): out and lse in f16 storage, Tq = Tk and Tq < Tk with
+ * kvLength < Tk, GQA, cut-off query blocks, head dims 32 to 256, forget gates spanning −50…0.
+ * The dispatch counter must show the tensor-core path ran. Runs only where the device has f16
+ * subgroup matrices (not on SwiftShader); on the H200:
+ *
+ *   bash .gpu/enter node --import tsx --test test/backend/webgpu_fox_tc.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
+import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import { tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
+import { foxAttention, foxFpaOptions, foxTcDispatches } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import { f32ToHost, type AnyHostArray } from '../../src/tensor/dtype.ts';
+import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+import { compareWith, cref } from './gpu_compare.ts';
+import { foxArgs, forgetCumsum, randomF32, statTol, TOL, type FoxShape } from './fox_fpa_inputs.ts';
+
+const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
+const compare = compareWith(() => gpu!);
+exitAfterWebgpu();
+const skip = webgpuSkipReason();
+
+const CASES: (FoxShape & { wide?: boolean })[] = [
+  { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
+  { b: 1, h: 4, hkv: 1, tq: 77, tk: 130, d: 128, kvLength: 120 },
+  { b: 2, h: 2, hkv: 2, tq: 33, tk: 33, d: 32, wide: true },
+  { b: 1, h: 1, hkv: 1, tq: 20, tk: 20, d: 256 },
+  { b: 1, h: 2, hkv: 1, tq: 300, tk: 300, d: 128, wide: true },
+];
+
+test('FoX forward on tensor cores (experimental) vs CPU: out, lse; Tq < Tk, kvLength < Tk, GQA, cut-off blocks, D 32 to 256, wide forget gates [webgpu]', { skip }, async (t) => {
+  if (!tcEligible(gpu!, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernel cannot run here`); return; }
+  foxFpaOptions.tensorCores = true;
+  try {
+    for (const c of CASES) {
+      const a = foxArgs(c), what = JSON.stringify(c);
+      const host = [c.b * c.h * c.tq * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.hkv * c.tk * c.d].map((n, i) => f32ToHost(randomF32(n, 41 + i, i === 0 ? 2 : 1), 'f16'));
+      const cv = forgetCumsum(c.b * c.h, c.tk, 50, !!c.wide);
+      const [want, wantLse] = cpuFox.foxAttention(cref(host[0], 'f16'), cref(host[1], 'f16'), cref(host[2], 'f16'), cref(cv, 'f32'), a);
+      const [rq, rk, rv] = host.map((x) => ({ h: gpu!.upload(x, 'f16'), shape: [], dtype: 'f16' as const }));
+      const rc = { h: gpu!.upload(cv, 'f32'), shape: [], dtype: 'f32' as const };
+      const before = foxTcDispatches.fwd;
+      const [out, lse] = foxAttention(gpu!, rq, rk, rv, rc, a);
+      assert.equal(foxTcDispatches.fwd - before, 1, `${what}: the tensor-core path ran`);
+      await compare(out, 'f16', want as AnyHostArray, 2 * TOL.f16, `${what} out`);
+      await compare(lse, 'f32', wantLse as AnyHostArray, statTol('f16'), `${what} lse`);
+      for (const h of [out, lse, rq.h, rk.h, rv.h, rc.h]) gpu!.free(h);
+    }
+  } finally {
+    foxFpaOptions.tensorCores = false;
+  }
+});
