@@ -87,10 +87,11 @@ import { generate } from '../src/infer/generate.ts';
 import { byteTokenizer, type Tokenizer } from '../src/io/tokenizer/tokenizer.ts';
 import { BatchSampler, brownCorpus, buildTokenStore } from '../src/train/data/index.ts';
 import { Progress } from '../src/cli/progress.ts';
+import { linePlot } from '../src/io/plot_svg.ts';
 import type { Batches } from '../src/train/trainer.ts';
 import {
   backendFlag, commandLine, IGNORE, intFlag, markdownTable, mechanismConfig, meanStd, newModel, numberFlag, parseSeeds, parseWalk,
-  spreadGateBias, trainModel, withGateBias, writeJson, type Mechanism,
+  spreadGateBias, trainModel, withGateBias, writeJson, writeText, type Mechanism,
 } from './lib/common.ts';
 
 export const NEEDLE = (key: string) => ` The pass key is ${key}. Remember it.`;
@@ -364,7 +365,26 @@ async function main(): Promise<void> {
       settings: { steps, batch, lr, trainLength: T, passkeyMix: mixRate, score: scoreAll ? 'all' : 'answer', gateInit: gateSpread ? 'spread' : 'fox', multiples, depths, trials, evictTau, model: shape },
       trained, cells, summary,
     });
+    const svg = f.json.replace(/\.json$/, '') + '.svg';
+    writeText(svg, passkeyPlot(summary, T, `Passkey retrieval, ${steps} steps of ${batch} × ${T} (${backend.name}, seeds ${seeds.join(', ')})`));
+    console.error(`plot: ${svg}`);
   }
+}
+
+/** Summary rows as main() builds them: mean accuracy (over depths, trials and seeds) per arm and multiple. */
+export interface PasskeySummaryRow { arm: string; multiple: number; accuracy: { mean: number; std: number }; kept: { mean: number; std: number } }
+
+/**
+ * Accuracy against the evaluated length, one line per arm (SVG), for the file beside --json:
+ * where each mechanism stops finding the key as the context grows past the training length T.
+ */
+export function passkeyPlot(summary: readonly PasskeySummaryRow[], T: number, title: string): string {
+  const arms = [...new Set(summary.map((r) => r.arm))];
+  const series = arms.map((arm) => ({
+    name: arm === 'fpa-evict' ? `fpa-evict (cache kept ${summary.filter((r) => r.arm === arm).map((r) => `${Math.round(100 * r.kept.mean)}%`).join(', ')})` : arm,
+    points: summary.filter((r) => r.arm === arm).map((r) => [r.multiple * T, 100 * r.accuracy.mean] as [number, number]),
+  }));
+  return linePlot({ title, xLabel: `evaluated length (tokens; trained at ${T})`, yLabel: 'passkey accuracy (%)', series, logX: true, markers: true });
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

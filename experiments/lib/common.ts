@@ -206,8 +206,13 @@ export function markdownTable(head: readonly string[], rows: readonly (readonly 
 
 /** Writes JSON atomically (temporary name, then rename). */
 export function writeJson(path: string, value: unknown): void {
+  writeText(path, `${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** `text` to `path` through a temporary name and a rename, so a killed run leaves no half file. */
+export function writeText(path: string, text: string): void {
   const tmp = `${path}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(value, null, 2)}\n`);
+  writeFileSync(tmp, text);
   renameSync(tmp, path);
 }
 

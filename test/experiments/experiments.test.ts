@@ -309,6 +309,9 @@ describe('scripts end to end (cpu, tiny settings)', () => {
     assert.equal(json.trained.length, 4);
     for (const t of json.trained) assert.ok(t.trainSeconds > 0 && t.trainTokensPerSecond > 0 && Number.isFinite(t.trainLoss), JSON.stringify(t));
     assert.equal(json.summary.length, 4 * 2);
+    const svg = readFileSync(join(dir, 'passkey.svg'), 'utf8');
+    assert.equal((svg.match(/<polyline /g) ?? []).length, 4, 'one line per arm');
+    assert.match(svg, /data-name="fpa-evict \(cache kept \d+%, \d+%\)"/);
   });
 
   it('lm_compare', () => {
