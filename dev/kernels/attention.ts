@@ -85,8 +85,8 @@
  *       looping over every chunk):                                     16K 0.207, 128K 0.819 (656 GB/s)
  *   d2  as d1 with subgroupMax for the row maxima, 16-byte K loads, 2048 workgroups:
  *                                                                      16K 0.180, 128K 0.805 (667 GB/s)
- *   d2g256, d2g512, d2g2048  d2 (the current src kernel) with 256, 512 or 2048 workgroups in all
- *       instead of 1024. Run of 2026-11-30T07:0x: d2 0.381, d2g256 0.413 (fewer is slower; d2g512
+ *   d2g256, d2g512, d2g660, d2g1320, d2g2048  d2 (the current src kernel) with 256 … 2048 workgroups
+ *       in all instead of 1024 (660 and 1320: 5 and 10 a streaming multiprocessor of the H200's 132). Run of 2026-11-30T07:0x: d2 0.381, d2g256 0.413 (fewer is slower; d2g512
  *       and d2g2048 fell outside that run's time limit).
  *   d3, d3g640  (not kept) d2 with each step's 128 K rows first staged in workgroup memory (KS):
  *       coalesced 16-byte loads by consecutive invocations, rows padded by 16 bytes, then a
@@ -251,7 +251,7 @@ const VERSIONS: Version[] = [
   // d2 with other workgroup totals (DECODE_GROUPS is 1024): fewer workgroups stream fewer K rows
   // per SM at once (each lane reads a whole 256-byte K row in 16-byte pieces, so a warp's 32 rows
   // must stay in L1 across the row's 16 loads), more workgroups hide more latency.
-  ...[256, 512, 2048].map((g): Version => ({
+  ...[256, 512, 660, 1320, 2048].map((g): Version => ({
     name: `d2g${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads)))),
   })),
