@@ -1,13 +1,18 @@
 /**
- * The register-blocked FPA forward (attention_blocked.wgsl's FPA variant, dispatched by
+ * The register-blocked FPA kernels (attention_blocked.wgsl's FPA variant, dispatched by
  * src/backend/webgpu/kernels/fox_fpa_attention.ts when no tile is forced) against the CPU reference
- * (src/backend/cpu/fpa_attention.ts) and the tiled kernel: out and lse on ragged lengths (one key,
- * 31, 33, 100, 257: whole-visible 32-key blocks, the diagonal blocks and their corners), Tq < Tk
- * with qOffset > 0 and kvLength < Tk, GQA (φ, ℓ, λ per kv head), head dims 16, 32, 40, 64, f32,
- * bf16 and f16, and four kinds of walk: integer φ with many ties, a continuous walk, a large λ that
- * kills keys outright (penalty ≫ scores), and λ = 0 (no penalty: FoX with c = 0, i.e. plain NoPE
- * softmax). Every call must have gone through the blocked kernel (the dispatch counter says so),
- * and the tiled backward, fed the blocked forward's out and lse, must still match the CPU.
+ * (src/backend/cpu/fpa_attention.ts) and the tiled kernels: out and lse of the forward; dq, dk, dv,
+ * dφ, dℓ and dλ of the backward fed the blocked forward's out and lse. Ragged lengths (one key, 31,
+ * 33, 100, 257: whole-visible 32-key blocks, the diagonal blocks and their corners), Tq < Tk with
+ * qOffset > 0 (up to 136: a long gap between a key block and the first query) and kvLength < Tk,
+ * GQA (φ, ℓ, λ per kv head), head dims 16, 32, 40, 64, f32, bf16 and f16, and five kinds of walk:
+ * integer φ with many ties (the argmin that takes dφ follows the CPU's tie rule), a continuous walk,
+ * a rising walk (the argmin moves at every key), a large λ that kills keys outright (penalty ≫
+ * scores), and λ = 0 (no penalty: FoX with c = 0, i.e. plain NoPE softmax; the backward is then
+ * checked against the tiled one only, the CPU reference asks λ > 0). Every forward must have gone
+ * through the blocked kernel, every backward pass that fpaBlockedRows takes on this device too (the
+ * dispatch counters say so; SwiftShader's 32 KiB take the blocked backward up to head dim 32), a
+ * forced tile none, and a second backward must repeat the first bitwise.
  *
  * Tolerance: |gpu − cpu| ≤ tol·(1 + |cpu|), as test/backend/webgpu_fox_fpa.test.ts.
  *
@@ -17,25 +22,25 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import * as cpuFpa from '../../src/backend/cpu/fpa_attention.ts';
-import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { fpaAttention, fpaAttentionBackward, fpaBlockedDispatches, fpaBlockedRows } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { uniformStream } from '../../src/ops/random.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
-import { compareWith, cref, readWith } from './gpu_compare.ts';
+import { compareWith, cref } from './gpu_compare.ts';
 import { foxArgs, gradTol, randomF32, statTol, TOL } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
 const compare = compareWith(() => gpu!);
-const readF32 = readWith(() => gpu!);
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
 
 /**
  * How φ, ℓ and λ are drawn: `ties` an integer walk (φ values recur), `smooth` a continuous one,
- * `kill` the integer walk with λ = 1e4 (a penalised key's weight is exactly 0), `zero` λ = 0.
+ * `rise` a continuous walk that only goes up (every key is the new minimum of the rows' backward
+ * sweeps), `kill` the integer walk with λ = 1e4 (a penalised key's weight is exactly 0), `zero` λ = 0.
  */
-type Walk = 'ties' | 'smooth' | 'kill' | 'zero';
+type Walk = 'ties' | 'smooth' | 'rise' | 'kill' | 'zero';
 
 interface Case { b: number; h: number; hkv: number; tq: number; tk: number; d: number; kvLength?: number; dtype?: FloatDType; walk: Walk }
 
@@ -54,6 +59,11 @@ const CASES: Case[] = [
   { b: 1, h: 4, hkv: 2, tq: 70, tk: 70, d: 32, walk: 'zero' },
   { b: 1, h: 4, hkv: 2, tq: 65, tk: 70, d: 32, kvLength: 68, dtype: 'bf16', walk: 'ties' },
   { b: 1, h: 2, hkv: 1, tq: 70, tk: 70, d: 16, dtype: 'f16', walk: 'smooth' },
+  { b: 2, h: 4, hkv: 2, tq: 90, tk: 130, d: 32, kvLength: 123, walk: 'kill' },
+  { b: 1, h: 2, hkv: 1, tq: 64, tk: 200, d: 16, walk: 'ties' },
+  { b: 1, h: 4, hkv: 1, tq: 40, tk: 170, d: 16, kvLength: 165, walk: 'smooth' },
+  { b: 1, h: 2, hkv: 2, tq: 100, tk: 100, d: 32, walk: 'rise' },
+  { b: 1, h: 4, hkv: 2, tq: 50, tk: 77, d: 16, kvLength: 75, walk: 'rise' },
 ];
 
 /** φ, ℓ (rows × tk each) and λ (hkv) of one walk kind. */
@@ -68,6 +78,10 @@ function walks(rows: number, tk: number, hkv: number, kind: Walk, seed: number):
         w += (r() - 0.5) * 1.5;
         phi[at] = w + (r() - 0.5);
         level[at] = w + (r() - 0.7) * 2;
+      } else if (kind === 'rise') {
+        w += 0.05 + 0.1 * r();
+        phi[at] = w;
+        level[at] = w + (r() - 0.3) * 2;
       } else {
         w += Math.floor(r() * 3) - 1;
         phi[at] = w + Math.floor(r() * 3) - 1;
@@ -91,7 +105,7 @@ function killedShare(phi: Float32Array, level: Float32Array, lam: number, c: Cas
   return killed / Math.max(1, pairs);
 }
 
-/** The blocked forward of one case against the CPU (and the tiled forward), then the tiled backward from its out and lse. */
+/** The blocked forward of one case against the CPU (and the tiled forward), then the backward from its out and lse likewise. */
 async function check(c: Case, seed: number): Promise<void> {
   const a = foxArgs(c), dtype = c.dtype ?? 'f32';
   const what = JSON.stringify(c);
@@ -121,27 +135,48 @@ async function check(c: Case, seed: number): Promise<void> {
   await compare(out, dtype, await gpu!.read(tOut, dtype, wantOut.length), TOL[dtype], `${what} out vs tiled`);
   await compare(lse, 'f32', await gpu!.read(tLse, 'f32', wantLse.length), statTol(dtype), `${what} lse vs tiled`);
 
-  // The tiled backward from the blocked forward's out and lse against the CPU's backward from its own (λ > 0 only).
+  // The backward from the blocked forward's out and lse: blocked passes where they fit, twice, then tiled.
   const handles = [out, lse, tOut, tLse, rq.h, rk.h, rv.h, rg.h, rphi.h, rlevel.h, rlam.h];
+  const backward = (tile?: { bq: number; bk: number }) =>
+    fpaAttentionBackward(gpu!, rq, rk, rv, rphi, rlevel, rlam, { h: out, shape: [], dtype }, { h: lse, shape: [], dtype: 'f32' }, rg, a, tile);
+  const names = ['dq', 'dk', 'dv', 'dphi', 'dlevel', 'dlambda'];
+  const nkv = c.b * c.hkv * c.tk;
+  const lengths = [sizes[0], sizes[1], sizes[2], nkv, nkv, c.hkv];
+  const dtypeOf = (i: number) => (i < 3 ? dtype : 'f32');
+  const tolOf = (i: number) => (i < 3 ? gradTol(dtype) : statTol(dtype));
+  const bwdBefore = { dq: fpaBlockedDispatches.dq, dkdv: fpaBlockedDispatches.dkdv };
+  const got = backward();
+  const ran = { dq: fpaBlockedDispatches.dq - bwdBefore.dq, dkdv: fpaBlockedDispatches.dkdv - bwdBefore.dkdv };
+  const expect = { dq: fpaBlockedRows(gpu!.caps, c.d, 'dq') > 0 ? 1 : 0, dkdv: fpaBlockedRows(gpu!.caps, c.d, 'dkdv') > 0 ? 1 : 0 };
+  assert.deepStrictEqual(ran, expect, `${what}: blocked backward dispatches`);
+  const again = backward();
+  const tiled = backward({ bq: 16, bk: 16 });
+  assert.equal(fpaBlockedDispatches.dq - bwdBefore.dq, 2 * expect.dq, `${what}: a forced tile ran the blocked dq`);
+  assert.equal(fpaBlockedDispatches.dkdv - bwdBefore.dkdv, 2 * expect.dkdv, `${what}: a forced tile ran the blocked dk/dv`);
+  handles.push(...got, ...again, ...tiled);
+  for (let i = 0; i < names.length; i++) {
+    const first = await gpu!.read(got[i], dtypeOf(i), lengths[i]), second = await gpu!.read(again[i], dtypeOf(i), lengths[i]);
+    assert.ok(Buffer.from(first.buffer, first.byteOffset, first.byteLength).equals(Buffer.from(second.buffer, second.byteOffset, second.byteLength)), `${what} ${names[i]}: a second backward differs`);
+    await compare(got[i], dtypeOf(i), await gpu!.read(tiled[i], dtypeOf(i), lengths[i]), tolOf(i), `${what} ${names[i]} vs tiled`);
+  }
+  // Against the CPU's backward from its own out and lse (λ > 0 only).
   if (c.walk !== 'zero') {
     const want = cpuFpa.fpaAttentionBackward(q, k, v, cref(phi, 'f32'), cref(level, 'f32'), cref(lam, 'f32'),
       cref(wantOut as AnyHostArray, dtype), cref(wantLse as AnyHostArray, 'f32'), g, a) as AnyHostArray[];
-    const got = fpaAttentionBackward(gpu!, rq, rk, rv, rphi, rlevel, rlam, { h: out, shape: [], dtype }, { h: lse, shape: [], dtype: 'f32' }, rg, a);
-    const names = ['dq', 'dk', 'dv', 'dphi', 'dlevel', 'dlambda'];
-    for (let i = 0; i < names.length; i++) await compare(got[i], i < 3 ? dtype : 'f32', want[i], i < 3 ? gradTol(dtype) : statTol(dtype), `${what} ${names[i]}`);
-    handles.push(...got);
+    for (let i = 0; i < names.length; i++) await compare(got[i], dtypeOf(i), want[i], tolOf(i), `${what} ${names[i]}`);
   }
   for (const h of handles) gpu!.free(h);
 }
 
-test('FPA blocked forward vs CPU and the tiled forward: out, lse; T 1/31/33/100/257, qOffset > 0, kvLength < Tk, GQA, D 16/32/40/64, f32, bf16, f16, ties in φ, keys killed by λ = 1e4, λ = 0; the blocked path ran; the tiled backward from its out and lse matches [webgpu]', { skip }, async () => {
-  // Head dims up to 64 take the blocked forward on any device with 32 KiB of workgroup memory (SwiftShader has that).
+test('FPA blocked forward and backward vs CPU and the tiled kernels: out, lse, dq, dk, dv, dφ, dℓ, dλ; T 1/31/33/100/257, qOffset > 0, kvLength < Tk, GQA, D 16/32/40/64, f32, bf16, f16, ties in φ, a rising walk, keys killed by λ = 1e4, λ = 0; the blocked passes ran; the backward repeats bitwise [webgpu]', { skip }, async () => {
+  // Head dims up to 64 take the blocked forward, up to 32 the blocked backward, on any device with 32 KiB of workgroup memory (SwiftShader has that).
   assert.ok(fpaBlockedRows(gpu!.caps, 64) > 0, `fpaBlockedRows(${gpu!.caps.maxWorkgroupStorage} bytes, 64) = 0`);
+  for (const pass of ['dq', 'dkdv'] as const) assert.ok(fpaBlockedRows(gpu!.caps, 32, pass) > 0, `fpaBlockedRows(${gpu!.caps.maxWorkgroupStorage} bytes, 32, ${pass}) = 0`);
   let seed = 31;
   for (const c of CASES) await check(c, seed += 10);
 });
 
-test('fpaBlockedRows: blockedRows with room for one block of φ and ℓ (256 bytes); none past head dim 128 [webgpu]', { skip }, () => {
+test('fpaBlockedRows: blockedRows with room for the FPA state (forward 256 bytes, dq 512, dk/dv 384); none past head dim 128 [webgpu]', { skip }, () => {
   const caps = (bytes: number) => ({ ...gpu!.caps, maxWorkgroupStorage: bytes, maxInvocations: 256 });
   assert.equal(fpaBlockedRows(caps(49152), 64), 16);
   // TR = 16 at head dim 64 needs 46080 bytes for the softmax tiles: FPA's 256 more then pick TR = 8.
@@ -150,4 +185,13 @@ test('fpaBlockedRows: blockedRows with room for one block of φ and ℓ (256 byt
   assert.equal(fpaBlockedRows(caps(32768), 64), 8);
   assert.equal(fpaBlockedRows(caps(16384), 64), 0);
   assert.equal(fpaBlockedRows(caps(1 << 20), 200), 0);
+  // The backward passes take TR = 8 only: at head dim 64 dq's softmax tiles need 39424 bytes, dk/dv's 44032.
+  assert.equal(fpaBlockedRows(caps(49152), 64, 'dq'), 8);
+  assert.equal(fpaBlockedRows(caps(39424 + 511), 64, 'dq'), 0);
+  assert.equal(fpaBlockedRows(caps(39424 + 512), 64, 'dq'), 8);
+  assert.equal(fpaBlockedRows(caps(49152), 64, 'dkdv'), 8);
+  assert.equal(fpaBlockedRows(caps(44032 + 383), 64, 'dkdv'), 0);
+  assert.equal(fpaBlockedRows(caps(44032 + 384), 64, 'dkdv'), 8);
+  assert.equal(fpaBlockedRows(caps(32768), 64, 'dq'), 0);
+  assert.equal(fpaBlockedRows(caps(32768), 32, 'dkdv'), 8);
 });

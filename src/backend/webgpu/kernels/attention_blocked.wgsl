@@ -21,16 +21,28 @@
 // dS (diagonal j = p_i left out) to aux[row], DKDV the column sums per query head to
 // aux[nrows + (b, h, j)]: fox_fpa_attention.wgsl's COMBINE turns them into dc.
 // FPA (First Passage Attention, the [P] design of specs/fpa_depth.md §2.2: φ, ℓ, λ per kv head; causal
-// only; FWD only, the backward stays on fox_fpa_attention.wgsl's tiled passes): every score loses
-// λ·relu(ℓ_j − M_ij), M_ij = min φ over the visible keys in (j, p_i] (BIG when there are none, so
-// the last visible key of a row has no penalty), with [φ | ℓ | λ] read from ex behind P.xoff. Key
-// blocks are visited from the diagonal backwards (§2.4; the online softmax does not care) and
-// each invocation keeps, per owned row, the carry C = min φ over the keys of the blocks already
-// visited. φ and ℓ of the block sit in Fk and Lk; every invocation walks Fk from the block's end
-// (broadcast reads, no extra barrier) to take the in-block suffix minima at its 4 keys: once for a
-// block that every row sees whole (M = min(suffix, C), then C takes the block's minimum), once per
-// row for the diagonal and kvlen-cut blocks (the walk stops at the row's last visible key). Only
-// the minimum matters in the forward, so ties need no rule here.
+// only): every score loses λ·relu(ℓ_j − M_ij), M_ij = min φ over the visible keys in (j, p_i] (BIG
+// when there are none, so the last visible key of a row has no penalty), with [φ | ℓ | λ] read from
+// ex behind P.xoff (the backward's ex is [lse | delta | φ | ℓ | λ], as FOX's). φ and ℓ of the key
+// block sit in Fk and Lk; every invocation walks Fk from the block's end (broadcast reads, no extra
+// barrier) to take the in-block suffix minima at its 4 keys, once for a block that every row sees
+// whole (M = min(suffix, C) with C the row's min φ past the block), once per row for the diagonal
+// and kvlen-cut blocks (the walk stops at the row's last visible key). The outputs are the tiled
+// passes' of fox_fpa_attention.wgsl, into the same buffers, so its REDUCE follows the backward.
+//   FWD, DQ  key blocks from the diagonal backwards (§2.4; the online softmax does not care), each
+//         invocation keeping C per owned row across the blocks. Only the minimum matters in FWD.
+//         DQ then runs the CPU reference's row sweep over each block (invocation r < BQ for row r,
+//         keeping M, its argmin t* with ties to the latest index, and dλ's row partial): λ·dS·act
+//         goes to t*. While t* is a key of the later blocks it adds to the row's carry, settled when
+//         t* first moves inside the block (at most once per block: FT, FV); after that it goes into
+//         Ps, which the sweep turns into the row's accumulator per target key (slot j is read and
+//         zeroed before any earlier key can name j). Column sums of Ps and the settled carries go
+//         into the workgroup's own (query block, t) dφ cells of aux, invocation t mod WG owning
+//         cell t throughout: no atomics, a fixed order. dλ's row partial into aux[row].
+//   DKDV  C of a row is min φ over [the block's end, p_i]: the gap carry up to the query block's
+//         first position (strided over the workgroup once, then extended block by block) and a
+//         prefix minimum over the query block's own positions (Fq, read by every invocation).
+//         dℓ_j = −λ·Σ dS·act over the group's rows into aux[nrows + (b, g, j)].
 {{HEADER}}
 {{COMMON}}
 
@@ -116,6 +128,15 @@ fn walk_min(tc: u32, last: i32, c: f32) -> WalkMin {
   }
   return WalkMin(mk, m);
 }
+#if DKDV
+// φ at the positions of the query block's rows, BIG outside [the key block's end, kvlen).
+var<workgroup> Fq: array<vec4<f32>, BQ / 4u>;
+#endif
+#if DQ
+// Per query row: the argmin the row's sweep left behind in this key block (−1: none) and what it owed it.
+var<workgroup> FT: array<i32, BQ>;
+var<workgroup> FV: array<f32, BQ>;
+#endif
 #endif
 
 // Whether every key of [k0, k0 + BK) is visible from every row of [i0, i0 + BQ).
@@ -147,6 +168,19 @@ var<workgroup> Gs: array<vec4<f32>, BQ * DP>;
 const QP = BQ / 4u + 1u;
 var<workgroup> Pt: array<vec4<f32>, BK * QP>;
 var<workgroup> Dt: array<vec4<f32>, BK * QP>;
+
+// Sums over the TR row-invocations of one f32 per key of the block (this invocation's x at keys
+// tc + 8·jj), met in Pt (free after a barrier): key lid's sum, for lid < BK (0 for the others).
+fn key_sums(lid: u32, tr: u32, tc: u32, x: vec4<f32>) -> f32 {
+  workgroupBarrier();
+  for (var jj = 0u; jj < 4u; jj++) { let e = tr * BK + tc + 8u * jj; Pt[e / 4u][e % 4u] = x[jj]; }
+  workgroupBarrier();
+  var a = 0.0;
+  if (lid < BK) {
+    for (var t = 0u; t < TR; t++) { let e = t * BK + lid; a += Pt[e / 4u][e % 4u]; }
+  }
+  return a;
+}
 #else
 const KP = BK / 4u + 1u;
 var<workgroup> Ps: array<vec4<f32>, BQ * KP>;
@@ -216,6 +250,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let rows = query_rows(j0, BK);
   let ilo = rows.x;
   let ihi = rows.y;
+#if FPA
+  let lam = ex[P.xoff + 2u * P.nkv + kvh];
+  load_walk(lid, b * P.hkv + kvh, j0);
+  // Keys from jend on come after the block; φ of position t is ex[P.xoff + kbase + t].
+  let jend = i32(min(j0 + BK, P.kvlen));
+  // The gap carry at the first query block: min φ over [jend, its first position) (BIG when empty),
+  // strided over the workgroup; the partial minima meet in Pt (not yet in use).
+  let pfirst = min(i32(u32(ilo) / BQ * BQ) + P.qoff, i32(P.kvlen));
+  var gm0 = BIG;
+  for (var t = jend + i32(lid); t < pfirst; t += i32(WG)) { gm0 = min(gm0, ex[P.xoff + kbase + u32(t)]); }
+  Pt[lid / 4u][lid % 4u] = gm0;
+  workgroupBarrier();
+  for (var t = 0u; t < WG; t++) { gm0 = min(gm0, Pt[t / 4u][t % 4u]); }
+  // The in-block suffix minima at the owned keys, for the rows that see the whole block.
+  let w0 = walk_min(tc, i32(BK) - 1, BIG);
+  let lv = vec4<f32>(Lk[tc], Lk[tc + 8u], Lk[tc + 16u], Lk[tc + 24u]);
+  // Σ dS·act at the owned keys over the rows this invocation sees, the whole group's.
+  var cl = vec4<f32>(0.0);
+#endif
   for (var hh = 0u; hh < P.group; hh++) {
     let qrow0 = (b * P.h + kvh * P.group + hh) * P.tq;
 #if FOX
@@ -223,10 +276,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let ck = ckeys(bh, j0 + tc);
     var cs = vec4<f32>(0.0);
 #endif
+#if FPA
+    var gm = gm0;
+#endif
     for (var i0 = u32(ilo) / BQ * BQ; i32(i0) < ihi; i0 += BQ) {
       workgroupBarrier();
       load_queries(lid, qrow0, i0);
+#if FPA
+      for (var r = lid; r < BQ; r += WG) {
+        let t = i32(i0 + r) + P.qoff;
+        var f = BIG;
+        if (t >= jend && t < i32(P.kvlen)) { f = ex[P.xoff + kbase + u32(t)]; }
+        Fq[r / 4u][r % 4u] = f;
+      }
+#endif
       workgroupBarrier();
+#if FPA
+      // The owned rows' carries C = min φ over [jend, p_i]: the gap carry, then a prefix minimum of Fq;
+      // the whole block's minimum is the next query block's gap carry.
+      var rq = vec4<f32>(BIG);
+      for (var r4 = 0u; r4 < BQ / 4u; r4++) {
+        let f = Fq[r4];
+        for (var x = 0u; x < 4u; x++) {
+          gm = min(gm, f[x]);
+          if ((4u * r4 + x) % TR == tr) { rq[(4u * r4 + x) / TR] = gm; }
+        }
+      }
+#endif
       var lr = vec4<f32>(0.0);
       var dr = vec4<f32>(0.0);
       for (var i = 0u; i < 4u; i++) {
@@ -234,7 +310,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #if FOX
         if (r < P.tq) { lr[i] = ex[qrow0 + r]; dr[i] = ex[P.nrows + qrow0 + r]; }
 #else
+#if FPA
+        if (r < P.tq) { lr[i] = ex[qrow0 + r]; dr[i] = ex[P.nrows + qrow0 + r]; }
+#else
         if (r < P.tq) { lr[i] = lse[qrow0 + r]; dr[i] = delta[qrow0 + r]; }
+#endif
 #endif
       }
 #if FOX
@@ -273,8 +353,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if (dg) { cs += off_diag(d0, i0 + r, j0 + tc); } else { cs += d0; }
         let ds = d0 * P.scale;
 #else
+#if FPA
+        // M of this row at the owned keys: from its carry and the block's suffix minima where it sees
+        // the whole block, else its own walk (stopping at its last visible key).
+        var last = i32(BK) - 1;
+        if (!full) {
+          last = -1;
+          if (i0 + r < P.tq) { last = min(i32(i0 + r) + P.qoff, i32(P.kvlen) - 1) - i32(j0); }
+        }
+        var mk = min(w0.m, vec4<f32>(rq[i]));
+        if (last < i32(BK) - 1) { mk = walk_min(tc, last, rq[i]).m; }
+        let gap = lv - mk;
+        let p = select(vec4<f32>(0.0), exp(s[i] * P.scale - lam * max(gap, vec4<f32>(0.0)) - lr[i]), ok);
+        let d0 = p * (dp[i] - dr[i]);
+        cl += select(vec4<f32>(0.0), d0, gap > vec4<f32>(0.0));
+        let ds = d0 * P.scale;
+#else
         let p = select(vec4<f32>(0.0), exp(s[i] * P.scale - lr[i]), ok);
         let ds = p * (dp[i] - dr[i]) * P.scale;
+#endif
 #endif
         for (var jj = 0u; jj < 4u; jj++) {
           let at = (tc + 8u * jj) * QP + r / 4u;
@@ -304,17 +401,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
 #if FOX
-    // Column sums of this query head: the TR partials of each key meet in Pt (free after a barrier).
-    workgroupBarrier();
-    for (var jj = 0u; jj < 4u; jj++) { let e = tr * BK + tc + 8u * jj; Pt[e / 4u][e % 4u] = cs[jj]; }
-    workgroupBarrier();
-    if (lid < BK && j0 + lid < P.tk) {
-      var a = 0.0;
-      for (var t = 0u; t < TR; t++) { let e = t * BK + lid; a += Pt[e / 4u][e % 4u]; }
-      aux[P.nrows + bh * P.tk + j0 + lid] = a;
-    }
+    // Column sums of this query head.
+    let colsum = key_sums(lid, tr, tc, cs);
+    if (lid < BK && j0 + lid < P.tk) { aux[P.nrows + bh * P.tk + j0 + lid] = colsum; }
 #endif
   }
+#if FPA
+  // dℓ = −λ·Σ dS·act of the owned keys.
+  let dl = key_sums(lid, tr, tc, cl);
+  if (lid < BK && j0 + lid < P.tk) { aux[P.nrows + kbase + j0 + lid] = -lam * dl; }
+#endif
   for (var jj = 0u; jj < 4u; jj++) {
     let j = j0 + tr + 8u * jj;
     if (j < P.tk) {
@@ -332,6 +428,29 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
 }
 #else
+#if FPA
+#if DQ
+// The dφ sums of key block k0 into this workgroup's (query block, t) cells from cell0: column t of Ps
+// (key k0 + t, rows in order), by the invocation that owns cell k0 + t. Invocation t mod WG owns
+// cell t for the whole pass, so no two invocations touch one cell and each adds in a fixed order.
+fn add_block(lid: u32, cell0: u32, k0: u32) {
+  let t = (lid + WG - k0 % WG) % WG;
+  if (t < BK && k0 + t < P.kvlen) {
+    var a = 0.0;
+    for (var r = 0u; r < BQ; r++) { a += Ps[r * KP + t / 4u][t % 4u]; }
+    if (a != 0.0) { aux[cell0 + k0 + t] += a; }
+  }
+}
+
+// The amounts the rows settled with their earlier argmins (FT, FV: cells of blocks already visited), rows in order.
+fn add_settled(lid: u32, cell0: u32) {
+  for (var r = 0u; r < BQ; r++) {
+    let t = FT[r];
+    if (t >= 0 && u32(t) % WG == lid) { aux[cell0 + u32(t)] += FV[r]; }
+  }
+}
+#endif
+#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -356,6 +475,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let lam = ex[P.xoff + 2u * P.nkv + h / P.group];
   // Per owned row: min φ over the visible keys of the blocks already visited (BIG before the first).
   var cy = vec4<f32>(BIG);
+#if DQ
+  // The CPU reference's row sweep, invocation lid < BQ serving row i0 + lid: M over the keys swept so
+  // far, its argmin (−1: none yet), λ·Σ dS·act owed to that argmin from the blocks already visited,
+  // and dλ's row partial −Σ dS·relu(ℓ − M).
+  var sm = BIG;
+  var sa = -1;
+  var sc = 0.0;
+  var sl = 0.0;
+  let cell0 = P.nrows + P.nkv + ((b * P.h + h) * ((P.tq + BQ - 1u) / BQ) + wid.x) * P.tk;
+#endif
 #endif
   var acc: array<vec4<f32>, 4u * DV>;
   for (var t = 0u; t < 4u * DV; t++) { acc[t] = vec4<f32>(0.0); }
@@ -370,7 +499,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #if FOX
     if (r < P.tq) { lr[i] = ex[qrow0 + r]; dr[i] = ex[P.nrows + qrow0 + r]; }
 #else
+#if FPA
+    if (r < P.tq) { lr[i] = ex[qrow0 + r]; dr[i] = ex[P.nrows + qrow0 + r]; }
+#else
     if (r < P.tq) { lr[i] = lse[qrow0 + r]; dr[i] = delta[qrow0 + r]; }
+#endif
 #endif
   }
 #endif
@@ -488,7 +621,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let ds = p * (dp[i] - dr[i]);
       if (dg) { rs[i] += dot(off_diag(ds, i0 + r, k0 + tc), vec4<f32>(1.0)); } else { rs[i] += dot(ds, vec4<f32>(1.0)); }
 #else
+#if FPA
+      let p = select(vec4<f32>(0.0), exp(s[i] * P.scale - lam * max(lv - mk[i], vec4<f32>(0.0)) - lr[i]), ok);
+#else
       let p = select(vec4<f32>(0.0), exp(s[i] * P.scale - lr[i]), ok);
+#endif
       let ds = p * (dp[i] - dr[i]);
 #endif
       for (var jj = 0u; jj < 4u; jj++) { Ps[r * KP + (tc + 8u * jj) / 4u][tc % 4u] = ds[jj]; }
@@ -511,7 +648,61 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
       }
     }
+#if FPA
+#if DQ
+    // dφ and dλ: row i0 + lid's sweep of this block from its end. Ps (dS, read by the products above)
+    // becomes the row's accumulator of λ·dS·act per target: slot j is read, then zeroed, before any
+    // key before it can name key j its argmin. What the row owed its argmin from the later blocks
+    // stays in sc until M first moves inside the block, then is settled (FT, FV).
+    workgroupBarrier();
+    if (lid < BQ) {
+      var last = -1;
+      if (i0 + lid < P.tq) { last = min(min(i32(i0 + lid) + P.qoff, i32(P.kvlen) - 1) - i32(k0), i32(BK) - 1); }
+      var ft = -1;
+      var fv = 0.0;
+      var moved = false;
+      for (var jj = 0u; jj < BK; jj++) {
+        let j = BK - 1u - jj;
+        let at = lid * KP + j / 4u;
+        let ds = Ps[at][j % 4u];
+        Ps[at][j % 4u] = 0.0;
+        if (i32(j) <= last) {
+          let gap = Lk[j] - sm;
+          if (gap > 0.0) {
+            sl -= ds * gap;
+            if (moved) { let u = u32(sa) - k0; Ps[lid * KP + u / 4u][u % 4u] += lam * ds; } else { sc += lam * ds; }
+          }
+          let f = Fk[j / 4u][j % 4u];
+          // Only a strictly smaller φ moves the argmin: ties go to the latest index.
+          if (f < sm) {
+            if (!moved) { ft = sa; fv = sc; sc = 0.0; moved = true; }
+            sm = f;
+            sa = i32(k0 + j);
+          }
+        }
+      }
+      FT[lid] = ft;
+      FV[lid] = fv;
+    }
+    workgroupBarrier();
+    add_block(lid, cell0, k0);
+    add_settled(lid, cell0);
+#endif
+#endif
   }
+#if FPA
+#if DQ
+  // What each row still owes its last argmin, and its dλ partial.
+  workgroupBarrier();
+  if (lid < BQ) {
+    FT[lid] = sa;
+    FV[lid] = sc;
+    if (i0 + lid < P.tq) { aux[qrow0 + i0 + lid] = sl; }
+  }
+  workgroupBarrier();
+  add_settled(lid, cell0);
+#endif
+#endif
 #if FWD
   workgroupBarrier();
   for (var i = 0u; i < 4u; i++) {

@@ -28,9 +28,14 @@
  * variant: the bias on every score, and the dS row and column sums into the same `aux` layout, so
  * COMBINE is shared) for each pass (FWD, DQ, DKDV) whose tiles fit (attention.ts blockedRows:
  * head dim ≤ 64 in 48 KB), as softmax attention does. FPA without a forced tile takes the same
- * file's FPA variant for its forward only (the [P] design of specs/fpa_depth.md §2.2, key blocks
- * from the diagonal backwards with the §2.4 carry; the same out and lse as the tiled forward within
- * f32 rounding) where its tiles fit (fpaBlockedRows); its backward always runs the tiled kernels.
+ * file's FPA variant (the [P] design of specs/fpa_depth.md §2.2, key blocks from the diagonal
+ * backwards with the §2.4 carry) for each pass whose tiles fit with its extra state
+ * (fpaBlockedRows: head dim ≤ 64 in 48 KB). Its DQ runs the CPU reference's row sweep per 32-key
+ * block (one invocation per row, the block's λ·dS·act gathered per target key in workgroup memory,
+ * what a row owed an argmin of the later blocks settled when the argmin first moves inside the
+ * block) and writes dλ's row partials and the dφ cells of its 32-row query block; its DKDV writes
+ * dℓ per owned key. Both fill `aux` as the tiled passes do (with BQ = 32 for the cells), so REDUCE
+ * is shared; the values match the tiled ones within f32 rounding, and repeat bitwise.
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -40,7 +45,7 @@ import type { GpuCaps } from '../device.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
-import { attentionTc, blockedPitch, blockedRows, rowLoaders, tcEligible } from './attention.ts';
+import { attentionTc, blockedPitch, blockedRows, rowLoaders, tcEligible, type BlockedPass } from './attention.ts';
 import { viaStorable } from './elementwise.ts';
 import { FOX_FPA_DECODE_FILES, foxDecode, foxFpaDecodeRows, fpaDecode } from './fox_fpa_decode.ts';
 
@@ -86,11 +91,11 @@ const blockedKernel: Kernel = {
   },
 };
 
-/** attention_blocked.wgsl's FPA variant (FWD only); [φ | ℓ | λ] bound as ex. */
+/** attention_blocked.wgsl's FPA variant (FWD, DQ or DKDV); bindings as the tiled passes'. */
 const fpaBlockedKernel: Kernel = {
   name: 'fpa_blocked',
   source: (v, caps) => {
-    const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(['q', 'k', 'v'])].join('\n');
+    const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g'])].join('\n');
     return preprocess(wgslSource('attention_blocked'), { ...v, FPA: true, HEADER: head, COMMON: wgslSource('attention_common') });
   },
 };
@@ -108,15 +113,19 @@ export const foxTcDispatches = { fwd: 0 };
 /** Dispatches of the blocked FoX passes since load (tests check that the blocked path ran). */
 export const foxBlockedDispatches = { fwd: 0, dq: 0, dkdv: 0 };
 
-/** Dispatches of the blocked FPA forward since load (tests check that the blocked path ran). */
-export const fpaBlockedDispatches = { fwd: 0 };
+/** Dispatches of the blocked FPA passes since load (tests check that the blocked path ran). */
+export const fpaBlockedDispatches = { fwd: 0, dq: 0, dkdv: 0 };
 
-/** φ and ℓ of one 32-key block (Fk, Lk): the FPA variant's workgroup memory beyond the softmax forward's. */
-const FPA_WALK_BYTES = 2 * 32 * 4;
+/**
+ * The FPA variant's workgroup memory beyond the softmax pass's: φ and ℓ of one 32-key block (Fk, Lk)
+ * in every pass; DQ adds each of its 32 rows' settled argmin and amount (FT, FV), DKDV φ at its
+ * 32 rows' positions (Fq).
+ */
+const FPA_EXTRA_BYTES: Record<BlockedPass, number> = { fwd: 2 * 32 * 4, dq: 4 * 32 * 4, dkdv: 3 * 32 * 4 };
 
-/** Row-threads of the blocked FPA forward for head dim d (blockedRows' choice with room for Fk and Lk), 0 where it does not fit. */
-export function fpaBlockedRows(caps: GpuCaps, d: number): number {
-  return blockedRows({ ...caps, maxWorkgroupStorage: caps.maxWorkgroupStorage - FPA_WALK_BYTES }, d, 'fwd');
+/** Row-threads of a blocked FPA pass for head dim d (blockedRows' choice with room for the FPA state), 0 where it does not fit. */
+export function fpaBlockedRows(caps: GpuCaps, d: number, pass: BlockedPass = 'fwd'): number {
+  return blockedRows({ ...caps, maxWorkgroupStorage: caps.maxWorkgroupStorage - FPA_EXTRA_BYTES[pass] }, d, pass);
 }
 
 const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
@@ -198,9 +207,11 @@ function forwardBlocked(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: 
 }
 
 /**
- * DELTA, DQ and DKDV of either mode into `aux` (f32, auxSize(BQ) words, zeroed first); `extra` is
- * packed behind lse and delta; `blocked` (FoX only) lets DQ and DKDV each take the blocked kernel where
- * its tiles fit. Returns dq, dk, dv, aux (the caller reduces it and frees it) and BQ.
+ * DELTA, DQ and DKDV of either mode into `aux` (f32, auxSize(rows per DQ workgroup) words, zeroed
+ * first); `extra` is packed behind lse and delta; `blocked` lets DQ and DKDV each take the blocked
+ * kernel where its tiles fit (blockedRows for FoX, fpaBlockedRows for FPA). Returns dq, dk, dv, aux
+ * (the caller reduces it and frees it) and the query rows per DQ workgroup (FPA's dφ cells: BQ of
+ * the tiled DQ, 32 of the blocked one).
  */
 function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, extra: { ref: GpuRef | null; n: number }[], auxSize: (bq: number) => number, a: FoxAttentionArgs, tile?: Tile, blocked = false): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, number] {
   const what = `${mode}AttentionBackward`;
@@ -215,32 +226,35 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
     kernel, variant: { DELTA: true, FOX: mode === 'fox', O: o.dtype, G: g.dtype, X: q.dtype },
     uniforms: u, buffers: [o.h.buffer, g.h.buffer, st.buffer], workgroups: grid(rows, 64),
   });
-  const auxWords = auxSize(bq);
+  const rowsOf = (pass: BlockedPass) => (mode === 'fox' ? blockedRows(be.caps, a.d, pass) : fpaBlockedRows(be.caps, a.d, pass));
+  const dqBlocked = blocked && rowsOf('dq') > 0, kvBlocked = blocked && rowsOf('dkdv') > 0;
+  const dqRows = dqBlocked ? 32 : bq, kvRows = kvBlocked ? 32 : bk;
+  const auxWords = auxSize(dqRows);
   const limit = Math.min(be.caps.maxBuffer, be.caps.maxBinding);
   if (auxWords * 4 > limit) throw new UnsupportedError(`webgpu: ${what} needs a ${auxWords * 4}-byte partials buffer, above this device's ${limit}-byte binding limit`);
   const aux = be.alloc('f32', Math.max(1, auxWords), `${what} partials`);
   be.rt.commandEncoder().clearBuffer(aux.buffer);
   const base = { TILED: true, FOX: mode === 'fox', X: q.dtype, G: g.dtype, BWD: true, BQ: bq, BK: bk, DM: dm };
   const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, st.buffer];
-  const dqBlocked = blocked && blockedRows(be.caps, a.d, 'dq') > 0, kvBlocked = blocked && blockedRows(be.caps, a.d, 'dkdv') > 0;
   const bbase = { X: q.dtype, G: g.dtype, TR: 8, DM: blockedPitch(a.d) };
-  const dqRows = dqBlocked ? 32 : bq, kvRows = kvBlocked ? 32 : bk;
+  const bkernel = mode === 'fox' ? blockedKernel : fpaBlockedKernel;
+  const counts = mode === 'fox' ? foxBlockedDispatches : fpaBlockedDispatches;
   checkGrid(what, Math.ceil(a.tq / dqRows), Math.ceil(a.tk / kvRows), a.heads, a.batch);
   const dq = viaStorable(be, q.dtype, rows * a.d, `${mode} attention dq`, (buf, y) => be.rt.run({
-    kernel: dqBlocked ? blockedKernel : kernel, variant: dqBlocked ? { ...bbase, DQ: true, Y: y } : { ...base, DQ: true, Y: y },
+    kernel: dqBlocked ? bkernel : kernel, variant: dqBlocked ? { ...bbase, DQ: true, Y: y } : { ...base, DQ: true, Y: y },
     uniforms: u, buffers: [...inputs, buf, aux.buffer], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
   }));
-  if (dqBlocked) foxBlockedDispatches.dq++;
+  if (dqBlocked) counts.dq++;
   let dv: GpuHandle | null = null;
   const dk = viaStorable(be, k.dtype, kvSize, `${mode} attention dk`, (bufK, y) => {
     dv = viaStorable(be, v.dtype, kvSize, `${mode} attention dv`, (bufV) => be.rt.run({
-      kernel: kvBlocked ? blockedKernel : kernel, variant: kvBlocked ? { ...bbase, DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
+      kernel: kvBlocked ? bkernel : kernel, variant: kvBlocked ? { ...bbase, DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
       uniforms: u, buffers: [...inputs, bufK, bufV, aux.buffer], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
     }));
   });
-  if (kvBlocked) foxBlockedDispatches.dkdv++;
+  if (kvBlocked) counts.dkdv++;
   be.free(st);
-  return [dq, dk, dv!, aux, bq];
+  return [dq, dk, dv!, aux, dqRows];
 }
 
 /** Whether a forward goes to fox_fpa_decode.ts's split kernel: few query rows (foxFpaDecodeRows), no tile forced. */
@@ -250,7 +264,7 @@ const takesDecode = (be: WebGpuBackend, a: FoxAttentionArgs, tile?: Tile) => til
  * The four entries below take an optional `tile` in place of foxFpaTile's choice (tests); a
  * forward given a tile always runs the tiled kernel, else few query rows take the split decode path.
  * FoX without a tile runs each pass blocked where blockedRows takes its head dim; FPA without a
- * tile runs its forward blocked where fpaBlockedRows takes it.
+ * tile runs each pass blocked where fpaBlockedRows takes it.
  */
 export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('foxAttention', { c });
@@ -297,7 +311,7 @@ export function fpaAttentionBackward(
   checkF32('fpaAttentionBackward', { phi, level, lambda });
   const rows = a.batch * a.heads * a.tq, nkv = a.batch * a.kvHeads * a.tk;
   const cells = (bq: number) => a.batch * a.heads * Math.ceil(a.tq / bq) * a.tk;
-  const [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (bq) => rows + nkv + cells(bq), a, tile);
+  const [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (bq) => rows + nkv + cells(bq), a, tile, tile === undefined);
   const dphi = be.alloc('f32', nkv, 'fpa attention dphi');
   const dlevel = be.alloc('f32', nkv, 'fpa attention dlevel');
   const dlam = be.alloc('f32', a.kvHeads, 'fpa attention dlambda');
