@@ -24,6 +24,7 @@ import { loadModel, saveCheckpoint } from '../../src/io/model_checkpoint.ts';
 import { hfArchitectureFor } from '../../src/io/hf/export.ts';
 import { FoxAttention } from '../../src/attention/fox.ts';
 import { FpaAttention } from '../../src/attention/fpa.ts';
+import { maxDiff } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 
@@ -41,14 +42,6 @@ const VARIANTS: Record<string, Omit<Partial<ModelConfig>, 'attention'> & { atten
 const config = (name: string) => parseModelConfig(VARIANTS[name]);
 const model = (cfg: ModelConfig, seed = 7) => new Decoder(cfg, new ParamFactory({ backend: cpu, seed }));
 const ids = (b: number, t: number, seed: number) => fon.randint([b, t], 0, 40, { backend: cpu, seed });
-
-async function maxDiff(a: fon.Tensor, b: fon.Tensor): Promise<number> {
-  const x = await a.data(), y = await b.data();
-  assert.equal(x.length, y.length);
-  let worst = 0;
-  for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]));
-  return worst;
-}
 
 test('config: fox and fpa entries take their defaults, and positions become "none" unless set', () => {
   const c = parseModelConfig({ attention: [{ type: 'fox' }, 'fpa', { type: 'full' }, { type: 'fpa', walk: 'tanh', outputGate: true }] });

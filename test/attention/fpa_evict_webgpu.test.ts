@@ -23,8 +23,8 @@ import { FpaAttention, type FpaSpec } from '../../src/attention/fpa.ts';
 import { DeviceFpaDecodeState, deviceFpaDecodeState, fpaDecodeState, peekFpaDecodeState } from '../../src/attention/fpa_decode.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
-import { normalArray } from '../../src/ops/random.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
+import { layerInputs, setNormal, type LayerInputs } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
@@ -34,12 +34,6 @@ const skip = webgpuSkipReason();
 const BASE = { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, headDim: 8, mlpHidden: 32, contextLength: 40 };
 const H = 2, D = 8, C = 16;
 const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
-
-/** Overwrites parameter p in place with host normal(0, std) values (a 4-D view of its storage, as kvWrite takes it). */
-function setNormal(p: fon.Tensor, std: number, seed: number): void {
-  const v = fon.reshape(p, [1, 1, p.shape[0], p.size / p.shape[0]]);
-  fon.noGrad(() => fon.kvWrite(v, fon.tensor(normalArray(seed, p.size, 0, std), v.shape, { backend: p.backend }), 0));
-}
 
 /** One FPA layer on `backend` with a wandering walk and non-zero field and level offsets (the same weights on every backend). */
 function layer(backend: Backend, attention: Record<string, unknown>, seed = 3) {
@@ -51,15 +45,11 @@ function layer(backend: Backend, attention: Record<string, unknown>, seed = 3) {
   return { cfg, mech };
 }
 
-/** q, k, v (1, H, T, D) and x (1, T, C) on `backend`, from host normal values. */
-function inputs(backend: Backend, t: number, seed: number) {
-  const r = (shape: number[], s: number) => fon.tensor(normalArray(seed + s, shape.reduce((a, b) => a * b, 1)), shape, { backend });
-  return { q: r([1, H, t, D], 0), k: r([1, H, t, D], 1), v: r([1, H, t, D], 2), x: r([1, t, C], 3) };
-}
-type In = ReturnType<typeof inputs>;
+/** q, k, v (1, H, T, D) and x (1, T, C) on `backend` (host-drawn values: the same on every backend). */
+const inputs = (backend: Backend, t: number, seed: number) => layerInputs(backend, t, seed, H, D, C);
 
 /** Cached outputs for chunks [cuts[i], cuts[i+1]), settling the cache after each (as generate does) → host (1, H, T, D). */
-async function decodeChunks(mech: FpaAttention, cache: KvCache, inp: In, cuts: number[], each?: (end: number) => void | Promise<void>): Promise<Float32Array> {
+async function decodeChunks(mech: FpaAttention, cache: KvCache, inp: LayerInputs, cuts: number[], each?: (end: number) => void | Promise<void>): Promise<Float32Array> {
   const outs: Float32Array[] = [];
   for (let i = 0; i + 1 < cuts.length; i++) {
     const [a, b] = [cuts[i], cuts[i + 1]];

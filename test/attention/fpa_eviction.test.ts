@@ -21,6 +21,7 @@ import { FpaAttention, type FpaSpec } from '../../src/attention/fpa.ts';
 import { DEFAULT_EVICT, fpaDecodeState } from '../../src/attention/fpa_decode.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
+import { decodeChunks, layerInputs, maxDiff, setNormal } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 
@@ -28,40 +29,18 @@ const BASE = { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, he
 const H = 2, D = 8, C = 16;
 
 /** Overwrites parameter p in place with normal(0, std) values (a view of its storage, as kvWrite takes it). */
-function randomize(p: fon.Tensor, std: number, seed: number): void {
-  const v = fon.reshape(p, [1, 1, p.shape[0], p.size / p.shape[0]]);
-  fon.noGrad(() => fon.kvWrite(v, fon.randn(v.shape, { backend: cpu, std, seed }), 0));
-}
-
 /** One FPA layer (its own config, for its KvCache) with a wandering walk and non-zero field and level offsets. */
 function layer(attention: Record<string, unknown>, seed = 3) {
   const cfg = parseModelConfig({ ...BASE, attention });
   const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend: cpu, seed }), name: 'l0.attn', config: cfg });
-  randomize(mech.walkProj.weight, 0.4, seed + 1);
-  randomize(mech.fieldProj.weight, 0.5, seed + 2);
-  randomize(mech.levelProj.weight, 0.5, seed + 3);
+  setNormal(mech.walkProj.weight, 0.4, seed + 1);
+  setNormal(mech.fieldProj.weight, 0.5, seed + 2);
+  setNormal(mech.levelProj.weight, 0.5, seed + 3);
   return { cfg, mech };
 }
 
 /** Random q, k, v (1, H, T, D) and x (1, T, C). */
-function inputs(t: number, seed: number) {
-  const r = (shape: number[], s: number) => fon.randn(shape, { backend: cpu, seed: seed + s });
-  return { q: r([1, H, t, D], 0), k: r([1, H, t, D], 1), v: r([1, H, t, D], 2), x: r([1, t, C], 3) };
-}
-
-type In = ReturnType<typeof inputs>;
-
-/** The layer's cached outputs for chunks [0, c0), [c0, c1), … (positions in `cuts`) → (1, H, T, D). */
-function decodeChunks(mech: FpaAttention, cache: KvCache, inp: In, cuts: number[], each?: (end: number) => void): fon.Tensor {
-  const outs: fon.Tensor[] = [];
-  for (let i = 0; i + 1 < cuts.length; i++) {
-    const [a, b] = [cuts[i], cuts[i + 1]];
-    const part = (t: fon.Tensor) => fon.narrow(t, 2, a, b - a);
-    outs.push(fon.noGrad(() => mech.forwardCached(part(inp.q), part(inp.k), part(inp.v), { x: fon.narrow(inp.x, 1, a, b - a) }, cache.layers[0], a)));
-    each?.(b);
-  }
-  return fon.concat(outs, 2);
-}
+const inputs = (t: number, seed: number) => layerInputs(cpu, t, seed, H, D, C);
 
 const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
 
@@ -76,14 +55,6 @@ function penalty(f: ReturnType<typeof fieldLevel>, h: number, i: number, j: numb
   let m = Infinity;
   for (let s = j + 1; s <= i; s++) m = Math.min(m, f.phi[h * f.t + s]);
   return f.lambda[h] * Math.max(0, f.level[h * f.t + j] - m);
-}
-
-async function maxDiff(a: fon.Tensor, b: fon.Tensor): Promise<number> {
-  const x = await a.data(), y = await b.data();
-  assert.equal(x.length, y.length);
-  let worst = 0;
-  for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]));
-  return worst;
 }
 
 test('running minima: after a prefill they are the suffix minima of φ, and decoding keeps them so; penalties never decrease along a column', () => {
@@ -136,7 +107,7 @@ test('decode with eviction off: one token at a time and in chunks equals the pre
 test('decode with eviction off equals the prefill logits for a whole model (prompt of 1, then one token at a time)', async () => {
   const cfg = parseModelConfig({ ...BASE, nLayers: 2, nHeads: 4, attention: [{ type: 'fpa', walk: 'linear' }, { type: 'fpa', walk: 'tanh', outputGate: true }] });
   const m = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 5 }));
-  for (const [n, p] of m.namedParameters()) if (/fpa\.(walk|field|level)\.weight/.test(n)) randomize(p, 0.4, n.length);
+  for (const [n, p] of m.namedParameters()) if (/fpa\.(walk|field|level)\.weight/.test(n)) setNormal(p, 0.4, n.length);
   const T = 16;
   const x = fon.randint([1, T], 0, 40, { backend: cpu, seed: 9 });
   const host = x.dataSync() as Int32Array;

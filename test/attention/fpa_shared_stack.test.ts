@@ -31,6 +31,7 @@ import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { CheckpointError } from '../../src/io/checkpoint_dir.ts';
 import { loadModel, saveCheckpoint } from '../../src/io/model_checkpoint.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
+import { decodeChunks, layerInputs, maxDiff, setNormal, setParam } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
@@ -40,12 +41,6 @@ const BASE = { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, he
 const H = 2, D = 8, C = 16;
 const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
 
-/** Overwrites parameter p in place (a 4-D view of its storage, as kvWrite takes it) with `values`. */
-function setParam(p: fon.Tensor, values: fon.Tensor): void {
-  const v = fon.reshape(p, [1, 1, p.shape[0], p.size / p.shape[0]]);
-  fon.noGrad(() => fon.kvWrite(v, fon.reshape(values, v.shape), 0));
-}
-const setNormal = (p: fon.Tensor, std: number, seed: number) => setParam(p, fon.randn(p.shape, { backend: p.backend, std, seed }));
 const setConst = (p: fon.Tensor, x: number) => setParam(p, fon.full(p.shape, x, { backend: p.backend }));
 
 /** The stored ρ that makes λ = softplus(ρ + ln(e − 1)) equal `lambda`. */
@@ -60,23 +55,7 @@ function layer(attention: Record<string, unknown>, seed = 3, backend: fon.Backen
 }
 
 /** Random q, k, v (1, H, T, D) and x (1, T, C). */
-function inputs(t: number, seed: number) {
-  const r = (shape: number[], s: number) => fon.randn(shape, { backend: cpu, seed: seed + s });
-  return { q: r([1, H, t, D], 0), k: r([1, H, t, D], 1), v: r([1, H, t, D], 2), x: r([1, t, C], 3) };
-}
-type In = ReturnType<typeof inputs>;
-
-/** The layer's cached outputs for chunks [0, c0), [c0, c1), … (positions in `cuts`) → (1, H, T, D); `each(end)` after each chunk. */
-function decodeChunks(mech: FpaAttention, cache: KvCache, inp: In, cuts: number[], each?: (end: number) => void): fon.Tensor {
-  const outs: fon.Tensor[] = [];
-  for (let i = 0; i + 1 < cuts.length; i++) {
-    const [a, b] = [cuts[i], cuts[i + 1]];
-    const part = (t: fon.Tensor) => fon.narrow(t, 2, a, b - a);
-    outs.push(fon.noGrad(() => mech.forwardCached(part(inp.q), part(inp.k), part(inp.v), { x: fon.narrow(inp.x, 1, a, b - a) }, cache.layers[0], a)));
-    each?.(b);
-  }
-  return fon.concat(outs, 2);
-}
+const inputs = (t: number, seed: number) => layerInputs(cpu, t, seed, H, D, C);
 
 /** The walk W (host, H × T): with a shared walk φ = ℓ = W. */
 function walkOf(mech: FpaAttention, x: fon.Tensor): Float32Array {
@@ -105,14 +84,6 @@ function smallestDip(w: Float32Array, T: number): number {
     }
   }
   return least;
-}
-
-async function maxDiff(a: fon.Tensor, b: fon.Tensor): Promise<number> {
-  const x = await a.data(), y = await b.data();
-  assert.equal(x.length, y.length);
-  let worst = 0;
-  for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]));
-  return worst;
 }
 
 const isConfigError = (re: RegExp) => (e: unknown) => e instanceof ConfigError && re.test((e as Error).message);

@@ -27,6 +27,7 @@ import { FoxAttention } from '../../src/attention/fox.ts';
 import { FpaAttention } from '../../src/attention/fpa.ts';
 import { TokenShift } from '../../src/attention/token_shift.ts';
 import { ArgumentError } from '../../src/errors.ts';
+import { maxDiff } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 
@@ -44,14 +45,6 @@ const VARIANTS: Record<string, Omit<Partial<ModelConfig>, 'attention'> & { atten
 const config = (name: string) => parseModelConfig(VARIANTS[name]);
 const model = (cfg: ModelConfig, seed = 7) => new Decoder(cfg, new ParamFactory({ backend: cpu, seed }));
 const ids = (b: number, t: number, seed: number) => fon.randint([b, t], 0, 40, { backend: cpu, seed });
-
-async function maxDiff(a: fon.Tensor, b: fon.Tensor): Promise<number> {
-  const x = await a.data(), y = await b.data();
-  assert.equal(x.length, y.length);
-  let worst = 0;
-  for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]));
-  return worst;
-}
 
 /**
  * The shift on the host: y (B, T, H, D), x (B, T, C), w (H, C) → α_t y_{t−1} + (1 − α_t) y_t with
