@@ -86,12 +86,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
     for (var r = 0u; r < RM; r++) {
       let s = select(-BIG, dots[r], j < kend && visible_row(r, j));
-      Ss[r * BKD + lid] = s;
-#if SG
-      Mx[r * BKD + lid] = subgroupMax(s);
-#else
-      Mx[r * BKD + lid] = s;
-#endif
+      decode_put_score(r, lid, s);
     }
 #if SG
     decode_softmax_pv(lid, sgsize, kbase, k0, kend, c4, g, d4, &acc, &lsum);

@@ -24,6 +24,17 @@ fn decode_load_q(lid: u32, b: u32, kvh: u32) {
   }
 }
 
+// Key lid's score s for row r into Ss, and into Mx its subgroup's maximum (SG) or s itself: what
+// decode_softmax_pv reads.
+fn decode_put_score(r: u32, lid: u32, s: f32) {
+  Ss[r * WG + lid] = s;
+#if SG
+  Mx[r * WG + lid] = subgroupMax(s);
+#else
+  Mx[r * WG + lid] = s;
+#endif
+}
+
 // One step's softmax and P·V, once every invocation has written its key's score for each row r to
 // Ss[r·WG + lid] and to Mx[r·WG + lid] (its subgroup's maximum with SG, else the score itself):
 // each row's step maximum, the rescale α of its running (m, l, O), P = exp(s − m) in place, then

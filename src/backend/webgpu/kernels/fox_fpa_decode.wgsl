@@ -194,12 +194,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         s = dots[r] - select(0.0, lam * gap, gap > 0.0);
 #endif
       }
-      Ss[r * WG + lid] = s;
-#if SG
-      Mx[r * WG + lid] = subgroupMax(s);
-#else
-      Mx[r * WG + lid] = s;
-#endif
+      decode_put_score(r, lid, s);
     }
 #if SG
     decode_softmax_pv(lid, sgsize, kbase, k0, kend, c4, g, d4, &acc, &lsum);
