@@ -38,9 +38,6 @@ fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
   return (b * P.h + kvh * P.group + hh) * P.tq + r % P.tq;
 }
 
-// Whether key j is visible from workgroup row r (query row r % Tq of its head).
-fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
-
 {{DECODE_STEP}}
 
 @compute @workgroup_size(WG)

@@ -5,6 +5,9 @@
 // Red (RM·D4), the loaders ld_q and ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG
 // where subgroups are used.
 
+// Whether key j is visible from workgroup row r (query row r % Tq of its head).
+fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
+
 // The group's query rows into Qs, pre-scaled, 4 columns a vec4; rows past P.rows and columns past
 // P.d as zeros.
 fn decode_load_q(lid: u32, b: u32, kvh: u32) {

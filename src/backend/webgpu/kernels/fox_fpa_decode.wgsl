@@ -90,8 +90,6 @@ fn head_row(b: u32, kvh: u32, r: u32) -> u32 { return b * P.h + kvh * P.group + 
 // Row r's row in q/out (of B·H·Tq).
 fn qrow(b: u32, kvh: u32, r: u32) -> u32 { return head_row(b, kvh, r) * P.tq + r % P.tq; }
 
-fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
-
 {{DECODE_STEP}}
 
 @compute @workgroup_size(WG)
