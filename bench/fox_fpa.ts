@@ -18,7 +18,7 @@
  *
  * On the H200 (PyTorch beside it):
  *   node --import tsx bench/fox_fpa.ts --json bench/results_fox_fpa_h200.json
- * (--fox-tc: FoX's forward on the experimental tensor-core kernel, attention_tc.wgsl FOX)
+ * (--fox-plain: FoX's f16 forward on the blocked/plain kernels instead of the tensor-core kernel)
  * defaults: --prefill 4096,8192,16384,32768 --backward 4096,8192,16384,32768 --decode 4096,16384,65536
  *           --heads 16 --head-dim 64,128 --mechanisms full,fox,fpa --decode-steps 32 --tau 16 --plain-max 8192
  * Tiny smoke run on SwiftShader (timings meaningless):
@@ -55,7 +55,7 @@ const { values: flags } = parseArgs({
     'plain-max': { type: 'string', default: '8192' },
     'min-ms': { type: 'string', default: '250' },
     json: { type: 'string' },
-    'fox-tc': { type: 'boolean', default: false },
+    'fox-plain': { type: 'boolean', default: false },
   },
 });
 
@@ -68,8 +68,8 @@ const TAU = Number(flags.tau);
 const PLAIN_MAX = Number(flags['plain-max']);
 const MIN_MS = Number(flags['min-ms']);
 for (const m of MECHS) if (!['full', 'fox', 'fpa'].includes(m)) throw new Error(`--mechanisms: unknown '${m}'; expected full, fox, fpa`);
-// --fox-tc: FoX's f16 forward on the experimental tensor-core kernel (foxFpaOptions, off by default).
-foxFpaOptions.tensorCores = flags['fox-tc'];
+// --fox-plain: FoX's f16 forward off the tensor-core kernel (foxFpaOptions, on by default).
+foxFpaOptions.tensorCores = !flags['fox-plain'];
 
 type Mech = 'full' | 'fox' | 'fpa';
 type Op = 'prefill' | 'prefill_fwd_bwd';

@@ -153,7 +153,7 @@ function tcPatched(tag: string, patch: (src: string) => string, onePass = true):
     const nsg = 8, rows = a.batch * a.heads * a.tq;
     const out = be.alloc('f16', rows * a.d, 'attention'), lse = be.alloc('f32', rows, 'attention lse');
     be.rt.run({
-      kernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: false, LOAD_ARG: false, KPAD: 0, ALIGNED: false },
+      kernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: false, LOAD_ARG: false, KPAD: 0 },
       uniforms: [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, a.causal ? 1 : 0, a.window, f32bits(a.scale), a.heads / a.kvHeads],
       buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer], workgroups: [Math.ceil(a.tq / (16 * nsg)), a.heads, a.batch],
     });
@@ -217,17 +217,15 @@ const tc6 = (be: WebGpuBackend, a: AttentionArgs) => tcEligible(be, 'f16', a.d);
 // t3–t6 and d1–d2 run src's kernels with the variant options that reproduce each version.
 const VERSIONS: Version[] = [
   { name: 'p1', kind: 'prefill', usable: () => true, run: attentionPlain },
-  { name: 't3', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: false, loadArg: true }) },
-  { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: true, loadArg: true }) },
-  { name: 't5', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false }) },
-  { name: 't6', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8 }) },
-  // t9–t12: t5 with the staged K/V rows padded by 8 halves (KPAD, as the GEMM's tiles), with
-  // unguarded staging loads for blocks inside kvlen (ALIGNED, as the GEMM's 161 → 240 TFLOP/s
-  // step), both, and t6 (one pass) with both.
+  { name: 't3', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: false, loadArg: true, kPad: 0 }) },
+  { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: true, loadArg: true, kPad: 0 }) },
+  { name: 't5', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 0 }) },
+  { name: 't6', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, kPad: 0 }) },
+  // t9 (src): t5 with the staged K/V rows padded by 8 halves (KPAD, as the GEMM's tiles); t12: t6
+  // (one pass) padded the same way; t13: t9 with 4 subgroups.
   { name: 't9', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 8 }) },
-  { name: 't10', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, aligned: true }) },
-  { name: 't11', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 8, aligned: true }) },
-  { name: 't12', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: true, kPad: 8, aligned: true }) },
+  { name: 't12', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: true, kPad: 8 }) },
+  { name: 't13', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 4, onePass: false, kPad: 8 }) },
   { name: 't6n', kind: 'prefill', usable: tc6, run: tcPatched('n', noRescale) },
   { name: 't6r', kind: 'prefill', usable: tc6, run: tcPatched('r', rowMax) },
   { name: 't6rn', kind: 'prefill', usable: tc6, run: tcPatched('rn', (src) => noRescale(rowMax(src))) },
@@ -255,6 +253,13 @@ const VERSIONS: Version[] = [
     name: `d2g${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads)))),
   })),
+  // d5: d2 with each K row loaded a step ahead (PF); d6: 256 keys a step (workgroups of 256);
+  // d7: both; d8: the combine in slices of 32 columns (4 workgroups a row at D = 128, 8 split
+  // groups a workgroup); aC: the split pass alone (timing only); gN: N workgroups in all, as above.
+  ...([['d5', { prefetch: true }], ['d6', { wg: 256 }], ['d7', { prefetch: true, wg: 256 }], ['d8', { combineCols: 32 }], ['aC', { noCombine: true }]] as const).flatMap(([name, tune]) => [0, 660].map((g): Version => ({
+    name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
+    run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, tune),
+  }))),
 ];
 
 function args(b: number, h: number, hkv: number, tq: number, tk: number, d: number): AttentionArgs {

@@ -1,6 +1,6 @@
 /**
  * FoX's forward on the tensor-core kernel (attention_tc.wgsl with FOX: the bias c[p_i] − c[j] on
- * every score), experimental and off by default (foxFpaOptions.tensorCores in
+ * every score), the default for f16 prefill where it takes the call (foxFpaOptions.tensorCores in
  * src/backend/webgpu/kernels/fox_fpa_attention.ts), against the CPU reference
  * (src/backend/cpu/fox_attention.ts): out and lse in f16 storage, Tq = Tk and Tq < Tk with
  * kvLength < Tk, GQA, cut-off query blocks, head dims 32 to 256, forget gates spanning −50…0.
@@ -33,8 +33,9 @@ const CASES: (FoxShape & { wide?: boolean })[] = [
   { b: 1, h: 2, hkv: 1, tq: 300, tk: 300, d: 128, wide: true },
 ];
 
-test('FoX forward on tensor cores (experimental) vs CPU: out, lse; Tq < Tk, kvLength < Tk, GQA, cut-off blocks, D 32 to 256, wide forget gates [webgpu]', { skip }, async (t) => {
+test('FoX forward on tensor cores vs CPU: out, lse; Tq < Tk, kvLength < Tk, GQA, cut-off blocks, D 32 to 256, wide forget gates [webgpu]', { skip }, async (t) => {
   if (!tcEligible(gpu!, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernel cannot run here`); return; }
+  const was = foxFpaOptions.tensorCores;
   foxFpaOptions.tensorCores = true;
   try {
     for (const c of CASES) {
@@ -52,6 +53,6 @@ test('FoX forward on tensor cores (experimental) vs CPU: out, lse; Tq < Tk, kvLe
       for (const h of [out, lse, rq.h, rk.h, rv.h, rc.h]) gpu!.free(h);
     }
   } finally {
-    foxFpaOptions.tensorCores = false;
+    foxFpaOptions.tensorCores = was;
   }
 });

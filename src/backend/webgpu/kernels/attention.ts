@@ -235,8 +235,16 @@ export function decodeRows(be: WebGpuBackend, a: AttentionArgs): number {
 const DECODE_GROUPS = 1024;
 const DECODE_GROUPS_SOFTWARE = 8;
 
+/**
+ * Experimental forms of the decode split pass (dev/kernels/attention.ts): `prefetch` loads each
+ * invocation's K row one step ahead (K8 only), `wg` sets the keys a step (invocations a workgroup),
+ * `combineCols` the columns a combine workgroup takes; `noCombine` (timing only: out is left
+ * unwritten) skips the combine pass.
+ */
+export interface DecodeTune { prefetch?: boolean; wg?: number; combineCols?: number; noCombine?: boolean }
+
 /** Flash-decoding (split + combine); callers check decodeRows. Exported for tests and dev/kernels. */
-export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups): [GpuHandle, GpuHandle] {
+export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
   const rows = decodeRows(be, a);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
   const nrows = a.batch * a.heads * a.tq;
@@ -254,12 +262,16 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
   be.rt.run({
     kernel: decodeKernel,
-    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16) },
+    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch, WG: tune.wg ?? 128 },
     uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
     buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
     workgroups: [nsplit, a.kvHeads, a.batch],
   });
-  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention');
+  if (tune.noCombine) {
+    be.free(pm); be.free(pl); be.free(pacc);
+    return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
+  }
+  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', tune.combineCols);
 }
 
 /**
@@ -267,11 +279,13 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
  * sum l, unnormalised O, f32) merged into out (`dtype`) and its lse; frees the partials. Shared by
  * this file's decode and FoX/FPA's (fox_fpa_decode.ts), whose partials have the same layout.
  */
-export function combineDecodePartials(be: WebGpuBackend, p: { pm: GpuHandle; pl: GpuHandle; pacc: GpuHandle }, nrows: number, d: number, nsplit: number, dtype: DType, what: string): [GpuHandle, GpuHandle] {
+export function combineDecodePartials(be: WebGpuBackend, p: { pm: GpuHandle; pl: GpuHandle; pacc: GpuHandle }, nrows: number, d: number, nsplit: number, dtype: DType, what: string, cols?: number): [GpuHandle, GpuHandle] {
   const lse = be.alloc('f32', nrows, `${what} lse`);
+  // Columns a workgroup: the whole row by default; `cols` (experimental, 32 … 256) slices it.
+  const dc = cols ?? (d <= 64 ? 64 : d <= 128 ? 128 : 256);
   const out = viaStorable(be, dtype, nrows * d, what, (buf, y) => be.rt.run({
-    kernel: combineKernel, variant: { Y: y, DC: d <= 64 ? 64 : d <= 128 ? 128 : 256 },
-    uniforms: [nrows, d, nsplit], buffers: [p.pm.buffer, p.pl.buffer, p.pacc.buffer, buf, lse.buffer], workgroups: grid(nrows, 1),
+    kernel: combineKernel, variant: { Y: y, DC: dc },
+    uniforms: [nrows, d, nsplit], buffers: [p.pm.buffer, p.pl.buffer, p.pacc.buffer, buf, lse.buffer], workgroups: [...grid(nrows, 1), Math.ceil(d / dc)],
   }));
   be.free(p.pm); be.free(p.pl); be.free(p.pacc);
   return [out, lse];
@@ -352,18 +366,24 @@ export function tcEligible(be: WebGpuBackend, dtype: DType, d: number): boolean 
   if (d % 16 !== 0 || d === 0 || d > 256) return false;
   const info = (be.rt.device as GPUDevice & { adapterInfo?: { subgroupMaxSize?: number } }).adapterInfo;
   if (info?.subgroupMaxSize !== undefined && info.subgroupMaxSize !== 32) return false;
-  return tcSmem(4, d) <= be.caps.maxWorkgroupStorage;
+  return tcSmem(4, d, TC_KPAD) <= be.caps.maxWorkgroupStorage;
 }
 
 const TC_BK = 32;
+/**
+ * Halves of padding after each staged K/V row of the tensor-core forward. Unpadded rows of head dim
+ * 128 lie 256 bytes apart, so the 16 rows of a fragment load start on the same banks: padding by 8
+ * took 16K prefill on the H200 from 81.8 to 31.0 ms (dev/kernels/attention.ts t5 → t9).
+ */
+const TC_KPAD = 8;
 
 /** Subgroups per workgroup of the tensor-core forward (16 query rows each): 8 where memory allows, else 4. */
 function tcSubgroups(caps: GpuCaps, d: number): number {
-  return tcSmem(8, d) <= caps.maxWorkgroupStorage && 256 <= caps.maxInvocations ? 8 : 4;
+  return tcSmem(8, d, TC_KPAD) <= caps.maxWorkgroupStorage && 256 <= caps.maxInvocations ? 8 : 4;
 }
 
 /** Workgroup bytes of the tensor-core forward: K and V blocks (rows of d + kPad halves), S and P, 1/l and α per row, FoX's c of a block. */
-function tcSmem(nsg: number, d: number, kPad = 0): number {
+function tcSmem(nsg: number, d: number, kPad: number): number {
   return 2 * TC_BK * (d + kPad) * 2 + nsg * 16 * TC_BK * (4 + 2) + 2 * nsg * 16 * 4 + 4 + TC_BK * 4;
 }
 
@@ -429,13 +449,14 @@ export const tcKernel: Kernel = {
  * Tensor-core forward variants (dev/kernels/attention.ts t3–t6): subgroups per workgroup; one
  * pass with the lazy rescale of O, or two (row maxima first); whether q fragments are loaded
  * again for every key block instead of held in registers (fewer registers, more loads); the older
- * bool-argument form of the subgroup-matrix loads (subgroup_matrix.ts).
+ * bool-argument form of the subgroup-matrix loads (subgroup_matrix.ts); the padding of the staged
+ * K/V rows in halves (TC_KPAD; 0 is the unpadded t5).
  */
-export interface TcVariant { nsg: number; onePass: boolean; qReload: boolean; loadArg: boolean; kPad: number; aligned: boolean }
+export interface TcVariant { nsg: number; onePass: boolean; qReload: boolean; loadArg: boolean; kPad: number }
 
 export function tcVariant(caps: GpuCaps, d: number): TcVariant {
   // One pass is experimental: NaNs on the H200 (attention_tc.wgsl).
-  return { nsg: tcSubgroups(caps, d), onePass: false, qReload: false, loadArg: false, kPad: 0, aligned: false };
+  return { nsg: tcSubgroups(caps, d), onePass: false, qReload: false, loadArg: false, kPad: TC_KPAD };
 }
 
 /**
@@ -443,7 +464,7 @@ export function tcVariant(caps: GpuCaps, d: number): TcVariant {
  * causal only) FoX's forward (fox_fpa_attention.ts). Exported for tests and dev/kernels/attention.ts.
  */
 export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}, foxC?: GpuRef): [GpuHandle, GpuHandle] {
-  const { nsg, onePass, qReload, loadArg, kPad, aligned } = { ...tcVariant(be.caps, a.d), ...variant };
+  const { nsg, onePass, qReload, loadArg, kPad } = { ...tcVariant(be.caps, a.d), ...variant };
   if (!tcEligible(be, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
   if (tcSmem(nsg, a.d, kPad) > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention with ${nsg} subgroups and rows padded by ${kPad} halves needs ${tcSmem(nsg, a.d, kPad)} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
   const rows = a.batch * a.heads * a.tq;
@@ -452,7 +473,7 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, ALIGNED: aligned, FOX: !!foxC },
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, FOX: !!foxC },
     uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...(foxC ? [foxC.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];

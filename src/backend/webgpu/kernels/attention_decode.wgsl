@@ -15,7 +15,7 @@
 {{HEADER}}
 {{COMMON}}
 
-const WG = 128u;
+const WG = {{WG}}u;
 const BKD = WG;
 const RM = {{RM}}u;
 const DM = {{DM}}u;
@@ -60,6 +60,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc: array<vec4<f32>, RM>;
   var lsum: array<f32, RM>;
   for (var r = 0u; r < RM; r++) { acc[r] = vec4<f32>(0.0); lsum[r] = 0.0; }
+#if PF
+  // PF (experimental): this invocation's K row of the next step, loaded a step ahead so the loads
+  // run under the current step's softmax and P·V.
+  var kw: array<vec4<u32>, DK / 8u>;
+  if (kstart < kend) {
+    let base0 = kbase + min(kstart + lid, kend - 1u) * P.d;
+    for (var c8 = 0u; c8 < DK / 8u; c8++) { kw[c8] = k[(base0 >> 3u) + c8]; }
+  }
+#endif
   for (var k0 = kstart; k0 < kend; k0 += BKD) {
     workgroupBarrier();
     // Scores of key k0 + lid against every row.
@@ -68,6 +77,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var dots: array<f32, RM>;
     for (var r = 0u; r < RM; r++) { dots[r] = 0.0; }
     let base = kbase + min(j, kend - 1u) * P.d;
+#if PF
+    let nbase = kbase + min(j + BKD, kend - 1u) * P.d;
+    for (var c8 = 0u; c8 < DK / 8u; c8++) {
+      let w = kw[c8];
+      kw[c8] = k[(nbase >> 3u) + c8];
+      let lo = up4(w.xy);
+      let hi = up4(w.zw);
+      for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + 2u * c8], lo) + dot(Qs[r * D4 + 2u * c8 + 1u], hi); }
+    }
+#else
 #if K8
     for (var c8 = 0u; c8 < DK / 8u; c8++) {
       let w = k[(base >> 3u) + c8];
@@ -80,6 +99,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let kv = ldk4(base + 4u * c, P.d - 4u * c);
       for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + c], kv); }
     }
+#endif
 #endif
     for (var r = 0u; r < RM; r++) {
       let s = select(-BIG, dots[r], j < kend && visible_row(r, j));

@@ -21,7 +21,7 @@
 //           held NaNs in dev/kernels' check, also with the rescale compiled out and with the
 //           pair's maximum taken without a shuffle; the cause is not found, so it is not taken.
 // K and V blocks are staged global → workgroup memory as 8-half vec4<u32> loads (rows past kvLength
-// as zeros; experimental KPAD pads the rows, ALIGNED drops the row test for whole blocks); q fragments load straight from global memory, the last block's subgroups moved back
+// as zeros), each row padded by KPAD halves; q fragments load straight from global memory, the last block's subgroups moved back
 // to end at row tq (so this kernel needs tq ≥ 16). Key blocks wholly inside every row's visible
 // range skip the mask tests. The epilogue stores each 16×16 tile of O into the subgroup's scratch
 // and its lanes write it as f16. Workgroups take query blocks from the last (longest under causal
@@ -46,8 +46,8 @@ const SP = 16u * BK;
 // How far (log2 units) a block's row maximum may pass the running one before O is rescaled.
 const SLACK = 8.0;
 
-// Row stride of the staged K and V tiles in halves: D, or D + KPAD where rows are padded against
-// bank conflicts in the fragment loads (experimental, dev/kernels t9–t12).
+// Row stride of the staged K and V tiles in halves: D + KPAD. Padded rows keep the 16 rows of a
+// fragment load off the same banks (TC_KPAD in attention.ts; 2.6× at D = 128 on the H200).
 const KD = D + {{KPAD}}u;
 var<workgroup> KV: array<f16, 2u * BK * KD>;
 var<workgroup> Ss: array<f32, NSG * SP>;
@@ -82,21 +82,8 @@ fn put8(at: u32, w: vec4<u32>) {
 }
 
 // Rows [k0, k0 + BK) of k at KV[0, BK·KD) (and of v at KV[BK·KD, 2·BK·KD) when with_v), row
-// stride KD; rows past kvlen as zeros. ALIGNED (experimental): a block wholly inside kvlen loads
-// without the per-row test.
+// stride KD; rows past kvlen as zeros.
 fn stage_keys(lid: u32, kbase8: u32, k0: u32, with_v: bool) {
-#if ALIGNED
-  if (k0 + BK <= P.kvlen) {
-    for (var e = lid; e < BK * D8; e += WG) {
-      let j = e / D8;
-      let c8 = e % D8;
-      let o = kbase8 + (k0 + j) * D8 + c8;
-      put8(j * KD + c8 * 8u, k8[o]);
-      if (with_v) { put8(BK * KD + j * KD + c8 * 8u, v8[o]); }
-    }
-    return;
-  }
-#endif
   for (var e = lid; e < BK * D8; e += WG) {
     let j = e / D8;
     let c8 = e % D8;
@@ -156,6 +143,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 #else
   // Pass 1: the maximum of each row.
   for (var k0 = kfirst; k0 < kend; k0 += BK) {
+#if FOX
+    // Ck of the previous block is read after the scores' barrier: wait before overwriting it.
+    workgroupBarrier();
+#endif
     stage_keys(lid, kbase8, k0, false);
 #if FOX
     stage_c(lid, cbase, k0);
