@@ -51,7 +51,11 @@
  *     [--arms full,fox,fpa,fpa-evict] [--walk fox] [--steps 60] [--batch 8] [--lr 0.003]
  *     [--length 128] [--passkey-mix 0.8] [--score answer|all] [--gate-init spread|fox]
  *     [--multiples 1,2,4,8] [--depths 0.1,0.3,0.5,0.7,0.9] [--trials 1] [--layers 2] [--d-model 64]
- *     [--heads 4] [--head-dim 16] [--mlp-hidden 128] [--evict-tau 16] [--json FILE]
+ *     [--heads 4] [--head-dim 16] [--mlp-hidden 128] [--evict-tau 16] [--pro] [--json FILE]
+ *
+ * `--pro`: the fox and fpa arms with FoX's Pro extras (QK-norm, token shift of k and v, output
+ * gate; specs/fpa_depth.md §1.2). A token shift lets one layer match "the key after this text"
+ * directly, the lookup a passkey needs, which plain NoPE layers must build from two.
  *
  * CPU learnability check (wasm, 2 cores, 6–10 minutes an arm). `full`: 100% at 1× (0% at 2×);
  * the same with `--score all`: 0% [13% digits]; with `--passkey-mix 1`: 45% [74% digits]; fox and
@@ -248,6 +252,7 @@ async function main(): Promise<void> {
       trials: { type: 'string', default: '1' }, layers: { type: 'string', default: '2' }, 'd-model': { type: 'string', default: '64' },
       heads: { type: 'string', default: '4' }, 'head-dim': { type: 'string', default: '16' }, 'mlp-hidden': { type: 'string', default: '128' },
       'evict-tau': { type: 'string', default: '16' }, score: { type: 'string', default: 'answer' }, 'gate-init': { type: 'string', default: 'spread' }, json: { type: 'string' },
+      pro: { type: 'boolean', default: false },
     },
   });
   const seeds = parseSeeds(f.seeds!), walk = parseWalk(f.walk!);
@@ -288,12 +293,12 @@ async function main(): Promise<void> {
     for (const arm of arms) {
       let model: Decoder;
       if (arm === 'fpa-evict') {
-        const cfg = mechanismConfig('fpa', shape, { walk, evict: { tau: evictTau } });
+        const cfg = mechanismConfig('fpa', shape, { walk, evict: { tau: evictTau }, pro: f.pro });
         model = new Decoder(cfg, new ParamFactory({ backend, weights: Object.fromEntries(fpaModel!.namedParameters()), source: 'the trained fpa arm' }));
         const fpa = trained.find((t) => t.arm === 'fpa' && t.seed === seed)!;
         trained.push({ ...fpa, arm, parameters: model.parameterCount() });
       } else {
-        model = newModel(mechanismConfig(arm as Mechanism, shape, { walk }), backend, seed);
+        model = newModel(mechanismConfig(arm as Mechanism, shape, { walk, pro: f.pro }), backend, seed);
         if (gateSpread && (arm === 'fox' || (arm === 'fpa' && walk === 'fox'))) {
           const spread = withGateBias(model, spreadGateBias(shape.nHeads, T));
           model.dispose();

@@ -47,14 +47,20 @@ export interface ModelShape {
  * them). `evict` turns on FPA's KV-cache eviction (attention/fpa_decode.ts defaults): it changes
  * decoding only, so an evicting model can take a trained FPA model's weights.
  */
-export function mechanismConfig(m: Mechanism, shape: ModelShape, opts: { walk?: FpaWalk; evict?: FpaEvictFlag } = {}): ModelConfig {
+/**
+ * The model of arm `m`. `pro` gives the fox and fpa arms FoX's "Pro" extras (specs/fpa_depth.md
+ * §1.2): QK-norm, the data-dependent token shift of k and v, and the output gate; `full` stays the
+ * plain RoPE transformer.
+ */
+export function mechanismConfig(m: Mechanism, shape: ModelShape, opts: { walk?: FpaWalk; evict?: FpaEvictFlag; pro?: boolean } = {}): ModelConfig {
+  const pro = opts.pro && m !== 'full' ? { outputGate: true, tokenShift: true } : {};
   const attention = m === 'full' ? { type: 'full' }
-    : m === 'fox' ? { type: 'fox' }
-    : { type: 'fpa', walk: opts.walk ?? 'fox', ...(opts.evict ? { evict: opts.evict } : {}) };
+    : m === 'fox' ? { type: 'fox', ...pro }
+    : { type: 'fpa', walk: opts.walk ?? 'fox', ...pro, ...(opts.evict ? { evict: opts.evict } : {}) };
   return parseModelConfig({
     vocabSize: shape.vocabSize, dModel: shape.dModel, nLayers: shape.nLayers, nHeads: shape.nHeads, nKvHeads: shape.nHeads,
     headDim: shape.headDim, mlpHidden: shape.mlpHidden, contextLength: shape.contextLength,
-    attention: [attention], ...(m === 'full' ? { positions: 'rope' } : {}),
+    attention: [attention], ...(m === 'full' ? { positions: 'rope' } : {}), ...(opts.pro && m !== 'full' ? { qkNorm: true } : {}),
   }, undefined, `experiment arm '${m}'`);
 }
 
