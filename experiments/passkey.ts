@@ -65,17 +65,15 @@
  *     --length 96 --passkey-mix 0.8 --multiples 1,2 --trials 8 --layers 2 --d-model 64 --heads 4 \
  *     --head-dim 16 --mlp-hidden 128
  *
- * H200 run (not finished yet). On 2026-11-30 this command with --steps 1500, one arm a process,
- * trained at 6.0–6.8 steps/s for full and fox and 4.3–6.0 for fpa, and each arm ran past its 165 s
- * limit near step 1000 with no result. About 2.7 ms a passkey row (25 a batch) of that went into
- * building the filler (cyclicSlice now copies only the bytes it needs: 250 samples in 0.7 ms
- * instead of 673 ms on this machine's CPU, the same samples), so expect roughly twice the rate.
- * Calibrate --steps on the `full` arm first (the script prints each arm's steps, seconds and
- * tokens/s); if `full` is below ~90% at 1×, the budget is too small for the rest to mean
- * anything: raise --steps:
- *   node --import tsx experiments/passkey.ts --backend webgpu --seeds 1 --steps 1000 --batch 32 \
- *     --length 256 --passkey-mix 0.8 --trials 10 --layers 2 --d-model 256 --heads 4 --head-dim 64 \
- *     --mlp-hidden 768 --json passkey.json
+ * H200 runs (2026-11-30; RESULTS.md "Passkey"). At --length 256 and 1500 steps `full` trained at 29.6
+ * steps/s and scored 0% at 1×. At --length 128 and 5000 steps (about 150–250 s an arm with two or
+ * three processes on one H200): full 100% at 1× and 0% beyond; plain fox and fpa 0% everywhere (digits
+ * at chance); fox with --pro 90% / 80% / 62% / 34% at 1× / 2× / 4× / 8×. fpa with --pro is the next
+ * run. Start parallel arms inside one `bash .gpu/enter` (two `enter`s at once collided in their
+ * set-up and one arm never ran):
+ *   node --import tsx experiments/passkey.ts --backend webgpu --seeds 1 --steps 5000 --batch 32 \
+ *     --length 128 --passkey-mix 0.8 --trials 10 --layers 2 --d-model 256 --heads 4 --head-dim 64 \
+ *     --mlp-hidden 768 --pro --arms fpa,fpa-evict --json passkey.json
  *
  * Target (spec §2.7 [B]): FPA 100% at 8× the training length, and with eviction on still 100% with
  * ≤ 30% of the KV cache kept (the abstract reports ~25%); FoX degrades beyond its forgetting window

@@ -54,7 +54,7 @@
  *       subgroup-matrix loads).                                           16K 78.6 (28.0)
  *   t4  as t3 with q fragments loaded again for every key block (fewer registers).  16K 97.2 (22.6)
  *   t5  as t3 with the layout of subgroup-matrix loads as a template argument (not deprecated).
- *                                                                   ← src (f16)  16K 78.8–80.4 (27.4–27.9)
+ *       (src until t9 padded its rows)                                  16K 78.8–81.8 (26.9–27.9)
  *   t6  as t5 in one pass (ONEPASS): a row's running maximum moves only when a block's passes it
  *       by more than 8 (log2 units), the whole workgroup then rescaling O through workgroup
  *       memory (rare after the first block), so P ≤ 2^8 in f16. WRONG on the H200: NaNs in the
@@ -104,19 +104,25 @@
  *       over the chunks in parallel (the serial per-element loop over 256 chunks was the
  *       bottleneck).                                                   ← src   128K 0.335 (1603 GB/s)
  *
- *   t9, t10, t11  t5 with the staged K/V rows padded by 8 halves (KPAD: the tiles' rows were
- *       256 bytes apart, so the 16 rows of a fragment load started on the same banks; the GEMM's
- *       tiles are padded this way), with unguarded staging loads for blocks wholly inside kvlen
- *       (ALIGNED: dropping the GEMM's bounds checks took it from 161 to 240 TFLOP/s), and both.
- *   t12 t6 (one pass) with both. Checked by test/backend/webgpu_attention.test.ts on the H200
- *       only (SwiftShader has no subgroup matrices); not run yet.
+ *   t9  t5 with the staged K/V rows padded by 8 halves (KPAD: unpadded, the rows were 256 bytes
+ *       apart, so the 16 rows of a fragment load started on the same banks; the GEMM's tiles are
+ *       padded this way). Run of 2026-11-30T09:2x: t5 81.8 ms, t9 31.0 (30.3 in a later run).
+ *       t10/t11 (t5/t9 with unguarded staging loads for whole blocks, ALIGNED, removed from src
+ *       since): 83.5 / 30.7, no gain. t12 (t6 padded): 25.3 ms but NaN in 76 rows. t13 (t9 with
+ *       4 subgroups): 61.7.                                                ← src   16K 30.3–31.0
  *   aP1, aPV, aQK, aSt, aExp, aMMA, aSkel  timing-only ablations of t5 (outputs wrong on purpose):
  *       without pass 1, without P·V, with 1 of 16 QKᵀ MMAs, without the K/V staging, without
- *       exp2 (P = 1), without both MMA kinds, and the bare loop (no staging, no MMAs). By the
- *       arithmetic, t5 spends ~19k cycles of an SM per key block (1 workgroup an SM assumed), many
- *       times what its MMAs, staging and workgroup-memory traffic should take; these say which
- *       part holds the time. aV, aK, aKV: d2 without its V loads, K loads, or both. Not run yet:
- *       `--prefill 16384 --decode 131072 --only t5,t9,t10,t11,t12,aP1,aPV,aQK,aSt,aExp,aMMA,aSkel,d2,aV,aK,aKV`.
+ *       exp2 (P = 1), without both MMA kinds, and the bare loop (no staging, no MMAs). Same run as
+ *       t9: 58.1, 59.9, 45.0, 72.3, 73.9, 25.4, 15.7 ms (t5 81.8): the MMAs' fragment loads held
+ *       the time, which t9's padding removed. aV, aK, aKV: d2 without its V loads, K loads, or
+ *       both: 0.767, 0.244, 0.639 ms (d2 0.332 in that run; d2g512 0.307, d2g660 0.287, d2g1320
+ *       0.312, d2g2048 0.333).
+ *   d5, d6, d7, d8, aC (with gN: N workgroups in all)  d2 with each K row loaded a step ahead
+ *       (DecodeTune.prefetch), 256 keys a step (wg), both, the combine in 32-column slices
+ *       (combineCols), and the split pass alone (noCombine, timing only). Runs of 2026-11-30T09:3x
+ *       and 09:5x: d5 0.353, d5g660 0.397, d6 0.358, d6g660 0.367, d7 0.334 (d2 0.360, d2g660
+ *       0.303 in that run); d8 0.355, d8g660 0.340, aC 0.305 (d2 0.405, d2g660 0.339). The split
+ *       pass alone is above the 0.256 ms bar: the combine is not what holds decode back.
  *
  * Timing: ≥ 0.3 s of warm-up, then the median of 3 batches of back-to-back calls, each batch
  * ≥ 0.25 s of GPU work, wall clock with one sync per batch.

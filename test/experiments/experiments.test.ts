@@ -254,6 +254,28 @@ describe('experiment helpers', () => {
     }
   });
 
+  it('mechanismConfig pro: fox and fpa get QK-norm, token shift and the output gate; full stays plain RoPE', async () => {
+    const shape = { vocabSize: 257, dModel: 16, nLayers: 2, nHeads: 2, headDim: 8, mlpHidden: 16, contextLength: 32 };
+    for (const arm of ['fox', 'fpa'] as const) {
+      const plain = mechanismConfig(arm, shape), pro = mechanismConfig(arm, shape, { pro: true });
+      assert.equal(plain.qkNorm, false);
+      assert.equal((plain.attention[0] as { outputGate?: boolean }).outputGate, false, arm);
+      assert.equal((plain.attention[0] as { tokenShift?: boolean }).tokenShift, undefined, arm);
+      assert.equal(pro.qkNorm, true, arm);
+      assert.equal((pro.attention[0] as { outputGate?: boolean }).outputGate, true, arm);
+      assert.equal((pro.attention[0] as { tokenShift?: boolean }).tokenShift, true, arm);
+      // The spread gate init still finds the gates of a Pro model.
+      const backend = await backendFlag('cpu');
+      const model = newModel(pro, backend, 3), spread = withGateBias(model, Float32Array.of(0.5, 3)), base = newModel(plain, backend, 3);
+      assert.ok(spread.parameterCount() > base.parameterCount(), 'Pro adds the shift and gate weights');
+      model.dispose(); spread.dispose(); base.dispose();
+    }
+    const full = mechanismConfig('full', shape, { pro: true });
+    assert.equal(full.qkNorm, false);
+    assert.equal(full.positions, 'rope');
+    assert.deepEqual(full.attention[0], mechanismConfig('full', shape).attention[0]);
+  });
+
   it('meanStd and markdownTable', () => {
     const s = meanStd([1, 2, 3, 4]);
     assert.equal(s.mean, 2.5);
