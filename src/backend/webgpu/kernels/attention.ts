@@ -137,7 +137,7 @@ const decodeKernel: Kernel = {
 const combineKernel: Kernel = {
   name: 'attention_combine',
   source: (v, caps) => preprocess(wgslSource('attention_combine'), {
-    DC: v.DC,
+    DC: v.DC, CU: v.CU,
     COMMON: preprocess(wgslSource('rows_common'), { WG: 256 }),
     HEADER: header([f32in('pm'), f32in('pl'), f32in('pacc'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')], caps.f16, 'nrows: u32, d: u32, nsplit: u32'),
   }),
@@ -238,10 +238,11 @@ const DECODE_GROUPS_SOFTWARE = 8;
 /**
  * Experimental forms of the decode split pass (dev/kernels/attention.ts): `prefetch` loads each
  * invocation's K row one step ahead (K8 only), `wg` sets the keys a step (invocations a workgroup),
- * `combineCols` the columns a combine workgroup takes; `noCombine` (timing only: out is left
- * unwritten) skips the combine pass.
+ * `vEarly` loads each invocation's V values of a step before the scores (K8 only), `combineCols`
+ * sets the columns a combine workgroup takes and `combineUnroll` has it load four splits at once;
+ * `noCombine` (timing only: out is left unwritten) skips the combine pass.
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; combineCols?: number; noCombine?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
 
 /** Flash-decoding (split + combine); callers check decodeRows. Exported for tests and dev/kernels. */
 export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
@@ -262,7 +263,7 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
   be.rt.run({
     kernel: decodeKernel,
-    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch, WG: tune.wg ?? 128 },
+    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch, VE: k8 && !!tune.vEarly, WG: tune.wg ?? 128 },
     uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
     buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
     workgroups: [nsplit, a.kvHeads, a.batch],
@@ -271,7 +272,7 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
     be.free(pm); be.free(pl); be.free(pacc);
     return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
   }
-  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', tune.combineCols);
+  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', { cols: tune.combineCols, unroll: tune.combineUnroll });
 }
 
 /**
@@ -279,12 +280,13 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
  * sum l, unnormalised O, f32) merged into out (`dtype`) and its lse; frees the partials. Shared by
  * this file's decode and FoX/FPA's (fox_fpa_decode.ts), whose partials have the same layout.
  */
-export function combineDecodePartials(be: WebGpuBackend, p: { pm: GpuHandle; pl: GpuHandle; pacc: GpuHandle }, nrows: number, d: number, nsplit: number, dtype: DType, what: string, cols?: number): [GpuHandle, GpuHandle] {
+export function combineDecodePartials(be: WebGpuBackend, p: { pm: GpuHandle; pl: GpuHandle; pacc: GpuHandle }, nrows: number, d: number, nsplit: number, dtype: DType, what: string,
+  tune: { cols?: number; unroll?: boolean } = {}): [GpuHandle, GpuHandle] {
   const lse = be.alloc('f32', nrows, `${what} lse`);
   // Columns a workgroup: the whole row by default; `cols` (experimental, 32 … 256) slices it.
-  const dc = cols ?? (d <= 64 ? 64 : d <= 128 ? 128 : 256);
+  const dc = tune.cols ?? (d <= 64 ? 64 : d <= 128 ? 128 : 256);
   const out = viaStorable(be, dtype, nrows * d, what, (buf, y) => be.rt.run({
-    kernel: combineKernel, variant: { Y: y, DC: dc },
+    kernel: combineKernel, variant: { Y: y, DC: dc, CU: !!tune.unroll },
     uniforms: [nrows, d, nsplit], buffers: [p.pm.buffer, p.pl.buffer, p.pacc.buffer, buf, lse.buffer], workgroups: [...grid(nrows, 1), Math.ceil(d / dc)],
   }));
   be.free(p.pm); be.free(p.pl); be.free(p.pacc);

@@ -27,7 +27,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let g = lid / DC;
   var o = 0.0;
   if (c0 + c < P.d) {
-    for (var s = g; s < P.nsplit; s += G) {
+    var s = g;
+#if CU
+    // CU (experimental): four splits an iteration, their loads independent of each other.
+    var o1 = 0.0;
+    var o2 = 0.0;
+    var o3 = 0.0;
+    let st = G * P.nrows;
+    for (; s + 3u * G < P.nsplit; s += 4u * G) {
+      let a0 = s * P.nrows + row;
+      let x0 = pacc[a0 * P.d + c0 + c];
+      let x1 = pacc[(a0 + st) * P.d + c0 + c];
+      let x2 = pacc[(a0 + 2u * st) * P.d + c0 + c];
+      let x3 = pacc[(a0 + 3u * st) * P.d + c0 + c];
+      o += exp(pm[a0] - mm) * x0;
+      o1 += exp(pm[a0 + st] - mm) * x1;
+      o2 += exp(pm[a0 + 2u * st] - mm) * x2;
+      o3 += exp(pm[a0 + 3u * st] - mm) * x3;
+    }
+    o += (o1 + o2) + o3;
+#endif
+    for (; s < P.nsplit; s += G) {
       let at = s * P.nrows + row;
       o += exp(pm[at] - mm) * pacc[at * P.d + c0 + c];
     }

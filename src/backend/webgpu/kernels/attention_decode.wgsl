@@ -77,6 +77,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var dots: array<f32, RM>;
     for (var r = 0u; r < RM; r++) { dots[r] = 0.0; }
     let base = kbase + min(j, kend - 1u) * P.d;
+#if VE
+    // VE (experimental): this invocation's V values of the step (the keys and columns its P·V
+    // share takes), loaded before the scores so their latency hides under the K loads and the
+    // softmax instead of stalling the P·V loop a load at a time.
+    var vw: array<vec2<u32>, WG / NG>;
+    if (c4 < d4) {
+      for (var i = 0u; i < WG / NG; i++) {
+        vw[i] = v[(kbase + min(k0 + g + i * NG, kend - 1u) * P.d + 4u * c4) >> 2u];
+      }
+    }
+#endif
 #if PF
     let nbase = kbase + min(j + BKD, kend - 1u) * P.d;
     for (var c8 = 0u; c8 < DK / 8u; c8++) {
@@ -106,9 +117,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       decode_put_score(r, lid, s);
     }
 #if SG
-    decode_softmax_pv(lid, sgsize, kbase, k0, kend, c4, g, d4, &acc, &lsum);
+    decode_softmax_pv(lid, sgsize, kbase, k0, kend, c4, g, d4,
+#if VE
+                      &vw,
+#endif
+                      &acc, &lsum);
 #else
-    decode_softmax_pv(lid, 0u, kbase, k0, kend, c4, g, d4, &acc, &lsum);
+    decode_softmax_pv(lid, 0u, kbase, k0, kend, c4, g, d4,
+#if VE
+                      &vw,
+#endif
+                      &acc, &lsum);
 #endif
   }
   decode_write_partials(split, b, kvh, c4, g, &acc, &lsum);

@@ -3,7 +3,8 @@
 // step, one per invocation), RM (query rows), D4 (column vec4s), NG = WG / D4 (key groups of the
 // P·V loop), the workgroup arrays Qs (RM·D4 vec4), Ss and Mx (RM·WG), Mrow, Arow and Lred (RM),
 // Red (RM·D4), the loaders ld_q and ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG
-// where subgroups are used.
+// where subgroups are used; VE (experimental, attention_decode.wgsl only): the caller loaded this
+// invocation's V values of the step into vw (packed 16-bit, unpacked by up4).
 
 // Whether key j is visible from workgroup row r (query row r % Tq of its head).
 fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
@@ -44,6 +45,9 @@ fn decode_put_score(r: u32, lid: u32, s: f32) {
 // this invocation's share of O += P·V (columns 4·c4 … 4·c4+3, keys g, g + NG, …) and of l.
 // sgsize: the subgroup size with SG (unused without).
 fn decode_softmax_pv(lid: u32, sgsize: u32, kbase: u32, k0: u32, kend: u32, c4: u32, g: u32, d4: u32,
+#if VE
+                     vw: ptr<function, array<vec2<u32>, WG / NG>>,
+#endif
                      acc: ptr<function, array<vec4<f32>, RM>>, lsum: ptr<function, array<f32, RM>>) {
   workgroupBarrier();
 #if SG
@@ -81,7 +85,11 @@ fn decode_softmax_pv(lid: u32, sgsize: u32, kbase: u32, k0: u32, kend: u32, c4: 
     // Keys past kend have P = 0; their (clamped) V rows are read without a branch.
     for (var i = 0u; i < WG / NG; i++) {
       let jj = g + i * NG;
+#if VE
+      let vv = up4((*vw)[i]);
+#else
       let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
+#endif
       for (var r = 0u; r < RM; r++) {
         let p = Ss[r * WG + jj];
         (*acc)[r] += p * vv;
