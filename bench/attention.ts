@@ -5,8 +5,11 @@
  * enable_gqa) on the same GPU in the same run (bench/torch_attention.py) when python3 has torch.
  * Prints a markdown table with the ratio FON speed / PyTorch speed and writes JSON.
  *
- *   node --import tsx bench/attention.ts [--prefill 1024,...,16384] [--backward 1024,...,16384]
+ *   node --import tsx bench/attention.ts [--prefill 1024,...,65536] [--backward 1024,...,16384]
  *                                        [--decode 4096,...,262144] [--json bench/results_attention_h200.json]
+ *
+ * The forward+backward default stops at 16K: at D = 128 it runs the plain kernels, 8.5 s a call at
+ * 16K on the H200 (2026-11-30), so 64K would take minutes a call; pass `--backward …,65536` to run it.
  */
 import { parseArgs } from 'node:util';
 import * as fon from '../src/index.ts';
@@ -18,7 +21,7 @@ import { writePlotsBeside } from './lib/plots.ts';
 
 const { values: flags } = parseArgs({
   options: {
-    prefill: { type: 'string', default: '1024,2048,4096,8192,16384' },
+    prefill: { type: 'string', default: '1024,2048,4096,8192,16384,32768,65536' },
     backward: { type: 'string', default: '1024,2048,4096,8192,16384' },
     decode: { type: 'string', default: '4096,16384,65536,131072,262144' },
     json: { type: 'string' },
