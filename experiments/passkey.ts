@@ -60,7 +60,9 @@
  * CPU learnability check (wasm, 2 cores, 6–10 minutes an arm). `full`: 100% at 1× (0% at 2×);
  * the same with `--score all`: 0% [13% digits]; with `--passkey-mix 1`: 45% [74% digits]; fox and
  * fpa (with `--multiples 1,2,4,8`): 0% [8–13% digits] at every length; `full` at `--length 192`
- * and 1500 steps: 0% [14% digits] (longer filler needs more steps):
+ * and 1500 steps: 0% [14% digits] (longer filler needs more steps); fox and fpa with `--pro` (2000
+ * steps, 2026-11-30): 0% at every length, fox [12–14% digits], fpa [9–25%], fpa-evict kept 49% at 1×
+ * down to 19% at 8×:
  *   node --import tsx experiments/passkey.ts --backend wasm --arms full --steps 2000 --batch 16 \
  *     --length 96 --passkey-mix 0.8 --multiples 1,2 --trials 8 --layers 2 --d-model 64 --heads 4 \
  *     --head-dim 16 --mlp-hidden 128
