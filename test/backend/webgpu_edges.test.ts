@@ -1,8 +1,8 @@
 /**
  * WebGPU edge cases, the same expectations as cpu_edges.test.ts (and the CPU's answers): NaN in
  * sort, i32 wrap-around, the float → int cast rule (and i32 → u8 without an f32 detour),
- * logsumexp with +Infinity; plus trimming the buffer pool with work still pending, and kernel
- * source loading errors.
+ * logsumexp with +Infinity; plus trimming the buffer pool with work still pending, the runtime's
+ * bind-group cache, and kernel source loading errors.
  *
  *   VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json node --import tsx --test test/backend/webgpu_edges.test.ts
  */
@@ -12,6 +12,7 @@ import type { Backend } from '../../src/backend/backend.ts';
 import { CpuBackend } from '../../src/backend/cpu/backend.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { loadText } from '../../src/backend/webgpu/sources.ts';
+import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { DeviceError } from '../../src/errors.ts';
 import type { AnyHostArray, DType } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
@@ -97,6 +98,43 @@ test('trimming the pool with commands pending keeps their buffers alive [webgpu]
   assert.equal(be.memory().pooledBytes, 0);
   assert.deepEqual(Array.from(await be.read(y, 'f32', 4)), [2, 4, 6, 8]);
   assert.equal((be.rt.pool as unknown as { trim?: unknown }).trim, undefined, 'no public pool.trim that skips the flush');
+});
+
+// Adds the uniform `a` to every element of x (4 elements), so the dynamic uniform offset of a
+// reused bind group must differ per dispatch for the sum to come out right.
+const ADD_UNIFORM: Kernel = {
+  name: 'test_add_uniform',
+  source: () => `struct Params { a: f32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@compute @workgroup_size(4) fn main(@builtin(local_invocation_index) i: u32) { x[i] += P.a; }`,
+};
+// Declares a buffer the dispatch below does not bind.
+const TWO_BUFFERS: Kernel = {
+  name: 'test_two_buffers',
+  source: () => `@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b: array<f32>;
+@compute @workgroup_size(1) fn main() { b[0] = a[0]; }`,
+};
+
+test('bind groups are reused across dispatches of the same buffers, each with its own uniforms; a missing binding is a DeviceError [webgpu]', { skip }, async () => {
+  const be = gpu() as WebGpuBackend;
+  const x = be.upload(new Float32Array(4), 'f32'), y = be.upload(new Float32Array(4), 'f32');
+  const group = (be.rt as unknown as { groups: Map<string, GPUBindGroup> }).groups;
+  const before = group.size;
+  for (const a of [1, 2, 4, 8]) be.rt.run({ kernel: ADD_UNIFORM, variant: {}, uniforms: [f32bits(a)], buffers: [x.buffer], workgroups: [1] });
+  be.rt.run({ kernel: ADD_UNIFORM, variant: {}, uniforms: [f32bits(100)], buffers: [y.buffer], workgroups: [1] });
+  assert.equal(group.size - before, 2, 'one cached group per buffer, whatever the uniforms');
+  assert.deepEqual(Array.from(await be.read(x, 'f32', 4)), [15, 15, 15, 15]);
+  assert.deepEqual(Array.from(await be.read(y, 'f32', 4)), [100, 100, 100, 100]);
+  // After a trim the cache is empty and the same dispatch still runs (a new group).
+  be.rt.trimPool();
+  assert.equal(group.size, 0);
+  be.rt.run({ kernel: ADD_UNIFORM, variant: {}, uniforms: [f32bits(1)], buffers: [x.buffer], workgroups: [1] });
+  assert.deepEqual(Array.from(await be.read(x, 'f32', 4)), [16, 16, 16, 16]);
+  assert.throws(() => be.rt.run({ kernel: TWO_BUFFERS, variant: {}, buffers: [x.buffer], workgroups: [1] }),
+    (e) => e instanceof DeviceError && e.message === "webgpu: kernel test_two_buffers{} declares bindings 'rw' (u uniform, r/w storage) but the dispatch binds 1 buffers");
+  be.free(x); be.free(y);
 });
 
 test('a kernel source that cannot be loaded is a DeviceError [webgpu]', async () => {

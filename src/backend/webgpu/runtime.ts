@@ -1,7 +1,8 @@
 /**
  * The WebGPU runtime under the backend: pipelines compiled once per (kernel, variant) and cached,
  * many dispatches recorded into one command encoder, uniforms gathered into one ring buffer
- * written once per submit, buffers from a pool, and read-back as the only await (STYLE.md §11).
+ * written once per submit (bound at a dynamic offset, so bind groups are cached per set of
+ * buffers), buffers from a pool, and read-back as the only await (STYLE.md §11).
  *
  * Ordering rule: `queue.writeBuffer` runs before any command buffer submitted after it, so an
  * upload into a pooled buffer first submits the pending encoder (whose commands may still read
@@ -38,10 +39,45 @@ export function f32bits(x: number): number {
 }
 
 const RING_BYTES = 1 << 20;
+/** Bind groups kept for reuse (runtime.bindGroup), least recently used dropped first. */
+const BIND_GROUP_CACHE = 4096;
+
+/**
+ * An explicit bind group layout for WGSL whose group-0 bindings are exactly 0 … n−1, each a
+ * uniform buffer (dynamic offset: the ring) or a storage buffer; kinds holds 'u', 'r' (read-only
+ * storage) or 'w' per binding. Null for anything else (the pipeline keeps layout 'auto').
+ */
+function explicitLayout(device: GPUDevice, code: string, label: string): { layout: GPUBindGroupLayout; kinds: string } | null {
+  const found = new Map<number, string>();
+  for (const m of code.matchAll(/@group\(\s*(\d+)\s*\)\s*@binding\(\s*(\d+)\s*\)\s*var\s*(<[^>]*>)?/g)) {
+    if (m[1] !== '0') return null;
+    const space = (m[3] ?? '').replace(/[<>\s]/g, '');
+    const kind = space === 'uniform' ? 'u' : space === 'storage' || space === 'storage,read' ? 'r' : space === 'storage,read_write' ? 'w' : null;
+    if (kind === null || found.has(Number(m[2]))) return null;
+    found.set(Number(m[2]), kind);
+  }
+  let kinds = '';
+  for (let i = 0; i < found.size; i++) {
+    const k = found.get(i);
+    if (k === undefined || (k === 'u' && i !== 0)) return null;
+    kinds += k;
+  }
+  const entries: GPUBindGroupLayoutEntry[] = [...kinds].map((k, binding) => ({
+    binding, visibility: GPUShaderStage.COMPUTE,
+    buffer: k === 'u' ? { type: 'uniform', hasDynamicOffset: true } : { type: k === 'r' ? 'read-only-storage' : 'storage' },
+  }));
+  return { layout: device.createBindGroupLayout({ entries, label }), kinds };
+}
 
 export class GpuRuntime {
   readonly pool: BufferPool;
   private pipelines = new Map<string, GPUComputePipeline>();
+  /** Per pipeline: its binding kinds when it has an explicit layout (see `bindGroup`), else null. */
+  private layouts = new Map<GPUComputePipeline, { layout: GPUBindGroupLayout; kinds: string } | null>();
+  /** Bind groups of recent dispatches, most recent last, keyed by pipeline and buffers (`bindGroup`). */
+  private groups = new Map<string, GPUBindGroup>();
+  private bufferIds = new WeakMap<GPUBuffer, number>();
+  private nextBufferId = 0;
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
   private ringCpu = new Uint32Array(RING_BYTES / 4);
@@ -71,10 +107,54 @@ export class GpuRuntime {
       const code = kernel.source(variant, this.caps);
       if (env('FON_DEBUG') === '3') console.error(`// ${key}\n${code}`);
       const module = this.device.createShaderModule({ code, label: kernel.name });
-      p = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' }, label: key });
+      const explicit = explicitLayout(this.device, code, key);
+      const layout = explicit ? this.device.createPipelineLayout({ bindGroupLayouts: [explicit.layout], label: key }) : 'auto';
+      p = this.device.createComputePipeline({ layout, compute: { module, entryPoint: 'main' }, label: key });
       this.pipelines.set(key, p);
+      this.layouts.set(p, explicit);
     }
     return p;
+  }
+
+  /**
+   * The bind group of a dispatch. A pipeline whose bindings are 0 … n−1 with the uniforms (if any)
+   * at 0 has an explicit layout with a dynamic uniform offset, so its bind groups depend only on
+   * the storage buffers and are cached (creating one costs ~19 µs of host time on this project's
+   * CPU machine, and a decode or training step repeats the same pooled buffers). Other pipelines
+   * (layout 'auto') get a new group each dispatch. Returns the dynamic offsets to set with it.
+   */
+  private bindGroup(pipeline: GPUComputePipeline, key: string, uniformAt: number, uniformBytes: number, buffers: readonly GPUBuffer[]): [GPUBindGroup, number[]] {
+    const explicit = this.layouts.get(pipeline);
+    const hasUniforms = uniformBytes > 0;
+    if (explicit && (explicit.kinds.length !== buffers.length + (hasUniforms ? 1 : 0) || (explicit.kinds[0] === 'u') !== hasUniforms)) {
+      throw new DeviceError(`webgpu: kernel ${key} declares bindings '${explicit.kinds}' (u uniform, r/w storage) but the dispatch binds ${hasUniforms ? 'uniforms and ' : ''}${buffers.length} buffers`);
+    }
+    if (!explicit) {
+      const entries: GPUBindGroupEntry[] = [];
+      let slot = 0;
+      if (hasUniforms) entries.push({ binding: slot++, resource: { buffer: this.ring(), offset: uniformAt, size: uniformBytes } });
+      for (const b of buffers) entries.push({ binding: slot++, resource: { buffer: b } });
+      return [this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries }), []];
+    }
+    let ids = `${key}|${uniformBytes}`;
+    for (const b of buffers) {
+      let id = this.bufferIds.get(b);
+      if (id === undefined) { id = this.nextBufferId++; this.bufferIds.set(b, id); }
+      ids += `,${id}`;
+    }
+    let group = this.groups.get(ids);
+    if (group) {
+      this.groups.delete(ids);
+    } else {
+      const entries: GPUBindGroupEntry[] = [];
+      let slot = 0;
+      if (hasUniforms) entries.push({ binding: slot++, resource: { buffer: this.ring(), offset: 0, size: uniformBytes } });
+      for (const b of buffers) entries.push({ binding: slot++, resource: { buffer: b } });
+      group = this.device.createBindGroup({ layout: explicit.layout, entries, label: key });
+      if (this.groups.size >= BIND_GROUP_CACHE) this.groups.delete(this.groups.keys().next().value!);
+    }
+    this.groups.set(ids, group);
+    return [group, hasUniforms ? [uniformAt] : []];
   }
 
   private ring(): GPUBuffer {
@@ -87,25 +167,25 @@ export class GpuRuntime {
     this.checkAlive();
     const [x, y = 1, z = 1] = d.workgroups;
     if (x === 0 || y === 0 || z === 0) return;
+    const key = d.kernel.name + JSON.stringify(d.variant);
     const pipeline = this.pipeline(d.kernel, d.variant);
-    const entries: GPUBindGroupEntry[] = [];
-    let slot = 0;
+    let at = 0, bytes = 0;
     if (d.uniforms) {
       const words = Math.max(4, Math.ceil(d.uniforms.length / 4) * 4);
       const align = this.caps.minUniformAlignment / 4;
       if (this.ringUsed + words > this.ringCpu.length) this.flush();
-      const at = this.ringUsed;
+      at = this.ringUsed;
       this.ringCpu.set(d.uniforms as ArrayLike<number>, at);
       this.ringCpu.fill(0, at + d.uniforms.length, at + words);
       this.ringUsed = Math.ceil((at + words) / align) * align;
-      entries.push({ binding: slot++, resource: { buffer: this.ring(), offset: at * 4, size: words * 4 } });
+      at *= 4;
+      bytes = words * 4;
     }
-    for (const b of d.buffers) entries.push({ binding: slot++, resource: { buffer: b } });
-    const group = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+    const [group, offsets] = this.bindGroup(pipeline, key, at, bytes, d.buffers);
     if (!this.encoder) this.encoder = this.device.createCommandEncoder();
     if (!this.pass) this.pass = this.encoder.beginComputePass();
     this.pass.setPipeline(pipeline);
-    this.pass.setBindGroup(0, group);
+    this.pass.setBindGroup(0, group, offsets);
     this.pass.dispatchWorkgroups(x, y, z);
     this.dispatches++;
     this.totalDispatches++;
@@ -190,6 +270,7 @@ export class GpuRuntime {
    */
   trimPool(): void {
     this.flush();
+    this.groups.clear();
     this.pool.destroyParked();
   }
 
