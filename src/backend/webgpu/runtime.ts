@@ -150,7 +150,7 @@ export class GpuRuntime {
       let slot = 0;
       if (hasUniforms) entries.push({ binding: slot++, resource: { buffer: this.ring(), offset: 0, size: uniformBytes } });
       for (const b of buffers) entries.push({ binding: slot++, resource: { buffer: b } });
-      group = this.device.createBindGroup({ layout: explicit.layout, entries, label: key });
+      group = this.device.createBindGroup({ layout: explicit.layout, entries });
       if (this.groups.size >= BIND_GROUP_CACHE) this.groups.delete(this.groups.keys().next().value!);
     }
     this.groups.set(ids, group);
