@@ -72,8 +72,8 @@ function explicitLayout(device: GPUDevice, code: string, label: string): { layou
 export class GpuRuntime {
   readonly pool: BufferPool;
   private pipelines = new Map<string, GPUComputePipeline>();
-  /** Per pipeline: its binding kinds when it has an explicit layout (see `bindGroup`), else null. */
-  private layouts = new Map<GPUComputePipeline, { layout: GPUBindGroupLayout; kinds: string } | null>();
+  /** Per pipeline: its explicit layout, binding kinds and a number for cache keys (see `bindGroup`), else null. */
+  private layouts = new Map<GPUComputePipeline, { layout: GPUBindGroupLayout; kinds: string; id: number } | null>();
   /** Bind groups of recent dispatches, most recent last, keyed by pipeline and buffers (`bindGroup`). */
   private groups = new Map<string, GPUBindGroup>();
   private bufferIds = new WeakMap<GPUBuffer, number>();
@@ -100,8 +100,7 @@ export class GpuRuntime {
     if (this.lostReason !== null) throw new DeviceError(`webgpu: device lost (${this.lostReason})`);
   }
 
-  pipeline(kernel: Kernel, variant: Variant): GPUComputePipeline {
-    const key = kernel.name + JSON.stringify(variant);
+  private pipeline(key: string, kernel: Kernel, variant: Variant): GPUComputePipeline {
     let p = this.pipelines.get(key);
     if (!p) {
       const code = kernel.source(variant, this.caps);
@@ -111,7 +110,7 @@ export class GpuRuntime {
       const layout = explicit ? this.device.createPipelineLayout({ bindGroupLayouts: [explicit.layout], label: key }) : 'auto';
       p = this.device.createComputePipeline({ layout, compute: { module, entryPoint: 'main' }, label: key });
       this.pipelines.set(key, p);
-      this.layouts.set(p, explicit);
+      this.layouts.set(p, explicit && { ...explicit, id: this.layouts.size });
     }
     return p;
   }
@@ -119,38 +118,31 @@ export class GpuRuntime {
   /**
    * The bind group of a dispatch. A pipeline whose bindings are 0 … n−1 with the uniforms (if any)
    * at 0 has an explicit layout with a dynamic uniform offset, so its bind groups depend only on
-   * the storage buffers and are cached (creating one costs ~19 µs of host time on this project's
-   * CPU machine, and a decode or training step repeats the same pooled buffers). Other pipelines
-   * (layout 'auto') get a new group each dispatch. Returns the dynamic offsets to set with it.
+   * the storage buffers and are cached: creating one costs ~19 µs of host time on this project's
+   * CPU machine, and calls over the same buffers (a decode over one KV cache) repeat them. Other
+   * pipelines (layout 'auto') get a new group each dispatch. Returns the dynamic offsets to set.
    */
   private bindGroup(pipeline: GPUComputePipeline, key: string, uniformAt: number, uniformBytes: number, buffers: readonly GPUBuffer[]): [GPUBindGroup, number[]] {
     const explicit = this.layouts.get(pipeline);
     const hasUniforms = uniformBytes > 0;
-    if (explicit && (explicit.kinds.length !== buffers.length + (hasUniforms ? 1 : 0) || (explicit.kinds[0] === 'u') !== hasUniforms)) {
+    const entries = (offset: number): GPUBindGroupEntry[] => [
+      ...(hasUniforms ? [{ binding: 0, resource: { buffer: this.ring(), offset, size: uniformBytes } }] : []),
+      ...buffers.map((b, i) => ({ binding: i + (hasUniforms ? 1 : 0), resource: { buffer: b } })),
+    ];
+    if (!explicit) return [this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: entries(uniformAt) }), []];
+    if (explicit.kinds.length !== buffers.length + (hasUniforms ? 1 : 0) || (explicit.kinds[0] === 'u') !== hasUniforms) {
       throw new DeviceError(`webgpu: kernel ${key} declares bindings '${explicit.kinds}' (u uniform, r/w storage) but the dispatch binds ${hasUniforms ? 'uniforms and ' : ''}${buffers.length} buffers`);
     }
-    if (!explicit) {
-      const entries: GPUBindGroupEntry[] = [];
-      let slot = 0;
-      if (hasUniforms) entries.push({ binding: slot++, resource: { buffer: this.ring(), offset: uniformAt, size: uniformBytes } });
-      for (const b of buffers) entries.push({ binding: slot++, resource: { buffer: b } });
-      return [this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries }), []];
-    }
-    let ids = `${key}|${uniformBytes}`;
+    let ids = `${explicit.id}|${uniformBytes}`;
     for (const b of buffers) {
       let id = this.bufferIds.get(b);
       if (id === undefined) { id = this.nextBufferId++; this.bufferIds.set(b, id); }
       ids += `,${id}`;
     }
     let group = this.groups.get(ids);
-    if (group) {
-      this.groups.delete(ids);
-    } else {
-      const entries: GPUBindGroupEntry[] = [];
-      let slot = 0;
-      if (hasUniforms) entries.push({ binding: slot++, resource: { buffer: this.ring(), offset: 0, size: uniformBytes } });
-      for (const b of buffers) entries.push({ binding: slot++, resource: { buffer: b } });
-      group = this.device.createBindGroup({ layout: explicit.layout, entries });
+    if (group) this.groups.delete(ids);
+    else {
+      group = this.device.createBindGroup({ layout: explicit.layout, entries: entries(0) });
       if (this.groups.size >= BIND_GROUP_CACHE) this.groups.delete(this.groups.keys().next().value!);
     }
     this.groups.set(ids, group);
@@ -168,7 +160,7 @@ export class GpuRuntime {
     const [x, y = 1, z = 1] = d.workgroups;
     if (x === 0 || y === 0 || z === 0) return;
     const key = d.kernel.name + JSON.stringify(d.variant);
-    const pipeline = this.pipeline(d.kernel, d.variant);
+    const pipeline = this.pipeline(key, d.kernel, d.variant);
     let at = 0, bytes = 0;
     if (d.uniforms) {
       const words = Math.max(4, Math.ceil(d.uniforms.length / 4) * 4);

@@ -88,19 +88,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
 #endif
+#if K8
 #if PF
     let nbase = kbase + min(j + BKD, kend - 1u) * P.d;
+#endif
     for (var c8 = 0u; c8 < DK / 8u; c8++) {
+#if PF
       let w = kw[c8];
       kw[c8] = k[(nbase >> 3u) + c8];
-      let lo = up4(w.xy);
-      let hi = up4(w.zw);
-      for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + 2u * c8], lo) + dot(Qs[r * D4 + 2u * c8 + 1u], hi); }
-    }
 #else
-#if K8
-    for (var c8 = 0u; c8 < DK / 8u; c8++) {
       let w = k[(base >> 3u) + c8];
+#endif
       let lo = up4(w.xy);
       let hi = up4(w.zw);
       for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + 2u * c8], lo) + dot(Qs[r * D4 + 2u * c8 + 1u], hi); }
@@ -110,7 +108,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let kv = ldk4(base + 4u * c, P.d - 4u * c);
       for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + c], kv); }
     }
-#endif
 #endif
     for (var r = 0u; r < RM; r++) {
       let s = select(-BIG, dots[r], j < kend && visible_row(r, j));
