@@ -131,7 +131,7 @@ import { parseArgs } from 'node:util';
 import { attention as cpuAttention } from '../../src/backend/cpu/attention.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { WebGpuBackend, type GpuHandle, type GpuRef } from '../../src/backend/webgpu/backend.ts';
-import { attentionBackward, attentionBlocked, attentionDecode, attentionPlain, attentionTc, blockedRows, decodeRows, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward, attentionBlocked, attentionDecode, attentionDecodeLanes, attentionPlain, decodeLanes, attentionTc, blockedRows, decodeRows, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
 import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attentionBackward as cpuAttentionBackward } from '../../src/backend/cpu/attention.ts';
 import { f32ToHost, hostToF32 } from '../../src/tensor/dtype.ts';
@@ -268,6 +268,12 @@ const VERSIONS: Version[] = [
     ['d9', { vEarly: true }], ['d10', { combineUnroll: true }], ['d11', { combineCols: 32, combineUnroll: true }], ['d12', { vEarly: true, combineCols: 32, combineUnroll: true }]] as const).flatMap(([name, tune]) => [0, 660].map((g): Version => ({
     name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, tune),
+  }))),
+  // Lane-team split pass (attention_decode_lanes.wgsl): LuN: u keys a team loads a step; n8: 8
+  // lanes a key (two 16-byte pieces a lane) instead of 16; gN: N workgroups in all, as above.
+  ...([['Lu2', { u: 2 }], ['Lu4', { u: 4 }], ['Lu8', { u: 8 }], ['Lu4n8', { u: 4, lanes: 8 }], ['Lu2n8', { u: 2, lanes: 8 }]] as [string, { u: number; lanes?: number }][]).flatMap(([name, tune]) => [0, 660, 264].map((g): Version => ({
+    name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeLanes(be, 'f16', a, tune.lanes) > 0,
+    run: (be, q, k, v, a) => attentionDecodeLanes(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, tune),
   }))),
 ];
 

@@ -31,7 +31,7 @@ import { header, preprocess, storageType, type Binding, type Variant } from '../
 import { viaStorable } from './elementwise.ts';
 import { matrixCode } from './subgroup_matrix.ts';
 
-export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_tc'];
+export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_lanes', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_tc'];
 
 const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32';
 const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32, chunk: u32, nsplit: u32`;
@@ -222,6 +222,66 @@ export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: Gpu
   return [out, lse];
 }
 
+const decodeLanesKernel: Kernel = {
+  name: 'attention_decode_lanes',
+  source: (v, caps) => {
+    const x = dt(v, 'X');
+    const head = [
+      'enable subgroups;',
+      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
+      k8Loader(x, 5), '@group(0) @binding(6) var<storage, read> v: array<vec4<u32>>;',
+    ].join('\n');
+    return preprocess(wgslSource('attention_decode_lanes'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
+  },
+};
+
+/**
+ * Lanes a key's team takes in the lane-team decode (attention_decode_lanes.wgsl), or 0 where that
+ * kernel does not take the call: 16-bit K/V, head dim 8·2^i (16 … 256), at most 4 query rows a
+ * kv head, and subgroups of at least as many lanes (`lanes` asks for fewer than the default of one
+ * 16-byte piece a lane, as many as the subgroups allow).
+ */
+export function decodeLanes(be: WebGpuBackend, dtype: DType, a: AttentionArgs, lanes?: number): number {
+  const rows = (a.heads / a.kvHeads) * a.tq;
+  const pieces = a.d / 8;
+  if (dtype === 'f32' || rows > 4 || a.d % 8 !== 0 || pieces < 2 || pieces > 32 || (pieces & (pieces - 1)) !== 0) return 0;
+  let lpk = Math.min(pieces, lanes ?? 32);
+  while (lpk > be.caps.subgroupMinSize) lpk >>= 1;
+  if (!be.caps.subgroups || lpk < 1) return 0;
+  const { wg, sgmin } = lanesGroup(be);
+  const bytes = (wg / sgmin) * pow2AtLeast(rows, 1) * (a.d + 2) * 4;
+  return wg <= be.caps.maxInvocations && bytes <= be.caps.maxWorkgroupStorage ? lpk : 0;
+}
+
+/** The lane-team decode's workgroup: 8 subgroups of the smallest size, 32 … 128 invocations (sgmin: the size its workgroup arrays are sized for). */
+function lanesGroup(be: WebGpuBackend): { wg: number; sgmin: number } {
+  const wg = Math.min(128, Math.max(32, 8 * be.caps.subgroupMinSize));
+  return { wg, sgmin: Math.min(be.caps.subgroupMinSize, wg) };
+}
+
+/**
+ * Flash-decoding with the lane-team split pass (callers check decodeLanes): `u` keys a team loads
+ * per step, `lanes` as in decodeLanes. The partials and the combine are the other decode's.
+ */
+export function attentionDecodeLanes(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, tune: { u?: number; lanes?: number } = {}): [GpuHandle, GpuHandle] {
+  const lpk = decodeLanes(be, q.dtype, a, tune.lanes);
+  if (lpk === 0) throw new UnsupportedError(`webgpu: the lane-team decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} ${q.dtype} query rows of head dim ${a.d}`);
+  const rows = (a.heads / a.kvHeads) * a.tq, nrows = a.batch * a.heads * a.tq;
+  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
+  const { wg, sgmin } = lanesGroup(be);
+  const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
+  const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
+  const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
+  be.rt.run({
+    kernel: decodeLanesKernel,
+    variant: { X: q.dtype, RM: pow2AtLeast(rows, 1), DK: a.d, LPK: lpk, U: tune.u ?? 4, WG: wg, SGMIN: sgmin },
+    uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
+    buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
+    workgroups: [nsplit, a.kvHeads, a.batch],
+  });
+  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention');
+}
+
 /** Query rows one decode workgroup serves (the whole GQA group's), or 0 when the decode kernel does not take the call. */
 export function decodeRows(be: WebGpuBackend, a: AttentionArgs): number {
   const rows = (a.heads / a.kvHeads) * a.tq;
@@ -244,11 +304,11 @@ const DECODE_GROUPS_SOFTWARE = 8;
  */
 export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
 
-/** Flash-decoding (split + combine); callers check decodeRows. Exported for tests and dev/kernels. */
-export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
-  const rows = decodeRows(be, a);
-  if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
-  const nrows = a.batch * a.heads * a.tq;
+/**
+ * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
+ * (a multiple of 128), about DECODE_GROUPS workgroups in all unless `splits` sets the count.
+ */
+function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { lo: number; hi: number; chunk: number; nsplit: number } {
   const lo = a.window > 0 ? Math.max(0, a.qOffset - a.window + 1) : 0;
   const hi = Math.max(lo, a.causal ? Math.min(a.kvLength, a.qOffset + a.tq) : a.kvLength);
   const blocks = Math.max(1, Math.ceil((hi - lo) / 128));
@@ -257,6 +317,15 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const chunk = Math.ceil(blocks / nsplit) * 128;
   nsplit = Math.max(1, Math.ceil((hi - lo) / chunk));
   checkGrid('attention decode', nsplit, a.kvHeads, a.batch);
+  return { lo, hi, chunk, nsplit };
+}
+
+/** Flash-decoding (split + combine); callers check decodeRows. Exported for tests and dev/kernels. */
+export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
+  const rows = decodeRows(be, a);
+  if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
+  const nrows = a.batch * a.heads * a.tq;
+  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
   const k8 = q.dtype !== 'f32' && a.d % 8 === 0;
   const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
   const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
