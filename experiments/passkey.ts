@@ -70,9 +70,10 @@
  * H200 runs (2026-11-30; RESULTS.md "Passkey"). At --length 256 and 1500 steps `full` trained at 29.6
  * steps/s and scored 0% at 1×. At --length 128 and 5000 steps (about 150–250 s an arm with two or
  * three processes on one H200): full 100% at 1× and 0% beyond; plain fox and fpa 0% everywhere (digits
- * at chance); fox with --pro 90% / 80% / 62% / 34% at 1× / 2× / 4× / 8×. fpa with --pro is the next
- * run. Start parallel arms inside one `bash .gpu/enter` (two `enter`s at once collided in their
- * set-up and one arm never ran):
+ * at chance); fox with --pro 90% / 80% / 62% / 34% at 1× / 2× / 4× / 8× (seed 2: 100 / 66 / 26 / 16);
+ * fpa with --pro seed 2 100 / 100 / 100 / 58 (eviction: the same answers, 31% … 11% of the cache
+ * kept), seed 1 0% everywhere (did not learn the lookup). Start parallel arms inside one
+ * `bash .gpu/enter` (two `enter`s at once collided in their set-up and one arm never ran):
  *   node --import tsx experiments/passkey.ts --backend webgpu --seeds 1 --steps 5000 --batch 32 \
  *     --length 128 --passkey-mix 0.8 --trials 10 --layers 2 --d-model 256 --heads 4 --head-dim 64 \
  *     --mlp-hidden 768 --pro --arms fpa,fpa-evict --json passkey.json

@@ -19,7 +19,7 @@ import assert from 'node:assert/strict';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import * as cpu from '../../src/backend/cpu/attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { attentionBackward, attentionBlocked, attentionDecode, attentionDecodeLanes, attentionPlain, decodeLanes, attentionTc, blockedRows, decodeRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward, attentionBlocked, attentionDecode, attentionDecodeLanes, attentionPlain, blockedPlan, decodeLanes, attentionTc, blockedRows, decodeRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
 import { attention, kvWrite } from '../../src/ops/attention.ts';
 import * as fon from '../../src/index.ts';
 import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
@@ -92,17 +92,22 @@ const BLOCKED: Case[] = [
   { b: 1, h: 1, hkv: 1, tq: 40, tk: 100, d: 64, causal: false },
   { b: 1, h: 3, hkv: 1, tq: 33, tk: 90, d: 20, kvLength: 81 },
   { b: 1, h: 2, hkv: 2, tq: 66, tk: 66, d: 32, dtype: 'bf16' },
+  // Head dim 128: f32 tiles do not fit 48 KB (nor SwiftShader's 32 KB), packed 16-bit tiles do.
+  { b: 1, h: 2, hkv: 1, tq: 40, tk: 70, d: 128, dtype: 'bf16' },
 ];
 
-test('attention blocked forward vs CPU: 8 and 16 row-threads, several blocks, whole-visible blocks, window, GQA, kvLength < Tk, not causal, odd D, f16, bf16 [webgpu]', { skip }, async () => {
+test('attention blocked forward vs CPU: 8 and 16 row-threads, several blocks, whole-visible blocks, window, GQA, kvLength < Tk, not causal, odd D, f16, bf16, 16-bit tiles packed (D 128, and forced) [webgpu]', { skip }, async () => {
   let ran = 0;
   for (const c of BLOCKED) {
-    const most = blockedRows(gpu!.caps, c.d, 'fwd');
+    const dtype = c.dtype ?? 'f32';
+    const most = blockedRows(gpu!.caps, c.d, 'fwd', dtype);
     for (const tr of [8, 16].filter((t) => t <= most)) {
-      await checkForward(c, (x) => attentionBlocked(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, tr));
+      for (const pack of dtype === 'f32' ? [false] : [false, true]) await checkForward(c, (x) => attentionBlocked(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, tr, pack));
       ran++;
     }
   }
+  const plan = blockedPlan(gpu!.caps, 128, 'fwd', 'bf16');
+  assert.ok(plan.tr > 0 && plan.px, `head dim 128 in bf16 should take the blocked forward with packed tiles: ${JSON.stringify(plan)}`);
   assert.ok(ran >= BLOCKED.length, `the blocked forward ran ${ran} times for ${BLOCKED.length} cases`);
 });
 
@@ -207,19 +212,24 @@ const BACKWARD_BLOCKED: Case[] = [
   { b: 1, h: 1, hkv: 1, tq: 65, tk: 65, d: 32, causal: false },
   { b: 1, h: 2, hkv: 1, tq: 20, tk: 50, d: 16, kvLength: 45 },
   { b: 1, h: 2, hkv: 2, tq: 40, tk: 40, d: 32, dtype: 'f16' },
+  // Packed 16-bit tiles where f32 ones do not fit: D 64 on 32 KB devices, D 128 on 48 KB ones.
+  { b: 1, h: 2, hkv: 1, tq: 45, tk: 45, d: 64, dtype: 'bf16' },
+  { b: 1, h: 2, hkv: 2, tq: 40, tk: 40, d: 128, dtype: 'f16' },
 ];
 
-test('attention backward vs CPU: dq, dk, dv with GQA sums, window, kvLength < Tk, not causal, bf16, f16; blocked kernels (several blocks) and plain kernels [webgpu]', { skip }, async () => {
+test('attention backward vs CPU: dq, dk, dv with GQA sums, window, kvLength < Tk, not causal, bf16, f16; blocked kernels (several blocks, 16-bit tiles packed where needed and forced) and plain kernels [webgpu]', { skip }, async () => {
   assert.ok(blockedRows(gpu!.caps, 32, 'dq') > 0 && blockedRows(gpu!.caps, 32, 'dkdv') > 0, 'the blocked backward should take head dim 32');
-  for (const c of [...BACKWARD, ...BACKWARD_BLOCKED]) for (const blocked of [true, false]) {
+  assert.ok(blockedPlan(gpu!.caps, 64, 'dq', 'bf16').tr > 0 && blockedPlan(gpu!.caps, 64, 'dkdv', 'bf16').tr > 0, 'the blocked backward should take head dim 64 in bf16');
+  const modes = (dtype: FloatDType) => [{ blocked: true, pack: false }, { blocked: false, pack: false }, ...(dtype === 'f32' ? [] : [{ blocked: true, pack: true }])];
+  for (const c of [...BACKWARD, ...BACKWARD_BLOCKED]) for (const { blocked, pack } of modes(c.dtype ?? 'f32')) {
     const x = inputs(c, 21, true);
     const dtype = x.dtype;
     const [o, l] = cpu.attention(cref(x.host[0], dtype), cref(x.host[1], dtype), cref(x.host[2], dtype), x.a);
     const want = cpu.attentionBackward(cref(x.host[0], dtype), cref(x.host[1], dtype), cref(x.host[2], dtype), cref(o, dtype), cref(l, 'f32'), cref(x.host[3], dtype), x.a);
     const oRef = { h: gpu!.upload(o, dtype), shape: [], dtype }, lRef = { h: gpu!.upload(l, 'f32'), shape: [], dtype: 'f32' as const };
-    const got = attentionBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], oRef, lRef, x.refs[3], x.a, blocked);
+    const got = attentionBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], oRef, lRef, x.refs[3], x.a, blocked, pack);
     const tol = dtype === 'f32' ? 1e-4 : TOL[dtype];
-    for (let i = 0; i < 3; i++) await compare(got[i], dtype, want[i], tol, `${JSON.stringify(c)} ${blocked ? 'blocked' : 'plain'} ${['dq', 'dk', 'dv'][i]}`);
+    for (let i = 0; i < 3; i++) await compare(got[i], dtype, want[i], tol, `${JSON.stringify(c)} ${blocked ? 'blocked' : 'plain'}${pack ? ' packed' : ''} ${['dq', 'dk', 'dv'][i]}`);
     for (const h of [...got, oRef.h, lRef.h, ...x.refs.map((r) => r.h)]) gpu!.free(h);
   }
 });

@@ -75,7 +75,7 @@ async function check(c: Case): Promise<void> {
   for (let i = 0; i < 4; i++) await compare(got[i], i < 3 ? dtype : 'f32', want[i], i < 3 ? gradTol(dtype) : statTol(dtype), `${what} ${names[i]}`);
 
   const ran = { fwd: foxBlockedDispatches.fwd - before.fwd, dq: foxBlockedDispatches.dq - before.dq, dkdv: foxBlockedDispatches.dkdv - before.dkdv };
-  const expect = { fwd: blockedRows(gpu!.caps, c.d, 'fwd') > 0 ? 1 : 0, dq: blockedRows(gpu!.caps, c.d, 'dq') > 0 ? 1 : 0, dkdv: blockedRows(gpu!.caps, c.d, 'dkdv') > 0 ? 1 : 0 };
+  const expect = { fwd: blockedRows(gpu!.caps, c.d, 'fwd', dtype) > 0 ? 1 : 0, dq: blockedRows(gpu!.caps, c.d, 'dq', dtype) > 0 ? 1 : 0, dkdv: blockedRows(gpu!.caps, c.d, 'dkdv', dtype) > 0 ? 1 : 0 };
   assert.deepStrictEqual(ran, expect, `${what}: blocked dispatches`);
   for (const h of [out, lse, ...got, ro.h, rl.h, rq.h, rk.h, rv.h, rg.h, rc.h]) gpu!.free(h);
 }

@@ -76,10 +76,13 @@ const blockedKernel: Kernel = {
     const b: Binding[] = v.FWD ? [...ins(v, 'X', 'q', 'k', 'v'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')]
       : [...ins(v, 'X', 'q', 'k', 'v'), { name: 'g', dtype: dt(v, 'G') }, f32in('lse'), f32in('delta'),
         ...(v.DQ ? [{ name: 'dq', dtype: dt(v, 'Y'), write: true }] : [{ name: 'dk', dtype: dt(v, 'Y'), write: true }, { name: 'dv', dtype: dt(v, 'Y'), write: true }])];
-    const head = [header(b, caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g'])].join('\n');
+    const head = [header(b, caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g']), blockedTiles(v)].join('\n');
     return preprocess(wgslSource('attention_blocked'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
   },
 };
+
+/** blockedTileCode for a blocked variant (X, G dtypes; PX, PG packing). */
+export const blockedTiles = (v: Variant) => blockedTileCode(dt(v, 'X'), !!v.PX, (v.G ?? v.X) as DType, !!v.PG);
 
 /**
  * 4-element loads of k and v (`ldk4(e, left)`, `ldv4(e, left)`: elements e … e+3 of a row, those
@@ -169,21 +172,50 @@ export type BlockedPass = 'fwd' | 'dq' | 'dkdv';
 export const blockedPitch = (d: number) => pow2AtLeast(d, 32);
 
 /**
- * Row-threads TR of a blocked pass for head dim d (4·TR query rows per workgroup of 8·TR
- * invocations; dq and dk/dv take TR = 8), the largest whose tiles fit this device's workgroup
- * memory, or 0 where none fits (then the attention_plain.wgsl kernels run).
+ * How a blocked pass runs for head dim d: row-threads TR (4·TR query rows per workgroup of 8·TR
+ * invocations; dq and dk/dv take TR = 8), the largest whose tiles fit this device's workgroup memory
+ * less `reserve` bytes, and whether the q/k/v tiles (px) and dO's (pg) are kept as packed 16-bit
+ * values (only when the inputs are 16-bit and f32 tiles do not fit); tr 0 where nothing fits (then
+ * the attention_plain.wgsl kernels run). `x` and `g` are the dtypes of q/k/v and of dO.
  */
-export function blockedRows(caps: GpuCaps, d: number, pass: BlockedPass): number {
-  if (d === 0 || d > 128) return 0;
+export function blockedPlan(caps: GpuCaps, d: number, pass: BlockedPass, x: DType = 'f32', g: DType = x, reserve = 0): { tr: number; px: boolean; pg: boolean } {
+  if (d === 0 || d > 128) return { tr: 0, px: false, pg: false };
   const dp = blockedPitch(d) / 4 + 1, bk = 32;
-  for (const tr of pass === 'fwd' ? [16, 8] : [8]) {
-    const bq = 4 * tr;
-    const vec4s = pass === 'fwd' ? bq * dp + 2 * bk * dp + bq * (bk / 4 + 1) + bq * 2
-      : pass === 'dq' ? 2 * bq * dp + 2 * bk * dp + bq * (bk / 4 + 1)
-        : 2 * bq * dp + 2 * bk * dp + 2 * bk * (bq / 4 + 1);
-    if (vec4s * 16 <= caps.maxWorkgroupStorage && 8 * tr <= caps.maxInvocations) return tr;
+  const fits = (tr: number, px: boolean, pg: boolean) => {
+    const bq = 4 * tr, tx = px ? 8 : 16, tg = pg ? 8 : 16;
+    const bytes = pass === 'fwd' ? (bq * dp + 2 * bk * dp) * tx + (bq * (bk / 4 + 1) + bq * 2) * 16
+      : pass === 'dq' ? (bq * dp + 2 * bk * dp) * tx + bq * dp * tg + bq * (bk / 4 + 1) * 16
+        : (bq * dp + 2 * bk * dp) * tx + bq * dp * tg + 2 * bk * (bq / 4 + 1) * 16;
+    return bytes + reserve <= caps.maxWorkgroupStorage && 8 * tr <= caps.maxInvocations;
+  };
+  const canX = x !== 'f32', canG = pass !== 'fwd' && g !== 'f32';
+  for (const [px, pg] of [[false, false], [canX, false], [canX, canG]] as const) {
+    if ((px && !canX) || (pg && !canG)) continue;
+    for (const tr of pass === 'fwd' ? [16, 8] : [8]) if (fits(tr, px, pg)) return { tr, px, pg };
   }
-  return 0;
+  return { tr: 0, px: false, pg: false };
+}
+
+/** Row-threads of a blocked pass (blockedPlan's tr): 0 where its tiles do not fit. */
+export function blockedRows(caps: GpuCaps, d: number, pass: BlockedPass, x: DType = 'f32', g: DType = x): number {
+  return blockedPlan(caps, d, pass, x, g).tr;
+}
+
+/**
+ * The tile element types of attention_blocked.wgsl and their load/store (TX for q/k/v of dtype x,
+ * TG for dO of dtype g): vec4<f32> as is, or 4 packed 16-bit values (exact for values read from
+ * that dtype).
+ */
+export function blockedTileCode(x: DType, px: boolean, g: DType, pg: boolean): string {
+  const one = (t: string, dtype: DType, packed: boolean) => {
+    if (!packed) return `alias ${t.toUpperCase()} = vec4<f32>;\nfn ${t}_ld(w: vec4<f32>) -> vec4<f32> { return w; }\nfn ${t}_st(x: vec4<f32>) -> vec4<f32> { return x; }`;
+    const ld = dtype === 'f16' ? 'return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));'
+      : 'return vec4<f32>(bitcast<f32>(w.x << 16u), bitcast<f32>(w.x & 0xffff0000u), bitcast<f32>(w.y << 16u), bitcast<f32>(w.y & 0xffff0000u));';
+    const st = dtype === 'f16' ? 'return vec2<u32>(pack2x16float(x.xy), pack2x16float(x.zw));'
+      : 'let b = bitcast<vec4<u32>>(x); return vec2<u32>((b.x >> 16u) | (b.y & 0xffff0000u), (b.z >> 16u) | (b.w & 0xffff0000u));';
+    return `alias ${t.toUpperCase()} = vec2<u32>;\nfn ${t}_ld(w: vec2<u32>) -> vec4<f32> { ${ld} }\nfn ${t}_st(x: vec4<f32>) -> vec2<u32> { ${st} }`;
+  };
+  return [one('tx', x, px), one('tg', g, pg)].join('\n');
 }
 
 function checkGrid(what: string, ...dims: number[]): void {
@@ -207,16 +239,19 @@ export function attentionPlain(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRe
 
 /**
  * The register-blocked forward (any dtype; callers check blockedRows); `tr` picks the row-threads
- * (16 or 8, default the device's choice). Exported for tests and dev/kernels/attention.ts.
+ * (16 or 8, default the device's choice), `pack` keeps 16-bit tiles packed even where f32 tiles
+ * fit (tests). Exported for tests and dev/kernels/attention.ts.
  */
-export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, tr = blockedRows(be.caps, a.d, 'fwd')): [GpuHandle, GpuHandle] {
-  if (tr === 0 || tr > blockedRows(be.caps, a.d, 'fwd')) throw new UnsupportedError(`webgpu: the blocked attention forward does not take head dim ${a.d} with ${tr} row-threads on ${be.caps.adapterName}`);
+export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, tr?: number, pack = false): [GpuHandle, GpuHandle] {
+  const plan = blockedPlan(be.caps, a.d, 'fwd', q.dtype);
+  tr ??= plan.tr;
+  if (tr === 0 || tr > plan.tr) throw new UnsupportedError(`webgpu: the blocked attention forward does not take head dim ${a.d} with ${tr} row-threads on ${be.caps.adapterName}`);
   const rows = a.batch * a.heads * a.tq;
   const lse = be.alloc('f32', rows, 'attention lse');
   const gx = Math.ceil(a.tq / (4 * tr));
   checkGrid('attention', gx, a.heads, a.batch);
   const out = viaStorable(be, q.dtype, rows * a.d, 'attention', (buf, y) => be.rt.run({
-    kernel: blockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d) },
+    kernel: blockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d), PX: plan.px || (pack && q.dtype !== 'f32') },
     uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
   }));
   return [out, lse];
@@ -366,7 +401,7 @@ export function attention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a:
   if (a.batch * a.heads * a.tq === 0) return [be.alloc(q.dtype, 0, 'attention'), be.alloc('f32', 0, 'attention lse')];
   if (decodeRows(be, a) > 0) return attentionDecode(be, q, k, v, a);
   if (a.tq >= 16 && tcEligible(be, q.dtype, a.d)) return attentionTc(be, q, k, v, a);
-  if (blockedRows(be.caps, a.d, 'fwd') > 0) return attentionBlocked(be, q, k, v, a);
+  if (blockedRows(be.caps, a.d, 'fwd', q.dtype) > 0) return attentionBlocked(be, q, k, v, a);
   return attentionPlain(be, q, k, v, a);
 }
 
@@ -375,10 +410,11 @@ export function attention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a:
  * pass on its own), else attention_plain.wgsl; `blocked: false` forces the plain kernels (tests,
  * dev/kernels/attention.ts).
  */
-export function attentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: AttentionArgs, blocked = true): [GpuHandle, GpuHandle, GpuHandle] {
+export function attentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: AttentionArgs, blocked = true, pack = false): [GpuHandle, GpuHandle, GpuHandle] {
   const dm = headPitch('attention backward', a.d);
   const { bq, bk } = plainTile(be.caps, dm, true);
-  const dqBlocked = blocked && blockedRows(be.caps, a.d, 'dq') > 0, kvBlocked = blocked && blockedRows(be.caps, a.d, 'dkdv') > 0;
+  const dqPlan = blockedPlan(be.caps, a.d, 'dq', q.dtype, g.dtype), kvPlan = blockedPlan(be.caps, a.d, 'dkdv', q.dtype, g.dtype);
+  const dqBlocked = blocked && dqPlan.tr > 0, kvBlocked = blocked && kvPlan.tr > 0;
   const bdm = blockedPitch(a.d);
   const rows = a.batch * a.heads * a.tq;
   const kvSize = a.batch * a.kvHeads * a.tk * a.d;
@@ -391,16 +427,18 @@ export function attentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: Gp
   const base = { X: q.dtype, G: g.dtype, BWD: true, BQ: bq, BK: bk, DM: dm };
   const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, lse.h.buffer, delta.buffer];
   const bbase = { X: q.dtype, G: g.dtype, TR: 8, DM: bdm };
+  // Packed tiles where the plan needs them, or everywhere with `pack` (tests).
+  const packing = (p: { px: boolean; pg: boolean }) => ({ PX: p.px || (pack && q.dtype !== 'f32'), PG: p.pg || (pack && g.dtype !== 'f32') });
   const dqRows = dqBlocked ? 32 : bq, kvRows = kvBlocked ? 32 : bk;
   checkGrid('attention backward', Math.ceil(a.tq / dqRows), Math.ceil(a.tk / kvRows), a.heads, a.batch);
   const dq = viaStorable(be, q.dtype, rows * a.d, 'attention dq', (buf, y) => be.rt.run({
-    kernel: dqBlocked ? blockedKernel : plainKernel, variant: dqBlocked ? { ...bbase, DQ: true, Y: y } : { ...base, DQ: true, Y: y },
+    kernel: dqBlocked ? blockedKernel : plainKernel, variant: dqBlocked ? { ...bbase, ...packing(dqPlan), DQ: true, Y: y } : { ...base, DQ: true, Y: y },
     uniforms: u, buffers: [...inputs, buf], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
   }));
   let dv: GpuHandle | null = null;
   const dk = viaStorable(be, k.dtype, kvSize, 'attention dk', (bufK, y) => {
     dv = viaStorable(be, v.dtype, kvSize, 'attention dv', (bufV) => be.rt.run({
-      kernel: kvBlocked ? blockedKernel : plainKernel, variant: kvBlocked ? { ...bbase, DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
+      kernel: kvBlocked ? blockedKernel : plainKernel, variant: kvBlocked ? { ...bbase, ...packing(kvPlan), DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
       uniforms: u, buffers: [...inputs, bufK, bufV], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
     }));
   });

@@ -1,8 +1,11 @@
 // Register-blocked flash attention on plain ALUs (f32 arithmetic over any storage dtype through the
 // ld_/st_ helpers of the generated header), the fast form of attention_plain.wgsl's FWD, DQ and DKDV.
 //
-// Every tile lives in workgroup memory row-major as vec4<f32>, rows padded by one vec4 (DP) so that
-// neighbouring rows start 4 banks apart. An invocation (tr, tc) of a TR×8 grid owns 4 query rows
+// Every tile lives in workgroup memory row-major, 4 columns an element, rows padded by one element
+// (DP) so that neighbouring rows start on other banks. The element is vec4<f32>, or with PX (PG for
+// dO's tile) four 16-bit values of the input's own dtype packed in a vec2<u32>: exact, half the
+// memory, an unpack at each read; the host packs only where f32 tiles do not fit (head dim 128).
+// TX/TG and tx_ld/tx_st/tg_ld/tg_st come with the header (attention.ts blockedTileCode). An invocation (tr, tc) of a TR×8 grid owns 4 query rows
 // tr + TR·i and 4 keys tc + 8·jj of a 4TR×32 score tile (16 dot products of vec4s per column step:
 // 8 vec4 loads for 64 FMAs), and 4 rows × DV column vec4s tc + 8·u of the output (or, in DKDV, 4 keys
 // × DV column vec4s of dk and dv). Products with a probability tile go through workgroup memory
@@ -160,11 +163,11 @@ fn key_range(i0: u32, i1: u32) -> vec2<u32> {
   return vec2<u32>(u32(lo), u32(max(hi, lo)));
 }
 
-var<workgroup> Ks: array<vec4<f32>, BK * DP>;
-var<workgroup> Vs: array<vec4<f32>, BK * DP>;
-var<workgroup> Qs: array<vec4<f32>, BQ * DP>;
+var<workgroup> Ks: array<TX, BK * DP>;
+var<workgroup> Vs: array<TX, BK * DP>;
+var<workgroup> Qs: array<TX, BQ * DP>;
 #if DKDV
-var<workgroup> Gs: array<vec4<f32>, BQ * DP>;
+var<workgroup> Gs: array<TG, BQ * DP>;
 const QP = BQ / 4u + 1u;
 var<workgroup> Pt: array<vec4<f32>, BK * QP>;
 var<workgroup> Dt: array<vec4<f32>, BK * QP>;
@@ -187,7 +190,7 @@ var<workgroup> Ps: array<vec4<f32>, BQ * KP>;
 #if FWD
 var<workgroup> Red: array<vec4<f32>, BQ * TC / 4u>;
 #else
-var<workgroup> Gs: array<vec4<f32>, BQ * DP>;
+var<workgroup> Gs: array<TG, BQ * DP>;
 #endif
 #endif
 
@@ -203,8 +206,8 @@ fn load_keys(lid: u32, kbase: u32, k0: u32) {
       kx = ld4_k(o, c4 * 4u);
       vx = ld4_v(o, c4 * 4u);
     }
-    Ks[j * DP + c4] = kx;
-    Vs[j * DP + c4] = vx;
+    Ks[j * DP + c4] = tx_st(kx);
+    Vs[j * DP + c4] = tx_st(vx);
   }
 }
 
@@ -226,10 +229,10 @@ fn load_queries(lid: u32, qrow0: u32, i0: u32) {
       g = ld4_g(o, c4 * 4u);
 #endif
     }
-    Qs[r * DP + c4] = x;
+    Qs[r * DP + c4] = tx_st(x);
 #if FWD
 #else
-    Gs[r * DP + c4] = g;
+    Gs[r * DP + c4] = tg_st(g);
 #endif
   }
 }
@@ -325,17 +328,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       var dp: array<vec4<f32>, 4>;
       for (var i = 0u; i < 4u; i++) { s[i] = vec4<f32>(0.0); dp[i] = vec4<f32>(0.0); }
       for (var c4 = 0u; c4 < D4; c4++) {
-        let k0v = Ks[tc * DP + c4];
-        let k1v = Ks[(tc + 8u) * DP + c4];
-        let k2v = Ks[(tc + 16u) * DP + c4];
-        let k3v = Ks[(tc + 24u) * DP + c4];
-        let v0v = Vs[tc * DP + c4];
-        let v1v = Vs[(tc + 8u) * DP + c4];
-        let v2v = Vs[(tc + 16u) * DP + c4];
-        let v3v = Vs[(tc + 24u) * DP + c4];
+        let k0v = tx_ld(Ks[tc * DP + c4]);
+        let k1v = tx_ld(Ks[(tc + 8u) * DP + c4]);
+        let k2v = tx_ld(Ks[(tc + 16u) * DP + c4]);
+        let k3v = tx_ld(Ks[(tc + 24u) * DP + c4]);
+        let v0v = tx_ld(Vs[tc * DP + c4]);
+        let v1v = tx_ld(Vs[(tc + 8u) * DP + c4]);
+        let v2v = tx_ld(Vs[(tc + 16u) * DP + c4]);
+        let v3v = tx_ld(Vs[(tc + 24u) * DP + c4]);
         for (var i = 0u; i < 4u; i++) {
-          let qv = Qs[(tr + TR * i) * DP + c4];
-          let gv = Gs[(tr + TR * i) * DP + c4];
+          let qv = tx_ld(Qs[(tr + TR * i) * DP + c4]);
+          let gv = tg_ld(Gs[(tr + TR * i) * DP + c4]);
           s[i] += vec4<f32>(dot(qv, k0v), dot(qv, k1v), dot(qv, k2v), dot(qv, k3v));
           dp[i] += vec4<f32>(dot(gv, v0v), dot(gv, v1v), dot(gv, v2v), dot(gv, v3v));
         }
@@ -390,8 +393,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var x = 0u; x < 4u; x++) {
           let r = r4 * 4u + x;
           for (var u = 0u; u < DV; u++) {
-            let gv = Gs[r * DP + tc + 8u * u];
-            let qv = Qs[r * DP + tc + 8u * u];
+            let gv = tg_ld(Gs[r * DP + tc + 8u * u]);
+            let qv = tx_ld(Qs[r * DP + tc + 8u * u]);
             for (var jj = 0u; jj < 4u; jj++) {
               av[jj * DV + u] += pt[jj][x] * gv;
               ak[jj * DV + u] += dt[jj][x] * qv;
@@ -531,23 +534,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var i = 0u; i < 4u; i++) { dp[i] = vec4<f32>(0.0); }
 #endif
     for (var c4 = 0u; c4 < D4; c4++) {
-      let k0v = Ks[tc * DP + c4];
-      let k1v = Ks[(tc + 8u) * DP + c4];
-      let k2v = Ks[(tc + 16u) * DP + c4];
-      let k3v = Ks[(tc + 24u) * DP + c4];
+      let k0v = tx_ld(Ks[tc * DP + c4]);
+      let k1v = tx_ld(Ks[(tc + 8u) * DP + c4]);
+      let k2v = tx_ld(Ks[(tc + 16u) * DP + c4]);
+      let k3v = tx_ld(Ks[(tc + 24u) * DP + c4]);
 #if FWD
 #else
-      let v0v = Vs[tc * DP + c4];
-      let v1v = Vs[(tc + 8u) * DP + c4];
-      let v2v = Vs[(tc + 16u) * DP + c4];
-      let v3v = Vs[(tc + 24u) * DP + c4];
+      let v0v = tx_ld(Vs[tc * DP + c4]);
+      let v1v = tx_ld(Vs[(tc + 8u) * DP + c4]);
+      let v2v = tx_ld(Vs[(tc + 16u) * DP + c4]);
+      let v3v = tx_ld(Vs[(tc + 24u) * DP + c4]);
 #endif
       for (var i = 0u; i < 4u; i++) {
-        let qv = Qs[(tr + TR * i) * DP + c4];
+        let qv = tx_ld(Qs[(tr + TR * i) * DP + c4]);
         s[i] += vec4<f32>(dot(qv, k0v), dot(qv, k1v), dot(qv, k2v), dot(qv, k3v));
 #if FWD
 #else
-        let gv = Gs[(tr + TR * i) * DP + c4];
+        let gv = tg_ld(Gs[(tr + TR * i) * DP + c4]);
         dp[i] += vec4<f32>(dot(gv, v0v), dot(gv, v1v), dot(gv, v2v), dot(gv, v3v));
 #endif
       }
@@ -640,9 +643,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let j = j4 * 4u + x;
         for (var u = 0u; u < DV; u++) {
 #if FWD
-          let w = Vs[j * DP + tc + 8u * u];
+          let w = tx_ld(Vs[j * DP + tc + 8u * u]);
 #else
-          let w = Ks[j * DP + tc + 8u * u];
+          let w = tx_ld(Ks[j * DP + tc + 8u * u]);
 #endif
           for (var i = 0u; i < 4u; i++) { acc[i * DV + u] += pv[i][x] * w; }
         }

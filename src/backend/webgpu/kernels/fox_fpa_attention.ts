@@ -26,11 +26,12 @@
  *
  * FoX without a forced tile takes the register-blocked kernels of attention_blocked.wgsl (its FOX
  * variant: the bias on every score, and the dS row and column sums into the same `aux` layout, so
- * COMBINE is shared) for each pass (FWD, DQ, DKDV) whose tiles fit (attention.ts blockedRows:
- * head dim ≤ 64 in 48 KB), as softmax attention does. FPA without a forced tile takes the same
+ * COMBINE is shared) for each pass (FWD, DQ, DKDV) whose tiles fit (attention.ts blockedPlan:
+ * head dim ≤ 64 in 48 KB with f32 tiles, ≤ 128 with 16-bit inputs kept packed), as softmax
+ * attention does. FPA without a forced tile takes the same
  * file's FPA variant (the [P] design of specs/fpa_depth.md §2.2, key blocks from the diagonal
  * backwards with the §2.4 carry) for each pass whose tiles fit with its extra state
- * (fpaBlockedRows: head dim ≤ 64 in 48 KB). Its DQ runs the CPU reference's row sweep per 32-key
+ * (fpaBlockedRows: likewise). Its DQ runs the CPU reference's row sweep per 32-key
  * block (one invocation per row, the block's λ·dS·act gathered per target key in workgroup memory,
  * what a row owed an argmin of the later blocks settled when the argmin first moves inside the
  * block) and writes dλ's row partials and the dφ cells of its 32-row query block; its DKDV writes
@@ -45,7 +46,7 @@ import type { GpuCaps } from '../device.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
-import { attentionTc, blockedPitch, blockedRows, rowLoaders, tcEligible, type BlockedPass } from './attention.ts';
+import { attentionTc, blockedPitch, blockedPlan, blockedRows, blockedTiles, rowLoaders, tcEligible, type BlockedPass } from './attention.ts';
 import { viaStorable } from './elementwise.ts';
 import { FOX_FPA_DECODE_FILES, foxDecode, foxFpaDecodeRows, fpaDecode } from './fox_fpa_decode.ts';
 
@@ -86,7 +87,7 @@ const kernel: Kernel = {
 const blockedKernel: Kernel = {
   name: 'fox_blocked',
   source: (v, caps) => {
-    const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g'])].join('\n');
+    const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g']), blockedTiles(v)].join('\n');
     return preprocess(wgslSource('attention_blocked'), { ...v, FOX: true, HEADER: head, COMMON: wgslSource('attention_common') });
   },
 };
@@ -95,7 +96,7 @@ const blockedKernel: Kernel = {
 const fpaBlockedKernel: Kernel = {
   name: 'fpa_blocked',
   source: (v, caps) => {
-    const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g'])].join('\n');
+    const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g']), blockedTiles(v)].join('\n');
     return preprocess(wgslSource('attention_blocked'), { ...v, FPA: true, HEADER: head, COMMON: wgslSource('attention_common') });
   },
 };
@@ -124,9 +125,14 @@ export const fpaBlockedDispatches = { fwd: 0, dq: 0, dkdv: 0 };
  */
 const FPA_EXTRA_BYTES: Record<BlockedPass, number> = { fwd: 2 * 32 * 4, dq: 4 * 32 * 4, dkdv: 3 * 32 * 4 };
 
-/** Row-threads of a blocked FPA pass for head dim d (blockedRows' choice with room for the FPA state), 0 where it does not fit. */
-export function fpaBlockedRows(caps: GpuCaps, d: number, pass: BlockedPass = 'fwd'): number {
-  return blockedRows({ ...caps, maxWorkgroupStorage: caps.maxWorkgroupStorage - FPA_EXTRA_BYTES[pass] }, d, pass);
+/** A blocked pass of FoX (blockedPlan) or FPA (with room for the FPA state) for head dim d and dtypes x (q/k/v) and g (dO). */
+function modePlan(caps: GpuCaps, mode: Mode, d: number, pass: BlockedPass, x: DType, g: DType = x): { tr: number; px: boolean; pg: boolean } {
+  return blockedPlan(caps, d, pass, x, g, mode === 'fpa' ? FPA_EXTRA_BYTES[pass] : 0);
+}
+
+/** Row-threads of a blocked FPA pass for head dim d and dtypes x, g (blockedPlan's choice with room for the FPA state), 0 where it does not fit. */
+export function fpaBlockedRows(caps: GpuCaps, d: number, pass: BlockedPass = 'fwd', x: DType = 'f32', g: DType = x): number {
+  return modePlan(caps, 'fpa', d, pass, x, g).tr;
 }
 
 const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
@@ -194,13 +200,13 @@ function forward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef,
  * ex is [φ | ℓ | λ]), for rows > 0.
  */
 function forwardBlocked(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, ex: GpuHandle, a: FoxAttentionArgs): [GpuHandle, GpuHandle] {
-  const tr = mode === 'fox' ? blockedRows(be.caps, a.d, 'fwd') : fpaBlockedRows(be.caps, a.d);
+  const { tr, px } = modePlan(be.caps, mode, a.d, 'fwd', q.dtype);
   const rows = a.batch * a.heads * a.tq;
   const lse = be.alloc('f32', rows, `${mode} attention lse`);
   const gx = Math.ceil(a.tq / (4 * tr));
   checkGrid(`${mode}Attention`, gx, a.heads, a.batch);
   const out = viaStorable(be, q.dtype, rows * a.d, `${mode} attention`, (buf, y) => be.rt.run({
-    kernel: mode === 'fox' ? blockedKernel : fpaBlockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d) },
+    kernel: mode === 'fox' ? blockedKernel : fpaBlockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d), PX: px },
     uniforms: uniforms(a, 0), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, ex.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
   }));
   (mode === 'fox' ? foxBlockedDispatches : fpaBlockedDispatches).fwd++;
@@ -227,8 +233,8 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
     kernel, variant: { DELTA: true, FOX: mode === 'fox', O: o.dtype, G: g.dtype, X: q.dtype },
     uniforms: u, buffers: [o.h.buffer, g.h.buffer, st.buffer], workgroups: grid(rows, 64),
   });
-  const rowsOf = (pass: BlockedPass) => (mode === 'fox' ? blockedRows(be.caps, a.d, pass) : fpaBlockedRows(be.caps, a.d, pass));
-  const dqBlocked = blocked && rowsOf('dq') > 0, kvBlocked = blocked && rowsOf('dkdv') > 0;
+  const dqPlan = modePlan(be.caps, mode, a.d, 'dq', q.dtype, g.dtype), kvPlan = modePlan(be.caps, mode, a.d, 'dkdv', q.dtype, g.dtype);
+  const dqBlocked = blocked && dqPlan.tr > 0, kvBlocked = blocked && kvPlan.tr > 0;
   const dqRows = dqBlocked ? 32 : bq, kvRows = kvBlocked ? 32 : bk;
   const auxWords = auxSize(dqRows);
   const limit = Math.min(be.caps.maxBuffer, be.caps.maxBinding);
@@ -242,14 +248,14 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
   const counts = mode === 'fox' ? foxBlockedDispatches : fpaBlockedDispatches;
   checkGrid(what, Math.ceil(a.tq / dqRows), Math.ceil(a.tk / kvRows), a.heads, a.batch);
   const dq = viaStorable(be, q.dtype, rows * a.d, `${mode} attention dq`, (buf, y) => be.rt.run({
-    kernel: dqBlocked ? bkernel : kernel, variant: dqBlocked ? { ...bbase, DQ: true, Y: y } : { ...base, DQ: true, Y: y },
+    kernel: dqBlocked ? bkernel : kernel, variant: dqBlocked ? { ...bbase, PX: dqPlan.px, PG: dqPlan.pg, DQ: true, Y: y } : { ...base, DQ: true, Y: y },
     uniforms: u, buffers: [...inputs, buf, aux.buffer], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
   }));
   if (dqBlocked) counts.dq++;
   let dv: GpuHandle | null = null;
   const dk = viaStorable(be, k.dtype, kvSize, `${mode} attention dk`, (bufK, y) => {
     dv = viaStorable(be, v.dtype, kvSize, `${mode} attention dv`, (bufV) => be.rt.run({
-      kernel: kvBlocked ? bkernel : kernel, variant: kvBlocked ? { ...bbase, DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
+      kernel: kvBlocked ? bkernel : kernel, variant: kvBlocked ? { ...bbase, PX: kvPlan.px, PG: kvPlan.pg, DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
       uniforms: u, buffers: [...inputs, bufK, bufV, aux.buffer], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
     }));
   });
@@ -274,7 +280,7 @@ export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef,
     foxTcDispatches.fwd++;
     return attentionTc(be, q, k, v, { ...a, causal: true, window: 0 }, {}, c);
   }
-  if (tile === undefined && a.batch * a.heads * a.tq > 0 && blockedRows(be.caps, a.d, 'fwd') > 0) return forwardBlocked(be, 'fox', q, k, v, c.h, a);
+  if (tile === undefined && a.batch * a.heads * a.tq > 0 && blockedRows(be.caps, a.d, 'fwd', q.dtype) > 0) return forwardBlocked(be, 'fox', q, k, v, c.h, a);
   return forward(be, 'fox', q, k, v, c.h, a, tile);
 }
 
@@ -300,7 +306,7 @@ export function fpaAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef,
   checkF32('fpaAttention', { phi, level, lambda });
   if (takesDecode(be, a, tile)) return fpaDecode(be, q, k, v, phi, level, lambda, a);
   const ex = pack(be, fpaExtra(a, phi, level, lambda), 'fpa attention inputs');
-  const blocked = tile === undefined && a.batch * a.heads * a.tq > 0 && fpaBlockedRows(be.caps, a.d) > 0;
+  const blocked = tile === undefined && a.batch * a.heads * a.tq > 0 && fpaBlockedRows(be.caps, a.d, 'fwd', q.dtype) > 0;
   const r = blocked ? forwardBlocked(be, 'fpa', q, k, v, ex, a) : forward(be, 'fpa', q, k, v, ex, a, tile);
   be.free(ex);
   return r;
