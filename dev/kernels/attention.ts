@@ -123,6 +123,14 @@
  *       and 09:5x: d5 0.353, d5g660 0.397, d6 0.358, d6g660 0.367, d7 0.334 (d2 0.360, d2g660
  *       0.303 in that run); d8 0.355, d8g660 0.340, aC 0.305 (d2 0.405, d2g660 0.339). The split
  *       pass alone is above the 0.256 ms bar: the combine is not what holds decode back.
+ *   Lu2, Lu4, Lu8, Lu4n8, Lu2n8 (gN as above)  the lane-team split pass
+ *       (attention_decode_lanes.wgsl: teams of 16 lanes a key, or 8 with n8, each team its own
+ *       online softmax over its keys with no barrier in the loop, u keys a team loaded per step).
+ *       Run of 2026-11-30T13:0x, d2 and d9 still at 1024 workgroups: d2 0.295, d2g660 0.239, d9
+ *       0.255; Lu2 0.308, Lu4 0.316, Lu8 0.349, Lu4n8 0.296, Lu2n8 0.319, Lu2g660 0.391, Lu4g660
+ *       0.386, Lu4g264 0.444, Lu8g660 0.373: no gain over d2, so the barrier-per-step structure
+ *       is not what holds decode back either. After this run src took 660 workgroups (d2g660 beat
+ *       d2 in all four runs): d2 now runs 660.
  *
  * Timing: ≥ 0.3 s of warm-up, then the median of 3 batches of back-to-back calls, each batch
  * ≥ 0.25 s of GPU work, wall clock with one sync per batch.
@@ -252,7 +260,7 @@ const VERSIONS: Version[] = [
   { name: 'd0', kind: 'decode', usable: () => true, run: attentionPlain },
   { name: 'd1', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, undefined, false) },
   { name: 'd2', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a) },
-  // d2 with other workgroup totals (DECODE_GROUPS is 1024): fewer workgroups stream fewer K rows
+  // d2 with other workgroup totals (DECODE_GROUPS was 1024 for d2; 660 since 2026-11-30T13Z): fewer workgroups stream fewer K rows
   // per SM at once (each lane reads a whole 256-byte K row in 16-byte pieces, so a warp's 32 rows
   // must stay in L1 across the row's 16 loads), more workgroups hide more latency.
   ...[256, 512, 660, 1320, 2048].map((g): Version => ({
