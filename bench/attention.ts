@@ -5,12 +5,12 @@
  * enable_gqa) on the same GPU in the same run (bench/torch_attention.py) when python3 has torch.
  * Prints a markdown table with the ratio FON speed / PyTorch speed and writes JSON.
  *
- *   node --import tsx bench/attention.ts [--prefill 1024,...,65536] [--backward 1024,...,16384]
+ *   node --import tsx bench/attention.ts [--prefill 1024,...,65536] [--backward 1024,...,65536]
  *                                        [--decode 4096,...,262144] [--json bench/results_attention_h200.json]
  *
- * The forward+backward default stops at 16K: at D = 128 the backward runs the register-blocked ALU
- * kernels (packed 16-bit tiles), 1.9 s a call at 16K on the H200 (2026-11-30), so 64K would take
- * about 30 s a call and minutes a row; pass `--backward …,65536` to run it.
+ * Forward+backward at D = 128 runs the register-blocked ALU kernels (packed 16-bit tiles): 1.9 s a
+ * call at 16K on the H200 (2026-11-30), so the 32K and 64K rows (about 8 s and 30 s a call, timed
+ * once after one warm-up) take about two minutes together; `--backward 1024,…,16384` skips them.
  */
 import { parseArgs } from 'node:util';
 import * as fon from '../src/index.ts';
@@ -23,7 +23,7 @@ import { writePlotsBeside } from './lib/plots.ts';
 const { values: flags } = parseArgs({
   options: {
     prefill: { type: 'string', default: '1024,2048,4096,8192,16384,32768,65536' },
-    backward: { type: 'string', default: '1024,2048,4096,8192,16384' },
+    backward: { type: 'string', default: '1024,2048,4096,8192,16384,32768,65536' },
     decode: { type: 'string', default: '4096,16384,65536,131072,262144' },
     json: { type: 'string' },
   },

@@ -157,6 +157,37 @@ const { values: flags } = parseArgs({
 type Run = (be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs) => [GpuHandle, GpuHandle];
 interface Version { name: string; kind: 'prefill' | 'decode'; usable(be: WebGpuBackend, a: AttentionArgs): boolean; run: Run }
 
+const readKernel: Kernel = {
+  name: 'read_ceiling',
+  source: () => `struct Params { n: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> k: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let stride = nw.x * 128u;
+  var acc = vec4<u32>(0u);
+  var i = wid.x * 128u + lid;
+  for (; i + 3u * stride < P.n; i += 4u * stride) {
+    let a = k[i]; let b = k[i + stride]; let c = k[i + 2u * stride]; let d = k[i + 3u * stride];
+    let e = v[i]; let f = v[i + stride]; let g = v[i + 2u * stride]; let h = v[i + 3u * stride];
+    acc ^= a ^ b ^ c ^ d ^ e ^ f ^ g ^ h;
+  }
+  for (; i < P.n; i += stride) { acc ^= k[i] ^ v[i]; }
+  if (all(acc == vec4<u32>(0x9e3779b9u))) { out[0] = 1u; }
+}`,
+};
+
+/** The read ceiling with g workgroups (timing only: out is the flag word, lse empty). */
+function readCeiling(g: number): Run {
+  return (be, q, k, v, a) => {
+    const flag = be.alloc('f32', a.batch * a.heads * a.tq * a.d, 'read ceiling flag (as out)');
+    be.rt.run({ kernel: readKernel, variant: {}, uniforms: [(a.kvHeads * a.tk * a.d) / 8], buffers: [k.h.buffer, v.h.buffer, flag.buffer], workgroups: [g, 1, 1] });
+    return [flag, be.alloc('f32', a.batch * a.heads * a.tq, 'read ceiling lse')];
+  };
+}
+
 /**
  * The one-pass tensor-core kernel (t6) with its generated WGSL edited, to find which part gives
  * the NaNs: the same dispatch as attentionTc, another pipeline per edit.
@@ -277,6 +308,11 @@ const VERSIONS: Version[] = [
     name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, tune),
   }))),
+  // rN: the read ceiling (timing only; run of 2026-11-30T13:3x at 128K: r660 0.140 ms, r2112 0.130,
+  // r8448 0.137, d2 0.255): N workgroups of 128 stream every 16-byte piece of K and V
+  // once (grid-stride, 4 pieces a lane in flight), folding them into one word so nothing is
+  // dropped; no attention at all. What 16-byte WGSL loads of these buffers reach on this GPU.
+  ...[660, 2112, 8448].map((g): Version => ({ name: `r${g}`, kind: 'decode', usable: () => true, run: readCeiling(g) })),
   // Lane-team split pass (attention_decode_lanes.wgsl): LuN: u keys a team loads a step; n8: 8
   // lanes a key (two 16-byte pieces a lane) instead of 16; gN: N workgroups in all, as above.
   ...([['Lu2', { u: 2 }], ['Lu4', { u: 4 }], ['Lu8', { u: 8 }], ['Lu4n8', { u: 4, lanes: 8 }], ['Lu2n8', { u: 2, lanes: 8 }]] as [string, { u: number; lanes?: number }][]).flatMap(([name, tune]) => [0, 660, 264].map((g): Version => ({
