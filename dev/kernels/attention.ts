@@ -302,9 +302,11 @@ const VERSIONS: Version[] = [
   // d7: both; d8: the combine in slices of 32 columns (4 workgroups a row at D = 128, 8 split
   // groups a workgroup); aC: the split pass alone (timing only); d9: V values of a step loaded
   // before its scores (vEarly); d10: the combine loading four splits at once (combineUnroll); d11:
-  // d8 and d10; d12: d9 and d11; gN: N workgroups in all, as above.
+  // d8 and d10; d12: d9 and d11; d13: V values loaded after the scores (vMid); d14: each key's P
+  // added to the row sums once (lsumOnce); d15: both (not yet timed); gN: N workgroups in all, as above.
   ...([['d5', { prefetch: true }], ['d6', { wg: 256 }], ['d7', { prefetch: true, wg: 256 }], ['d8', { combineCols: 32 }], ['aC', { noCombine: true }],
-    ['d9', { vEarly: true }], ['d10', { combineUnroll: true }], ['d11', { combineCols: 32, combineUnroll: true }], ['d12', { vEarly: true, combineCols: 32, combineUnroll: true }]] as const).flatMap(([name, tune]) => [0, 660].map((g): Version => ({
+    ['d9', { vEarly: true }], ['d10', { combineUnroll: true }], ['d11', { combineCols: 32, combineUnroll: true }], ['d12', { vEarly: true, combineCols: 32, combineUnroll: true }],
+    ['d13', { vMid: true }], ['d14', { lsumOnce: true }], ['d15', { vMid: true, lsumOnce: true }]] as const).flatMap(([name, tune]) => [0, 660].map((g): Version => ({
     name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, tune),
   }))),

@@ -84,6 +84,12 @@ const blockedKernel: Kernel = {
 /** blockedTileCode for a blocked variant (X, G dtypes; PX, PG packing). */
 export const blockedTiles = (v: Variant) => blockedTileCode(dt(v, 'X'), !!v.PX, (v.G ?? v.X) as DType, !!v.PG);
 
+/** WGSL statement returning the 4 values of dtype (f16 or bf16) packed in `w: vec2<u32>` as a vec4<f32>. */
+function unpack4(dtype: DType): string {
+  return dtype === 'f16' ? 'return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));'
+    : 'return vec4<f32>(bitcast<f32>(w.x << 16u), bitcast<f32>(w.x & 0xffff0000u), bitcast<f32>(w.y << 16u), bitcast<f32>(w.y & 0xffff0000u));';
+}
+
 /**
  * 4-element loads of k and v (`ldk4(e, left)`, `ldv4(e, left)`: elements e … e+3 of a row, those
  * past it (left < 4) as 0) for the decode kernels (this file's and fox_fpa_decode.ts), bound at
@@ -96,8 +102,7 @@ export function kvLoaders(dtype: DType, vec: boolean, f16: boolean, slot: number
     if (vec) {
       lines.push(`@group(0) @binding(${slot + i}) var<storage, read> ${n}: array<${dtype === 'f32' ? 'vec4<f32>' : 'vec2<u32>'}>;`);
       const body = dtype === 'f32' ? `return ${n}[e >> 2u];`
-        : dtype === 'f16' ? `let w = ${n}[e >> 2u]; return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));`
-          : `let w = ${n}[e >> 2u]; return vec4<f32>(bitcast<f32>(w.x << 16u), bitcast<f32>(w.x & 0xffff0000u), bitcast<f32>(w.y << 16u), bitcast<f32>(w.y & 0xffff0000u));`;
+        : `let w = ${n}[e >> 2u]; ${unpack4(dtype)}`;
       lines.push(`fn ld${n}4(e: u32, left: u32) -> vec4<f32> { ${body} }`);
     } else {
       lines.push(`@group(0) @binding(${slot + i}) var<storage, read> ${n}: array<${storageType(dtype, f16)}>;`);
@@ -113,9 +118,7 @@ export function kvLoaders(dtype: DType, vec: boolean, f16: boolean, slot: number
 
 /** K rows as vec4<u32> (8 packed halves) for the K8 variant, and up4: 4 packed halves → f32. */
 function k8Loader(dtype: DType, slot: number): string {
-  const up = dtype === 'f16' ? 'return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));'
-    : 'return vec4<f32>(bitcast<f32>(w.x << 16u), bitcast<f32>(w.x & 0xffff0000u), bitcast<f32>(w.y << 16u), bitcast<f32>(w.y & 0xffff0000u));';
-  return `@group(0) @binding(${slot}) var<storage, read> k: array<vec4<u32>>;\nfn up4(w: vec2<u32>) -> vec4<f32> { ${up} }`;
+  return `@group(0) @binding(${slot}) var<storage, read> k: array<vec4<u32>>;\nfn up4(w: vec2<u32>) -> vec4<f32> { ${unpack4(dtype)} }`;
 }
 
 /** attention_decode_step.wgsl (the split pass's softmax, P·V and partials, shared with fox_fpa_decode.wgsl) for variant v. */
@@ -209,8 +212,7 @@ export function blockedRows(caps: GpuCaps, d: number, pass: BlockedPass, x: DTyp
 export function blockedTileCode(x: DType, px: boolean, g: DType, pg: boolean): string {
   const one = (t: string, dtype: DType, packed: boolean) => {
     if (!packed) return `alias ${t.toUpperCase()} = vec4<f32>;\nfn ${t}_ld(w: vec4<f32>) -> vec4<f32> { return w; }\nfn ${t}_st(x: vec4<f32>) -> vec4<f32> { return x; }`;
-    const ld = dtype === 'f16' ? 'return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));'
-      : 'return vec4<f32>(bitcast<f32>(w.x << 16u), bitcast<f32>(w.x & 0xffff0000u), bitcast<f32>(w.y << 16u), bitcast<f32>(w.y & 0xffff0000u));';
+    const ld = unpack4(dtype);
     const st = dtype === 'f16' ? 'return vec2<u32>(pack2x16float(x.xy), pack2x16float(x.zw));'
       : 'let b = bitcast<vec4<u32>>(x); return vec2<u32>((b.x >> 16u) | (b.y & 0xffff0000u), (b.z >> 16u) | (b.w & 0xffff0000u));';
     return `alias ${t.toUpperCase()} = vec2<u32>;\nfn ${t}_ld(w: vec2<u32>) -> vec4<f32> { ${ld} }\nfn ${t}_st(x: vec4<f32>) -> vec2<u32> { ${st} }`;
@@ -337,11 +339,13 @@ const DECODE_GROUPS_SOFTWARE = 8;
 /**
  * Experimental forms of the decode split pass (dev/kernels/attention.ts): `prefetch` loads each
  * invocation's K row one step ahead (K8 only), `wg` sets the keys a step (invocations a workgroup),
- * `vEarly` loads each invocation's V values of a step before the scores (K8 only), `combineCols`
+ * `vEarly` loads each invocation's V values of a step before the scores (K8 only), `vMid` after
+ * them (K8 only; K's registers are free by then), `lsumOnce` adds each key's P to the row sums once
+ * (by the invocation that owns the key) instead of once per column group, `combineCols`
  * sets the columns a combine workgroup takes and `combineUnroll` has it load four splits at once;
  * `noCombine` (timing only: out is left unwritten) skips the combine pass.
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
@@ -371,7 +375,7 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
   be.rt.run({
     kernel: decodeKernel,
-    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch, VE: k8 && !!tune.vEarly, WG: tune.wg ?? 128 },
+    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch, VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: !!tune.lsumOnce, WG: tune.wg ?? 128 },
     uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
     buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
     workgroups: [nsplit, a.kvHeads, a.batch],

@@ -82,11 +82,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // share takes), loaded before the scores so their latency hides under the K loads and the
     // softmax instead of stalling the P·V loop a load at a time.
     var vw: array<vec2<u32>, WG / NG>;
-    if (c4 < d4) {
-      for (var i = 0u; i < WG / NG; i++) {
-        vw[i] = v[(kbase + min(k0 + g + i * NG, kend - 1u) * P.d + 4u * c4) >> 2u];
-      }
-    }
+    decode_load_v(&vw, kbase, k0, kend, c4, g, d4);
 #endif
 #if K8
 #if PF
@@ -109,23 +105,40 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + c], kv); }
     }
 #endif
+#if VM
+    // VM (experimental): the step's V values loaded once the scores are in registers (K's
+    // registers free again), so they arrive under the softmax without holding K and V at once.
+    var vw: array<vec2<u32>, WG / NG>;
+    decode_load_v(&vw, kbase, k0, kend, c4, g, d4);
+#endif
     for (var r = 0u; r < RM; r++) {
       let s = select(-BIG, dots[r], j < kend && visible_row(r, j));
       decode_put_score(r, lid, s);
     }
 #if SG
     decode_softmax_pv(lid, sgsize, kbase, k0, kend, c4, g, d4,
-#if VE
+#if VW
                       &vw,
 #endif
                       &acc, &lsum);
 #else
     decode_softmax_pv(lid, 0u, kbase, k0, kend, c4, g, d4,
-#if VE
+#if VW
                       &vw,
 #endif
                       &acc, &lsum);
 #endif
   }
-  decode_write_partials(split, b, kvh, c4, g, &acc, &lsum);
+  decode_write_partials(split, b, kvh, c4, g, lid, &acc, &lsum);
 }
+
+#if VW
+// This invocation's V values of the step (keys g, g + NG, … and columns 4·c4 …), packed.
+fn decode_load_v(vw: ptr<function, array<vec2<u32>, WG / NG>>, kbase: u32, k0: u32, kend: u32, c4: u32, g: u32, d4: u32) {
+  if (c4 < d4) {
+    for (var i = 0u; i < WG / NG; i++) {
+      (*vw)[i] = v[(kbase + min(k0 + g + i * NG, kend - 1u) * P.d + 4u * c4) >> 2u];
+    }
+  }
+}
+#endif

@@ -200,6 +200,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     decode_softmax_pv(lid, 0u, kbase, k0, kend, c4, g, d4, &acc, &lsum);
 #endif
   }
-  decode_write_partials(split, b, kvh, c4, g, &acc, &lsum);
+  decode_write_partials(split, b, kvh, c4, g, lid, &acc, &lsum);
 }
 #endif
