@@ -14,7 +14,7 @@ import { parseArgs } from 'node:util';
 import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { WebGpuBackend } from '../src/backend/webgpu/backend.ts';
-import { attentionDecode } from '../src/backend/webgpu/kernels/attention.ts';
+import { attentionDecode } from '../src/backend/webgpu/kernels/attention_decode.ts';
 import { f32bits, type Kernel } from '../src/backend/webgpu/runtime.ts';
 import { intFlag } from '../experiments/lib/common.ts';
 

@@ -2,21 +2,21 @@
  * WebGPU attention (Backend.attention / attentionBackward / kvWrite), checked against
  * src/backend/cpu/attention.ts by test/backend/webgpu_attention.test.ts.
  *
- * Forward, one of three kernels per call:
- * - `attention_decode.wgsl` + `attention_combine.wgsl` (flash-decoding) when the query rows of one
- *   GQA group are few (group·Tq ≤ 16): the visible keys split over many workgroups, each serving
- *   every query head of one kv head, then a combine pass;
+ * Forward, one of four kernels per call:
+ * - flash-decoding (attention_decode.ts) when the query rows of one GQA group are few
+ *   (group·Tq ≤ 16);
  * - `attention_tc.wgsl` (tensor cores) for f16 inputs where the device has 16×16×16 f16
  *   subgroup matrices with 32-wide subgroups, D is a multiple of 16 (≤ 256) and Tq ≥ 16: two
  *   passes over the key blocks (row maxima, then P·V with the row sums), no rescaling of the
  *   opaque accumulators (a one-pass form with a lazy rescale is experimental);
- * - `attention_blocked.wgsl` FWD otherwise where its tiles fit (head dim ≤ 64 in 32 KB of workgroup
- *   memory): register-blocked flash attention in f32 arithmetic, any dtype;
+ * - `attention_blocked.wgsl` FWD otherwise where its tiles fit (blockedPlan): register-blocked
+ *   flash attention in f32 arithmetic, any dtype; f32 tiles up to head dim 64 in 48 KB of workgroup
+ *   memory, and with 16-bit inputs packed 16-bit tiles where f32 ones do not fit (head dim 128);
  * - `attention_plain.wgsl` FWD else: the simple tiled form (one scalar per invocation per tile cell).
  * Backward: attention_plain.wgsl DELTA (rowsum dO∘O), then DQ (over query blocks) and DKDV (over key
  * blocks, summing the query heads of a GQA group), each from attention_blocked.wgsl where its tiles
- * fit (head dim ≤ 64 in 48 KB, ≤ 32 in 32 KB), else attention_plain.wgsl; no float atomics. Every kernel visits only the
- * key (or query) blocks inside the causal/window bound. Outputs of packed dtypes (bf16, f16
+ * fit (blockedPlan, as the forward), else attention_plain.wgsl; no float atomics. Every kernel visits
+ * only the key (or query) blocks inside the causal/window bound. Outputs of packed dtypes (bf16, f16
  * without shader-f16) are written as f32 and packed (`viaStorable`); statistics are f32.
  * dev/kernels/attention.ts holds the forward versions these came from, with their timings.
  */
@@ -25,25 +25,15 @@ import { bytesPerElement, type DType } from '../../../tensor/dtype.ts';
 import type { AttentionArgs, KvWriteArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
 import type { GpuCaps } from '../device.ts';
-import { f32bits, grid, type Kernel } from '../runtime.ts';
+import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
-import { header, preprocess, storageType, type Binding, type Variant } from '../wgsl.ts';
+import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
 import { matrixCode } from './subgroup_matrix.ts';
+import { PARAMS, checkGrid, dt, f32in, f32out, ins, pow2AtLeast, unpack4, uniforms } from './attention_common.ts';
+import { attentionDecode, decodeRows } from './attention_decode.ts';
 
 export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_lanes', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_tc'];
-
-const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32';
-const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32, chunk: u32, nsplit: u32`;
-
-function uniforms(a: AttentionArgs): number[] {
-  return [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, a.causal ? 1 : 0, a.window, f32bits(a.scale), a.heads / a.kvHeads];
-}
-
-const dt = (v: Variant, key: string) => v[key] as DType;
-const ins = (v: Variant, key: string, ...names: string[]): Binding[] => names.map((name) => ({ name, dtype: dt(v, key) }));
-const f32in = (name: string): Binding => ({ name, dtype: 'f32' });
-const f32out = (name: string): Binding => ({ name, dtype: 'f32', write: true });
 
 const plainKernel: Kernel = {
   name: 'attention_plain',
@@ -84,74 +74,7 @@ const blockedKernel: Kernel = {
 /** blockedTileCode for a blocked variant (X, G dtypes; PX, PG packing). */
 export const blockedTiles = (v: Variant) => blockedTileCode(dt(v, 'X'), !!v.PX, (v.G ?? v.X) as DType, !!v.PG);
 
-/** WGSL statement returning the 4 values of dtype (f16 or bf16) packed in `w: vec2<u32>` as a vec4<f32>. */
-function unpack4(dtype: DType): string {
-  return dtype === 'f16' ? 'return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));'
-    : 'return vec4<f32>(bitcast<f32>(w.x << 16u), bitcast<f32>(w.x & 0xffff0000u), bitcast<f32>(w.y << 16u), bitcast<f32>(w.y & 0xffff0000u));';
-}
-
-/**
- * 4-element loads of k and v (`ldk4(e, left)`, `ldv4(e, left)`: elements e … e+3 of a row, those
- * past it (left < 4) as 0) for the decode kernels (this file's and fox_fpa_decode.ts), bound at
- * `slot` and `slot + 1`: vectors where D is a multiple of 4, else guarded scalars.
- */
-export function kvLoaders(dtype: DType, vec: boolean, f16: boolean, slot: number, names: readonly string[] = ['k', 'v']): string {
-  const lines: string[] = [];
-  for (const n of names) {
-    const i = n === 'k' ? 0 : 1;
-    if (vec) {
-      lines.push(`@group(0) @binding(${slot + i}) var<storage, read> ${n}: array<${dtype === 'f32' ? 'vec4<f32>' : 'vec2<u32>'}>;`);
-      const body = dtype === 'f32' ? `return ${n}[e >> 2u];`
-        : `let w = ${n}[e >> 2u]; ${unpack4(dtype)}`;
-      lines.push(`fn ld${n}4(e: u32, left: u32) -> vec4<f32> { ${body} }`);
-    } else {
-      lines.push(`@group(0) @binding(${slot + i}) var<storage, read> ${n}: array<${storageType(dtype, f16)}>;`);
-      const one = dtype === 'f32' ? `${n}[i]` : dtype === 'f16' && f16 ? `f32(${n}[i])`
-        : dtype === 'f16' ? `unpack2x16float(${n}[i >> 1u])[i & 1u]` : `bitcast<f32>(((${n}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u)`;
-      lines.push(`fn ld${n}1(i: u32) -> f32 { return ${one}; }`);
-      // Guarded by branches, not select(): reads past the row could pass the buffer's end (no robustness pass).
-      lines.push(`fn ld${n}4(e: u32, left: u32) -> vec4<f32> { var x = vec4<f32>(ld${n}1(e), 0.0, 0.0, 0.0); if (left > 1u) { x.y = ld${n}1(e + 1u); } if (left > 2u) { x.z = ld${n}1(e + 2u); } if (left > 3u) { x.w = ld${n}1(e + 3u); } return x; }`);
-    }
-  }
-  return lines.join('\n');
-}
-
-/** K rows as vec4<u32> (8 packed halves) for the K8 variant, and up4: 4 packed halves → f32. */
-function k8Loader(dtype: DType, slot: number): string {
-  return `@group(0) @binding(${slot}) var<storage, read> k: array<vec4<u32>>;\nfn up4(w: vec2<u32>) -> vec4<f32> { ${unpack4(dtype)} }`;
-}
-
-/** attention_decode_step.wgsl (the split pass's softmax, P·V and partials, shared with fox_fpa_decode.wgsl) for variant v. */
-export function decodeStepSource(v: Variant): string {
-  return preprocess(wgslSource('attention_decode_step'), v);
-}
-
-const decodeKernel: Kernel = {
-  name: 'attention_decode',
-  source: (v, caps) => {
-    const x = dt(v, 'X');
-    const head = [
-      v.SG ? 'enable subgroups;' : '',
-      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
-      v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n')
-        : kvLoaders(x, !!v.VEC, caps.f16, 5),
-    ].join('\n');
-    return preprocess(wgslSource('attention_decode'), { ...v, HEADER: head, COMMON: wgslSource('attention_common'), DECODE_STEP: decodeStepSource(v) });
-  },
-};
-
-const combineKernel: Kernel = {
-  name: 'attention_combine',
-  source: (v, caps) => preprocess(wgslSource('attention_combine'), {
-    DC: v.DC, CU: v.CU,
-    COMMON: preprocess(wgslSource('rows_common'), { WG: 256 }),
-    HEADER: header([f32in('pm'), f32in('pl'), f32in('pacc'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')], caps.f16, 'nrows: u32, d: u32, nsplit: u32'),
-  }),
-};
-
 const kvWriteKernel: Kernel = { name: 'attention_kv_write', source: () => wgslSource('attention_kv_write') };
-
-const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
 
 /** Head dim rounded up to a power of two ≥ 16: the row pitch of the workgroup tiles. */
 function headPitch(what: string, d: number): number {
@@ -220,10 +143,6 @@ export function blockedTileCode(x: DType, px: boolean, g: DType, pg: boolean): s
   return [one('tx', x, px), one('tg', g, pg)].join('\n');
 }
 
-function checkGrid(what: string, ...dims: number[]): void {
-  for (const n of dims) if (n > 65535) throw new UnsupportedError(`webgpu: ${what} needs ${n} workgroups along one grid axis, above 65535`);
-}
-
 /** The plain forward (any dtype); exported for tests and dev/kernels/attention.ts. */
 export function attentionPlain(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs): [GpuHandle, GpuHandle] {
   const dm = headPitch('attention', a.d);
@@ -256,152 +175,6 @@ export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: Gpu
     kernel: blockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d), PX: plan.px || (pack && q.dtype !== 'f32') },
     uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
   }));
-  return [out, lse];
-}
-
-const decodeLanesKernel: Kernel = {
-  name: 'attention_decode_lanes',
-  source: (v, caps) => {
-    const x = dt(v, 'X');
-    const head = [
-      'enable subgroups;',
-      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
-      k8Loader(x, 5), '@group(0) @binding(6) var<storage, read> v: array<vec4<u32>>;',
-    ].join('\n');
-    return preprocess(wgslSource('attention_decode_lanes'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
-  },
-};
-
-/**
- * Lanes a key's team takes in the lane-team decode (attention_decode_lanes.wgsl), or 0 where that
- * kernel does not take the call: 16-bit K/V, head dim 8·2^i (16 … 256), at most 4 query rows a
- * kv head, and subgroups of at least as many lanes (`lanes` asks for fewer than the default of one
- * 16-byte piece a lane, as many as the subgroups allow).
- */
-export function decodeLanes(be: WebGpuBackend, dtype: DType, a: AttentionArgs, lanes?: number): number {
-  const rows = (a.heads / a.kvHeads) * a.tq;
-  const pieces = a.d / 8;
-  if (dtype === 'f32' || rows > 4 || a.d % 8 !== 0 || pieces < 2 || pieces > 32 || (pieces & (pieces - 1)) !== 0) return 0;
-  let lpk = Math.min(pieces, lanes ?? 32);
-  while (lpk > be.caps.subgroupMinSize) lpk >>= 1;
-  if (!be.caps.subgroups || lpk < 1) return 0;
-  const { wg, sgmin } = lanesGroup(be);
-  const bytes = (wg / sgmin) * pow2AtLeast(rows, 1) * (a.d + 2) * 4;
-  return wg <= be.caps.maxInvocations && bytes <= be.caps.maxWorkgroupStorage ? lpk : 0;
-}
-
-/** The lane-team decode's workgroup: 8 subgroups of the smallest size, 32 … 128 invocations (sgmin: the size its workgroup arrays are sized for). */
-function lanesGroup(be: WebGpuBackend): { wg: number; sgmin: number } {
-  const wg = Math.min(128, Math.max(32, 8 * be.caps.subgroupMinSize));
-  return { wg, sgmin: Math.min(be.caps.subgroupMinSize, wg) };
-}
-
-/**
- * Flash-decoding with the lane-team split pass (callers check decodeLanes): `u` keys a team loads
- * per step, `lanes` as in decodeLanes. The partials and the combine are the other decode's.
- */
-export function attentionDecodeLanes(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, tune: { u?: number; lanes?: number } = {}): [GpuHandle, GpuHandle] {
-  const lpk = decodeLanes(be, q.dtype, a, tune.lanes);
-  if (lpk === 0) throw new UnsupportedError(`webgpu: the lane-team decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} ${q.dtype} query rows of head dim ${a.d}`);
-  const rows = (a.heads / a.kvHeads) * a.tq, nrows = a.batch * a.heads * a.tq;
-  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
-  const { wg, sgmin } = lanesGroup(be);
-  const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
-  const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
-  const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
-  be.rt.run({
-    kernel: decodeLanesKernel,
-    variant: { X: q.dtype, RM: pow2AtLeast(rows, 1), DK: a.d, LPK: lpk, U: tune.u ?? 4, WG: wg, SGMIN: sgmin },
-    uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
-    buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
-    workgroups: [nsplit, a.kvHeads, a.batch],
-  });
-  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention');
-}
-
-/** Query rows one decode workgroup serves (the whole GQA group's), or 0 when the decode kernel does not take the call. */
-export function decodeRows(be: WebGpuBackend, a: AttentionArgs): number {
-  const rows = (a.heads / a.kvHeads) * a.tq;
-  if (rows > 16 || a.d > 256) return 0;
-  const rm = pow2AtLeast(rows, 1), dm = pow2AtLeast(a.d, 16);
-  const bytes = (2 * rm * dm + 2 * rm * 128 + 3 * rm) * 4;
-  return bytes <= be.caps.maxWorkgroupStorage ? rows : 0;
-}
-
-/**
- * Workgroups the decode kernel aims at in all (chunks × kv heads × batch). 660 (5 per SM of the
- * H200's 132) beat 1024 in each of four H200 runs at 128K cached tokens (0.239–0.339 ms against
- * 0.295–0.405, dev/kernels/attention.ts d2g660 against d2); 512, 1320 and 2048 were slower.
- */
-const DECODE_GROUPS = 660;
-const DECODE_GROUPS_SOFTWARE = 8;
-
-/**
- * Experimental forms of the decode split pass (dev/kernels/attention.ts): `prefetch` loads each
- * invocation's K row one step ahead (K8 only), `wg` sets the keys a step (invocations a workgroup),
- * `vEarly` loads each invocation's V values of a step before the scores (K8 only), `vMid` after
- * them (K8 only; K's registers are free by then), `lsumOnce` adds each key's P to the row sums once
- * (by the invocation that owns the key) instead of once per column group, `combineCols`
- * sets the columns a combine workgroup takes and `combineUnroll` has it load four splits at once;
- * `noCombine` (timing only: out is left unwritten) skips the combine pass.
- */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
-
-/**
- * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
- * (a multiple of 128), about DECODE_GROUPS workgroups in all unless `splits` sets the count.
- */
-function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { lo: number; hi: number; chunk: number; nsplit: number } {
-  const lo = a.window > 0 ? Math.max(0, a.qOffset - a.window + 1) : 0;
-  const hi = Math.max(lo, a.causal ? Math.min(a.kvLength, a.qOffset + a.tq) : a.kvLength);
-  const blocks = Math.max(1, Math.ceil((hi - lo) / 128));
-  const target = be.caps.software ? DECODE_GROUPS_SOFTWARE : DECODE_GROUPS;
-  let nsplit = Math.max(1, Math.min(blocks, splits ?? Math.ceil(target / (a.batch * a.kvHeads))));
-  const chunk = Math.ceil(blocks / nsplit) * 128;
-  nsplit = Math.max(1, Math.ceil((hi - lo) / chunk));
-  checkGrid('attention decode', nsplit, a.kvHeads, a.batch);
-  return { lo, hi, chunk, nsplit };
-}
-
-/** Flash-decoding (split + combine); callers check decodeRows. Exported for tests and dev/kernels. */
-export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
-  const rows = decodeRows(be, a);
-  if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
-  const nrows = a.batch * a.heads * a.tq;
-  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
-  const k8 = q.dtype !== 'f32' && a.d % 8 === 0;
-  const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
-  const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
-  const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
-  be.rt.run({
-    kernel: decodeKernel,
-    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch, VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: !!tune.lsumOnce, WG: tune.wg ?? 128 },
-    uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
-    buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
-    workgroups: [nsplit, a.kvHeads, a.batch],
-  });
-  if (tune.noCombine) {
-    be.free(pm); be.free(pl); be.free(pacc);
-    return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
-  }
-  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', { cols: tune.combineCols, unroll: tune.combineUnroll });
-}
-
-/**
- * The second pass of flash-decoding (attention_combine.wgsl): each row's chunk partials (maximum m,
- * sum l, unnormalised O, f32) merged into out (`dtype`) and its lse; frees the partials. Shared by
- * this file's decode and FoX/FPA's (fox_fpa_decode.ts), whose partials have the same layout.
- */
-export function combineDecodePartials(be: WebGpuBackend, p: { pm: GpuHandle; pl: GpuHandle; pacc: GpuHandle }, nrows: number, d: number, nsplit: number, dtype: DType, what: string,
-  tune: { cols?: number; unroll?: boolean } = {}): [GpuHandle, GpuHandle] {
-  const lse = be.alloc('f32', nrows, `${what} lse`);
-  // Columns a workgroup: the whole row by default; `cols` (experimental, 32 … 256) slices it.
-  const dc = tune.cols ?? (d <= 64 ? 64 : d <= 128 ? 128 : 256);
-  const out = viaStorable(be, dtype, nrows * d, what, (buf, y) => be.rt.run({
-    kernel: combineKernel, variant: { Y: y, DC: dc, CU: !!tune.unroll },
-    uniforms: [nrows, d, nsplit], buffers: [p.pm.buffer, p.pl.buffer, p.pacc.buffer, buf, lse.buffer], workgroups: [...grid(nrows, 1), Math.ceil(d / dc)],
-  }));
-  be.free(p.pm); be.free(p.pl); be.free(p.pacc);
   return [out, lse];
 }
 

@@ -19,7 +19,8 @@ import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
 import { f32bits, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
-import { combineDecodePartials, decodeStepSource, kvLoaders } from './attention.ts';
+import { kvLoaders } from './attention_common.ts';
+import { combineDecodePartials, decodeStepSource } from './attention_decode.ts';
 
 export const FOX_FPA_DECODE_FILES = ['fox_fpa_decode', 'attention_decode_step', 'attention_combine', 'attention_common', 'rows_common'];
 
