@@ -19,6 +19,7 @@ import assert from 'node:assert/strict';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import * as cpu from '../../src/backend/cpu/attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import type { GpuCaps } from '../../src/backend/webgpu/device.ts';
 import { attentionBackward, attentionBlocked, attentionPlain, blockedPlan, attentionTc, blockedRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
 import { attentionDecode, attentionDecodeLanes, decodeLanes, decodeRows } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import { attention, kvWrite } from '../../src/ops/attention.ts';
@@ -110,6 +111,28 @@ test('attention blocked forward vs CPU: 8 and 16 row-threads, several blocks, wh
   const plan = blockedPlan(gpu!.caps, 128, 'fwd', 'bf16');
   assert.ok(plan.tr > 0 && plan.px, `head dim 128 in bf16 should take the blocked forward with packed tiles: ${JSON.stringify(plan)}`);
   assert.ok(ran >= BLOCKED.length, `the blocked forward ran ${ran} times for ${BLOCKED.length} cases`);
+});
+
+test('blockedPlan: f32 tiles where they fit, packed 16-bit tiles where only those fit, none past head dim 128 or for f32 at 128', () => {
+  const caps = (maxWorkgroupStorage: number) => ({ maxWorkgroupStorage, maxInvocations: 256 }) as GpuCaps;
+  const h200 = caps(49152), swiftshader = caps(32768);
+  assert.deepEqual(blockedPlan(h200, 64, 'fwd', 'f16'), { tr: 16, px: false, pg: false });
+  assert.deepEqual(blockedPlan(h200, 64, 'dq', 'bf16'), { tr: 8, px: false, pg: false });
+  // D 128: f32 tiles need 56 KB even at 8 row-threads; packed q/k/v tiles fit 16 row-threads.
+  assert.deepEqual(blockedPlan(h200, 128, 'fwd', 'f32'), { tr: 0, px: false, pg: false });
+  assert.deepEqual(blockedPlan(h200, 128, 'fwd', 'f16'), { tr: 16, px: true, pg: false });
+  // The backward packs dO's tile only where packing q/k/v is not enough (dk/dv); an f32 dO cannot be packed.
+  assert.deepEqual(blockedPlan(h200, 128, 'dq', 'f16', 'f16'), { tr: 8, px: true, pg: false });
+  assert.deepEqual(blockedPlan(h200, 128, 'dkdv', 'bf16', 'bf16'), { tr: 8, px: true, pg: true });
+  assert.deepEqual(blockedPlan(h200, 128, 'dkdv', 'bf16', 'f32'), { tr: 0, px: false, pg: false });
+  // 32 KB: D 64 needs packed q/k/v tiles in the backward; D 128's backward does not fit at all.
+  assert.deepEqual(blockedPlan(swiftshader, 64, 'dq', 'bf16'), { tr: 8, px: true, pg: false });
+  assert.deepEqual(blockedPlan(swiftshader, 128, 'dq', 'bf16'), { tr: 0, px: false, pg: false });
+  assert.deepEqual(blockedPlan(h200, 256, 'fwd', 'f16'), { tr: 0, px: false, pg: false });
+  // f32 tiles of D 64 at 16 row-threads take exactly 46080 bytes; with the FPA state's reserve on top,
+  // f32 tiles at 8 row-threads come before packed ones at 16.
+  assert.deepEqual(blockedPlan(caps(46080), 64, 'fwd', 'f16'), { tr: 16, px: false, pg: false });
+  assert.deepEqual(blockedPlan(caps(46080), 64, 'fwd', 'f16', 'f16', 256), { tr: 8, px: false, pg: false });
 });
 
 const DECODE: Case[] = [
