@@ -311,6 +311,13 @@ const VERSIONS: Version[] = [
     name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, tune),
   }))),
+  // wsgN: the warp-specialised split pass (attention_decode_ws.wgsl, DecodeTune.specialize: 256
+  // invocations, K of a step beside V of the step before) with N workgroups in all (2, 3, 4 or 5 an
+  // SM of the H200's 132). Not yet timed.
+  ...[264, 396, 528, 660].map((g): Version => ({
+    name: `wsg${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && decodeRows(be, a) <= 4 && be.caps.subgroups,
+    run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads))), true, { specialize: true }),
+  })),
   // rN: the read ceiling (timing only; run of 2026-11-30T13:3x at 128K: r660 0.140 ms, r2112 0.130,
   // r8448 0.137, d2 0.255): N workgroups of 128 stream every 16-byte piece of K and V
   // once (grid-stride, 4 pieces a lane in flight), folding them into one word so nothing is

@@ -208,6 +208,23 @@ test('attention decode, lane-team split pass vs CPU: D 16 to 128, GQA, window, T
   if (gpu!.caps.subgroups && gpu!.caps.subgroupMinSize >= 2) assert.ok(ran >= 4, `the lane-team decode ran ${ran} cases`);
 });
 
+test('attention decode, warp-specialised split pass (K of a step beside V of the step before) vs CPU: D 16 to 128, GQA, window, Tq > 1, kvLength < Tk, rows without keys, 1 to 40 chunks [webgpu]', { skip }, async () => {
+  if (!gpu!.caps.subgroups) return;
+  let ran = 0;
+  for (const c of DECODE_LANES) {
+    const dtype = c.dtype ?? 'f32';
+    if (dtype === 'f16' && !gpu!.caps.f16) continue;
+    for (const splits of [1, 3, 40]) await checkForward(c, (x) => attentionDecode(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, splits, true, { specialize: true }));
+    ran++;
+  }
+  assert.ok(ran >= 4, `the warp-specialised decode ran ${ran} cases`);
+  const c = { b: 1, h: 8, hkv: 1, tq: 1, tk: 40, d: 16, dtype: 'bf16' as const };
+  const x = inputs(c, 3);
+  assert.throws(() => attentionDecode(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, 1, true, { specialize: true }),
+    /the warp-specialised decode takes 16-bit K\/V with D a multiple of 8, subgroups and at most 4 query rows a kv head, not bf16, D 16, 8 rows/);
+  for (const r of x.refs) gpu!.free(r.h);
+});
+
 test('decodeLanes: which calls the lane-team decode takes', { skip }, () => {
   const a = argsOf({ b: 1, h: 32, hkv: 8, tq: 1, tk: 100, d: 128 });
   const sg = { ...gpu!, caps: { ...gpu!.caps, subgroups: true, subgroupMinSize: 32 } } as WebGpuBackend;

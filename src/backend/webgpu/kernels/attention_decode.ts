@@ -37,6 +37,19 @@ const decodeKernel: Kernel = {
   },
 };
 
+const decodeWsKernel: Kernel = {
+  name: 'attention_decode_ws',
+  source: (v, caps) => {
+    const x = dt(v, 'X');
+    const head = [
+      'enable subgroups;',
+      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
+      k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v']),
+    ].join('\n');
+    return preprocess(wgslSource('attention_decode_ws'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
+  },
+};
+
 const combineKernel: Kernel = {
   name: 'attention_combine',
   source: (v, caps) => preprocess(wgslSource('attention_combine'), {
@@ -127,13 +140,16 @@ const DECODE_GROUPS_SOFTWARE = 8;
 /**
  * Experimental forms of the decode split pass (dev/kernels/attention.ts): `prefetch` loads each
  * invocation's K row one step ahead (K8 only), `wg` sets the keys a step (invocations a workgroup),
- * `vEarly` loads each invocation's V values of a step before the scores (K8 only), `vMid` after
+ * `specialize` runs attention_decode_ws.wgsl instead (K work of a step beside the V work of the
+ * step before, in different invocations; 16-bit K/V, D a multiple of 8, subgroups, ≤ 4 query rows a
+ * kv head; other tune fields but the combine's are ignored), `vEarly` loads each invocation's V
+ * values of a step before the scores (K8 only), `vMid` after
  * them (K8 only; K's registers are free by then), `lsumOnce` adds each key's P to the row sums once
  * (by the invocation that owns the key) instead of once per column group, `combineCols`
  * sets the columns a combine workgroup takes and `combineUnroll` has it load four splits at once;
  * `noCombine` (timing only: out is left unwritten) skips the combine pass.
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
+export interface DecodeTune { specialize?: boolean; prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
@@ -161,6 +177,16 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
   const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
   const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
+  if (tune.specialize) {
+    if (!k8 || !subgroups || rows > 4 || a.d > 256) throw new UnsupportedError(`webgpu: the warp-specialised decode takes 16-bit K/V with D a multiple of 8, subgroups and at most 4 query rows a kv head, not ${q.dtype}, D ${a.d}, ${rows} rows`);
+    be.rt.run({
+      kernel: decodeWsKernel, variant: { X: q.dtype, RM: pow2AtLeast(rows, 1), DK: a.d },
+      uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
+      buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
+      workgroups: [nsplit, a.kvHeads, a.batch],
+    });
+    return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', { cols: tune.combineCols, unroll: tune.combineUnroll });
+  }
   be.rt.run({
     kernel: decodeKernel,
     variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch, VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: !!tune.lsumOnce, WG: tune.wg ?? 128 },
