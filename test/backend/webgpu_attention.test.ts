@@ -221,17 +221,22 @@ test('attention decode, warp-specialised split pass (K of a step beside V of the
   const c = { b: 1, h: 8, hkv: 1, tq: 1, tk: 40, d: 16, dtype: 'bf16' as const };
   const x = inputs(c, 3);
   assert.throws(() => attentionDecode(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, 1, true, { specialize: true }),
-    /the warp-specialised decode takes 16-bit K\/V with D a multiple of 8, subgroups and at most 4 query rows a kv head, not bf16, D 16, 8 rows/);
+    /the warp-specialised decode takes 16-bit K\/V with D 8·2\^i up to 256, subgroups and at most 4 query rows a kv head, not bf16, D 16, 8 rows/);
+  const c96 = { b: 1, h: 4, hkv: 1, tq: 1, tk: 40, d: 96, dtype: 'bf16' as const };
+  const x96 = inputs(c96, 3);
+  assert.throws(() => attentionDecode(gpu!, x96.refs[0], x96.refs[1], x96.refs[2], x96.a, 1, true, { specialize: true }), /not bf16, D 96, 4 rows/);
+  for (const r of x96.refs) gpu!.free(r.h);
   for (const r of x.refs) gpu!.free(r.h);
 });
 
 test('decodeLanes: which calls the lane-team decode takes', { skip }, () => {
   const a = argsOf({ b: 1, h: 32, hkv: 8, tq: 1, tk: 100, d: 128 });
-  const sg = { ...gpu!, caps: { ...gpu!.caps, subgroups: true, subgroupMinSize: 32 } } as WebGpuBackend;
+  const sg = { ...gpu!, caps: { ...gpu!.caps, subgroups: true, subgroupMinSize: 32, subgroupMaxSize: 32 } } as WebGpuBackend;
   assert.equal(decodeLanes(sg, 'f16', a), 16);
   assert.equal(decodeLanes(sg, 'f16', a, 4), 4);
   assert.equal(decodeLanes(sg, 'bf16', { ...a, d: 256 }), 32);
-  assert.equal(decodeLanes({ ...sg, caps: { ...sg.caps, subgroupMinSize: 4 } } as WebGpuBackend, 'f16', a), 4);
+  assert.equal(decodeLanes({ ...sg, caps: { ...sg.caps, subgroupMinSize: 4, subgroupMaxSize: 4 } } as WebGpuBackend, 'f16', a), 4);
+  assert.equal(decodeLanes({ ...sg, caps: { ...sg.caps, subgroupMinSize: 4, subgroupMaxSize: 64 } } as WebGpuBackend, 'f16', a), 0, 'subgroups larger than the workgroup of 32');
   assert.equal(decodeLanes(sg, 'f32', a), 0, 'f32 K/V');
   assert.equal(decodeLanes(sg, 'f16', { ...a, d: 96 }), 0, 'D not 8·2^i');
   assert.equal(decodeLanes(sg, 'f16', { ...a, d: 8 }), 0, 'one piece a row');

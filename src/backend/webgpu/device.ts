@@ -8,8 +8,9 @@ export interface GpuCaps {
   /** `shader-f16`: f16 arithmetic and native f16 storage arrays. */
   f16: boolean;
   subgroups: boolean;
-  /** The fewest invocations a subgroup can hold (adapter.info.subgroupMinSize; 0 without subgroups or when not reported). */
+  /** The fewest and most invocations a subgroup can hold (adapter.info.subgroupMinSize / MaxSize; 0 without subgroups or when not reported). */
   subgroupMinSize: number;
+  subgroupMaxSize: number;
   /** Tensor-core tiles from `chromium-experimental-subgroup-matrix` (f16 in, f32 accumulate), if any. */
   subgroupMatrix: { m: number; n: number; k: number } | null;
   timestamps: boolean;
@@ -59,6 +60,7 @@ export async function requestDevice(): Promise<{ device: GPUDevice; caps: GpuCap
     f16: features.includes('shader-f16'),
     subgroups: features.includes('subgroups'),
     subgroupMinSize: features.includes('subgroups') ? (info as { subgroupMinSize?: number }).subgroupMinSize ?? 0 : 0,
+    subgroupMaxSize: features.includes('subgroups') ? (info as { subgroupMaxSize?: number }).subgroupMaxSize ?? 0 : 0,
     subgroupMatrix: tile ? { m: tile.M, n: tile.N, k: tile.K } : null,
     timestamps: features.includes('timestamp-query'),
     maxBinding: device.limits.maxStorageBufferBindingSize,

@@ -87,7 +87,10 @@ export function decodeLanes(be: WebGpuBackend, dtype: DType, a: AttentionArgs, l
   while (lpk > be.caps.subgroupMinSize) lpk >>= 1;
   if (!be.caps.subgroups || lpk < 1) return 0;
   const { wg, sgmin } = lanesGroup(be);
-  const bytes = (wg / sgmin) * pow2AtLeast(rows, 1) * (a.d + 2) * 4;
+  // Subgroups must not outgrow the workgroup (the merge counts WG / sgsize of them); 64 bytes of
+  // slack for the counter and each array's rounding.
+  if (be.caps.subgroupMaxSize === 0 || be.caps.subgroupMaxSize > wg) return 0;
+  const bytes = (wg / sgmin) * pow2AtLeast(rows, 1) * (a.d + 2) * 4 + 64;
   return wg <= be.caps.maxInvocations && bytes <= be.caps.maxWorkgroupStorage ? lpk : 0;
 }
 
@@ -178,7 +181,11 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
   const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
   if (tune.specialize) {
-    if (!k8 || !subgroups || rows > 4 || a.d > 256) throw new UnsupportedError(`webgpu: the warp-specialised decode takes 16-bit K/V with D a multiple of 8, subgroups and at most 4 query rows a kv head, not ${q.dtype}, D ${a.d}, ${rows} rows`);
+    // D/4 must divide the 128 keys of a step among the consumers' key groups (D 8·2^i up to 256).
+    const rm = pow2AtLeast(rows, 1), wsBytes = (2 * rm * (a.d / 4) + 4 * rm * 128) * 4 + 2 * rm * 4;
+    if (!k8 || !subgroups || rows > 4 || a.d > 256 || 128 % (a.d / 4) !== 0 || wsBytes > be.caps.maxWorkgroupStorage || be.caps.maxInvocations < 256) {
+      throw new UnsupportedError(`webgpu: the warp-specialised decode takes 16-bit K/V with D 8·2^i up to 256, subgroups and at most 4 query rows a kv head, not ${q.dtype}, D ${a.d}, ${rows} rows`);
+    }
     be.rt.run({
       kernel: decodeWsKernel, variant: { X: q.dtype, RM: pow2AtLeast(rows, 1), DK: a.d },
       uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
