@@ -1,7 +1,8 @@
 // Flash-decoding, split pass, warp-specialised form (experimental; 16-bit K/V, head dim DK = 8·2^i
-// up to 256 so that DK/4 divides 128, subgroups): attention_decode.wgsl's steps of 128 keys, with the K work of step t and the V
-// work of step t − 1 in the same phase, done by different invocations, so that K and V loads are
-// in flight together and no invocation holds both in registers.
+// up to 256 so that DK/4 divides 128, subgroups): attention_decode.wgsl's steps of 128 keys, with
+// the K work of step t and the V work of step t − 1 in the same phase, done by different
+// invocations, so that K and V loads are in flight together and no invocation holds both in
+// registers.
 //   producers (lid < 128): invocation t scores key k0 + t of step t (16-byte K loads, dotted with
 //           every query row, q pre-scaled in workgroup memory) into S[t mod 2], and its
 //           subgroup's maximum of each row into Mx[t mod 2];
