@@ -23,32 +23,33 @@ export function decodeStepSource(v: Variant): string {
   return preprocess(wgslSource('attention_decode_step'), v);
 }
 
-const decodeKernel: Kernel = {
-  name: 'attention_decode',
-  source: (v, caps) => {
-    const x = dt(v, 'X');
-    const head = [
-      v.SG ? 'enable subgroups;' : '',
-      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
-      v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n')
-        : kvLoaders(x, !!v.VEC, caps.f16, 5),
-    ].join('\n');
-    return preprocess(wgslSource('attention_decode'), { ...v, HEADER: head, COMMON: wgslSource('attention_common'), DECODE_STEP: decodeStepSource(v) });
-  },
-};
+/**
+ * A split-pass kernel: its file after the header every split pass shares (q, the f32 partials pm,
+ * pl and pacc, DECODE_PARAMS, then the K/V loaders from binding 5 that `kv` writes for the variant's
+ * dtype X; subgroups enabled where `subgroups` says) and attention_common.wgsl.
+ */
+function splitPassKernel(file: string, subgroups: (v: Variant) => boolean, kv: (x: DType, v: Variant, f16: boolean) => string, extra: (v: Variant) => Variant = () => ({})): Kernel {
+  return {
+    name: file,
+    source: (v, caps) => {
+      const x = dt(v, 'X');
+      const head = [
+        subgroups(v) ? 'enable subgroups;' : '',
+        header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
+        kv(x, v, caps.f16),
+      ].join('\n');
+      return preprocess(wgslSource(file), { ...v, ...extra(v), HEADER: head, COMMON: wgslSource('attention_common') });
+    },
+  };
+}
 
-const decodeWsKernel: Kernel = {
-  name: 'attention_decode_ws',
-  source: (v, caps) => {
-    const x = dt(v, 'X');
-    const head = [
-      'enable subgroups;',
-      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
-      k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v']),
-    ].join('\n');
-    return preprocess(wgslSource('attention_decode_ws'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
-  },
-};
+/** K as 8-half vec4<u32> rows (up4 unpacks) and V as 4-half vec2<u32> (ldv4), from binding 5. */
+const k8v4 = (x: DType, _v: Variant, f16: boolean) => [k8Loader(x, 5), kvLoaders(x, true, f16, 5, ['v'])].join('\n');
+
+const decodeKernel = splitPassKernel('attention_decode', (v) => !!v.SG,
+  (x, v, f16) => (v.K8 ? k8v4(x, v, f16) : kvLoaders(x, !!v.VEC, f16, 5)), (v) => ({ DECODE_STEP: decodeStepSource(v) }));
+
+const decodeWsKernel = splitPassKernel('attention_decode_ws', () => true, k8v4);
 
 const combineKernel: Kernel = {
   name: 'attention_combine',
@@ -59,19 +60,8 @@ const combineKernel: Kernel = {
   }),
 };
 
-
-const decodeLanesKernel: Kernel = {
-  name: 'attention_decode_lanes',
-  source: (v, caps) => {
-    const x = dt(v, 'X');
-    const head = [
-      'enable subgroups;',
-      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
-      k8Loader(x, 5), '@group(0) @binding(6) var<storage, read> v: array<vec4<u32>>;',
-    ].join('\n');
-    return preprocess(wgslSource('attention_decode_lanes'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
-  },
-};
+const decodeLanesKernel = splitPassKernel('attention_decode_lanes', () => true,
+  (x) => [k8Loader(x, 5), '@group(0) @binding(6) var<storage, read> v: array<vec4<u32>>;'].join('\n'));
 
 /**
  * Lanes a key's team takes in the lane-team decode (attention_decode_lanes.wgsl), or 0 where that
