@@ -115,8 +115,7 @@ export function blockedPlan(caps: GpuCaps, d: number, pass: BlockedPass, x: DTyp
     return bytes + reserve <= caps.maxWorkgroupStorage && 8 * tr <= caps.maxInvocations;
   };
   const canX = x !== 'f32', canG = pass !== 'fwd' && g !== 'f32';
-  for (const [px, pg] of [[false, false], [canX, false], [canX, canG]] as const) {
-    if ((px && !canX) || (pg && !canG)) continue;
+  for (const [px, pg] of [[false, false], [canX, false], [canX, canG]]) {
     for (const tr of pass === 'fwd' ? [16, 8] : [8]) if (fits(tr, px, pg)) return { tr, px, pg };
   }
   return { tr: 0, px: false, pg: false };

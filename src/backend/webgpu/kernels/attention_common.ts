@@ -12,6 +12,7 @@ import { storageType, type Binding, type Variant } from '../wgsl.ts';
 export const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32';
 export const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32, chunk: u32, nsplit: u32`;
 
+/** PARAMS' words for a call. */
 export function uniforms(a: AttentionArgs): number[] {
   return [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, a.causal ? 1 : 0, a.window, f32bits(a.scale), a.heads / a.kvHeads];
 }
@@ -21,7 +22,6 @@ export const ins = (v: Variant, key: string, ...names: string[]): Binding[] => n
 export const f32in = (name: string): Binding => ({ name, dtype: 'f32' });
 export const f32out = (name: string): Binding => ({ name, dtype: 'f32', write: true });
 
-
 /** WGSL statement returning the 4 values of dtype (f16 or bf16) packed in `w: vec2<u32>` as a vec4<f32>. */
 export function unpack4(dtype: DType): string {
   return dtype === 'f16' ? 'return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));'
@@ -30,8 +30,8 @@ export function unpack4(dtype: DType): string {
 
 /**
  * 4-element loads of k and v (`ldk4(e, left)`, `ldv4(e, left)`: elements e … e+3 of a row, those
- * past it (left < 4) as 0) for the decode kernels (attention_decode.ts's and fox_fpa_decode.ts's), bound at
- * `slot` and `slot + 1`: vectors where D is a multiple of 4, else guarded scalars.
+ * past it (left < 4) as 0) for the decode kernels (attention_decode.ts's and fox_fpa_decode.ts's),
+ * bound at `slot` and `slot + 1`: vectors where D is a multiple of 4, else guarded scalars.
  */
 export function kvLoaders(dtype: DType, vec: boolean, f16: boolean, slot: number, names: readonly string[] = ['k', 'v']): string {
   const lines: string[] = [];
@@ -59,10 +59,10 @@ export function k8Loader(dtype: DType, slot: number): string {
   return `@group(0) @binding(${slot}) var<storage, read> k: array<vec4<u32>>;\nfn up4(w: vec2<u32>) -> vec4<f32> { ${unpack4(dtype)} }`;
 }
 
-
+/** The least power of two ≥ x, from min up. */
 export const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
 
-
+/** UnsupportedError where a grid axis would pass WebGPU's 65535 workgroups. */
 export function checkGrid(what: string, ...dims: number[]): void {
   for (const n of dims) if (n > 65535) throw new UnsupportedError(`webgpu: ${what} needs ${n} workgroups along one grid axis, above 65535`);
 }

@@ -97,20 +97,33 @@ function lanesGroup(be: WebGpuBackend): { wg: number; sgmin: number } {
 export function attentionDecodeLanes(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, tune: { u?: number; lanes?: number } = {}): [GpuHandle, GpuHandle] {
   const lpk = decodeLanes(be, q.dtype, a, tune.lanes);
   if (lpk === 0) throw new UnsupportedError(`webgpu: the lane-team decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} ${q.dtype} query rows of head dim ${a.d}`);
-  const rows = (a.heads / a.kvHeads) * a.tq, nrows = a.batch * a.heads * a.tq;
-  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
+  const rows = (a.heads / a.kvHeads) * a.tq;
   const { wg, sgmin } = lanesGroup(be);
+  return splitAndCombine(be, decodeLanesKernel, { X: q.dtype, RM: pow2AtLeast(rows, 1), DK: a.d, LPK: lpk, U: tune.u ?? 4, WG: wg, SGMIN: sgmin }, q, k, v, a, rows, splits);
+}
+
+/**
+ * One split pass (`kernel` with `variant`, the bindings and uniforms every split pass takes) into
+ * fresh f32 partials, then the combine (`combine` tunes it; `noCombine`: skipped, out left
+ * unwritten, timing only).
+ */
+function splitAndCombine(be: WebGpuBackend, kernel: Kernel, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, splits?: number,
+  combine: { cols?: number; unroll?: boolean; noCombine?: boolean } = {}): [GpuHandle, GpuHandle] {
+  const nrows = a.batch * a.heads * a.tq;
+  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
   const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
   const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
   const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
   be.rt.run({
-    kernel: decodeLanesKernel,
-    variant: { X: q.dtype, RM: pow2AtLeast(rows, 1), DK: a.d, LPK: lpk, U: tune.u ?? 4, WG: wg, SGMIN: sgmin },
-    uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
+    kernel, variant, uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
     buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
     workgroups: [nsplit, a.kvHeads, a.batch],
   });
-  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention');
+  if (combine.noCombine) {
+    be.free(pm); be.free(pl); be.free(pacc);
+    return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
+  }
+  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', combine);
 }
 
 /** Query rows one decode workgroup serves (the whole GQA group's), or 0 when the decode kernel does not take the call. */
@@ -164,38 +177,21 @@ function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { l
 export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
   const rows = decodeRows(be, a);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
-  const nrows = a.batch * a.heads * a.tq;
-  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
-  const k8 = q.dtype !== 'f32' && a.d % 8 === 0;
-  const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
-  const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
-  const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
+  const k8 = q.dtype !== 'f32' && a.d % 8 === 0, rm = pow2AtLeast(rows, 1);
+  const combine = { cols: tune.combineCols, unroll: tune.combineUnroll, noCombine: tune.noCombine };
   if (tune.specialize) {
     // D/4 must divide the 128 keys of a step among the consumers' key groups (D 8·2^i up to 256).
-    const rm = pow2AtLeast(rows, 1), wsBytes = (2 * rm * (a.d / 4) + 4 * rm * 128) * 4 + 2 * rm * 4;
+    const wsBytes = (2 * rm * (a.d / 4) + 4 * rm * 128) * 4 + 2 * rm * 4;
     if (!k8 || !subgroups || rows > 4 || a.d > 256 || 128 % (a.d / 4) !== 0 || wsBytes > be.caps.maxWorkgroupStorage || be.caps.maxInvocations < 256) {
       throw new UnsupportedError(`webgpu: the warp-specialised decode takes 16-bit K/V with D 8·2^i up to 256, subgroups and at most 4 query rows a kv head, not ${q.dtype}, D ${a.d}, ${rows} rows`);
     }
-    be.rt.run({
-      kernel: decodeWsKernel, variant: { X: q.dtype, RM: pow2AtLeast(rows, 1), DK: a.d },
-      uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
-      buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
-      workgroups: [nsplit, a.kvHeads, a.batch],
-    });
-    return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', { cols: tune.combineCols, unroll: tune.combineUnroll });
+    return splitAndCombine(be, decodeWsKernel, { X: q.dtype, RM: rm, DK: a.d }, q, k, v, a, rows, splits, combine);
   }
-  be.rt.run({
-    kernel: decodeKernel,
-    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch, VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: !!tune.lsumOnce, WG: tune.wg ?? 128 },
-    uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
-    buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
-    workgroups: [nsplit, a.kvHeads, a.batch],
-  });
-  if (tune.noCombine) {
-    be.free(pm); be.free(pl); be.free(pacc);
-    return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
-  }
-  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', { cols: tune.combineCols, unroll: tune.combineUnroll });
+  const variant = {
+    X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: rm, DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
+    VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: !!tune.lsumOnce, WG: tune.wg ?? 128,
+  };
+  return splitAndCombine(be, decodeKernel, variant, q, k, v, a, rows, splits, combine);
 }
 
 /**

@@ -47,6 +47,7 @@ import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { attentionTc, blockedPitch, blockedPlan, blockedRows, blockedTiles, rowLoaders, tcEligible, type BlockedPass } from './attention.ts';
+import { checkGrid, dt, f32in, f32out, pow2AtLeast } from './attention_common.ts';
 import { viaStorable } from './elementwise.ts';
 import { FOX_FPA_DECODE_FILES, foxDecode, foxFpaDecodeRows, fpaDecode } from './fox_fpa_decode.ts';
 
@@ -58,10 +59,6 @@ function uniforms(a: FoxAttentionArgs, xoff: number): number[] {
   const nrows = a.batch * a.heads * a.tq, nkv = a.batch * a.kvHeads * a.tk;
   return [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, 1, 0, f32bits(a.scale), a.heads / a.kvHeads, nrows, nkv, xoff];
 }
-
-const dt = (v: Variant, key: string) => v[key] as DType;
-const f32in = (name: string): Binding => ({ name, dtype: 'f32' });
-const f32out = (name: string): Binding => ({ name, dtype: 'f32', write: true });
 
 function bindings(v: Variant): Binding[] {
   const x = dt(v, 'X');
@@ -135,8 +132,6 @@ export function fpaBlockedRows(caps: GpuCaps, d: number, pass: BlockedPass = 'fw
   return modePlan(caps, 'fpa', d, pass, x, g).tr;
 }
 
-const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
-
 /** Query and key rows per tile of the tiled passes (BQ, BK). */
 export interface Tile { bq: number; bk: number }
 
@@ -153,10 +148,6 @@ export function foxFpaTile(caps: GpuCaps, dm: number, backward: boolean): Tile {
 function headPitch(what: string, d: number): number {
   if (d > 256) throw new UnsupportedError(`webgpu: ${what} takes head dims up to 256, got ${d}`);
   return pow2AtLeast(d, 16);
-}
-
-function checkGrid(what: string, ...dims: number[]): void {
-  for (const n of dims) if (n > 65535) throw new UnsupportedError(`webgpu: ${what} needs ${n} workgroups along one grid axis, above 65535`);
 }
 
 function checkF32(what: string, refs: Record<string, GpuRef>): void {

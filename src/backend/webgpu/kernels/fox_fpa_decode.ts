@@ -19,7 +19,7 @@ import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
 import { f32bits, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
-import { kvLoaders } from './attention_common.ts';
+import { f32in, f32out, kvLoaders, pow2AtLeast } from './attention_common.ts';
 import { combineDecodePartials, decodeStepSource } from './attention_decode.ts';
 
 export const FOX_FPA_DECODE_FILES = ['fox_fpa_decode', 'attention_decode_step', 'attention_combine', 'attention_common', 'rows_common'];
@@ -33,8 +33,6 @@ const STEP = 128;
 /** Workgroups the split pass aims at in all (chunks × kv heads × batch), as attention.ts. */
 const GROUPS = 1024;
 const GROUPS_SOFTWARE = 8;
-
-const pow2AtLeast = (x: number, min: number) => { let p = min; while (p < x) p *= 2; return p; };
 
 /** Dispatches through this path since the module loaded (tests assert that the dispatcher took it). */
 export const foxFpaDecodeStats = { fox: 0, fpa: 0 };
@@ -63,9 +61,6 @@ export function foxFpaDecodeRows(be: WebGpuBackend, a: FoxAttentionArgs): number
   const bytes = smemBytes(pow2AtLeast(rows, 1), pow2AtLeast(a.d, 16), STEP, false);
   return bytes <= be.caps.maxWorkgroupStorage && STEP <= be.caps.maxInvocations ? rows : 0;
 }
-
-const f32in = (name: string): Binding => ({ name, dtype: 'f32' });
-const f32out = (name: string): Binding => ({ name, dtype: 'f32', write: true });
 
 const decodeKernel: Kernel = {
   name: 'fox_fpa_decode',
