@@ -5,6 +5,10 @@
  * the same GPU in the same run, when python3 with torch and CUDA exists.
  *
  *   node --import tsx bench/train_lm.ts [--preset small] [--batch 16] [--context N] [--steps 10] [--backend auto] [--json FILE]
+ *     [--profile N]
+ *
+ * `--profile N` (webgpu): after the timed steps, N more steps with every dispatch timed on the GPU
+ * (webgpu/profile.ts), printed as a table of kernels by GPU time and kept in the JSON.
  */
 import { parseArgs } from 'node:util';
 import { initBackend, type BackendName } from '../src/backend/registry.ts';
@@ -16,11 +20,14 @@ import { ParamFactory } from '../src/nn/params.ts';
 import { DEFAULT_TRAIN, Trainer } from '../src/train/trainer.ts';
 import { uniformArray } from '../src/ops/random.ts';
 import { findPython, runPython, writeJson } from './lib/report.ts';
+import { WebGpuBackend } from '../src/backend/webgpu/backend.ts';
+import { profileTable } from '../src/backend/webgpu/profile.ts';
 
 const { values: flags } = parseArgs({
   options: {
     preset: { type: 'string', default: 'small' }, batch: { type: 'string', default: '16' }, context: { type: 'string' },
     steps: { type: 'string', default: '10' }, backend: { type: 'string', default: 'auto' }, json: { type: 'string' },
+    profile: { type: 'string', default: '0' },
   },
 });
 
@@ -38,7 +45,7 @@ function randomBatch(i: number) {
 }
 
 const model = new Decoder(cfg, new ParamFactory({ backend, seed: 1 }));
-const trainer = new Trainer(model, { batchAt: randomBatch }, { ...DEFAULT_TRAIN, steps: steps + 2, batchSize: batch, context, warmup: 1 });
+const trainer = new Trainer(model, { batchAt: randomBatch }, { ...DEFAULT_TRAIN, steps: steps + 2 + Number(flags.profile), batchSize: batch, context, warmup: 1 });
 await trainer.trainStep(); // warm-up: pipelines compile, the pool fills
 await trainer.trainStep();
 const t0 = performance.now();
@@ -49,6 +56,17 @@ const fonTps = (steps * batch * context) / secs;
 console.log(`FON ${backend.name}: preset ${flags.preset} (${(model.parameterCount() / 1e6).toFixed(2)}M parameters), batch ${batch} × ${context}: ${(secs / steps * 1000).toFixed(1)} ms/step, ${fonTps.toFixed(0)} tokens/s (loss ${loss.toFixed(3)})`);
 
 const result: Record<string, unknown> = { preset: flags.preset, parameters: model.parameterCount(), batch, context, backend: backend.name, fon: { msPerStep: secs / steps * 1000, tokensPerSecond: fonTps } };
+const profileSteps = Number(flags.profile);
+if (profileSteps > 0) {
+  if (!(backend instanceof WebGpuBackend)) throw new Error(`--profile needs the webgpu backend, not ${backend.name}`);
+  backend.rt.startProfile();
+  for (let s = 0; s < profileSteps; s++) await trainer.trainStep();
+  const kernels = await backend.rt.stopProfile();
+  const gpuMs = kernels.reduce((s, k) => s + k.ms, 0);
+  console.log(`GPU time over ${profileSteps} profiled steps: ${(gpuMs / profileSteps).toFixed(1)} ms/step (each dispatch in its own pass)\n${profileTable(kernels, { top: 25 })}`);
+  console.log(profileTable(kernels, { top: 25, byVariant: true }));
+  result.profile = { steps: profileSteps, kernels };
+}
 const py = backend.name === 'webgpu' ? findPython('torch', ['python3']) : null;
 if (py) {
   const ref = runPython(py, 'bench/torch_lm.py', { config: cfg, batch, context, steps }) as Record<string, { msPerStep: number; tokensPerSecond: number }> | null;

@@ -36,6 +36,8 @@ export async function nodeGpu(): Promise<GPU> {
   Object.assign(globalThis, globals);
   process.env.XDG_RUNTIME_DIR ??= '/tmp';
   const toggles = ['allow_unsafe_apis', 'vulkan_enable_f16_on_nvidia', ...(env('FON_WEBGPU_ROBUST') === '1' ? [] : ['disable_robustness'])];
-  instance = create([`enable-dawn-features=${toggles.join(',')}`]) as GPU;
+  // Full-precision timestamps for the profiler (webgpu/profile.ts): Dawn quantises them by default,
+  // a guard against timing attacks that matters in a browser, not in a Node process.
+  instance = create([`enable-dawn-features=${toggles.join(',')}`, 'disable-dawn-features=timestamp_quantization']) as GPU;
   return instance;
 }

@@ -8,10 +8,11 @@
  * upload into a pooled buffer first submits the pending encoder (whose commands may still read
  * that buffer's previous contents).
  */
-import { DeviceError } from '../../errors.ts';
+import { DeviceError, UnsupportedError } from '../../errors.ts';
 import { env } from '../../platform/env.ts';
 import type { GpuCaps } from './device.ts';
 import { BufferPool } from './pool.ts';
+import { GpuProfiler, type KernelTime } from './profile.ts';
 import { preprocess, type Variant } from './wgsl.ts';
 
 /** A kernel: a name, its WGSL (before preprocessing) and how a variant changes it. */
@@ -89,6 +90,8 @@ export class GpuRuntime {
   private uncaptured: string | null = null;
   /** Dispatches recorded since creation (for FON_DEBUG and tests). */
   totalDispatches = 0;
+  /** GPU time per kernel while profiling (startProfile … stopProfile; profile.ts). */
+  private profiler: GpuProfiler | null = null;
 
   constructor(readonly device: GPUDevice, readonly caps: GpuCaps) {
     this.pool = new BufferPool(device, caps.maxBuffer);
@@ -159,6 +162,8 @@ export class GpuRuntime {
     this.checkAlive();
     const [x, y = 1, z = 1] = d.workgroups;
     if (x === 0 || y === 0 || z === 0) return;
+    // A full query set submits first (before this dispatch's uniforms take their ring slot).
+    if (this.profiler?.full) this.flush();
     const key = d.kernel.name + JSON.stringify(d.variant);
     const pipeline = this.pipeline(key, d.kernel, d.variant);
     let at = 0, bytes = 0;
@@ -174,11 +179,17 @@ export class GpuRuntime {
       bytes = words * 4;
     }
     const [group, offsets] = this.bindGroup(pipeline, key, at, bytes, d.buffers);
+    if (this.profiler) {
+      // Each dispatch in a pass of its own, timed at its beginning and end.
+      const encoder = this.commandEncoder();
+      this.pass = encoder.beginComputePass(this.profiler.passFor(d.kernel.name, JSON.stringify(d.variant)));
+    }
     if (!this.encoder) this.encoder = this.device.createCommandEncoder();
     if (!this.pass) this.pass = this.encoder.beginComputePass();
     this.pass.setPipeline(pipeline);
     this.pass.setBindGroup(0, group, offsets);
     this.pass.dispatchWorkgroups(x, y, z);
+    if (this.profiler) { this.pass.end(); this.pass = null; }
     this.dispatches++;
     this.totalDispatches++;
     if (env('FON_DEBUG') === '1') console.error(`[webgpu] ${d.kernel.name} ${JSON.stringify(d.variant)} ${x}x${y}x${z}`);
@@ -201,7 +212,9 @@ export class GpuRuntime {
       // writeBuffer is ordered after every earlier submit, so the next batch may reuse the buffer.
       this.ringUsed = 0;
     }
+    const afterSubmit = this.profiler?.beforeSubmit(this.encoder);
     this.device.queue.submit([this.encoder.finish()]);
+    afterSubmit?.();
     this.encoder = null;
     this.dispatches = 0;
   }
@@ -257,6 +270,27 @@ export class GpuRuntime {
   }
 
   /**
+   * Times every dispatch from here on, each in a pass of its own (profile.ts), until stopProfile.
+   * Needs the timestamp-query feature.
+   */
+  startProfile(): void {
+    if (!this.caps.timestamps) throw new UnsupportedError(`webgpu: profiling needs the timestamp-query feature, which ${this.caps.adapterName} does not offer`);
+    this.flush();
+    this.profiler ??= new GpuProfiler(this.device);
+  }
+
+  /** GPU time per kernel since startProfile, slowest first; dispatches run untimed again after it. */
+  async stopProfile(): Promise<KernelTime[]> {
+    const p = this.profiler;
+    if (!p) throw new UnsupportedError('webgpu: stopProfile without startProfile');
+    this.flush();
+    this.profiler = null;
+    const rows = await p.take();
+    p.destroy();
+    return rows;
+  }
+
+  /**
    * Destroys the pool's parked buffers (e.g. after a phase with different shapes). Submits the
    * pending encoder first: its commands may still bind a buffer released since they were recorded.
    */
@@ -271,6 +305,7 @@ export class GpuRuntime {
     this.pool.destroyParked();
     this.ringBuffer?.destroy();
     this.ringBuffer = null;
+    this.profiler?.destroy();
     this.device.destroy();
   }
 }
