@@ -33,7 +33,7 @@ import { matrixCode } from './subgroup_matrix.ts';
 import { PARAMS, checkGrid, dt, f32in, f32out, ins, pow2AtLeast, unpack4, uniforms } from './attention_common.ts';
 import { attentionDecode, decodeRows } from './attention_decode.ts';
 
-export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_lanes', 'attention_decode_ws', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_tc'];
+export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_tc'];
 
 const plainKernel: Kernel = {
   name: 'attention_plain',
@@ -253,8 +253,7 @@ export function tcEligible(be: WebGpuBackend, dtype: DType, d: number): boolean 
   const sm = be.caps.subgroupMatrix;
   if (dtype !== 'f16' || !be.caps.f16 || !sm || sm.m !== 16 || sm.n !== 16 || sm.k !== 16) return false;
   if (d % 16 !== 0 || d === 0 || d > 256) return false;
-  const info = (be.rt.device as GPUDevice & { adapterInfo?: { subgroupMaxSize?: number } }).adapterInfo;
-  if (info?.subgroupMaxSize !== undefined && info.subgroupMaxSize !== 32) return false;
+  if (be.caps.subgroupMaxSize !== 0 && be.caps.subgroupMaxSize !== 32) return false;
   return tcSmem(4, d, TC_KPAD) <= be.caps.maxWorkgroupStorage;
 }
 

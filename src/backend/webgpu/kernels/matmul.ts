@@ -240,8 +240,7 @@ export function pickTcTile(be: WebGpuBackend): TcTile {
 export function tcEligible(be: WebGpuBackend, a: GpuRef, b: GpuRef, tile: TcTile = TC_TILE_SMALL): boolean {
   const sm = be.caps.subgroupMatrix;
   if (a.dtype !== 'f16' || b.dtype !== 'f16' || !sm || sm.m !== 16 || sm.n !== 16 || sm.k !== 16 || !be.caps.f16) return false;
-  const info = (be.rt.device as GPUDevice & { adapterInfo?: { subgroupMaxSize?: number } }).adapterInfo;
-  if (info?.subgroupMaxSize !== undefined && info.subgroupMaxSize !== 32) return false;
+  if (be.caps.subgroupMaxSize !== 0 && be.caps.subgroupMaxSize !== 32) return false;
   return tcSmem(tile) <= be.caps.maxWorkgroupStorage && 32 * tile.sgm * tile.sgn <= be.caps.maxInvocations;
 }
 
