@@ -18,7 +18,9 @@
  *
  * On the H200 (PyTorch beside it):
  *   node --import tsx bench/fox_fpa.ts --json bench/results_fox_fpa_h200.json
- * (--fox-plain: FoX's f16 forward on the blocked/plain kernels instead of the tensor-core kernel)
+ * (--fox-plain: FoX's f16 forward on the blocked/plain kernels instead of the tensor-core kernel;
+ * --profile: each decode case runs its steps again with every dispatch timed on the GPU, and prints
+ * wall and GPU ms a step and the kernels by GPU time)
  * defaults: --prefill 4096,8192,16384,32768 --backward 4096,8192,16384,32768 --decode 4096,16384,65536
  *           --heads 16 --head-dim 64,128 --mechanisms full,fox,fpa --decode-steps 32 --tau 16 --plain-max 8192
  * Tiny smoke run on SwiftShader (timings meaningless):
@@ -41,6 +43,8 @@ import { KvCache } from '../src/infer/kv_cache.ts';
 import { findPython, runPython, writeJson } from './lib/report.ts';
 import { writePlotsBeside } from './lib/plots.ts';
 import { foxFpaOptions } from '../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import { WebGpuBackend } from '../src/backend/webgpu/backend.ts';
+import { profileTable } from '../src/backend/webgpu/profile.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -56,6 +60,7 @@ const { values: flags } = parseArgs({
     'min-ms': { type: 'string', default: '250' },
     json: { type: 'string' },
     'fox-plain': { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
   },
 });
 
@@ -161,7 +166,7 @@ interface DecodeResult { ms: number; kept: number; rows: number; bytes: number; 
  */
 async function timeDecode(b: Backend, c: DecodeCase, evict: boolean): Promise<DecodeResult> {
   const C = H * c.d, warm = 2;
-  const rows = c.t + warm + STEPS;
+  const rows = c.t + warm + STEPS * (flags.profile ? 2 : 1);
   const cfg = parseModelConfig({ vocabSize: 16, dModel: C, nLayers: 1, nHeads: H, nKvHeads: H, headDim: c.d, mlpHidden: 16, contextLength: rows, attention: { type: 'fpa', walk: 'linear', ...(evict ? { evict: { tau: TAU } } : {}) } });
   const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend: b, seed: 1 }), name: 'l0.attn', config: cfg });
   // Walk and field rows zero (W ≡ 0, φ ≡ 0); level ℓ = 100·(x₀ + 0.674): see the file comment.
@@ -199,6 +204,18 @@ async function timeDecode(b: Backend, c: DecodeCase, evict: boolean): Promise<De
     const t0 = performance.now();
     for (let i = 0; i < STEPS; i++) await step(timed[i], c.t + warm + i);
     const ms = (performance.now() - t0) / STEPS;
+    if (flags.profile && b instanceof WebGpuBackend) {
+      // --profile: as many steps again, each dispatch timed on the GPU: where a step's time goes.
+      const more = Array.from({ length: STEPS }, (_, i) => inputs(1, 5000 + 10 * i));
+      await b.sync();
+      b.rt.startProfile();
+      const t1 = performance.now();
+      for (let i = 0; i < STEPS; i++) await step(more[i], c.t + warm + STEPS + i);
+      const wall = (performance.now() - t1) / STEPS;
+      const kernels = await b.rt.stopProfile();
+      const gpu = kernels.reduce((a, k) => a + k.ms, 0) / STEPS, n = kernels.reduce((a, k) => a + k.dispatches, 0) / STEPS;
+      console.error(`  profile, ${c.t} tokens${evict ? ', eviction' : ''}: ${wall.toFixed(3)} ms a step wall (dispatches timed one pass each), ${gpu.toFixed(3)} ms GPU, ${n.toFixed(1)} dispatches\n${profileTable(kernels, { top: 12 })}`);
+    }
     const kept = cache.kept()[0];
     const st = peekFpaDecodeState(cache.layers[0]);
     const used = evict && st ? st.length : c.t + warm + STEPS;
