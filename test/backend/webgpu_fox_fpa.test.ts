@@ -21,7 +21,7 @@ import type { FoxAttentionArgs } from '../../src/backend/backend.ts';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import * as cpuFpa from '../../src/backend/cpu/fpa_attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { foxAttention, foxAttentionBackward, fpaAttention, fpaAttentionBackward, foxFpaTile, type Tile } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import { foxAttention, foxAttentionBackward, fpaAttention, fpaAttentionBackward, fpaBackwardKvHeads, foxFpaTile, type Tile } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { uniformStream } from '../../src/ops/random.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
@@ -82,8 +82,11 @@ function inputs(c: Case, mode: 'fox' | 'fpa', seed: number): Inputs {
   return { a, dtype, host: [...host, ...extras], refs };
 }
 
-/** Forward and backward of one mode on one case against the CPU; the backward runs twice and must repeat bitwise. */
-async function check(c: Case, mode: 'fox' | 'fpa', tile?: Tile): Promise<void> {
+/**
+ * Forward and backward of one mode on one case against the CPU; the backward runs twice and must
+ * repeat bitwise. `limit`: the device's binding and buffer limits, in bytes, while the backward runs.
+ */
+async function check(c: Case, mode: 'fox' | 'fpa', tile?: Tile, limit?: number): Promise<void> {
   const x = inputs(c, mode, mode === 'fox' ? 3 : 5);
   const { a, dtype } = x;
   const [q, k, v, g] = x.host.slice(0, 4).map((h) => cref(h, dtype));
@@ -102,8 +105,17 @@ async function check(c: Case, mode: 'fox' | 'fpa', tile?: Tile): Promise<void> {
   const want = (mode === 'fox' ? cpuFox.foxAttentionBackward(q, k, v, extra[0], o, l, g, a)
     : cpuFpa.fpaAttentionBackward(q, k, v, extra[0], extra[1], extra[2], o, l, g, a)) as AnyHostArray[];
   const ro = { h: gpu!.upload(wantOut as AnyHostArray, dtype), shape: [], dtype }, rl = { h: gpu!.upload(wantLse as AnyHostArray, 'f32'), shape: [], dtype: 'f32' as const };
-  const run = () => (mode === 'fox' ? foxAttentionBackward(gpu!, rq, rk, rv, rx[0], ro, rl, rg, a, tile)
-    : fpaAttentionBackward(gpu!, rq, rk, rv, rx[0], rx[1], rx[2], ro, rl, rg, a, tile)) as GpuHandle[];
+  const caps = gpu!.caps as { maxBinding: number; maxBuffer: number };
+  const run = () => {
+    const had = [caps.maxBinding, caps.maxBuffer];
+    if (limit !== undefined) caps.maxBinding = caps.maxBuffer = limit;
+    try {
+      return (mode === 'fox' ? foxAttentionBackward(gpu!, rq, rk, rv, rx[0], ro, rl, rg, a, tile)
+        : fpaAttentionBackward(gpu!, rq, rk, rv, rx[0], rx[1], rx[2], ro, rl, rg, a, tile)) as GpuHandle[];
+    } finally {
+      [caps.maxBinding, caps.maxBuffer] = had;
+    }
+  };
   const got = run();
   const names = mode === 'fox' ? ['dq', 'dk', 'dv', 'dc'] : ['dq', 'dk', 'dv', 'dphi', 'dlevel', 'dlambda'];
   const dtypes = names.map((_, i) => (i < 3 ? dtype : 'f32' as const));
@@ -122,6 +134,16 @@ test('FoX attention vs CPU: out, lse, dq, dk, dv, dc; Tq < Tk, kvLength < Tk, GQ
 
 test('FPA attention vs CPU: out, lse, dq, dk, dv, dφ, dℓ, dλ; ties in φ, the carry across key tiles, 16×16, 8×4 and 4×16 tiles, Tq < Tk, kvLength < Tk, GQA, f32, f16, bf16; the backward repeats bitwise [webgpu]', { skip }, async () => {
   for (const c of CASES) for (const tile of TILES) await check(c, 'fpa', tile);
+});
+
+test('FPA backward in kv-head groups where its partials pass the binding limit: the gradients vs CPU, batch 2, GQA, a smaller last group [webgpu]', { skip }, async () => {
+  // Partials of the whole call: 4·(rows 3072 + keys 1536 + dφ cells 2·6·8·256) = 116736 bytes; a
+  // limit of 110000 bytes takes 2 kv heads a group (77824 bytes of partials), then 1.
+  const c: Case = { b: 2, h: 6, hkv: 3, tq: 256, tk: 256, d: 8 };
+  const limit = 110_000;
+  assert.equal(fpaBackwardKvHeads({ ...gpu!.caps, maxBinding: limit, maxBuffer: limit }, foxArgs(c)), 2);
+  assert.equal(fpaBackwardKvHeads(gpu!.caps, foxArgs(c)), 3, 'one piece under the device\'s own limits');
+  await check(c, 'fpa', undefined, limit);
 });
 
 test('FPA: the penalty is active and φ has ties in these inputs (so the tests above exercise the carry and the argmin rule)', () => {

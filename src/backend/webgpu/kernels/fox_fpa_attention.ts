@@ -15,7 +15,9 @@
  * into its own (query block, t) cells, invocation t mod 64 serving target t and rows in order
  * (no two invocations share a cell, the order is fixed); REDUCE sums, per (batch, kv head, t), the
  * cells of the group's query blocks. Deterministic; it costs batch·heads·⌈tq/BQ⌉·tk·4 bytes of
- * scratch (O(T²/B) per head, as §4.2 allows) and an O(heads·⌈tq/BQ⌉·tk) reduce.
+ * scratch (O(T²/B) per head, as §4.2 allows) and an O(heads·⌈tq/BQ⌉·tk) reduce. Where that scratch
+ * would pass the binding limit (16 heads at 32K tokens), the backward runs in groups of kv heads
+ * (fpaBackwardKvHeads).
  *
  * The per-position inputs travel in one f32 buffer `ex` so that the backward passes stay within
  * 8 storage bindings: [lse | delta | c] for FoX, [lse | delta | φ | ℓ | λ] for FPA (the forward
@@ -49,6 +51,7 @@ import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { attentionTc, blockedPitch, blockedPlan, blockedRows, blockedTiles, rowLoaders, tcEligible, type BlockedPass } from './attention.ts';
 import { checkGrid, dt, f32in, f32out, pow2AtLeast } from './attention_common.ts';
 import { viaStorable } from './elementwise.ts';
+import { concat, copyStrided } from './layout.ts';
 import { FOX_FPA_DECODE_FILES, foxDecode, foxFpaDecodeRows, fpaDecode } from './fox_fpa_decode.ts';
 
 export const FOX_FPA_FILES = ['fox_fpa_attention', 'attention_common', 'attention_tiles', 'attention_blocked', ...FOX_FPA_DECODE_FILES];
@@ -303,13 +306,67 @@ export function fpaAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef,
   return r;
 }
 
+/** Bytes of the partials buffer (`aux`) FPA's backward needs with `bq` query rows a DQ workgroup: rows, keys and the dφ cells. */
+const fpaAuxBytes = (a: FoxAttentionArgs, bq: number) =>
+  4 * (a.batch * a.heads * a.tq + a.batch * a.kvHeads * a.tk + a.batch * a.heads * Math.ceil(a.tq / bq) * a.tk);
+
+/**
+ * Kv heads FPA's backward takes in one piece: all of them unless its partials buffer (its dφ cells
+ * grow as heads·T²/32: 2.15 GB at 16 heads and 32K tokens) passes the device's binding limit, then
+ * as many as fit, at least one. Sized for 32 rows a DQ workgroup (the smallest BQ, the most cells).
+ */
+export function fpaBackwardKvHeads(caps: GpuCaps, a: FoxAttentionArgs, tile?: Tile): number {
+  const limit = Math.min(caps.maxBuffer, caps.maxBinding);
+  const need = fpaAuxBytes(a, Math.min(32, tile?.bq ?? 32));
+  return need <= limit ? a.kvHeads : Math.max(1, Math.floor((a.kvHeads * limit) / need));
+}
+
+/**
+ * FPA's backward. Where one piece would pass the binding limit (fpaBackwardKvHeads), the kv heads
+ * run in groups: each group's inputs copied out along the head axis, its gradients joined back by
+ * concat. The heads are independent (a GQA group shares only its kv head's k, v, φ, ℓ and λ), so
+ * the gradients are the one-piece ones.
+ */
 export function fpaAttentionBackward(
   be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile,
 ): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
   checkF32('fpaAttentionBackward', { phi, level, lambda });
-  const rows = a.batch * a.heads * a.tq, nkv = a.batch * a.kvHeads * a.tk;
-  const cells = (bq: number) => a.batch * a.heads * Math.ceil(a.tq / bq) * a.tk;
-  const [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (bq) => rows + nkv + cells(bq), a, tile, tile === undefined);
+  const per = fpaBackwardKvHeads(be.caps, a, tile);
+  if (per >= a.kvHeads) return fpaBackwardAll(be, q, k, v, phi, level, lambda, o, lse, g, a, tile);
+  const group = a.heads / a.kvHeads;
+  const qInner = a.tq * a.d, kInner = a.tk * a.d;
+  // Heads [h0, h0 + n) of a (B, heads, inner) tensor as a contiguous (B, n, inner) copy.
+  const slice = (x: GpuRef, heads: number, inner: number, h0: number, n: number): GpuRef =>
+    ({ h: copyStrided(be, x, { outShape: [a.batch, n * inner], strides: [heads * inner, 1], offset: h0 * inner }), shape: [a.batch, n * inner], dtype: x.dtype });
+  const parts: GpuHandle[][] = [];
+  const sizes: number[] = [];
+  for (let h0 = 0; h0 < a.kvHeads; h0 += per) {
+    const n = Math.min(per, a.kvHeads - h0);
+    const [qs, os, gs] = [q, o, g].map((x) => slice(x, a.heads, qInner, h0 * group, n * group));
+    const ls = slice(lse, a.heads, a.tq, h0 * group, n * group);
+    const [ks, vs] = [k, v].map((x) => slice(x, a.kvHeads, kInner, h0, n));
+    const [fs, lvs] = [phi, level].map((x) => slice(x, a.kvHeads, a.tk, h0, n));
+    const lam: GpuRef = { h: copyStrided(be, lambda, { outShape: [n], strides: [1], offset: h0 }), shape: [n], dtype: 'f32' };
+    parts.push(fpaBackwardAll(be, qs, ks, vs, fs, lvs, lam, os, ls, gs, { ...a, heads: n * group, kvHeads: n }, tile));
+    sizes.push(n);
+    for (const r of [qs, os, gs, ls, ks, vs, fs, lvs, lam]) be.free(r.h);
+  }
+  // Joined along heads (outer: batch): dq by query heads, dk, dv, dφ, dℓ by kv heads, dλ alone.
+  const dtypes = [q.dtype, k.dtype, v.dtype, 'f32', 'f32', 'f32'] as const;
+  const join = (i: number, inner: number, outer = a.batch) => {
+    const out = concat(be, parts.map((p) => ({ h: p[i], shape: [], dtype: dtypes[i] })), outer, sizes.map((n) => n * inner));
+    for (const p of parts) be.free(p[i]);
+    return out;
+  };
+  return [join(0, group * qInner), join(1, kInner), join(2, kInner), join(3, a.tk), join(4, a.tk), join(5, 1, 1)];
+}
+
+/** FPA's backward over every head at once (one partials buffer). */
+function fpaBackwardAll(
+  be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile,
+): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
+  const nkv = a.batch * a.kvHeads * a.tk;
+  const [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (bq) => fpaAuxBytes(a, bq) / 4, a, tile, tile === undefined);
   const dphi = be.alloc('f32', nkv, 'fpa attention dphi');
   const dlevel = be.alloc('f32', nkv, 'fpa attention dlevel');
   const dlam = be.alloc('f32', a.kvHeads, 'fpa attention dlambda');
