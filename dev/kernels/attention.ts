@@ -117,20 +117,20 @@
  *       the time, which t9's padding removed. aV, aK, aKV: d2 without its V loads, K loads, or
  *       both: 0.767, 0.244, 0.639 ms (d2 0.332 in that run; d2g512 0.307, d2g660 0.287, d2g1320
  *       0.312, d2g2048 0.333).
- *   d6, d8, d10, d11, aC (with gN: N workgroups in all)  d2 with 256 keys a step (wg), the
- *       combine in 32-column slices (combineCols), the combine loading four splits at once
- *       (combineUnroll), both, and the split pass alone (noCombine, timing only). Runs of
- *       2026-11-30T09:3x–13:2x: d6 0.358, d6g660 0.367 (d2 0.360 at 1024 workgroups); d8, d10, d11
- *       at 660 0.237–0.248 against d2 0.249, aC 0.241: the combine is not what holds decode back.
- *   Removed after their H200 runs (the code is at commit ae064c8): d5/d7 (K loaded a step ahead:
- *       0.353/0.334 against d2 0.360), d9/d12 (V loaded before the scores: 0.318 against 0.268 at
- *       660), d13 (V loaded after the scores: 0.297, 0.279 against 0.261, 0.254), the lane-team
- *       split pass Lu* (attention_decode_lanes.wgsl: 0.296–0.444 against d2 0.295 at 1024) and the
- *       warp-specialised one wsg264–wsg660 (attention_decode_ws.wgsl: half the invocations scoring
- *       step t while the other half add P·V of step t − 1; 0.693–0.762 against 0.254–0.261, run of
- *       2026-11-30T15:0x). d14 (each key's P added to the row sums once, by the invocation owning
- *       the key, instead of by every column group) was 0.245 and 0.239 against d2's 0.261 and 0.254
- *       in that run and became the default.
+ *   d5, d6, d7, d8, aC (with gN: N workgroups in all)  d2 with each K row loaded a step ahead
+ *       (DecodeTune.prefetch), 256 keys a step (wg), both, the combine in 32-column slices
+ *       (combineCols), and the split pass alone (noCombine, timing only). Runs of 2026-11-30T09:3x
+ *       and 09:5x: d5 0.353, d5g660 0.397, d6 0.358, d6g660 0.367, d7 0.334 (d2 0.360, d2g660
+ *       0.303 in that run); d8 0.355, d8g660 0.340, aC 0.305 (d2 0.405, d2g660 0.339). The split
+ *       pass alone is above the 0.256 ms bar: the combine is not what holds decode back.
+ *   Lu2, Lu4, Lu8, Lu4n8, Lu2n8 (gN as above)  the lane-team split pass
+ *       (attention_decode_lanes.wgsl: teams of 16 lanes a key, or 8 with n8, each team its own
+ *       online softmax over its keys with no barrier in the loop, u keys a team loaded per step).
+ *       Run of 2026-11-30T13:0x, d2 and d9 still at 1024 workgroups: d2 0.295, d2g660 0.239, d9
+ *       0.255; Lu2 0.308, Lu4 0.316, Lu8 0.349, Lu4n8 0.296, Lu2n8 0.319, Lu2g660 0.391, Lu4g660
+ *       0.386, Lu4g264 0.444, Lu8g660 0.373: no gain over d2, so the barrier-per-step structure
+ *       is not what holds decode back either. After this run src took 660 workgroups (d2g660 beat
+ *       d2 in all four runs): d2 now runs 660.
  *
  * Timing: ≥ 0.3 s of warm-up, then the median of 3 batches of back-to-back calls, each batch
  * ≥ 0.25 s of GPU work, wall clock with one sync per batch.
@@ -140,7 +140,7 @@ import { attention as cpuAttention } from '../../src/backend/cpu/attention.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { WebGpuBackend, type GpuHandle, type GpuRef } from '../../src/backend/webgpu/backend.ts';
 import { attentionBackward, attentionBlocked, attentionPlain, attentionTc, blockedRows, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
-import { attentionDecode, decodeRows } from '../../src/backend/webgpu/kernels/attention_decode.ts';
+import { attentionDecode, attentionDecodeLanes, decodeLanes, decodeRows } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attentionBackward as cpuAttentionBackward } from '../../src/backend/cpu/attention.ts';
 import { f32ToHost, hostToF32 } from '../../src/tensor/dtype.ts';
@@ -299,19 +299,36 @@ const VERSIONS: Version[] = [
     name: `d2g${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads)))),
   })),
-  // d6: 256 keys a step (workgroups of 256); d8: the combine in slices of 32 columns (4
-  // workgroups a row at D = 128, 8 split groups a workgroup); aC: the split pass alone (timing
-  // only); d10: the combine loading four splits at once (combineUnroll); d11: d8 and d10; gN: N
-  // workgroups in all, as above.
-  ...([['d6', { wg: 256 }], ['d8', { combineCols: 32 }], ['aC', { noCombine: true }], ['d10', { combineUnroll: true }], ['d11', { combineCols: 32, combineUnroll: true }]] as const).flatMap(([name, tune]) => [0, 660].map((g): Version => ({
+  // d5: d2 with each K row loaded a step ahead (PF); d6: 256 keys a step (workgroups of 256);
+  // d7: both; d8: the combine in slices of 32 columns (4 workgroups a row at D = 128, 8 split
+  // groups a workgroup); aC: the split pass alone (timing only); d9: V values of a step loaded
+  // before its scores (vEarly); d10: the combine loading four splits at once (combineUnroll); d11:
+  // d8 and d10; d12: d9 and d11; d13: V values loaded after the scores (vMid); d14: each key's P
+  // added to the row sums once (lsumOnce); d15: both (not yet timed); gN: N workgroups in all, as above.
+  ...([['d5', { prefetch: true }], ['d6', { wg: 256 }], ['d7', { prefetch: true, wg: 256 }], ['d8', { combineCols: 32 }], ['aC', { noCombine: true }],
+    ['d9', { vEarly: true }], ['d10', { combineUnroll: true }], ['d11', { combineCols: 32, combineUnroll: true }], ['d12', { vEarly: true, combineCols: 32, combineUnroll: true }],
+    ['d13', { vMid: true }], ['d14', { lsumOnce: true }], ['d15', { vMid: true, lsumOnce: true }]] as const).flatMap(([name, tune]) => [0, 660].map((g): Version => ({
     name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, tune),
   }))),
+  // wsgN: the warp-specialised split pass (attention_decode_ws.wgsl, DecodeTune.specialize: 256
+  // invocations, K of a step beside V of the step before) with N workgroups in all (2, 3, 4 or 5 an
+  // SM of the H200's 132). Not yet timed.
+  ...[264, 396, 528, 660].map((g): Version => ({
+    name: `wsg${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && decodeRows(be, a) <= 4 && be.caps.subgroups,
+    run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads))), true, { specialize: true }),
+  })),
   // rN: the read ceiling (timing only; run of 2026-11-30T13:3x at 128K: r660 0.140 ms, r2112 0.130,
   // r8448 0.137, d2 0.255): N workgroups of 128 stream every 16-byte piece of K and V
   // once (grid-stride, 4 pieces a lane in flight), folding them into one word so nothing is
   // dropped; no attention at all. What 16-byte WGSL loads of these buffers reach on this GPU.
   ...[660, 2112, 8448].map((g): Version => ({ name: `r${g}`, kind: 'decode', usable: () => true, run: readCeiling(g) })),
+  // Lane-team split pass (attention_decode_lanes.wgsl): LuN: u keys a team loads a step; n8: 8
+  // lanes a key (two 16-byte pieces a lane) instead of 16; gN: N workgroups in all, as above.
+  ...([['Lu2', { u: 2 }], ['Lu4', { u: 4 }], ['Lu8', { u: 8 }], ['Lu4n8', { u: 4, lanes: 8 }], ['Lu2n8', { u: 2, lanes: 8 }]] as [string, { u: number; lanes?: number }][]).flatMap(([name, tune]) => [0, 660, 264].map((g): Version => ({
+    name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeLanes(be, 'f16', a, tune.lanes) > 0,
+    run: (be, q, k, v, a) => attentionDecodeLanes(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, tune),
+  }))),
 ];
 
 function args(b: number, h: number, hkv: number, tq: number, tk: number, d: number): AttentionArgs {

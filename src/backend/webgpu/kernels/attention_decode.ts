@@ -4,8 +4,9 @@
  * (`attention_decode.wgsl`, with attention_decode_step.wgsl shared with FoX/FPA's decode) writes each
  * chunk's (m, l, unnormalised O) as f32 partials, and `attention_combine.wgsl` merges them into out and
  * lse. One workgroup serves every query head of its kv head, so each K and V row is read once.
- * DecodeTune holds the forms dev/kernels/attention.ts times beside the default. Forms that were
- * slower on the H200 were removed (BENCHMARKS.md names them and the commit that last had them).
+ * `attention_decode_lanes.wgsl` is an alternative split pass (lane teams, no barrier in the loop;
+ * tested, not the default: it was slower on the H200) and DecodeTune holds experimental forms of the
+ * default one; dev/kernels/attention.ts times them.
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -23,22 +24,32 @@ export function decodeStepSource(v: Variant): string {
 }
 
 /**
- * The split pass: attention_decode.wgsl after its header (q, the f32 partials pm, pl and pacc,
- * DECODE_PARAMS, then K and V from binding 5: with K8, K as 8-half vec4<u32> rows that up4 unpacks
- * and V as 4-half vec2<u32>), attention_common.wgsl and the shared step.
+ * A split-pass kernel: its file after the header every split pass shares (q, the f32 partials pm,
+ * pl and pacc, DECODE_PARAMS, then the K/V loaders from binding 5 that `kv` writes for the variant's
+ * dtype X; subgroups enabled where `subgroups` says) and attention_common.wgsl.
  */
-const decodeKernel: Kernel = {
-  name: 'attention_decode',
-  source: (v, caps) => {
-    const x = dt(v, 'X');
-    const head = [
-      v.SG ? 'enable subgroups;' : '',
-      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
-      v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n') : kvLoaders(x, !!v.VEC, caps.f16, 5),
-    ].join('\n');
-    return preprocess(wgslSource('attention_decode'), { ...v, HEADER: head, COMMON: wgslSource('attention_common'), DECODE_STEP: decodeStepSource(v) });
-  },
-};
+function splitPassKernel(file: string, subgroups: (v: Variant) => boolean, kv: (x: DType, v: Variant, f16: boolean) => string, extra: (v: Variant) => Variant = () => ({})): Kernel {
+  return {
+    name: file,
+    source: (v, caps) => {
+      const x = dt(v, 'X');
+      const head = [
+        subgroups(v) ? 'enable subgroups;' : '',
+        header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
+        kv(x, v, caps.f16),
+      ].join('\n');
+      return preprocess(wgslSource(file), { ...v, ...extra(v), HEADER: head, COMMON: wgslSource('attention_common') });
+    },
+  };
+}
+
+/** K as 8-half vec4<u32> rows (up4 unpacks) and V as 4-half vec2<u32> (ldv4), from binding 5. */
+const k8v4 = (x: DType, _v: Variant, f16: boolean) => [k8Loader(x, 5), kvLoaders(x, true, f16, 5, ['v'])].join('\n');
+
+const decodeKernel = splitPassKernel('attention_decode', (v) => !!v.SG,
+  (x, v, f16) => (v.K8 ? k8v4(x, v, f16) : kvLoaders(x, !!v.VEC, f16, 5)), (v) => ({ DECODE_STEP: decodeStepSource(v) }));
+
+const decodeWsKernel = splitPassKernel('attention_decode_ws', () => true, k8v4);
 
 const combineKernel: Kernel = {
   name: 'attention_combine',
@@ -49,12 +60,78 @@ const combineKernel: Kernel = {
   }),
 };
 
+const decodeLanesKernel = splitPassKernel('attention_decode_lanes', () => true,
+  (x) => [k8Loader(x, 5), '@group(0) @binding(6) var<storage, read> v: array<vec4<u32>>;'].join('\n'));
+
+/**
+ * Lanes a key's team takes in the lane-team decode (attention_decode_lanes.wgsl), or 0 where that
+ * kernel does not take the call: 16-bit K/V, head dim 8·2^i (16 … 256), at most 4 query rows a
+ * kv head, and subgroups of at least as many lanes (`lanes` asks for fewer than the default of one
+ * 16-byte piece a lane, as many as the subgroups allow).
+ */
+export function decodeLanes(be: WebGpuBackend, dtype: DType, a: AttentionArgs, lanes?: number): number {
+  const rows = (a.heads / a.kvHeads) * a.tq;
+  const pieces = a.d / 8;
+  if (dtype === 'f32' || rows > 4 || a.d % 8 !== 0 || pieces < 2 || pieces > 32 || (pieces & (pieces - 1)) !== 0) return 0;
+  let lpk = Math.min(pieces, lanes ?? 32);
+  while (lpk > be.caps.subgroupMinSize) lpk >>= 1;
+  if (!be.caps.subgroups || lpk < 1) return 0;
+  const { wg, sgmin } = lanesGroup(be);
+  // Subgroups must not outgrow the workgroup (the merge counts WG / sgsize of them); 64 bytes of
+  // slack for the counter and each array's rounding.
+  if (be.caps.subgroupMaxSize === 0 || be.caps.subgroupMaxSize > wg) return 0;
+  const bytes = (wg / sgmin) * pow2AtLeast(rows, 1) * (a.d + 2) * 4 + 64;
+  return wg <= be.caps.maxInvocations && bytes <= be.caps.maxWorkgroupStorage ? lpk : 0;
+}
+
+/** The lane-team decode's workgroup: 8 subgroups of the smallest size, 32 … 128 invocations (sgmin: the size its workgroup arrays are sized for). */
+function lanesGroup(be: WebGpuBackend): { wg: number; sgmin: number } {
+  const wg = Math.min(128, Math.max(32, 8 * be.caps.subgroupMinSize));
+  return { wg, sgmin: Math.min(be.caps.subgroupMinSize, wg) };
+}
+
+/**
+ * Flash-decoding with the lane-team split pass (callers check decodeLanes): `u` keys a team loads
+ * per step, `lanes` as in decodeLanes. The partials and the combine are the other decode's.
+ */
+export function attentionDecodeLanes(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, tune: { u?: number; lanes?: number } = {}): [GpuHandle, GpuHandle] {
+  const lpk = decodeLanes(be, q.dtype, a, tune.lanes);
+  if (lpk === 0) throw new UnsupportedError(`webgpu: the lane-team decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} ${q.dtype} query rows of head dim ${a.d}`);
+  const rows = (a.heads / a.kvHeads) * a.tq;
+  const { wg, sgmin } = lanesGroup(be);
+  return splitAndCombine(be, decodeLanesKernel, { X: q.dtype, RM: pow2AtLeast(rows, 1), DK: a.d, LPK: lpk, U: tune.u ?? 4, WG: wg, SGMIN: sgmin }, q, k, v, a, rows, splits);
+}
+
+/**
+ * One split pass (`kernel` with `variant`, the bindings and uniforms every split pass takes) into
+ * fresh f32 partials, then the combine (`combine` tunes it; `noCombine`: skipped, out left
+ * unwritten, timing only).
+ */
+function splitAndCombine(be: WebGpuBackend, kernel: Kernel, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, splits?: number,
+  combine: { cols?: number; unroll?: boolean; noCombine?: boolean } = {}): [GpuHandle, GpuHandle] {
+  const nrows = a.batch * a.heads * a.tq;
+  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
+  const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
+  const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
+  const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
+  be.rt.run({
+    kernel, variant, uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
+    buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
+    workgroups: [nsplit, a.kvHeads, a.batch],
+  });
+  if (combine.noCombine) {
+    be.free(pm); be.free(pl); be.free(pacc);
+    return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
+  }
+  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', combine);
+}
+
 /** Query rows one decode workgroup serves (the whole GQA group's), or 0 when the decode kernel does not take the call. */
 export function decodeRows(be: WebGpuBackend, a: AttentionArgs): number {
   const rows = (a.heads / a.kvHeads) * a.tq;
   if (rows > 16 || a.d > 256) return 0;
   const rm = pow2AtLeast(rows, 1), dm = pow2AtLeast(a.d, 16);
-  const bytes = (2 * rm * dm + 2 * rm * 128 + 2 * rm) * 4;
+  const bytes = (2 * rm * dm + 2 * rm * 128 + 3 * rm) * 4;
   return bytes <= be.caps.maxWorkgroupStorage ? rows : 0;
 }
 
@@ -67,12 +144,18 @@ const DECODE_GROUPS = 660;
 const DECODE_GROUPS_SOFTWARE = 8;
 
 /**
- * Forms of the decode split pass for dev/kernels/attention.ts: `wg` sets the keys a step
- * (invocations a workgroup; 128 by default), `combineCols` the columns a combine workgroup takes,
- * `combineUnroll` has the combine load four splits at once, and `noCombine` (timing only: out is
- * left unwritten) skips the combine pass.
+ * Experimental forms of the decode split pass (dev/kernels/attention.ts): `prefetch` loads each
+ * invocation's K row one step ahead (K8 only), `wg` sets the keys a step (invocations a workgroup),
+ * `specialize` runs attention_decode_ws.wgsl instead (K work of a step beside the V work of the
+ * step before, in different invocations; 16-bit K/V, D a multiple of 8, subgroups, ≤ 4 query rows a
+ * kv head; other tune fields but the combine's are ignored), `vEarly` loads each invocation's V
+ * values of a step before the scores (K8 only), `vMid` after
+ * them (K8 only; K's registers are free by then), `lsumOnce` adds each key's P to the row sums once
+ * (by the invocation that owns the key) instead of once per column group, `combineCols`
+ * sets the columns a combine workgroup takes and `combineUnroll` has it load four splits at once;
+ * `noCombine` (timing only: out is left unwritten) skips the combine pass.
  */
-export interface DecodeTune { wg?: number; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
+export interface DecodeTune { specialize?: boolean; prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
@@ -94,24 +177,21 @@ function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { l
 export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
   const rows = decodeRows(be, a);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
-  const k8 = q.dtype !== 'f32' && a.d % 8 === 0;
-  const nrows = a.batch * a.heads * a.tq;
-  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
-  const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
-  const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
-  const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
-  be.rt.run({
-    kernel: decodeKernel,
-    variant: { X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), WG: tune.wg ?? 128 },
-    uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
-    buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
-    workgroups: [nsplit, a.kvHeads, a.batch],
-  });
-  if (tune.noCombine) {
-    be.free(pm); be.free(pl); be.free(pacc);
-    return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
+  const k8 = q.dtype !== 'f32' && a.d % 8 === 0, rm = pow2AtLeast(rows, 1);
+  const combine = { cols: tune.combineCols, unroll: tune.combineUnroll, noCombine: tune.noCombine };
+  if (tune.specialize) {
+    // D/4 must divide the 128 keys of a step among the consumers' key groups (D 8·2^i up to 256).
+    const wsBytes = (2 * rm * (a.d / 4) + 4 * rm * 128) * 4 + 2 * rm * 4;
+    if (!k8 || !subgroups || rows > 4 || a.d > 256 || 128 % (a.d / 4) !== 0 || wsBytes > be.caps.maxWorkgroupStorage || be.caps.maxInvocations < 256) {
+      throw new UnsupportedError(`webgpu: the warp-specialised decode takes 16-bit K/V with D 8·2^i up to 256, subgroups and at most 4 query rows a kv head, not ${q.dtype}, D ${a.d}, ${rows} rows`);
+    }
+    return splitAndCombine(be, decodeWsKernel, { X: q.dtype, RM: rm, DK: a.d }, q, k, v, a, rows, splits, combine);
   }
-  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', { cols: tune.combineCols, unroll: tune.combineUnroll });
+  const variant = {
+    X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: rm, DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
+    VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: !!tune.lsumOnce, WG: tune.wg ?? 128,
+  };
+  return splitAndCombine(be, decodeKernel, variant, q, k, v, a, rows, splits, combine);
 }
 
 /**

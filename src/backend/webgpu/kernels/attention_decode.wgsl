@@ -30,6 +30,7 @@ var<workgroup> Mx: array<f32, RM * BKD>;
 var<workgroup> Mrow: array<f32, RM>;
 var<workgroup> Arow: array<f32, RM>;
 var<workgroup> Red: array<vec4<f32>, RM * D4>;
+var<workgroup> Lred: array<f32, RM>;
 
 // Query row r of the workgroup: its row in q/out (of B·H·Tq) and its index i along Tq.
 fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
@@ -59,6 +60,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc: array<vec4<f32>, RM>;
   var lsum: array<f32, RM>;
   for (var r = 0u; r < RM; r++) { acc[r] = vec4<f32>(0.0); lsum[r] = 0.0; }
+#if PF
+  // PF (experimental): this invocation's K row of the next step, loaded a step ahead so the loads
+  // run under the current step's softmax and P·V.
+  var kw: array<vec4<u32>, DK / 8u>;
+  if (kstart < kend) {
+    let base0 = kbase + min(kstart + lid, kend - 1u) * P.d;
+    for (var c8 = 0u; c8 < DK / 8u; c8++) { kw[c8] = k[(base0 >> 3u) + c8]; }
+  }
+#endif
   for (var k0 = kstart; k0 < kend; k0 += BKD) {
     workgroupBarrier();
     // Scores of key k0 + lid against every row.
@@ -67,9 +77,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var dots: array<f32, RM>;
     for (var r = 0u; r < RM; r++) { dots[r] = 0.0; }
     let base = kbase + min(j, kend - 1u) * P.d;
+#if VE
+    // VE (experimental): this invocation's V values of the step (the keys and columns its P·V
+    // share takes), loaded before the scores so their latency hides under the K loads and the
+    // softmax instead of stalling the P·V loop a load at a time.
+    var vw: array<vec2<u32>, WG / NG>;
+    decode_load_v(&vw, kbase, k0, kend, c4, g, d4);
+#endif
 #if K8
+#if PF
+    let nbase = kbase + min(j + BKD, kend - 1u) * P.d;
+#endif
     for (var c8 = 0u; c8 < DK / 8u; c8++) {
+#if PF
+      let w = kw[c8];
+      kw[c8] = k[(nbase >> 3u) + c8];
+#else
       let w = k[(base >> 3u) + c8];
+#endif
       let lo = up4(w.xy);
       let hi = up4(w.zw);
       for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + 2u * c8], lo) + dot(Qs[r * D4 + 2u * c8 + 1u], hi); }
@@ -80,16 +105,40 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var r = 0u; r < RM; r++) { dots[r] += dot(Qs[r * D4 + c], kv); }
     }
 #endif
+#if VM
+    // VM (experimental): the step's V values loaded once the scores are in registers (K's
+    // registers free again), so they arrive under the softmax without holding K and V at once.
+    var vw: array<vec2<u32>, WG / NG>;
+    decode_load_v(&vw, kbase, k0, kend, c4, g, d4);
+#endif
     for (var r = 0u; r < RM; r++) {
       let s = select(-BIG, dots[r], j < kend && visible_row(r, j));
       decode_put_score(r, lid, s);
     }
 #if SG
-    decode_softmax_pv(lid, sgsize, kbase, k0, kend, c4, g, d4, &acc, &lsum);
+    decode_softmax_pv(lid, sgsize, kbase, k0, kend, c4, g, d4,
+#if VW
+                      &vw,
+#endif
+                      &acc, &lsum);
 #else
-    decode_softmax_pv(lid, 0u, kbase, k0, kend, c4, g, d4, &acc, &lsum);
+    decode_softmax_pv(lid, 0u, kbase, k0, kend, c4, g, d4,
+#if VW
+                      &vw,
+#endif
+                      &acc, &lsum);
 #endif
   }
   decode_write_partials(split, b, kvh, c4, g, lid, &acc, &lsum);
 }
 
+#if VW
+// This invocation's V values of the step (keys g, g + NG, … and columns 4·c4 …), packed.
+fn decode_load_v(vw: ptr<function, array<vec2<u32>, WG / NG>>, kbase: u32, k0: u32, kend: u32, c4: u32, g: u32, d4: u32) {
+  if (c4 < d4) {
+    for (var i = 0u; i < WG / NG; i++) {
+      (*vw)[i] = v[(kbase + min(k0 + g + i * NG, kend - 1u) * P.d + 4u * c4) >> 2u];
+    }
+  }
+}
+#endif

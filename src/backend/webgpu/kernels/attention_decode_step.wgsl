@@ -1,12 +1,12 @@
 // The parts of flash-decoding's split pass that attention_decode.wgsl and fox_fpa_decode.wgsl
 // share (one copy, spliced into both where they name DECODE_STEP). The including file declares WG (keys per
 // step, one per invocation), RM (query rows), D4 (column vec4s), NG = WG / D4 (key groups of the
-// P·V loop), the workgroup arrays Qs (RM·D4 vec4), Ss and Mx (RM·WG), Mrow and Arow (RM),
+// P·V loop), the workgroup arrays Qs (RM·D4 vec4), Ss and Mx (RM·WG), Mrow, Arow and Lred (RM),
 // Red (RM·D4), the loaders ld_q and ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG
-// where subgroups are used. Each row sum l is kept per key (the invocation that owns key lid adds
-// its P) rather than by every column group of the P·V loop, and summed over the workgroup at the
-// end: 6% faster than the per-group sums at 128K cached tokens on the H200 (dev/kernels/attention.ts,
-// 2026-11-30).
+// where subgroups are used. Experimental forms (attention_decode.wgsl only): VW, the caller loaded
+// this invocation's V values of the step into vw (packed 16-bit, unpacked by up4); L1, each row
+// sum l is kept per key (the invocation that owns key lid adds its P) instead of by every column
+// group of the P·V loop, and summed over the workgroup at the end.
 
 // Whether key j is visible from workgroup row r (query row r % Tq of its head).
 fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
@@ -47,6 +47,9 @@ fn decode_put_score(r: u32, lid: u32, s: f32) {
 // this invocation's share of O += P·V (columns 4·c4 … 4·c4+3, keys g, g + NG, …) and of l.
 // sgsize: the subgroup size with SG (unused without).
 fn decode_softmax_pv(lid: u32, sgsize: u32, kbase: u32, k0: u32, kend: u32, c4: u32, g: u32, d4: u32,
+#if VW
+                     vw: ptr<function, array<vec2<u32>, WG / NG>>,
+#endif
                      acc: ptr<function, array<vec4<f32>, RM>>, lsum: ptr<function, array<f32, RM>>) {
   workgroupBarrier();
 #if SG
@@ -78,25 +81,45 @@ fn decode_softmax_pv(lid: u32, sgsize: u32, kbase: u32, k0: u32, kend: u32, c4: 
     let s = Ss[r * WG + lid];
     let p = select(0.0, exp(s - Mrow[r]), s > VIS);
     Ss[r * WG + lid] = p;
+#if L1
     (*lsum)[r] = (*lsum)[r] * Arow[r] + p;
+#endif
   }
   workgroupBarrier();
-  for (var r = 0u; r < RM; r++) { (*acc)[r] *= Arow[r]; }
+  for (var r = 0u; r < RM; r++) {
+    (*acc)[r] *= Arow[r];
+#if L1
+#else
+    (*lsum)[r] *= Arow[r];
+#endif
+  }
   if (c4 < d4) {
     // Keys past kend have P = 0; their (clamped) V rows are read without a branch.
     for (var i = 0u; i < WG / NG; i++) {
       let jj = g + i * NG;
+#if VW
+      let vv = up4((*vw)[i]);
+#else
       let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
-      for (var r = 0u; r < RM; r++) { (*acc)[r] += Ss[r * WG + jj] * vv; }
+#endif
+      for (var r = 0u; r < RM; r++) {
+        let p = Ss[r * WG + jj];
+        (*acc)[r] += p * vv;
+#if L1
+#else
+        (*lsum)[r] += p;
+#endif
+      }
     }
   }
 }
 
-// The end of the split pass: each row's l summed over the workgroup's keys into invocation 0, the
-// NG key groups' accumulators summed into group 0, then the chunk's partial (m, l, unnormalised O) of every row written
+// The end of the split pass: the NG key groups' accumulators summed into group 0 (l from column
+// group 0 of each key group), then the chunk's partial (m, l, unnormalised O) of every row written
 // for attention_combine.wgsl.
 fn decode_write_partials(split: u32, b: u32, kvh: u32, c4: u32, g: u32, lid: u32,
                          acc: ptr<function, array<vec4<f32>, RM>>, lsum: ptr<function, array<f32, RM>>) {
+#if L1
   // Each invocation holds its keys' part of l: the workgroup's sum of each row, through Ss.
   workgroupBarrier();
   for (var r = 0u; r < RM; r++) { Ss[r * WG + lid] = (*lsum)[r]; }
@@ -107,14 +130,21 @@ fn decode_write_partials(split: u32, b: u32, kvh: u32, c4: u32, g: u32, lid: u32
     if (g == 0u && c4 == 0u) { for (var i = 0u; i < WG; i++) { t += Ss[r * WG + i]; } }
     (*lsum)[r] = t;
   }
+#endif
   for (var gg = 1u; gg < NG; gg++) {
     workgroupBarrier();
     if (g == gg) {
-      for (var r = 0u; r < RM; r++) { Red[r * D4 + c4] = (*acc)[r]; }
+      for (var r = 0u; r < RM; r++) {
+        Red[r * D4 + c4] = (*acc)[r];
+        if (c4 == 0u) { Lred[r] = (*lsum)[r]; }
+      }
     }
     workgroupBarrier();
     if (g == 0u) {
-      for (var r = 0u; r < RM; r++) { (*acc)[r] += Red[r * D4 + c4]; }
+      for (var r = 0u; r < RM; r++) {
+        (*acc)[r] += Red[r * D4 + c4];
+        (*lsum)[r] += Lred[r];
+      }
     }
   }
   if (g == 0u) {

@@ -48,7 +48,7 @@ export interface FoxFpaDecodeOptions {
 
 /** Workgroup bytes of the split pass: q, the NG-group reduction, scores and maxima, row scalars, the mode's scratch. */
 function smemBytes(rm: number, dm: number, step: number, fox: boolean): number {
-  return (2 * rm * dm + 2 * rm * step + 2 * rm + (fox ? rm : step + rm)) * 4;
+  return (2 * rm * dm + 2 * rm * step + 3 * rm + (fox ? rm : step + rm)) * 4;
 }
 
 /**

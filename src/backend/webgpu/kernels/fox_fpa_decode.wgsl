@@ -73,6 +73,7 @@ var<workgroup> Mx: array<f32, RM * WG>;
 var<workgroup> Mrow: array<f32, RM>;
 var<workgroup> Arow: array<f32, RM>;
 var<workgroup> Red: array<vec4<f32>, RM * D4>;
+var<workgroup> Lred: array<f32, RM>;
 #if FOX
 // c[p_i] of each row.
 var<workgroup> Cq: array<f32, RM>;
