@@ -303,17 +303,21 @@ const VERSIONS: Version[] = [
   // d7: both; d8: the combine in slices of 32 columns (4 workgroups a row at D = 128, 8 split
   // groups a workgroup); aC: the split pass alone (timing only); d9: V values of a step loaded
   // before its scores (vEarly); d10: the combine loading four splits at once (combineUnroll); d11:
-  // d8 and d10; d12: d9 and d11; d13: V values loaded after the scores (vMid); d14: each key's P
-  // added to the row sums once (lsumOnce); d15: both (not yet timed); gN: N workgroups in all, as above.
+  // d8 and d10; d12: d9 and d11; d13: V values loaded after the scores (vMid); d14: the row sums
+  // added by every column group (lsumOnce false: the default before 2026-11-30T15Z); d15: d13 with
+  // d14; gN: N workgroups in all, as above. Runs of 2026-11-30T14:5xZ at 128K, with d14 then
+  // lsumOnce true and d2 false: d2 0.261 / 0.254, d13 0.297 / 0.279, d14 0.245 / 0.239, d15 0.289 /
+  // 0.297 ms, so lsumOnce became the default.
   ...([['d5', { prefetch: true }], ['d6', { wg: 256 }], ['d7', { prefetch: true, wg: 256 }], ['d8', { combineCols: 32 }], ['aC', { noCombine: true }],
     ['d9', { vEarly: true }], ['d10', { combineUnroll: true }], ['d11', { combineCols: 32, combineUnroll: true }], ['d12', { vEarly: true, combineCols: 32, combineUnroll: true }],
-    ['d13', { vMid: true }], ['d14', { lsumOnce: true }], ['d15', { vMid: true, lsumOnce: true }]] as const).flatMap(([name, tune]) => [0, 660].map((g): Version => ({
+    ['d13', { vMid: true }], ['d14', { lsumOnce: false }], ['d15', { vMid: true, lsumOnce: false }]] as const).flatMap(([name, tune]) => [0, 660].map((g): Version => ({
     name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, tune),
   }))),
   // wsgN: the warp-specialised split pass (attention_decode_ws.wgsl, DecodeTune.specialize: 256
   // invocations, K of a step beside V of the step before) with N workgroups in all (2, 3, 4 or 5 an
-  // SM of the H200's 132). Not yet timed.
+  // SM of the H200's 132). Runs of 2026-11-30T14:5xZ at 128K: 0.693–0.762 ms against d2's
+  // 0.254–0.261: much slower.
   ...[264, 396, 528, 660].map((g): Version => ({
     name: `wsg${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && decodeRows(be, a) <= 4 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads))), true, { specialize: true }),

@@ -164,14 +164,14 @@ const DECODE_K8: Case[] = [
   { b: 1, h: 4, hkv: 1, tq: 1, tk: 5200, d: 16, dtype: 'bf16', kvLength: 5150 },
 ];
 
-test('attention decode, K rows in 16-byte loads (K8) vs CPU: GQA, window, kvLength < Tk, several chunks, f16, bf16; K loaded a step ahead, V loaded before or after the scores, row sums once a key, 256 keys a step, the combine in column slices and unrolled [webgpu]', { skip }, async () => {
+test('attention decode, K rows in 16-byte loads (K8) vs CPU: GQA, window, kvLength < Tk, several chunks, f16, bf16; K loaded a step ahead, V loaded before or after the scores, row sums by every column group (the form before lsumOnce), 256 keys a step, the combine in column slices and unrolled [webgpu]', { skip }, async () => {
   let ran = 0;
   for (const c of DECODE_K8) {
     const dtype = c.dtype ?? 'f32';
     if (dtype === 'f16' && !gpu!.caps.f16) continue;
     assert.ok(decodeRows(gpu!, argsOf(c)) > 0, `the decode kernel should take ${JSON.stringify(c)}`);
     for (const splits of [1, 3, 40]) {
-      for (const tune of [{}, { prefetch: true }, { wg: 256 }, { prefetch: true, wg: 256 }, { combineCols: 32 }, { vEarly: true }, { vEarly: true, wg: 256, combineUnroll: true }, { combineCols: 32, combineUnroll: true }, { vMid: true }, { lsumOnce: true }, { vMid: true, lsumOnce: true, wg: 256 }]) {
+      for (const tune of [{}, { prefetch: true }, { wg: 256 }, { prefetch: true, wg: 256 }, { combineCols: 32 }, { vEarly: true }, { vEarly: true, wg: 256, combineUnroll: true }, { combineCols: 32, combineUnroll: true }, { vMid: true }, { lsumOnce: false }, { vMid: true, lsumOnce: false, wg: 256 }]) {
         await checkForward(c, (x) => attentionDecode(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, splits, gpu!.caps.subgroups, tune));
       }
     }
