@@ -204,6 +204,11 @@ async function timeDecode(b: Backend, c: DecodeCase, evict: boolean): Promise<De
     const t0 = performance.now();
     for (let i = 0; i < STEPS; i++) await step(timed[i], c.t + warm + i);
     const ms = (performance.now() - t0) / STEPS;
+    // The cache as the timed steps left it (before any profiled steps).
+    const kept = cache.kept()[0];
+    const st = peekFpaDecodeState(cache.layers[0]);
+    const used = evict && st ? st.length : c.t + warm + STEPS;
+    const compactions = evict && st ? st.compactions : 0;
     if (flags.profile && b instanceof WebGpuBackend) {
       // --profile: as many steps again, each dispatch timed on the GPU: where a step's time goes.
       const more = Array.from({ length: STEPS }, (_, i) => inputs(1, 5000 + 10 * i));
@@ -216,10 +221,7 @@ async function timeDecode(b: Backend, c: DecodeCase, evict: boolean): Promise<De
       const gpu = kernels.reduce((a, k) => a + k.ms, 0) / STEPS, n = kernels.reduce((a, k) => a + k.dispatches, 0) / STEPS;
       console.error(`  profile, ${c.t} tokens${evict ? ', eviction' : ''}: ${wall.toFixed(3)} ms a step wall (dispatches timed one pass each), ${gpu.toFixed(3)} ms GPU, ${n.toFixed(1)} dispatches\n${profileTable(kernels, { top: 12 })}`);
     }
-    const kept = cache.kept()[0];
-    const st = peekFpaDecodeState(cache.layers[0]);
-    const used = evict && st ? st.length : c.t + warm + STEPS;
-    return { ms, kept: kept.reduce((a, x) => a + x, 0) / kept.length, rows: used, bytes: used * mech.cacheBytesPerToken(H, c.d, 2), compactions: evict && st ? st.compactions : 0 };
+    return { ms, kept: kept.reduce((a, x) => a + x, 0) / kept.length, rows: used, bytes: used * mech.cacheBytesPerToken(H, c.d, 2), compactions };
   } finally {
     for (const t of made) t.dispose();
     cache.dispose();

@@ -32,6 +32,7 @@ const { values: flags } = parseArgs({
 });
 
 const cfg = preset(flags.preset!);
+if (!/^\d+$/.test(flags.profile!)) throw new Error(`--profile takes a number of steps ≥ 0, got '${flags.profile}'`);
 const batch = Number(flags.batch), steps = Number(flags.steps);
 const context = Number(flags.context ?? cfg.contextLength);
 const backend = await initBackend(flags.backend as BackendName | 'auto');

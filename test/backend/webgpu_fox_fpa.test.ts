@@ -136,14 +136,34 @@ test('FPA attention vs CPU: out, lse, dq, dk, dv, dφ, dℓ, dλ; ties in φ, th
   for (const c of CASES) for (const tile of TILES) await check(c, 'fpa', tile);
 });
 
-test('FPA backward in kv-head groups where its partials pass the binding limit: the gradients vs CPU, batch 2, GQA, a smaller last group [webgpu]', { skip }, async () => {
+test('FPA backward in kv-head groups where its partials pass the binding limit: the gradients vs CPU, batch 2, GQA, a smaller last group, bf16 at odd offsets; refused by name where one kv head does not fit [webgpu]', { skip }, async () => {
   // Partials of the whole call: 4·(rows 3072 + keys 1536 + dφ cells 2·6·8·256) = 116736 bytes; a
   // limit of 110000 bytes takes 2 kv heads a group (77824 bytes of partials), then 1.
   const c: Case = { b: 2, h: 6, hkv: 3, tq: 256, tk: 256, d: 8 };
   const limit = 110_000;
-  assert.equal(fpaBackwardKvHeads({ ...gpu!.caps, maxBinding: limit, maxBuffer: limit }, foxArgs(c)), 2);
-  assert.equal(fpaBackwardKvHeads(gpu!.caps, foxArgs(c)), 3, 'one piece under the device\'s own limits');
+  const caps = (lim: number) => ({ ...gpu!.caps, maxBinding: lim, maxBuffer: lim });
+  assert.equal(fpaBackwardKvHeads(caps(limit), foxArgs(c), 'f32', 'f32'), 2);
+  assert.equal(fpaBackwardKvHeads(gpu!.caps, foxArgs(c), 'f32', 'f32'), 3, 'one piece under the device\'s own limits');
   await check(c, 'fpa', undefined, limit);
+  // bf16 (two a word) with odd head offsets: groups of one kv head at the largest limit that forces them.
+  const odd: Case = { b: 2, h: 4, hkv: 2, tq: 33, tk: 35, d: 5, dtype: 'bf16' };
+  let one = 4000;
+  while (one > 100 && fpaBackwardKvHeads(caps(one), foxArgs(odd), 'bf16', 'bf16') !== 1) one -= 16;
+  assert.equal(fpaBackwardKvHeads(caps(one), foxArgs(odd), 'bf16', 'bf16'), 1, `no limit found that takes one kv head a group (down to ${one} bytes)`);
+  await check(odd, 'fpa', undefined, one);
+  // Where not even one kv head fits, the refusal names the bytes and the limit.
+  assert.equal(fpaBackwardKvHeads(caps(64), foxArgs(odd), 'bf16', 'bf16'), 0);
+  const x = inputs(odd, 'fpa', 5);
+  const had = [gpu!.caps.maxBinding, gpu!.caps.maxBuffer];
+  const mc = gpu!.caps as { maxBinding: number; maxBuffer: number };
+  try {
+    mc.maxBinding = mc.maxBuffer = 64;
+    assert.throws(() => fpaAttentionBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], x.refs[4], x.refs[5], x.refs[6], x.refs[0], x.refs[0], x.refs[3], x.a),
+      /^UnsupportedError: webgpu: fpaAttentionBackward needs \d+ bytes of partials for one kv head of one batch entry \(2 query heads, 33×35 tokens\), above this device's 64-byte binding limit$/);
+  } finally {
+    [mc.maxBinding, mc.maxBuffer] = had;
+  }
+  for (const r of x.refs) gpu!.free(r.h);
 });
 
 test('FPA: the penalty is active and φ has ties in these inputs (so the tests above exercise the carry and the argmin rule)', () => {

@@ -16,7 +16,7 @@ import type { MatmulArgs } from '../../src/backend/backend.ts';
 import { matmul as cpuMatmul } from '../../src/backend/cpu/matmul.ts';
 import { bf16BitsToF32, f32ToBf16Bits, f32ToF16Bits, hostToF32, type FloatDType } from '../../src/tensor/dtype.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { matmulPlain, matmulTc, PLAIN_TILE, pickTcTile, tcEligible, type TcTile } from '../../src/backend/webgpu/kernels/matmul.ts';
+import { matmulPlain, matmulRows, matmulTc, PLAIN_TILE, pickTcTile, rowsEligible, tcEligible, type TcTile } from '../../src/backend/webgpu/kernels/matmul.ts';
 import type { GpuHandle } from '../../src/backend/webgpu/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 
@@ -128,6 +128,45 @@ test('matmul tensor-core kernel: geometries, K-slices, double buffering, grouped
       await check({ m, n, k, batch: 1, batchA: 1, batchB: 1, transA: false, transB: true, dtype: 'f16', out: 'f32' }, (a, b, args) => matmulTc(g, a, b, args, tile));
     }
   }
+});
+
+test('matmul few-rows kernel vs CPU: 1, 3 and 4 rows, N 1 … 130, K 64 … 2048, every transpose, batch broadcast, f32/f16/bf16, 16-bit and f32 outputs [webgpu]', { skip }, async () => {
+  const sizes: [number, number, number][] = [[1, 16, 2048], [3, 5, 64], [4, 130, 300], [1, 67, 97], [2, 1, 129]];
+  for (const dtype of ['f32', 'f16', 'bf16'] as const) {
+    for (const [m, n, k] of sizes) {
+      for (const [transA, transB] of TRANS) {
+        for (const [batch, batchA, batchB] of BATCHES) {
+          for (const out of dtype === 'f32' ? ['f32' as const] : [dtype, 'f32' as const]) {
+            await check({ m, n, k, batch, batchA, batchB, transA, transB, dtype, out }, (a, b, args) => matmulRows(gpu!, a, b, args));
+          }
+        }
+      }
+    }
+  }
+});
+
+test('matmul kernel choice: the few-rows kernel for 1 … 4 rows with K ≥ 64, through gpu.matmul too; refused by name outside that [webgpu]', { skip }, () => {
+  const g = gpu!;
+  const args = (m: number, k: number, n = 16, transB = true): MatmulArgs => ({ batch: 1, m, n, k, transA: false, transB, batchA: 1, batchB: 1, outDType: 'f32' });
+  assert.equal(rowsEligible(args(1, 2048)), true);
+  assert.equal(rowsEligible(args(4, 64)), true);
+  assert.equal(rowsEligible(args(5, 2048)), false, '5 rows');
+  assert.equal(rowsEligible(args(1, 63)), false, 'K below 64');
+  assert.equal(rowsEligible(args(1, 64, 4 * 65536)), false, 'more than 65535 column blocks');
+  assert.equal(rowsEligible(args(1, 64, 4 * 65536, false)), true, '64 columns a block without TRANS_B');
+  const ref = (shape: number[]) => ({ h: g.alloc('f32', shape[0] * shape[1], 'test'), shape, dtype: 'f32' as const });
+  const a = ref([1, 2048]), b = ref([16, 2048]);
+  const names: string[] = [];
+  const run = g.rt.run.bind(g.rt);
+  g.rt.run = (d) => { names.push(d.kernel.name); run(d); };
+  try {
+    g.free(g.matmul(a, b, args(1, 2048)));
+  } finally {
+    g.rt.run = run;
+  }
+  assert.deepEqual(names, ['matmul_rows']);
+  assert.throws(() => matmulRows(g, a, b, args(5, 2048)), /the few-rows matmul takes 1 … 4 rows and K ≥ 64, not m=5, k=2048 \(n=16\)/);
+  g.free(a.h); g.free(b.h);
 });
 
 test('matmul k = 0 gives zeros, m = 0 gives an empty result [webgpu]', { skip }, async () => {

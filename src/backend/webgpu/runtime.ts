@@ -8,7 +8,7 @@
  * upload into a pooled buffer first submits the pending encoder (whose commands may still read
  * that buffer's previous contents).
  */
-import { DeviceError, UnsupportedError } from '../../errors.ts';
+import { ArgumentError, DeviceError, UnsupportedError } from '../../errors.ts';
 import { env } from '../../platform/env.ts';
 import type { GpuCaps } from './device.ts';
 import { BufferPool } from './pool.ts';
@@ -169,7 +169,8 @@ export class GpuRuntime {
     this.checkAlive();
     const [x, y = 1, z = 1] = d.workgroups;
     if (x === 0 || y === 0 || z === 0) return;
-    // A full query set submits first (before this dispatch's uniforms take their ring slot).
+    // A full query set submits first (before this dispatch's uniforms take their ring slot). With
+    // FLUSH_DISPATCHES (128) under the set's 2048 dispatches this never triggers; it guards a change of either.
     if (this.profiler?.full) this.flush();
     const key = d.kernel.name + JSON.stringify(d.variant);
     const pipeline = this.pipeline(key, d.kernel, d.variant);
@@ -289,12 +290,16 @@ export class GpuRuntime {
   /** GPU time per kernel since startProfile, slowest first; dispatches run untimed again after it. */
   async stopProfile(): Promise<KernelTime[]> {
     const p = this.profiler;
-    if (!p) throw new UnsupportedError('webgpu: stopProfile without startProfile');
+    if (!p) throw new ArgumentError('webgpu: stopProfile without startProfile');
     this.flush();
     this.profiler = null;
-    const rows = await p.take();
-    p.destroy();
-    return rows;
+    try {
+      const rows = await p.take();
+      this.checkAlive(); // a lost device leaves read-backs unanswered: its totals would be partial
+      return rows;
+    } finally {
+      p.destroy();
+    }
   }
 
   /**

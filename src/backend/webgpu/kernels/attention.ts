@@ -29,7 +29,7 @@ import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
-import { matrixCode } from './subgroup_matrix.ts';
+import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
 import { PARAMS, checkGrid, dt, f32in, f32out, ins, pow2AtLeast, unpack4, uniforms } from './attention_common.ts';
 import { attentionDecode, decodeRows } from './attention_decode.ts';
 
@@ -250,10 +250,8 @@ export function kvWrite(be: WebGpuBackend, cache: GpuRef, x: GpuRef, a: KvWriteA
 
 /** Whether the tensor-core forward takes f16 inputs of head dim d on this device. */
 export function tcEligible(be: WebGpuBackend, dtype: DType, d: number): boolean {
-  const sm = be.caps.subgroupMatrix;
-  if (dtype !== 'f16' || !be.caps.f16 || !sm || sm.m !== 16 || sm.n !== 16 || sm.k !== 16) return false;
+  if (dtype !== 'f16' || !tensorCores16(be.caps)) return false;
   if (d % 16 !== 0 || d === 0 || d > 256) return false;
-  if (be.caps.subgroupMaxSize !== 0 && be.caps.subgroupMaxSize !== 32) return false;
   return tcSmem(4, d, TC_KPAD) <= be.caps.maxWorkgroupStorage;
 }
 

@@ -153,6 +153,19 @@ function headPitch(what: string, d: number): number {
   return pow2AtLeast(d, 16);
 }
 
+/**
+ * Query rows per DQ workgroup of a backward (FPA's dφ cells are per such block): 32 where the
+ * blocked DQ pass takes the call (no tile forced and its tiles fit), else the tiled pass's BQ.
+ */
+function dqRowsOf(caps: GpuCaps, mode: Mode, a: FoxAttentionArgs, x: DType, g: DType, tile?: Tile): { blocked: boolean; rows: number; plan: { tr: number; px: boolean; pg: boolean } } {
+  const plan = modePlan(caps, mode, a.d, 'dq', x, g);
+  const blocked = tile === undefined && plan.tr > 0;
+  return { blocked, rows: blocked ? 32 : (tile ?? foxFpaTile(caps, headPitch(`${mode}AttentionBackward`, a.d), true)).bq, plan };
+}
+
+/** The largest buffer one binding can hold on this device. */
+const bindingLimit = (caps: GpuCaps) => Math.min(caps.maxBuffer, caps.maxBinding);
+
 function checkF32(what: string, refs: Record<string, GpuRef>): void {
   for (const [name, r] of Object.entries(refs)) {
     if (r.dtype !== 'f32') throw new UnsupportedError(`webgpu: ${what} takes ${name} as f32, got ${r.dtype}`);
@@ -227,11 +240,12 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
     kernel, variant: { DELTA: true, FOX: mode === 'fox', O: o.dtype, G: g.dtype, X: q.dtype },
     uniforms: u, buffers: [o.h.buffer, g.h.buffer, st.buffer], workgroups: grid(rows, 64),
   });
-  const dqPlan = modePlan(be.caps, mode, a.d, 'dq', q.dtype, g.dtype), kvPlan = modePlan(be.caps, mode, a.d, 'dkdv', q.dtype, g.dtype);
-  const dqBlocked = blocked && dqPlan.tr > 0, kvBlocked = blocked && kvPlan.tr > 0;
-  const dqRows = dqBlocked ? 32 : bq, kvRows = kvBlocked ? 32 : bk;
+  const dqr = dqRowsOf(be.caps, mode, a, q.dtype, g.dtype, blocked ? undefined : tile ?? { bq, bk });
+  const dqPlan = dqr.plan, kvPlan = modePlan(be.caps, mode, a.d, 'dkdv', q.dtype, g.dtype);
+  const dqBlocked = dqr.blocked, kvBlocked = blocked && kvPlan.tr > 0;
+  const dqRows = dqr.rows, kvRows = kvBlocked ? 32 : bk;
   const auxWords = auxSize(dqRows);
-  const limit = Math.min(be.caps.maxBuffer, be.caps.maxBinding);
+  const limit = bindingLimit(be.caps);
   if (auxWords * 4 > limit) throw new UnsupportedError(`webgpu: ${what} needs a ${auxWords * 4}-byte partials buffer, above this device's ${limit}-byte binding limit`);
   const aux = be.alloc('f32', Math.max(1, auxWords), `${what} partials`);
   be.rt.commandEncoder().clearBuffer(aux.buffer);
@@ -312,13 +326,14 @@ const fpaAuxBytes = (a: FoxAttentionArgs, bq: number) =>
 
 /**
  * Kv heads FPA's backward takes in one piece: all of them unless its partials buffer (its dφ cells
- * grow as heads·T²/32: 2.15 GB at 16 heads and 32K tokens) passes the device's binding limit, then
- * as many as fit, at least one. Sized for 32 rows a DQ workgroup (the smallest BQ, the most cells).
+ * grow as heads·T²/BQ: 2.15 GB at 16 heads, 32K tokens and the blocked pass's 32 rows) passes the
+ * device's binding limit, then as many as fit; 0 when not even one kv head fits. x and g: the
+ * dtypes of q/k/v and of dO, which decide the DQ pass and so its rows (dqRowsOf).
  */
-export function fpaBackwardKvHeads(caps: GpuCaps, a: FoxAttentionArgs, tile?: Tile): number {
-  const limit = Math.min(caps.maxBuffer, caps.maxBinding);
-  const need = fpaAuxBytes(a, Math.min(32, tile?.bq ?? 32));
-  return need <= limit ? a.kvHeads : Math.max(1, Math.floor((a.kvHeads * limit) / need));
+export function fpaBackwardKvHeads(caps: GpuCaps, a: FoxAttentionArgs, x: DType, g: DType, tile?: Tile): number {
+  const need = fpaAuxBytes(a, dqRowsOf(caps, 'fpa', a, x, g, tile).rows);
+  const limit = bindingLimit(caps);
+  return need <= limit ? a.kvHeads : Math.min(a.kvHeads, Math.floor((a.kvHeads * limit) / need));
 }
 
 /**
@@ -331,34 +346,45 @@ export function fpaAttentionBackward(
   be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile,
 ): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
   checkF32('fpaAttentionBackward', { phi, level, lambda });
-  const per = fpaBackwardKvHeads(be.caps, a, tile);
+  const per = fpaBackwardKvHeads(be.caps, a, q.dtype, g.dtype, tile);
   if (per >= a.kvHeads) return fpaBackwardAll(be, q, k, v, phi, level, lambda, o, lse, g, a, tile);
+  if (per === 0) {
+    throw new UnsupportedError(`webgpu: fpaAttentionBackward needs ${fpaAuxBytes({ ...a, batch: 1, heads: a.heads / a.kvHeads, kvHeads: 1 }, dqRowsOf(be.caps, 'fpa', a, q.dtype, g.dtype, tile).rows)} bytes of partials for one kv head of one batch entry (${a.heads / a.kvHeads} query heads, ${a.tq}×${a.tk} tokens), above this device's ${bindingLimit(be.caps)}-byte binding limit`);
+  }
   const group = a.heads / a.kvHeads;
   const qInner = a.tq * a.d, kInner = a.tk * a.d;
   // Heads [h0, h0 + n) of a (B, heads, inner) tensor as a contiguous (B, n, inner) copy.
   const slice = (x: GpuRef, heads: number, inner: number, h0: number, n: number): GpuRef =>
     ({ h: copyStrided(be, x, { outShape: [a.batch, n * inner], strides: [heads * inner, 1], offset: h0 * inner }), shape: [a.batch, n * inner], dtype: x.dtype });
+  // Each group's gradients are kept until the joins (peak: twice the gradients' bytes).
   const parts: GpuHandle[][] = [];
   const sizes: number[] = [];
-  for (let h0 = 0; h0 < a.kvHeads; h0 += per) {
-    const n = Math.min(per, a.kvHeads - h0);
-    const [qs, os, gs] = [q, o, g].map((x) => slice(x, a.heads, qInner, h0 * group, n * group));
-    const ls = slice(lse, a.heads, a.tq, h0 * group, n * group);
-    const [ks, vs] = [k, v].map((x) => slice(x, a.kvHeads, kInner, h0, n));
-    const [fs, lvs] = [phi, level].map((x) => slice(x, a.kvHeads, a.tk, h0, n));
-    const lam: GpuRef = { h: copyStrided(be, lambda, { outShape: [n], strides: [1], offset: h0 }), shape: [n], dtype: 'f32' };
-    parts.push(fpaBackwardAll(be, qs, ks, vs, fs, lvs, lam, os, ls, gs, { ...a, heads: n * group, kvHeads: n }, tile));
-    sizes.push(n);
-    for (const r of [qs, os, gs, ls, ks, vs, fs, lvs, lam]) be.free(r.h);
+  try {
+    for (let h0 = 0; h0 < a.kvHeads; h0 += per) {
+      const n = Math.min(per, a.kvHeads - h0);
+      const ins: GpuRef[] = [];
+      try {
+        const [qs, os, gs] = [q, o, g].map((x) => slice(x, a.heads, qInner, h0 * group, n * group));
+        ins.push(qs, os, gs);
+        const ls = slice(lse, a.heads, a.tq, h0 * group, n * group);
+        const [ks, vs] = [k, v].map((x) => slice(x, a.kvHeads, kInner, h0, n));
+        const [fs, lvs] = [phi, level].map((x) => slice(x, a.kvHeads, a.tk, h0, n));
+        const lam: GpuRef = { h: copyStrided(be, lambda, { outShape: [n], strides: [1], offset: h0 }), shape: [n], dtype: 'f32' };
+        ins.push(ls, ks, vs, fs, lvs, lam);
+        parts.push(fpaBackwardAll(be, qs, ks, vs, fs, lvs, lam, os, ls, gs, { ...a, heads: n * group, kvHeads: n }, tile));
+        sizes.push(n);
+      } finally {
+        for (const r of ins) be.free(r.h);
+      }
+    }
+    // Joined along heads (outer: batch): dq by query heads, dk, dv, dφ, dℓ by kv heads, dλ alone.
+    const dtypes = [q.dtype, k.dtype, v.dtype, 'f32', 'f32', 'f32'] as const;
+    const join = (i: number, inner: number, outer = a.batch) =>
+      concat(be, parts.map((p) => ({ h: p[i], shape: [], dtype: dtypes[i] })), outer, sizes.map((n) => n * inner));
+    return [join(0, group * qInner), join(1, kInner), join(2, kInner), join(3, a.tk), join(4, a.tk), join(5, 1, 1)];
+  } finally {
+    for (const p of parts) for (const h of p) be.free(h);
   }
-  // Joined along heads (outer: batch): dq by query heads, dk, dv, dφ, dℓ by kv heads, dλ alone.
-  const dtypes = [q.dtype, k.dtype, v.dtype, 'f32', 'f32', 'f32'] as const;
-  const join = (i: number, inner: number, outer = a.batch) => {
-    const out = concat(be, parts.map((p) => ({ h: p[i], shape: [], dtype: dtypes[i] })), outer, sizes.map((n) => n * inner));
-    for (const p of parts) be.free(p[i]);
-    return out;
-  };
-  return [join(0, group * qInner), join(1, kInner), join(2, kInner), join(3, a.tk), join(4, a.tk), join(5, 1, 1)];
 }
 
 /** FPA's backward over every head at once (one partials buffer). */

@@ -1,7 +1,10 @@
 /**
  * WebGPU GEMM (Backend.matmul): C[b] = op(A[b]) · op(B[b]) with f32 accumulation.
  *
- * Two kernels, chosen per call:
+ * Three kernels, chosen per call:
+ * - `matmul_rows.wgsl`, for at most ROWS_MAX rows of A (a decode step's projections) and K of at
+ *   least ROWS_MIN_K: K split across a workgroup's lanes, so a GEMM with few output columns is not
+ *   one workgroup walking all of K (rowsEligible);
  * - `matmul_tc.wgsl`, tensor cores through `chromium-experimental-subgroup-matrix`: taken when
  *   both inputs are f16 and the device has 16×16×16 f16→f32 subgroup matrices with 32-wide
  *   subgroups. No other dtype is converted to reach it (a cast is an explicit op).
@@ -24,9 +27,9 @@ import type { Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { preprocess, storageType, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
-import { matrixCode } from './subgroup_matrix.ts';
+import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
 
-export const MATMUL_FILES = ['matmul_common', 'matmul_f32', 'matmul_tc'];
+export const MATMUL_FILES = ['matmul_common', 'matmul_f32', 'matmul_tc', 'matmul_rows'];
 
 /**
  * Plain kernel geometry: a BM×BN block per workgroup, TM×TN per invocation, K-slices of BK;
@@ -218,6 +221,43 @@ export function matmulPlain(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: Matmu
   });
 }
 
+/** Rows of A (per batch entry) up to which matmul_rows.wgsl takes a call, and the least K it takes (below it the tiled kernels lose little). */
+export const ROWS_MAX = 4;
+export const ROWS_MIN_K = 64;
+
+const rowsKernel: Kernel = {
+  name: 'matmul_rows',
+  source: (v, caps) => {
+    const f16 = caps.f16 && [dt(v, 'A'), dt(v, 'B'), dt(v, 'C')].includes('f16');
+    const head = (f16 ? 'enable f16;\n' : '') + bindings(caps, { dtype: dt(v, 'A') }, { dtype: dt(v, 'B') }, { dtype: dt(v, 'C') });
+    return preprocess(wgslSource('matmul_rows'), { ...v, HEADER: head });
+  },
+};
+
+/** Whether matmul_rows.wgsl takes the call: few rows, K long enough to split, its column blocks within one grid axis. */
+export function rowsEligible(args: MatmulArgs): boolean {
+  return args.m >= 1 && args.m <= ROWS_MAX && args.k >= ROWS_MIN_K && cdiv(args.n, args.transB ? 4 : 64) <= 65535;
+}
+
+/** The few-rows kernel (callers check rowsEligible); exported for tests and dev/kernels. */
+export function matmulRows(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs): GpuHandle {
+  checkArgs(a, b, args);
+  const { m, n, k, transA, transB, batch } = args;
+  if (!rowsEligible(args)) throw new UnsupportedError(`webgpu: the few-rows matmul takes 1 … ${ROWS_MAX} rows and K ≥ ${ROWS_MIN_K}, not m=${m}, k=${k} (n=${n})`);
+  const strideA = args.batchA === 1 ? 0 : m * k;
+  const strideB = args.batchB === 1 ? 0 : k * n;
+  return viaStorable(be, args.outDType, batch * m * n, 'matmul', (buf, c) => {
+    for (let b0 = 0; b0 < batch; b0 += 65535) {
+      be.rt.run({
+        kernel: rowsKernel, variant: { A: a.dtype, B: b.dtype, C: c, TRANS_A: transA, TRANS_B: transB },
+        uniforms: [m, n, k, strideA, strideB, b0, 0],
+        buffers: [a.h.buffer, b.h.buffer, buf],
+        workgroups: [cdiv(n, transB ? 4 : 64), m, Math.min(65535, batch - b0)],
+      });
+    }
+  });
+}
+
 /** 128×128 blocks when they fill the GPU, else 64×64. */
 export function pickPlainTile(args: MatmulArgs): PlainTile {
   return cdiv(args.m, 128) * cdiv(args.n, 128) * args.batch >= 256 ? PLAIN_TILE : PLAIN_TILE_SMALL;
@@ -238,9 +278,7 @@ export function pickTcTile(be: WebGpuBackend): TcTile {
 
 /** Whether the tensor-core kernel takes this call (f16 inputs, 16×16×16 f16 subgroup matrices, 32-wide subgroups). */
 export function tcEligible(be: WebGpuBackend, a: GpuRef, b: GpuRef, tile: TcTile = TC_TILE_SMALL): boolean {
-  const sm = be.caps.subgroupMatrix;
-  if (a.dtype !== 'f16' || b.dtype !== 'f16' || !sm || sm.m !== 16 || sm.n !== 16 || sm.k !== 16 || !be.caps.f16) return false;
-  if (be.caps.subgroupMaxSize !== 0 && be.caps.subgroupMaxSize !== 32) return false;
+  if (a.dtype !== 'f16' || b.dtype !== 'f16' || !tensorCores16(be.caps)) return false;
   return tcSmem(tile) <= be.caps.maxWorkgroupStorage && 32 * tile.sgm * tile.sgn <= be.caps.maxInvocations;
 }
 
@@ -275,6 +313,7 @@ export function matmulTc(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulAr
 }
 
 export function matmul(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs): GpuHandle {
+  if (rowsEligible(args)) return matmulRows(be, a, b, args);
   return tcEligible(be, a, b) ? matmulTc(be, a, b, args) : matmulPlain(be, a, b, args);
 }
 

@@ -4,6 +4,17 @@
  * `col_major`), or with `boolArg` as the older bool argument, which Dawn 0.6.2 still takes but
  * warns is deprecated.
  */
+import type { GpuCaps } from '../device.ts';
+
+/**
+ * Whether the tensor-core kernels can run here: shader-f16, 16×16×16 f16→f32 subgroup matrices, and
+ * subgroups of 32 (their fragment layout; 0 = size not reported, taken as 32).
+ */
+export function tensorCores16(caps: GpuCaps): boolean {
+  const sm = caps.subgroupMatrix;
+  return caps.f16 && !!sm && sm.m === 16 && sm.n === 16 && sm.k === 16 && (caps.subgroupMaxSize === 0 || caps.subgroupMaxSize === 32);
+}
+
 export interface MatrixCode {
   /** `subgroupMatrixLoad` of a matrix of type T at ptr[off…], rows ld apart (columns when col). */
   load(T: string, ptr: string, off: string, col: boolean, ld: string): string;

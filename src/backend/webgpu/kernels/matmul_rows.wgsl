@@ -1,0 +1,75 @@
+// GEMM for few rows of A (M ≤ 4: a decode step's projections), C[b] = op(A[b]) · op(B[b]) with
+// f32 accumulation. The tiled kernels give such a call one workgroup per 64 (or 128) columns of C
+// walking all of K alone; at d_model 2048 → 16 outputs that is one workgroup for the whole GEMM
+// (519 µs on the H200, bench/fox_fpa.ts --profile). Here K is split across the lanes of a
+// workgroup and summed in workgroup memory:
+//   TRANS_B (B stored (N, K), a Linear's weight): 4 columns a workgroup, 64 lanes along K each
+//           (consecutive lanes read consecutive k of one row of B), then a tree sum of 64;
+//   else    (B stored (K, N)): 64 columns a workgroup (consecutive lanes read consecutive n), 4
+//           groups along K each, then a sum of 4.
+// One workgroup per (column block, row of C, batch); 16-bit inputs through ld_a / ld_b.
+{{HEADER}}
+
+const WG = 256u;
+#if TRANS_B
+const NC = 4u;
+const NK = 64u;
+#else
+const NC = 64u;
+const NK = 4u;
+#endif
+
+var<workgroup> red: array<f32, WG>;
+
+fn a_at(base: u32, i: u32, kk: u32) -> f32 {
+#if TRANS_A
+  return ld_a(base + kk * P.m + i);
+#else
+  return ld_a(base + i * P.k + kk);
+#endif
+}
+
+fn b_at(base: u32, kk: u32, j: u32) -> f32 {
+#if TRANS_B
+  return ld_b(base + j * P.k + kk);
+#else
+  return ld_b(base + kk * P.n + j);
+#endif
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let i = wid.y;
+  let bz = wid.z + P.b0;
+#if TRANS_B
+  let c = lid / NK;
+  let kl = lid % NK;
+#else
+  let c = lid % NC;
+  let kl = lid / NC;
+#endif
+  let j = wid.x * NC + c;
+  let abase = bz * P.strideA;
+  let bbase = bz * P.strideB;
+  var s = 0.0;
+  if (j < P.n) {
+    for (var kk = kl; kk < P.k; kk += NK) { s += a_at(abase, i, kk) * b_at(bbase, kk, j); }
+  }
+  red[lid] = s;
+  workgroupBarrier();
+#if TRANS_B
+  // Column c's 64 partials sit at red[c·NK …]: a tree sum, then lane 0 of the column stores.
+  for (var w = NK / 2u; w > 0u; w >>= 1u) {
+    if (kl < w) { red[lid] += red[lid + w]; }
+    workgroupBarrier();
+  }
+  if (kl == 0u && j < P.n) { st_c((bz * P.m + i) * P.n + j, red[lid]); }
+#else
+  // Column c's 4 partials sit at red[g·NC + c], g = 0 … 3.
+  if (kl == 0u && j < P.n) {
+    var t = 0.0;
+    for (var g = 0u; g < NK; g++) { t += red[g * NC + c]; }
+    st_c((bz * P.m + i) * P.n + j, t);
+  }
+#endif
+}
