@@ -10,7 +10,8 @@
  * once (`lsumOnce`, 4–6% faster at 128K). A clean-up that deleted the slower forms' #if branches and
  * the row-sum merge they no longer needed (commit 8d1bc40, WGSL otherwise the same) ran 3× slower on
  * the H200 (0.73–0.77 ms against 0.246 at 128K, same machine, 2026-11-30T15:2xZ) for a reason not yet
- * found, so this source stays as it was measured.
+ * found, so this source stays as it was measured, comments included (attention_decode_step.wgsl still
+ * calls L1 experimental; FoX/FPA's decode does not set it).
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';

@@ -3,11 +3,10 @@
 // step, one per invocation), RM (query rows), D4 (column vec4s), NG = WG / D4 (key groups of the
 // P·V loop), the workgroup arrays Qs (RM·D4 vec4), Ss and Mx (RM·WG), Mrow, Arow and Lred (RM),
 // Red (RM·D4), the loaders ld_q and ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG
-// where subgroups are used. L1 (attention_decode.wgsl's default, DecodeTune.lsumOnce; FoX/FPA's
-// decode does not set it): each row sum l is kept per key (the invocation that owns key lid adds
-// its P) instead of by every column group of the P·V loop, and summed over the workgroup at the
-// end. Experimental (attention_decode.wgsl only): VW, the caller loaded this invocation's V values
-// of the step into vw (packed 16-bit, unpacked by up4).
+// where subgroups are used. Experimental forms (attention_decode.wgsl only): VW, the caller loaded
+// this invocation's V values of the step into vw (packed 16-bit, unpacked by up4); L1, each row
+// sum l is kept per key (the invocation that owns key lid adds its P) instead of by every column
+// group of the P·V loop, and summed over the workgroup at the end.
 
 // Whether key j is visible from workgroup row r (query row r % Tq of its head).
 fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
