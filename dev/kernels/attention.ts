@@ -239,6 +239,14 @@ const noExp = (src: string) => must(src, /let p = exp2\(Ss\[sbase \+ c \* 16u \+
 const noV = (src: string) => must(src, /let vv = (ldv4\([^;]*\));/, 'var vv = vec4<f32>(f32(jj)); if (P.tq == 12345u) { vv = $1; }');
 /** Decode: no K loads (a constant for each 16-byte piece; the load behind a branch never taken). */
 const noK = (src: string) => must(src, /let w = (k\[\(base >> 3u\) \+ c8\]);/, 'var w = vec4<u32>(c8, j, 0u, 0u); if (P.tq == 12345u) { w = $1; }');
+/**
+ * Decode: the clean-up of commit 8d1bc40 as a patch of the default source (with L1), to find what
+ * made it 3× slower on the H200: cL drops the row-sum merge through Lred (which adds zeros under
+ * L1), cD also drops the Lred declaration; cV (with cD) folds the P·V loop's `let p` into its use.
+ */
+const noLredMerge = (src: string) => must(must(src, /\n\s*if \(c4 == 0u\) \{ Lred\[r\] = \(\*lsum\)\[r\]; \}/, ''), /\n\s*\(\*lsum\)\[r\] \+= Lred\[r\];/, '');
+const noLred = (src: string) => must(noLredMerge(src), /\nvar<workgroup> Lred: array<f32, RM>;/, '');
+const foldP = (src: string) => must(src, /let p = Ss\[r \* WG \+ jj\];\n(\s*)\(\*acc\)\[r\] \+= p \* vv;/, '(*acc)[r] += Ss[r * WG + jj] * vv;');
 /** d2 with its split kernel's source patched (dispatches of attention_decode swapped while it runs). */
 function decodePatched(tag: string, patch: (src: string) => string): Run {
   const kernels = new Map<Kernel, Kernel>();
@@ -289,6 +297,9 @@ const VERSIONS: Version[] = [
   { name: 'aV', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('a_v', noV) },
   { name: 'aK', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('a_k', noK) },
   { name: 'aKV', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('a_kv', (src) => noK(noV(src))) },
+  { name: 'cL', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('c_l', noLredMerge) },
+  { name: 'cD', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('c_d', noLred) },
+  { name: 'cV', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('c_v', (src) => foldP(noLred(src))) },
   { name: 'd0', kind: 'decode', usable: () => true, run: attentionPlain },
   { name: 'd1', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, undefined, false) },
   { name: 'd2', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a) },
