@@ -190,10 +190,14 @@ async function timeDecode(b: Backend, c: DecodeCase, evict: boolean): Promise<De
       made.push(...t);
       return t;
     };
+    let host = 0;
     const step = async ([q, k, v, x]: Tensor[], pos: number) => {
+      const h0 = performance.now();
       const o = fon.noGrad(() => fon.tidy(() => mech.forwardCached(q, k, v, { x }, cache.layers[0], pos)));
       const row = fon.narrow(o, 2, o.shape[2] - 1, 1);
-      await Promise.all([row.data(), cache.settle()]);
+      const pending = Promise.all([row.data(), cache.settle()]);
+      host += performance.now() - h0;
+      await pending;
       o.dispose();
       row.dispose();
     };
@@ -215,11 +219,12 @@ async function timeDecode(b: Backend, c: DecodeCase, evict: boolean): Promise<De
       await b.sync();
       b.rt.startProfile();
       const t1 = performance.now();
+      host = 0;
       for (let i = 0; i < STEPS; i++) await step(more[i], c.t + warm + STEPS + i);
-      const wall = (performance.now() - t1) / STEPS;
+      const wall = (performance.now() - t1) / STEPS, hostMs = host / STEPS;
       const kernels = await b.rt.stopProfile();
       const gpu = kernels.reduce((a, k) => a + k.ms, 0) / STEPS, n = kernels.reduce((a, k) => a + k.dispatches, 0) / STEPS;
-      console.error(`  profile, ${c.t} tokens${evict ? ', eviction' : ''}: ${wall.toFixed(3)} ms a step wall (dispatches timed one pass each), ${gpu.toFixed(3)} ms GPU, ${n.toFixed(1)} dispatches\n${profileTable(kernels, { top: 12 })}`);
+      console.error(`  profile, ${c.t} tokens${evict ? ', eviction' : ''}: ${wall.toFixed(3)} ms a step wall (dispatches timed one pass each), ${hostMs.toFixed(3)} ms of it recording on the host, ${gpu.toFixed(3)} ms GPU, ${n.toFixed(1)} dispatches\n${profileTable(kernels, { top: 12 })}`);
     }
     return { ms, kept: kept.reduce((a, x) => a + x, 0) / kept.length, rows: used, bytes: used * mech.cacheBytesPerToken(H, c.d, 2), compactions };
   } finally {
