@@ -1,8 +1,8 @@
 /**
  * Decode speed of a preset model with random weights, on the best backend here (or --backend):
  * a prompt of --prompt tokens prefilled into a KV cache, then --tokens greedy steps of one token,
- * each reading its logits row back and taking the argmax on the host: the calls `generate` makes
- * (infer/generate.ts) without the tokenizer, so every run decodes the same number of tokens. Beside
+ * each reading its logits row back and taking the argmax on the host: generate's own step
+ * (infer/generate.ts cachedStep) without the tokenizer, so every run decodes the same number of tokens. Beside
  * it, when python3 with torch exists, the same model in PyTorch (bench/torch_generate.py: eager,
  * a preallocated KV cache, scaled_dot_product_attention, the row read back each step) in fp32 with
  * TF32 off (as FON computes) and in bf16, on the same GPU in the same run.
@@ -16,10 +16,8 @@ import '../src/backend/wasm/index.ts';
 import { preset } from '../src/model/presets.ts';
 import { Decoder } from '../src/model/decoder.ts';
 import { ParamFactory } from '../src/nn/params.ts';
-import { KvCache } from '../src/infer/kv_cache.ts';
-import { tensor } from '../src/ops/creation.ts';
+import { cachedStep, generationCache } from '../src/infer/generate.ts';
 import { uniformArray } from '../src/ops/random.ts';
-import { noGrad } from '../src/tensor/scope.ts';
 import { findPython, runPython, writeJson } from './lib/report.ts';
 
 const { values: flags } = parseArgs({
@@ -44,22 +42,11 @@ const prompt = Array.from(uniformArray(7, promptLen), (u) => Math.floor(u * cfg.
  * part of a step spent recording its work on the host, before the read-back is awaited.
  */
 async function decode(n: number): Promise<{ prefillMs: number; msPerToken: number; hostMsPerToken: number }> {
-  const cache = new KvCache(cfg, 1, promptLen + n, backend, model.embed.weight.dtype === 'f32' ? 'f32' : 'f16');
+  const cache = generationCache(model, promptLen + n);
   let host = 0;
-  const step = async (input: number[], pos: number): Promise<Float32Array> => {
+  const step = (input: number[], pos: number) => {
     const h0 = performance.now();
-    const logits = noGrad(() => {
-      const x = tensor(Int32Array.from(input), [1, input.length], { backend, dtype: 'i32' });
-      const y = model.forward(x, { cache: cache.layers, pos, lastOnly: true });
-      x.dispose();
-      return y;
-    });
-    const pending = Promise.all([logits.data(), cache.settle()]);
-    host += performance.now() - h0;
-    const [row] = await pending;
-    logits.dispose();
-    cache.length = pos + input.length;
-    return row as Float32Array;
+    return cachedStep(model, cache, input, pos, () => { host += performance.now() - h0; });
   };
   const argmax = (row: Float32Array) => { let best = 0; for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i; return best; };
   try {

@@ -50,6 +50,33 @@ export interface GenerateResult {
   cacheKept: number[][];
 }
 
+/** A batch-1 KV cache of `maxLength` positions for `model`: f32 for f32 weights, else f16. */
+export function generationCache(model: Decoder, maxLength: number): KvCache {
+  return new KvCache(model.config, 1, maxLength, model.embed.weight.backend, model.embed.weight.dtype === 'f32' ? 'f32' : 'f16');
+}
+
+/**
+ * One step of batch-1 generation: `input` (token ids at positions pos …) through the model and the
+ * cache, the last position's logits read back (f32, vocabSize values), the cache settled beside the
+ * read (FPA eviction on webgpu reads its kept counts and compacts: KvCache.settle) and its length set.
+ * `onRecorded` is called once the step's work is recorded, before the read-back is awaited.
+ */
+export async function cachedStep(model: Decoder, cache: KvCache, input: readonly number[], pos: number, onRecorded?: () => void): Promise<Float32Array> {
+  const backend = model.embed.weight.backend;
+  const logits = noGrad(() => {
+    const x = tensor(Int32Array.from(input), [1, input.length], { backend, dtype: 'i32' });
+    const y = model.forward(x, { cache: cache.layers, pos, lastOnly: true });
+    x.dispose();
+    return y;
+  });
+  const pending = Promise.all([logits.data(), cache.settle()]);
+  onRecorded?.();
+  const [data] = await pending;
+  logits.dispose();
+  cache.length = pos + input.length;
+  return data as Float32Array;
+}
+
 /** The prompt goes after `opts.startIds` (by default the end-of-text id: see GenerateOptions). */
 export async function generate(model: Decoder, tok: Tokenizer, prompt: string, opts: GenerateOptions = {}): Promise<GenerateResult> {
   const cfg = model.config;
@@ -71,25 +98,14 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   // Options are checked before the cache exists, so a bad one leaks nothing.
   const sampler = new Sampler(cfg.vocabSize, opts);
   const stops = new StopMatcher(opts.stop ?? []);
-  const backend = model.embed.weight.backend;
-  const cache = new KvCache(cfg, 1, Math.min(cfg.contextLength, ids.length + maxTokens), backend, model.embed.weight.dtype === 'f32' ? 'f32' : 'f16');
+  const cache = generationCache(model, Math.min(cfg.contextLength, ids.length + maxTokens));
   const stream = tok.streamDecoder();
   const history = ids.slice();
   const out: number[] = [];
   let text = '';
   const emit = (s: string) => { if (s) { text += s; opts.onText?.(s); } };
   const step = async (input: number[], pos: number): Promise<Float32Array> => {
-    const logits = noGrad(() => {
-      const x = tensor(Int32Array.from(input), [1, input.length], { backend, dtype: 'i32' });
-      const y = model.forward(x, { cache: cache.layers, pos, lastOnly: true });
-      x.dispose();
-      return y;
-    });
-    // The cache settles beside the read (FPA eviction on webgpu reads its kept counts and compacts: KvCache.settle).
-    const [data] = await Promise.all([logits.data(), cache.settle()]);
-    const row = data as Float32Array;
-    logits.dispose();
-    cache.length = pos + input.length;
+    const row = await cachedStep(model, cache, input, pos);
     // A model may have more rows than the tokenizer has ids (a vocabulary rounded up): never sample those.
     if (row.length > tok.vocabSize) row.fill(-Infinity, tok.vocabSize);
     return row;

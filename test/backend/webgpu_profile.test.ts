@@ -1,7 +1,7 @@
 /**
  * The GPU profiler (src/backend/webgpu/profile.ts, GpuRuntime.startProfile/stopProfile): every
  * dispatch made while profiling is counted once under its kernel, across many submits (more
- * dispatches than one query set holds), results stay right while dispatches run in passes of their
+ * dispatches than one submit holds), results stay right while dispatches run in passes of their
  * own, nothing is counted after stopProfile; and profileTable's merging, "others" row and totals.
  *
  *   VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json node --import tsx --test test/backend/webgpu_profile.test.ts
@@ -11,7 +11,8 @@ import { test } from 'node:test';
 import * as fon from '../../src/index.ts';
 import { ArgumentError, UnsupportedError } from '../../src/errors.ts';
 import { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { PROFILE_QUERIES, profileTable, type KernelTime } from '../../src/backend/webgpu/profile.ts';
+import { profileTable, type KernelTime } from '../../src/backend/webgpu/profile.ts';
+import { FLUSH_DISPATCHES } from '../../src/backend/webgpu/runtime.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 
 const maybeGpu = await webgpuOrSkip();
@@ -40,7 +41,7 @@ test('profileTable merges variants, folds the tail into one row and totals every
 test('profiling counts each dispatch once, across many submits, without changing results [webgpu]', { skip }, async (t) => {
   const gpu = maybeGpu as WebGpuBackend;
   if (!gpu.caps.timestamps) { t.skip(`no timestamp-query on ${gpu.caps.adapterName} (the refusal is tested below)`); return; }
-  const n = PROFILE_QUERIES / 2 + 50; // more dispatches than one query set holds
+  const n = 16 * FLUSH_DISPATCHES + 50; // many submits, the last one partly filled
   let x = fon.zeros([3, 5], { backend: gpu });
   const one = fon.ones([3, 5], { backend: gpu });
   gpu.rt.startProfile();

@@ -9,9 +9,6 @@
  * turns it off (platform/node_gpu.ts). Browsers may quantise (to 100 µs in Chrome).
  */
 
-/** Queries in one set: the WebGPU limit (4096), two per dispatch. */
-export const PROFILE_QUERIES = 4096;
-
 /** Time of one kernel (name and variant) over the dispatches profiled. */
 export interface KernelTime {
   kernel: string;
@@ -31,13 +28,11 @@ export class GpuProfiler {
   private pending: Batch[] = [];
   private totals = new Map<string, { dispatches: number; ns: bigint }>();
 
-  constructor(private device: GPUDevice) {
-    this.querySet = device.createQuerySet({ type: 'timestamp', count: PROFILE_QUERIES });
-    this.resolve = device.createBuffer({ size: PROFILE_QUERIES * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+  /** `perSubmit`: the most dispatches the runtime records between submits (two queries each). */
+  constructor(private device: GPUDevice, perSubmit: number) {
+    this.querySet = device.createQuerySet({ type: 'timestamp', count: 2 * perSubmit });
+    this.resolve = device.createBuffer({ size: 2 * perSubmit * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
   }
-
-  /** Whether the pending submit has room for no more dispatches. */
-  get full(): boolean { return 2 * this.labels.length >= PROFILE_QUERIES; }
 
   /** The timestamp writes for the next dispatch's own pass. */
   passFor(kernel: string, variant: string): GPUComputePassDescriptor {

@@ -46,7 +46,7 @@ const RING_BYTES = 1 << 20;
  * left the GPU idle for the whole recording (the small preset's training step: 92 ms wall against
  * 65 ms of GPU time on the H200, bench/train_lm.ts --profile).
  */
-const FLUSH_DISPATCHES = 128;
+export const FLUSH_DISPATCHES = 128;
 /** Bind groups kept for reuse (runtime.bindGroup), least recently used dropped first. */
 const BIND_GROUP_CACHE = 4096;
 
@@ -169,10 +169,8 @@ export class GpuRuntime {
     this.checkAlive();
     const [x, y = 1, z = 1] = d.workgroups;
     if (x === 0 || y === 0 || z === 0) return;
-    // A full query set submits first (before this dispatch's uniforms take their ring slot). With
-    // FLUSH_DISPATCHES (128) under the set's 2048 dispatches this never triggers; it guards a change of either.
-    if (this.profiler?.full) this.flush();
-    const key = d.kernel.name + JSON.stringify(d.variant);
+    const variantKey = JSON.stringify(d.variant);
+    const key = d.kernel.name + variantKey;
     const pipeline = this.pipeline(key, d.kernel, d.variant);
     let at = 0, bytes = 0;
     if (d.uniforms) {
@@ -190,7 +188,7 @@ export class GpuRuntime {
     if (this.profiler) {
       // Each dispatch in a pass of its own, timed at its beginning and end.
       const encoder = this.commandEncoder();
-      this.pass = encoder.beginComputePass(this.profiler.passFor(d.kernel.name, JSON.stringify(d.variant)));
+      this.pass = encoder.beginComputePass(this.profiler.passFor(d.kernel.name, variantKey));
     }
     if (!this.encoder) this.encoder = this.device.createCommandEncoder();
     if (!this.pass) this.pass = this.encoder.beginComputePass();
@@ -200,7 +198,7 @@ export class GpuRuntime {
     if (this.profiler) { this.pass.end(); this.pass = null; }
     this.dispatches++;
     this.totalDispatches++;
-    if (env('FON_DEBUG') === '1') console.error(`[webgpu] ${d.kernel.name} ${JSON.stringify(d.variant)} ${x}x${y}x${z}`);
+    if (env('FON_DEBUG') === '1') console.error(`[webgpu] ${d.kernel.name} ${variantKey} ${x}x${y}x${z}`);
     if (this.dispatches >= FLUSH_DISPATCHES) this.flush();
   }
 
@@ -284,7 +282,8 @@ export class GpuRuntime {
   startProfile(): void {
     if (!this.caps.timestamps) throw new UnsupportedError(`webgpu: profiling needs the timestamp-query feature, which ${this.caps.adapterName} does not offer`);
     this.flush();
-    this.profiler ??= new GpuProfiler(this.device);
+    // A submit holds at most FLUSH_DISPATCHES dispatches, so the query set is sized for that many.
+    this.profiler ??= new GpuProfiler(this.device, FLUSH_DISPATCHES);
   }
 
   /** GPU time per kernel since startProfile, slowest first; dispatches run untimed again after it. */

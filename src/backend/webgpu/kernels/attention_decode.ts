@@ -7,7 +7,7 @@
  * `attention_decode_lanes.wgsl` is an alternative split pass (lane teams, no barrier in the loop;
  * tested, not the default: it was slower on the H200) and DecodeTune holds experimental forms of the
  * default one; dev/kernels/attention.ts times them. The default adds each key's P to the row sums
- * once (`lsumOnce`, 4–6% faster at 128K). A clean-up that deleted the slower forms' #if branches and
+ * once (`lsumOnce`, 2–6% faster at 128K in four H200 runs). A clean-up that deleted the slower forms' #if branches and
  * the row-sum merge they no longer needed (commit 8d1bc40, WGSL otherwise the same) ran 3× slower on
  * the H200 (0.73–0.77 ms against 0.246 at 128K, same machine, 2026-11-30T15:2xZ) for a reason not yet
  * found, so this source stays as it was measured, comments included (attention_decode_step.wgsl still

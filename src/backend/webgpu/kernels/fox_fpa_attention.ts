@@ -222,12 +222,12 @@ function forwardBlocked(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: 
 
 /**
  * DELTA, DQ and DKDV of either mode into `aux` (f32, auxSize(rows per DQ workgroup) words, zeroed
- * first); `extra` is packed behind lse and delta; `blocked` lets DQ and DKDV each take the blocked
- * kernel where its tiles fit (blockedRows for FoX, fpaBlockedRows for FPA). Returns dq, dk, dv, aux
+ * first); `extra` is packed behind lse and delta; without a forced `tile`, DQ and DKDV each take the
+ * blocked kernel where its tiles fit (blockedRows for FoX, fpaBlockedRows for FPA). Returns dq, dk, dv, aux
  * (the caller reduces it and frees it) and the query rows per DQ workgroup (FPA's dφ cells: BQ of
  * the tiled DQ, 32 of the blocked one).
  */
-function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, extra: { ref: GpuRef | null; n: number }[], auxSize: (bq: number) => number, a: FoxAttentionArgs, tile?: Tile, blocked = false): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, number] {
+function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, extra: { ref: GpuRef | null; n: number }[], auxSize: (bq: number) => number, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, number] {
   const what = `${mode}AttentionBackward`;
   const dm = headPitch(what, a.d);
   const { bq, bk } = tile ?? foxFpaTile(be.caps, dm, true);
@@ -240,9 +240,9 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
     kernel, variant: { DELTA: true, FOX: mode === 'fox', O: o.dtype, G: g.dtype, X: q.dtype },
     uniforms: u, buffers: [o.h.buffer, g.h.buffer, st.buffer], workgroups: grid(rows, 64),
   });
-  const dqr = dqRowsOf(be.caps, mode, a, q.dtype, g.dtype, blocked ? undefined : tile ?? { bq, bk });
+  const dqr = dqRowsOf(be.caps, mode, a, q.dtype, g.dtype, tile);
   const dqPlan = dqr.plan, kvPlan = modePlan(be.caps, mode, a.d, 'dkdv', q.dtype, g.dtype);
-  const dqBlocked = dqr.blocked, kvBlocked = blocked && kvPlan.tr > 0;
+  const dqBlocked = dqr.blocked, kvBlocked = tile === undefined && kvPlan.tr > 0;
   const dqRows = dqr.rows, kvRows = kvBlocked ? 32 : bk;
   const auxWords = auxSize(dqRows);
   const limit = bindingLimit(be.caps);
@@ -295,7 +295,7 @@ export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef,
 export function foxAttentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
   checkF32('foxAttentionBackward', { c });
   const rows = a.batch * a.heads * a.tq, nc = a.batch * a.heads * a.tk;
-  const [dq, dk, dv, aux] = backward(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], () => rows + nc, a, tile, tile === undefined);
+  const [dq, dk, dv, aux] = backward(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], () => rows + nc, a, tile);
   const dc = be.alloc('f32', nc, 'fox attention dc');
   be.rt.run({
     kernel, variant: { COMBINE: true, FOX: true },
@@ -392,7 +392,7 @@ function fpaBackwardAll(
   be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile,
 ): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
   const nkv = a.batch * a.kvHeads * a.tk;
-  const [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (bq) => fpaAuxBytes(a, bq) / 4, a, tile, tile === undefined);
+  const [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (bq) => fpaAuxBytes(a, bq) / 4, a, tile);
   const dphi = be.alloc('f32', nkv, 'fpa attention dphi');
   const dlevel = be.alloc('f32', nkv, 'fpa attention dlevel');
   const dlam = be.alloc('f32', a.kvHeads, 'fpa attention dlambda');

@@ -242,20 +242,11 @@ export function rowsEligible(args: MatmulArgs): boolean {
 /** The few-rows kernel (callers check rowsEligible); exported for tests and dev/kernels. */
 export function matmulRows(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs): GpuHandle {
   checkArgs(a, b, args);
-  const { m, n, k, transA, transB, batch } = args;
+  const { m, n, k, transA, transB } = args;
   if (!rowsEligible(args)) throw new UnsupportedError(`webgpu: the few-rows matmul takes 1 … ${ROWS_MAX} rows and K ≥ ${ROWS_MIN_K}, not m=${m}, k=${k} (n=${n})`);
-  const strideA = args.batchA === 1 ? 0 : m * k;
-  const strideB = args.batchB === 1 ? 0 : k * n;
-  return viaStorable(be, args.outDType, batch * m * n, 'matmul', (buf, c) => {
-    for (let b0 = 0; b0 < batch; b0 += 65535) {
-      be.rt.run({
-        kernel: rowsKernel, variant: { A: a.dtype, B: b.dtype, C: c, TRANS_A: transA, TRANS_B: transB },
-        uniforms: [m, n, k, strideA, strideB, b0, 0],
-        buffers: [a.h.buffer, b.h.buffer, buf],
-        workgroups: [cdiv(n, transB ? 4 : 64), m, Math.min(65535, batch - b0)],
-      });
-    }
-  });
+  // One row of C a workgroup row, 4 (TRANS_B) or 64 columns a workgroup (matmul_rows.wgsl).
+  return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) =>
+    dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: transA, TRANS_B: transB }, a, b, buf, args, 1, transB ? 4 : 64));
 }
 
 /** 128×128 blocks when they fill the GPU, else 64×64. */

@@ -39,7 +39,7 @@ fn b_at(base: u32, kk: u32, j: u32) -> f32 {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let i = wid.y;
+  let i = wid.y + P.y0;
   let bz = wid.z + P.b0;
 #if TRANS_B
   let c = lid / NK;
