@@ -17,7 +17,7 @@ import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
 import { attention } from '../src/ops/attention.ts';
-import { findPython, runPython, writeJson } from './lib/report.ts';
+import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
 import { writePlotsBeside } from './lib/plots.ts';
 
 const { values: flags } = parseArgs({
@@ -48,7 +48,7 @@ function work(c: Case): { amount: number; unit: string; scale: number } {
   return { amount: 2 * HKV * c.t * D * 2, unit: 'GB/s', scale: 1e9 };
 }
 
-/** ms per call: batches of back-to-back calls, each ≥ 250 ms of GPU work, one sync per batch; one untimed, then the median of 3 (calls over 1 s: one timed call after one warm-up). */
+/** ms per call of a case (timeBatched: batches of ≥ 250 ms of GPU work, median of 3). */
 async function timeCase(b: Backend, c: Case): Promise<number> {
   const opts = { backend: b, dtype: 'f16' as const };
   const grad = c.op === 'prefill_fwd_bwd';
@@ -64,22 +64,11 @@ async function timeCase(b: Backend, c: Case): Promise<number> {
     });
     if (grad) for (const t of [q, k, v]) { t.grad?.dispose(); t.grad = null; }
   };
-  const batch = async (n: number) => { const t0 = performance.now(); for (let i = 0; i < n; i++) once(); await b.sync(); return performance.now() - t0; };
-  let n = 1;
-  let t = await batch(n);
-  // A call of over a second (the plain backward at long lengths) is timed once more after the warm-up.
-  if (t > 1000) {
-    t = await batch(1);
+  try {
+    return await timeBatched(() => b.sync(), once);
+  } finally {
     for (const x of [q, k, v, ...(g ? [g] : [])] as Tensor[]) x.dispose();
-    return t;
   }
-  while (t < 250 && n < 100_000) { n = Math.ceil(n * Math.min(10, 300 / Math.max(t, 0.5))); t = await batch(n); }
-  // One more untimed batch: the first case of a run once measured 6× slow (prefill 1K: 1.781 ms against
-  // 0.302 in the run before), as if the GPU were still raising its clocks.
-  await batch(n);
-  const ts = [await batch(n), await batch(n), await batch(n)].sort((x, y) => x - y);
-  for (const x of [q, k, v, ...(g ? [g] : [])] as Tensor[]) x.dispose();
-  return ts[1] / n;
 }
 
 interface Row { key: string; op: string; tokens: number; ms: number; fon: number; unit: string; torchMs?: number; torch?: number; ratio?: number }

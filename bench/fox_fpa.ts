@@ -40,7 +40,7 @@ import { peekFpaDecodeState } from '../src/attention/fpa_decode.ts';
 import { parseModelConfig } from '../src/model/config.ts';
 import { ParamFactory } from '../src/nn/params.ts';
 import { KvCache } from '../src/infer/kv_cache.ts';
-import { findPython, runPython, writeJson } from './lib/report.ts';
+import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
 import { writePlotsBeside } from './lib/plots.ts';
 import { foxFpaOptions } from '../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { WebGpuBackend } from '../src/backend/webgpu/backend.ts';
@@ -93,19 +93,8 @@ const flops = (c: PrefillCase) => ((4 * c.t * c.t * c.d * H) / 2) * (c.op === 'p
 /** A failure's reason in one line. */
 const reason = (e: unknown) => `${(e as Error).name ?? 'Error'}: ${String((e as Error).message ?? e).split('\n')[0].slice(0, 200)}`;
 
-/**
- * ms per call: batches of back-to-back calls, each ≥ --min-ms of GPU work, one sync per batch;
- * median of 3 after a warm-up batch (calls over 1 s: one timed call after one warm-up).
- */
-async function timeLoop(b: Backend, once: () => void): Promise<number> {
-  const batch = async (n: number) => { const t0 = performance.now(); for (let i = 0; i < n; i++) once(); await b.sync(); return performance.now() - t0; };
-  let n = 1;
-  let t = await batch(n);
-  if (t > 1000) return batch(1);
-  while (t < MIN_MS && n < 100_000) { n = Math.ceil(n * Math.min(10, (1.2 * MIN_MS) / Math.max(t, 0.5))); t = await batch(n); }
-  const ts = [await batch(n), await batch(n), await batch(n)].sort((x, y) => x - y);
-  return ts[1] / n;
-}
+/** ms per call: timeBatched with batches of ≥ --min-ms of GPU work. */
+const timeLoop = (b: Backend, once: () => void) => timeBatched(() => b.sync(), once, MIN_MS);
 
 /** The inputs of a prefill case, made once and shared by the mechanisms: q, k, v (f16), the output gradient, FoX's c, FPA's φ, ℓ, λ. */
 interface PrefillInputs { q: Tensor; k: Tensor; v: Tensor; g: Tensor | null; c: Tensor; phi: Tensor; level: Tensor; lambda: Tensor; all: Tensor[] }

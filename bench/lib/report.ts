@@ -53,6 +53,26 @@ export async function timeMs(fn: () => Promise<void> | void, iters: number, warm
   return ts[Math.floor(ts.length / 2)];
 }
 
+/**
+ * ms per call of a GPU op: batches of back-to-back calls of `once`, one `sync` per batch (waiting
+ * costs a few ms of polling latency in Dawn's Node binding), grown until a batch takes ≥ `minMs`;
+ * one more untimed batch, then the median of 3. The first call compiles the op's pipelines and is
+ * not timed: sizing the batches from it let a compile of over `minMs` leave them at one call, and
+ * the case was timed as one call a sync (a 1K prefill measured 1.666 ms against 0.302). A call of
+ * over a second is timed once, after that first call.
+ */
+export async function timeBatched(sync: () => Promise<void>, once: () => void, minMs = 250): Promise<number> {
+  const batch = async (n: number) => { const t0 = performance.now(); for (let i = 0; i < n; i++) once(); await sync(); return performance.now() - t0; };
+  await batch(1);
+  let n = 1;
+  let t = await batch(n);
+  if (t > 1000) return t;
+  while (t < minMs && n < 100_000) { n = Math.ceil(n * Math.min(10, (1.2 * minMs) / Math.max(t, 0.5))); t = await batch(n); }
+  await batch(n);
+  const ts = [await batch(n), await batch(n), await batch(n)].sort((x, y) => x - y);
+  return ts[1] / n;
+}
+
 /** Runs a Python script with JSON on stdin and parses JSON from its stdout; null when it can't run. */
 export function runPython(python: string, script: string, input: unknown, timeoutMs = 600_000): unknown | null {
   const r = spawnSync(python, [script], { input: JSON.stringify(input), encoding: 'utf8', timeout: timeoutMs, maxBuffer: 1 << 24 });
