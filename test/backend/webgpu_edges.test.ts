@@ -13,6 +13,7 @@ import { CpuBackend } from '../../src/backend/cpu/backend.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { loadText } from '../../src/backend/webgpu/sources.ts';
 import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
+import { sizeClass } from '../../src/backend/webgpu/pool.ts';
 import { DeviceError } from '../../src/errors.ts';
 import type { AnyHostArray, DType } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
@@ -85,6 +86,24 @@ test('logsumexp and cross-entropy with ±Infinity and NaN agree with the CPU [we
     const [g, c] = await both(inputs, (be, [l, t]) => be.crossEntropy(l, t, 1, 3, -100)[k], 'f32', 1);
     assert.deepEqual(g, [Infinity], `gpu output ${k}`);
     assert.deepEqual(c, [Infinity], `cpu output ${k}`);
+  }
+});
+
+test('pool size classes cover the request and stay within the binding limit', () => {
+  const h200 = 2 ** 31 - 4; // the H200's maxStorageBufferBindingSize under Dawn
+  assert.equal(sizeClass(1000), 1024);
+  assert.equal(sizeClass(70_000), 81_920); // four classes per power of two above 64 KiB
+  // 1.9 GiB rounds to 2³¹ without the limit; with it the class is the limit itself, so it binds.
+  const big = Math.round(1.9 * 2 ** 30);
+  assert.equal(sizeClass(big), 2 ** 31);
+  assert.equal(sizeClass(big, h200), h200);
+  assert.equal(sizeClass(h200, h200), h200);
+  // Below the top class nothing changes; a request past the limit keeps its class (alloc refuses it).
+  assert.equal(sizeClass(1.6 * 2 ** 30, h200), 1.75 * 2 ** 30);
+  assert.equal(sizeClass(h200 + 4, h200), 2 ** 31);
+  for (let b = 17; b < 2 ** 31; b = Math.ceil(b * 1.37)) {
+    const c = sizeClass(b, h200);
+    assert.ok(c >= b && c % 4 === 0 && c <= h200, `class ${c} of ${b} bytes`);
   }
 });
 

@@ -5,13 +5,23 @@
  */
 import { DeviceError } from '../../errors.ts';
 
-/** Size classes: 256-byte steps up to 64 KiB, then four classes per power of two. */
-export function sizeClass(bytes: number): number {
+/**
+ * Size classes: 256-byte steps up to 64 KiB, then four classes per power of two, never past
+ * `maxBinding` rounded down to 4 bytes for a request that fits it. Every storage buffer is bound
+ * whole, so a class above the binding limit could not be bound though its contents fit: on the
+ * H200 (limit 2³¹ − 4) a request of 1.75–2 GiB rounded up to exactly 2³¹ bytes and its bind group
+ * was invalid (FPA's backward at 32K tokens).
+ */
+export function sizeClass(bytes: number, maxBinding = Infinity): number {
   const b = Math.max(16, bytes);
-  if (b <= 65536) return Math.ceil(b / 256) * 256;
-  const p = 2 ** Math.floor(Math.log2(b));
-  const step = p / 4;
-  return Math.ceil(b / step) * step;
+  let c: number;
+  if (b <= 65536) c = Math.ceil(b / 256) * 256;
+  else {
+    const step = 2 ** Math.floor(Math.log2(b)) / 4;
+    c = Math.ceil(b / step) * step;
+  }
+  const cap = Math.floor(maxBinding / 4) * 4;
+  return b <= cap ? Math.min(c, cap) : c;
 }
 
 export class BufferPool {
@@ -22,10 +32,10 @@ export class BufferPool {
   /** Allocations that failed validation or memory, checked at the next sync point. */
   pendingErrors: Promise<GPUError | null>[] = [];
 
-  constructor(private device: GPUDevice, private maxBuffer: number) {}
+  constructor(private device: GPUDevice, private maxBuffer: number, private maxBinding = Infinity) {}
 
   acquire(bytes: number, what: string): GPUBuffer {
-    const size = sizeClass(bytes);
+    const size = sizeClass(bytes, this.maxBinding);
     if (size > this.maxBuffer) throw new DeviceError(`webgpu: cannot allocate ${bytes} bytes for ${what}: above this device's maxBufferSize of ${this.maxBuffer} bytes`);
     const list = this.free.get(size);
     let buf = list?.pop();

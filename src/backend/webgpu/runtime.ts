@@ -101,7 +101,7 @@ export class GpuRuntime {
   private profiler: GpuProfiler | null = null;
 
   constructor(readonly device: GPUDevice, readonly caps: GpuCaps) {
-    this.pool = new BufferPool(device, caps.maxBuffer);
+    this.pool = new BufferPool(device, caps.maxBuffer, caps.maxBinding);
     device.lost.then((info) => { this.lostReason = `${info.reason}: ${info.message}`; });
     device.onuncapturederror = (e) => { this.uncaptured ??= e.error.message; };
   }
