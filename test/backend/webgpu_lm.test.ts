@@ -10,7 +10,7 @@ import { parseModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { DEFAULT_TRAIN, Trainer } from '../../src/train/trainer.ts';
-import { generate } from '../../src/infer/generate.ts';
+import { cachedStep, generate, generationCache } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 
@@ -48,4 +48,31 @@ test('language model: 8 training steps on webgpu follow the CPU loss curve; pool
   const b = await generate(got.m, tok, 'ab', { maxTokens: 8, temperature: 0 });
   assert.deepEqual(b.ids, a.ids, 'greedy tokens');
   for (const r of [want, got]) { r.tr.dispose(); r.m.dispose(); }
+});
+
+test('decode steps reuse their buffers and bind groups: none created after the first steps [webgpu]', { skip: webgpuSkipReason() }, async () => {
+  // The pool hands out the oldest parked buffer of a class, so each step gets the buffers the step
+  // before had, and the runtime's bind-group cache hits; read-back buffers are kept too.
+  const m = new Decoder(cfg, new ParamFactory({ backend: gpu!, seed: 3 }));
+  const device = (gpu as unknown as { rt: { device: GPUDevice } }).rt.device;
+  let groups = 0, buffers = 0;
+  const makeGroup = device.createBindGroup.bind(device), makeBuffer = device.createBuffer.bind(device);
+  device.createBindGroup = (d) => { groups++; return makeGroup(d); };
+  device.createBuffer = (d) => { buffers++; return makeBuffer(d); };
+  const cache = generationCache(m, 24);
+  try {
+    await cachedStep(m, cache, [1, 2, 3], 0);
+    const made: string[] = [];
+    for (let pos = 3; pos < 12; pos++) {
+      const g0 = groups, b0 = buffers;
+      await cachedStep(m, cache, [pos], pos);
+      made.push(`${groups - g0}/${buffers - b0}`);
+    }
+    assert.deepEqual(made.slice(2), Array(made.length - 2).fill('0/0'), `bind groups/buffers made per step: ${made.join(' ')}`);
+  } finally {
+    device.createBindGroup = makeGroup;
+    device.createBuffer = makeBuffer;
+    cache.dispose();
+    m.dispose();
+  }
 });

@@ -49,6 +49,8 @@ const RING_BYTES = 1 << 20;
 export const FLUSH_DISPATCHES = 128;
 /** Bind groups kept for reuse (runtime.bindGroup), least recently used dropped first. */
 const BIND_GROUP_CACHE = 4096;
+/** Bytes of idle read-back buffers kept for reuse (GpuRuntime.parkStaging). */
+const STAGING_BYTES = 64 << 20;
 
 /**
  * An explicit bind group layout for WGSL whose group-0 bindings are exactly 0 … n−1, each a
@@ -85,6 +87,9 @@ export class GpuRuntime {
   /** Bind groups of recent dispatches, most recent last, keyed by pipeline and buffers (`bindGroup`). */
   private groups = new Map<string, GPUBindGroup>();
   private bufferIds = new WeakMap<GPUBuffer, number>();
+  /** Idle MAP_READ buffers by size, and their bytes. */
+  private staging = new Map<number, GPUBuffer[]>();
+  private stagingBytes = 0;
   private nextBufferId = 0;
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
@@ -242,20 +247,39 @@ export class GpuRuntime {
   async read(buf: GPUBuffer, byteLength: number): Promise<ArrayBuffer> {
     this.checkAlive();
     const padded = Math.max(4, Math.ceil(byteLength / 4) * 4);
-    const staging = this.device.createBuffer({ size: padded, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const staging = this.staging.get(padded)?.pop() ?? this.device.createBuffer({ size: padded, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     this.commandEncoder().copyBufferToBuffer(buf, 0, staging, 0, padded);
     this.flush();
     try {
       await staging.mapAsync(GPUMapMode.READ);
     } catch (e) {
+      staging.destroy();
       this.checkAlive();
       throw new DeviceError(`webgpu: read-back of ${byteLength} bytes failed: ${(e as Error).message}`);
     }
     const out = staging.getMappedRange(0, padded).slice(0, byteLength);
     staging.unmap();
-    staging.destroy();
+    this.parkStaging(staging);
     await this.checkErrors();
     return out;
+  }
+
+  /**
+   * Keeps an unmapped read-back buffer for the next read of its size (a decode step reads its
+   * logits row every step), up to STAGING_BYTES in all; beyond that it is destroyed.
+   */
+  private parkStaging(b: GPUBuffer): void {
+    if (this.stagingBytes + b.size > STAGING_BYTES) { b.destroy(); return; }
+    let list = this.staging.get(b.size);
+    if (!list) { list = []; this.staging.set(b.size, list); }
+    list.push(b);
+    this.stagingBytes += b.size;
+  }
+
+  private destroyStaging(): void {
+    for (const list of this.staging.values()) for (const b of list) b.destroy();
+    this.staging.clear();
+    this.stagingBytes = 0;
   }
 
   /** Throws a DeviceError for a lost device, a failed allocation or a validation error. */
@@ -309,11 +333,13 @@ export class GpuRuntime {
     this.flush();
     this.groups.clear();
     this.pool.destroyParked();
+    this.destroyStaging();
   }
 
   destroy(): void {
     try { this.flush(); } catch { /* device may be gone */ }
     this.pool.destroyParked();
+    this.destroyStaging();
     this.ringBuffer?.destroy();
     this.ringBuffer = null;
     this.profiler?.destroy();
