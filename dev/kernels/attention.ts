@@ -123,7 +123,7 @@
  *       and 09:5x: d5 0.353, d5g660 0.397, d6 0.358, d6g660 0.367, d7 0.334 (d2 0.360, d2g660
  *       0.303 in that run); d8 0.355, d8g660 0.340, aC 0.305 (d2 0.405, d2g660 0.339). The split
  *       pass alone is above the 0.256 ms bar: the combine is not what holds decode back.
- *   Lu2, Lu4, Lu8, Lu4n8, Lu2n8 (gN as above)  the lane-team split pass
+ *   Lu2, Lu4, Lu8, Lu4n8, Lu2n8 (gN as above; removed 2026-11-30 with their kernel)  the lane-team split pass
  *       (attention_decode_lanes.wgsl: teams of 16 lanes a key, or 8 with n8, each team its own
  *       online softmax over its keys with no barrier in the loop, u keys a team loaded per step).
  *       Run of 2026-11-30T13:0x, d2 and d9 still at 1024 workgroups: d2 0.295, d2g660 0.239, d9
@@ -140,7 +140,7 @@ import { attention as cpuAttention } from '../../src/backend/cpu/attention.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { WebGpuBackend, type GpuHandle, type GpuRef } from '../../src/backend/webgpu/backend.ts';
 import { attentionBackward, attentionBlocked, attentionPlain, attentionTc, blockedRows, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
-import { attentionDecode, attentionDecodeLanes, decodeLanes, decodeRows } from '../../src/backend/webgpu/kernels/attention_decode.ts';
+import { attentionDecode, decodeRows } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attentionBackward as cpuAttentionBackward } from '../../src/backend/cpu/attention.ts';
 import { f32ToHost, hostToF32 } from '../../src/tensor/dtype.ts';
@@ -328,25 +328,11 @@ const VERSIONS: Version[] = [
     name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, tune),
   }))),
-  // wsgN: the warp-specialised split pass (attention_decode_ws.wgsl, DecodeTune.specialize: 256
-  // invocations, K of a step beside V of the step before) with N workgroups in all (2, 3, 4 or 5 an
-  // SM of the H200's 132). Runs of 2026-11-30T14:5xZ at 128K: 0.693–0.762 ms against d2's
-  // 0.254–0.261: much slower.
-  ...[264, 396, 528, 660].map((g): Version => ({
-    name: `wsg${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && decodeRows(be, a) <= 4 && be.caps.subgroups,
-    run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads))), true, { specialize: true }),
-  })),
   // rN: the read ceiling (timing only; run of 2026-11-30T13:3x at 128K: r660 0.140 ms, r2112 0.130,
   // r8448 0.137, d2 0.255): N workgroups of 128 stream every 16-byte piece of K and V
   // once (grid-stride, 4 pieces a lane in flight), folding them into one word so nothing is
   // dropped; no attention at all. What 16-byte WGSL loads of these buffers reach on this GPU.
   ...[660, 2112, 8448].map((g): Version => ({ name: `r${g}`, kind: 'decode', usable: () => true, run: readCeiling(g) })),
-  // Lane-team split pass (attention_decode_lanes.wgsl): LuN: u keys a team loads a step; n8: 8
-  // lanes a key (two 16-byte pieces a lane) instead of 16; gN: N workgroups in all, as above.
-  ...([['Lu2', { u: 2 }], ['Lu4', { u: 4 }], ['Lu8', { u: 8 }], ['Lu4n8', { u: 4, lanes: 8 }], ['Lu2n8', { u: 2, lanes: 8 }]] as [string, { u: number; lanes?: number }][]).flatMap(([name, tune]) => [0, 660, 264].map((g): Version => ({
-    name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeLanes(be, 'f16', a, tune.lanes) > 0,
-    run: (be, q, k, v, a) => attentionDecodeLanes(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, tune),
-  }))),
 ];
 
 function args(b: number, h: number, hkv: number, tq: number, tk: number, d: number): AttentionArgs {

@@ -21,7 +21,7 @@ import * as cpu from '../../src/backend/cpu/attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import type { GpuCaps } from '../../src/backend/webgpu/device.ts';
 import { attentionBackward, attentionBlocked, attentionPlain, blockedPlan, attentionTc, blockedRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
-import { attentionDecode, attentionDecodeLanes, decodeLanes, decodeRows } from '../../src/backend/webgpu/kernels/attention_decode.ts';
+import { attentionDecode, decodeRows } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import { attention, kvWrite } from '../../src/ops/attention.ts';
 import * as fon from '../../src/index.ts';
 import { f32ToHost, hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
@@ -178,70 +178,6 @@ test('attention decode, K rows in 16-byte loads (K8) vs CPU: GQA, window, kvLeng
     ran++;
   }
   assert.ok(ran >= 2);
-});
-
-// The lane-team decode (16-bit K/V, D = 8·2^i, at most 4 query rows a kv head): one and several
-// 16-byte pieces a lane (lanes capped), GQA, a window, kvLength < Tk, Tq > 1, rows past every key,
-// chunks that end inside a team's step.
-const DECODE_LANES: Case[] = [
-  { b: 1, h: 4, hkv: 1, tq: 1, tk: 300, d: 128, dtype: 'bf16', kvLength: 290 },
-  { b: 2, h: 4, hkv: 2, tq: 2, tk: 150, d: 32, dtype: 'bf16', window: 40 },
-  { b: 1, h: 8, hkv: 2, tq: 1, tk: 260, d: 16, dtype: 'f16' },
-  { b: 1, h: 2, hkv: 1, tq: 1, tk: 5200, d: 64, dtype: 'bf16', kvLength: 5150, qScale: 4 },
-  { b: 1, h: 1, hkv: 1, tq: 4, tk: 40, d: 16, dtype: 'bf16', kvLength: 2 },
-];
-
-test('attention decode, lane-team split pass vs CPU: D 16 to 128, GQA, window, Tq > 1, kvLength < Tk, rows without keys, 1 to 40 chunks, 1 to 8 keys a step, fewer lanes a key [webgpu]', { skip }, async () => {
-  let ran = 0;
-  for (const c of DECODE_LANES) {
-    const dtype = c.dtype ?? 'f32';
-    if (dtype === 'f16' && !gpu!.caps.f16) continue;
-    if (decodeLanes(gpu!, dtype, argsOf(c)) === 0) continue;
-    for (const splits of [1, 3, 40]) {
-      for (const tune of [{}, { u: 1 }, { u: 8 }, { lanes: 2 }]) {
-        await checkForward(c, (x) => attentionDecodeLanes(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, splits, tune));
-      }
-    }
-    ran++;
-  }
-  // Where subgroups exist, every case but the f16 one (on devices without f16) runs.
-  if (gpu!.caps.subgroups && gpu!.caps.subgroupMinSize >= 2) assert.ok(ran >= 4, `the lane-team decode ran ${ran} cases`);
-});
-
-test('attention decode, warp-specialised split pass (K of a step beside V of the step before) vs CPU: D 16 to 128, GQA, window, Tq > 1, kvLength < Tk, rows without keys, 1 to 40 chunks [webgpu]', { skip }, async () => {
-  if (!gpu!.caps.subgroups) return;
-  let ran = 0;
-  for (const c of DECODE_LANES) {
-    const dtype = c.dtype ?? 'f32';
-    if (dtype === 'f16' && !gpu!.caps.f16) continue;
-    for (const splits of [1, 3, 40]) await checkForward(c, (x) => attentionDecode(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, splits, true, { specialize: true }));
-    ran++;
-  }
-  assert.ok(ran >= 4, `the warp-specialised decode ran ${ran} cases`);
-  const c = { b: 1, h: 8, hkv: 1, tq: 1, tk: 40, d: 16, dtype: 'bf16' as const };
-  const x = inputs(c, 3);
-  assert.throws(() => attentionDecode(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, 1, true, { specialize: true }),
-    /the warp-specialised decode takes 16-bit K\/V with D 8·2\^i up to 256, subgroups and at most 4 query rows a kv head, not bf16, D 16, 8 rows/);
-  const c96 = { b: 1, h: 4, hkv: 1, tq: 1, tk: 40, d: 96, dtype: 'bf16' as const };
-  const x96 = inputs(c96, 3);
-  assert.throws(() => attentionDecode(gpu!, x96.refs[0], x96.refs[1], x96.refs[2], x96.a, 1, true, { specialize: true }), /not bf16, D 96, 4 rows/);
-  for (const r of x96.refs) gpu!.free(r.h);
-  for (const r of x.refs) gpu!.free(r.h);
-});
-
-test('decodeLanes: which calls the lane-team decode takes', { skip }, () => {
-  const a = argsOf({ b: 1, h: 32, hkv: 8, tq: 1, tk: 100, d: 128 });
-  const sg = { ...gpu!, caps: { ...gpu!.caps, subgroups: true, subgroupMinSize: 32, subgroupMaxSize: 32 } } as WebGpuBackend;
-  assert.equal(decodeLanes(sg, 'f16', a), 16);
-  assert.equal(decodeLanes(sg, 'f16', a, 4), 4);
-  assert.equal(decodeLanes(sg, 'bf16', { ...a, d: 256 }), 32);
-  assert.equal(decodeLanes({ ...sg, caps: { ...sg.caps, subgroupMinSize: 4, subgroupMaxSize: 4 } } as WebGpuBackend, 'f16', a), 4);
-  assert.equal(decodeLanes({ ...sg, caps: { ...sg.caps, subgroupMinSize: 4, subgroupMaxSize: 64 } } as WebGpuBackend, 'f16', a), 0, 'subgroups larger than the workgroup of 32');
-  assert.equal(decodeLanes(sg, 'f32', a), 0, 'f32 K/V');
-  assert.equal(decodeLanes(sg, 'f16', { ...a, d: 96 }), 0, 'D not 8·2^i');
-  assert.equal(decodeLanes(sg, 'f16', { ...a, d: 8 }), 0, 'one piece a row');
-  assert.equal(decodeLanes(sg, 'f16', { ...a, tq: 2 }), 0, '8 query rows a kv head');
-  assert.equal(decodeLanes({ ...sg, caps: { ...sg.caps, subgroups: false } } as WebGpuBackend, 'f16', a), 0, 'no subgroups');
 });
 
 const BACKWARD: Case[] = [

@@ -33,7 +33,7 @@ import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
 import { PARAMS, checkGrid, dt, f32in, f32out, ins, pow2AtLeast, unpack4, uniforms } from './attention_common.ts';
 import { attentionDecode, decodeRows } from './attention_decode.ts';
 
-export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_lanes', 'attention_decode_ws', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_tc'];
+export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_tc'];
 
 const plainKernel: Kernel = {
   name: 'attention_plain',

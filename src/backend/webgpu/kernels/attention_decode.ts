@@ -4,14 +4,14 @@
  * (`attention_decode.wgsl`, with attention_decode_step.wgsl shared with FoX/FPA's decode) writes each
  * chunk's (m, l, unnormalised O) as f32 partials, and `attention_combine.wgsl` merges them into out and
  * lse. One workgroup serves every query head of its kv head, so each K and V row is read once.
- * `attention_decode_lanes.wgsl` is an alternative split pass (lane teams, no barrier in the loop;
- * tested, not the default: it was slower on the H200) and DecodeTune holds experimental forms of the
- * default one; dev/kernels/attention.ts times them. The default adds each key's P to the row sums
- * once (`lsumOnce`, 2–6% faster at 128K in four H200 runs). A clean-up that deleted the slower forms' #if branches and
- * the row-sum merge they no longer needed (commit 8d1bc40, WGSL otherwise the same) ran 3× slower on
- * the H200 (0.73–0.77 ms against 0.246 at 128K, same machine, 2026-11-30T15:2xZ) for a reason not yet
- * found, so this source stays as it was measured, comments included (attention_decode_step.wgsl still
- * calls L1 experimental; FoX/FPA's decode does not set it).
+ * DecodeTune holds experimental forms of the split pass; dev/kernels/attention.ts times them. The
+ * default adds each key's P to the row sums once (`lsumOnce`, 2–6% faster at 128K in four H200 runs).
+ * Two other split passes were tried and removed, being slower on the H200 at 128K (BENCHMARKS.md):
+ * lane teams with no barrier in the loop (0.296–0.444 ms against 0.24–0.33 for the default) and a
+ * warp-specialised one, K of a step beside V of the step before (0.693–0.762 against 0.254–0.261).
+ * A clean-up of this kernel's #if branches (commit 8d1bc40) ran 3× slower, and removing the row-sum
+ * merge through Lred alone does it (dev versions cL, cD, cV; attention_decode_step.wgsl says so where
+ * the merge is), so the branches stay as measured.
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -54,8 +54,6 @@ const k8v4 = (x: DType, _v: Variant, f16: boolean) => [k8Loader(x, 5), kvLoaders
 const decodeKernel = splitPassKernel('attention_decode', (v) => !!v.SG,
   (x, v, f16) => (v.K8 ? k8v4(x, v, f16) : kvLoaders(x, !!v.VEC, f16, 5)), (v) => ({ DECODE_STEP: decodeStepSource(v) }));
 
-const decodeWsKernel = splitPassKernel('attention_decode_ws', () => true, k8v4);
-
 const combineKernel: Kernel = {
   name: 'attention_combine',
   source: (v, caps) => preprocess(wgslSource('attention_combine'), {
@@ -64,48 +62,6 @@ const combineKernel: Kernel = {
     HEADER: header([f32in('pm'), f32in('pl'), f32in('pacc'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')], caps.f16, 'nrows: u32, d: u32, nsplit: u32'),
   }),
 };
-
-const decodeLanesKernel = splitPassKernel('attention_decode_lanes', () => true,
-  (x) => [k8Loader(x, 5), '@group(0) @binding(6) var<storage, read> v: array<vec4<u32>>;'].join('\n'));
-
-/**
- * Lanes a key's team takes in the lane-team decode (attention_decode_lanes.wgsl), or 0 where that
- * kernel does not take the call: 16-bit K/V, head dim 8·2^i (16 … 256), at most 4 query rows a
- * kv head, and subgroups of at least as many lanes (`lanes` asks for fewer than the default of one
- * 16-byte piece a lane, as many as the subgroups allow).
- */
-export function decodeLanes(be: WebGpuBackend, dtype: DType, a: AttentionArgs, lanes?: number): number {
-  const rows = (a.heads / a.kvHeads) * a.tq;
-  const pieces = a.d / 8;
-  if (dtype === 'f32' || rows > 4 || a.d % 8 !== 0 || pieces < 2 || pieces > 32 || (pieces & (pieces - 1)) !== 0) return 0;
-  let lpk = Math.min(pieces, lanes ?? 32);
-  while (lpk > be.caps.subgroupMinSize) lpk >>= 1;
-  if (!be.caps.subgroups || lpk < 1) return 0;
-  const { wg, sgmin } = lanesGroup(be);
-  // Subgroups must not outgrow the workgroup (the merge counts WG / sgsize of them); 64 bytes of
-  // slack for the counter and each array's rounding.
-  if (be.caps.subgroupMaxSize === 0 || be.caps.subgroupMaxSize > wg) return 0;
-  const bytes = (wg / sgmin) * pow2AtLeast(rows, 1) * (a.d + 2) * 4 + 64;
-  return wg <= be.caps.maxInvocations && bytes <= be.caps.maxWorkgroupStorage ? lpk : 0;
-}
-
-/** The lane-team decode's workgroup: 8 subgroups of the smallest size, 32 … 128 invocations (sgmin: the size its workgroup arrays are sized for). */
-function lanesGroup(be: WebGpuBackend): { wg: number; sgmin: number } {
-  const wg = Math.min(128, Math.max(32, 8 * be.caps.subgroupMinSize));
-  return { wg, sgmin: Math.min(be.caps.subgroupMinSize, wg) };
-}
-
-/**
- * Flash-decoding with the lane-team split pass (callers check decodeLanes): `u` keys a team loads
- * per step, `lanes` as in decodeLanes. The partials and the combine are the other decode's.
- */
-export function attentionDecodeLanes(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, tune: { u?: number; lanes?: number } = {}): [GpuHandle, GpuHandle] {
-  const lpk = decodeLanes(be, q.dtype, a, tune.lanes);
-  if (lpk === 0) throw new UnsupportedError(`webgpu: the lane-team decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} ${q.dtype} query rows of head dim ${a.d}`);
-  const rows = (a.heads / a.kvHeads) * a.tq;
-  const { wg, sgmin } = lanesGroup(be);
-  return splitAndCombine(be, decodeLanesKernel, { X: q.dtype, RM: pow2AtLeast(rows, 1), DK: a.d, LPK: lpk, U: tune.u ?? 4, WG: wg, SGMIN: sgmin }, q, k, v, a, rows, splits);
-}
 
 /**
  * One split pass (`kernel` with `variant`, the bindings and uniforms every split pass takes) into
@@ -151,16 +107,14 @@ const DECODE_GROUPS_SOFTWARE = 8;
 /**
  * Experimental forms of the decode split pass (dev/kernels/attention.ts): `prefetch` loads each
  * invocation's K row one step ahead (K8 only), `wg` sets the keys a step (invocations a workgroup),
- * `specialize` runs attention_decode_ws.wgsl instead (K work of a step beside the V work of the
- * step before, in different invocations; 16-bit K/V, D a multiple of 8, subgroups, ≤ 4 query rows a
- * kv head; other tune fields but the combine's are ignored), `vEarly` loads each invocation's V
+ * `vEarly` loads each invocation's V
  * values of a step before the scores (K8 only), `vMid` after
  * them (K8 only; K's registers are free by then), `lsumOnce` (the default; false: the old form) adds each key's P to the row sums once
  * (by the invocation that owns the key) instead of once per column group, `combineCols`
  * sets the columns a combine workgroup takes and `combineUnroll` has it load four splits at once;
  * `noCombine` (timing only: out is left unwritten) skips the combine pass.
  */
-export interface DecodeTune { specialize?: boolean; prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
@@ -184,14 +138,6 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
   const k8 = q.dtype !== 'f32' && a.d % 8 === 0, rm = pow2AtLeast(rows, 1);
   const combine = { cols: tune.combineCols, unroll: tune.combineUnroll, noCombine: tune.noCombine };
-  if (tune.specialize) {
-    // D/4 must divide the 128 keys of a step among the consumers' key groups (D 8·2^i up to 256).
-    const wsBytes = (2 * rm * (a.d / 4) + 4 * rm * 128) * 4 + 2 * rm * 4;
-    if (!k8 || !subgroups || rows > 4 || a.d > 256 || 128 % (a.d / 4) !== 0 || wsBytes > be.caps.maxWorkgroupStorage || be.caps.maxInvocations < 256) {
-      throw new UnsupportedError(`webgpu: the warp-specialised decode takes 16-bit K/V with D 8·2^i up to 256, subgroups and at most 4 query rows a kv head, not ${q.dtype}, D ${a.d}, ${rows} rows`);
-    }
-    return splitAndCombine(be, decodeWsKernel, { X: q.dtype, RM: rm, DK: a.d }, q, k, v, a, rows, splits, combine);
-  }
   const variant = {
     X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: rm, DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
     VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
