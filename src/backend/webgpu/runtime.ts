@@ -93,6 +93,10 @@ export class GpuRuntime {
   private nextBufferId = 0;
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
+  /** The pipeline last set in `pass` (a pass keeps it across dispatches, so it is set only when it changes). */
+  private passPipeline: GPUComputePipeline | null = null;
+  /** FON_DEBUG, read once: the environment lookup costs host time on every dispatch otherwise. */
+  private readonly debug = env('FON_DEBUG');
   private ringCpu = new Uint32Array(RING_BYTES / 4);
   private ringUsed = 0;
   /** The uniform ring: one buffer, rewritten per submit (queue order makes reuse safe). */
@@ -119,7 +123,7 @@ export class GpuRuntime {
     let p = this.pipelines.get(key);
     if (!p) {
       const code = kernel.source(variant, this.caps);
-      if (env('FON_DEBUG') === '3') console.error(`// ${key}\n${code}`);
+      if (this.debug === '3') console.error(`// ${key}\n${code}`);
       const module = this.device.createShaderModule({ code, label: kernel.name });
       const explicit = explicitLayout(this.device, code, key);
       const layout = explicit ? this.device.createPipelineLayout({ bindGroupLayouts: [explicit.layout], label: key }) : 'auto';
@@ -194,16 +198,17 @@ export class GpuRuntime {
       // Each dispatch in a pass of its own, timed at its beginning and end.
       const encoder = this.commandEncoder();
       this.pass = encoder.beginComputePass(this.profiler.passFor(d.kernel.name, variantKey));
+      this.passPipeline = null;
     }
     if (!this.encoder) this.encoder = this.device.createCommandEncoder();
-    if (!this.pass) this.pass = this.encoder.beginComputePass();
-    this.pass.setPipeline(pipeline);
+    if (!this.pass) { this.pass = this.encoder.beginComputePass(); this.passPipeline = null; }
+    if (pipeline !== this.passPipeline) { this.pass.setPipeline(pipeline); this.passPipeline = pipeline; }
     this.pass.setBindGroup(0, group, offsets);
     this.pass.dispatchWorkgroups(x, y, z);
     if (this.profiler) { this.pass.end(); this.pass = null; }
     this.dispatches++;
     this.totalDispatches++;
-    if (env('FON_DEBUG') === '1') console.error(`[webgpu] ${d.kernel.name} ${variantKey} ${x}x${y}x${z}`);
+    if (this.debug === '1') console.error(`[webgpu] ${d.kernel.name} ${variantKey} ${x}x${y}x${z}`);
     if (this.dispatches >= FLUSH_DISPATCHES) this.flush();
   }
 
