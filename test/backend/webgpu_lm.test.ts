@@ -12,6 +12,7 @@ import { ParamFactory } from '../../src/nn/params.ts';
 import { DEFAULT_TRAIN, Trainer } from '../../src/train/trainer.ts';
 import { cachedStep, generate, generationCache } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
+import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 
 const gpu = await webgpuOrSkip();
@@ -59,8 +60,9 @@ test('decode steps reuse their buffers and bind groups: none created after the f
   const makeGroup = device.createBindGroup.bind(device), makeBuffer = device.createBuffer.bind(device);
   device.createBindGroup = (d) => { groups++; return makeGroup(d); };
   device.createBuffer = (d) => { buffers++; return makeBuffer(d); };
-  const cache = generationCache(m, 24);
+  let cache: ReturnType<typeof generationCache> | undefined;
   try {
+    cache = generationCache(m, 24);
     await cachedStep(m, cache, [1, 2, 3], 0);
     const made: string[] = [];
     for (let pos = 3; pos < 12; pos++) {
@@ -72,7 +74,31 @@ test('decode steps reuse their buffers and bind groups: none created after the f
   } finally {
     device.createBindGroup = makeGroup;
     device.createBuffer = makeBuffer;
-    cache.dispose();
+    cache?.dispose();
     m.dispose();
+  }
+});
+
+test('read-back buffers keep being reused after more reads than the parking limit holds [webgpu]', { skip: webgpuSkipReason() }, async () => {
+  // 1 MiB read 100 times: once 64 MiB had been parked in all, every later read made a new buffer
+  // (the parked bytes were counted when parked and never when taken back).
+  const be = gpu as unknown as WebGpuBackend;
+  const device = be.rt.device;
+  const h = be.upload(new Float32Array(1 << 18).fill(2), 'f32');
+  let buffers = 0;
+  const makeBuffer = device.createBuffer.bind(device);
+  device.createBuffer = (d) => { buffers++; return makeBuffer(d); };
+  try {
+    const made: number[] = [];
+    for (let i = 0; i < 100; i++) {
+      const b0 = buffers;
+      const got = await be.read(h, 'f32', 1 << 18);
+      assert.equal(got[12345], 2);
+      made.push(buffers - b0);
+    }
+    assert.deepEqual(made.slice(1), Array(99).fill(0), `buffers made per read: ${made.join(' ')}`);
+  } finally {
+    device.createBuffer = makeBuffer;
+    be.free(h);
   }
 });

@@ -45,7 +45,8 @@ export class WebGpuBackend implements Backend<GpuHandle> {
   alloc(dtype: DType, size: number, what: string): GpuHandle {
     if (this.destroyed) throw new DeviceError(`webgpu: backend destroyed; cannot allocate for ${what}`);
     const bytes = size * bytesPerElement(dtype);
-    if (bytes > this.caps.maxBinding) throw new DeviceError(`webgpu: ${what} needs ${bytes} bytes (${size} × ${dtype}), above this device's maxStorageBufferBindingSize of ${this.caps.maxBinding} bytes`);
+    // Buffers are sized in whole 4-byte words and bound whole.
+    if (Math.ceil(bytes / 4) * 4 > this.caps.maxBinding) throw new DeviceError(`webgpu: ${what} needs ${bytes} bytes (${size} × ${dtype}), above this device's maxStorageBufferBindingSize of ${this.caps.maxBinding} bytes`);
     return { buffer: this.rt.pool.acquire(bytes, `${what} (${size} × ${dtype})`), bytes };
   }
 

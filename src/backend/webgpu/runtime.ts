@@ -252,7 +252,7 @@ export class GpuRuntime {
   async read(buf: GPUBuffer, byteLength: number): Promise<ArrayBuffer> {
     this.checkAlive();
     const padded = Math.max(4, Math.ceil(byteLength / 4) * 4);
-    const staging = this.staging.get(padded)?.pop() ?? this.device.createBuffer({ size: padded, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const staging = this.takeStaging(padded) ?? this.device.createBuffer({ size: padded, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     this.commandEncoder().copyBufferToBuffer(buf, 0, staging, 0, padded);
     this.flush();
     try {
@@ -279,6 +279,13 @@ export class GpuRuntime {
     if (!list) { list = []; this.staging.set(b.size, list); }
     list.push(b);
     this.stagingBytes += b.size;
+  }
+
+  /** A parked read-back buffer of `size` bytes, taken out of the parked set (undefined if none). */
+  private takeStaging(size: number): GPUBuffer | undefined {
+    const b = this.staging.get(size)?.pop();
+    if (b) this.stagingBytes -= size;
+    return b;
   }
 
   private destroyStaging(): void {
