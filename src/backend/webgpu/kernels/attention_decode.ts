@@ -29,30 +29,24 @@ export function decodeStepSource(v: Variant): string {
 }
 
 /**
- * A split-pass kernel: its file after the header every split pass shares (q, the f32 partials pm,
- * pl and pacc, DECODE_PARAMS, then the K/V loaders from binding 5 that `kv` writes for the variant's
- * dtype X; subgroups enabled where `subgroups` says) and attention_common.wgsl.
+ * The split pass: attention_decode.wgsl after its header (q, the f32 partials pm, pl and pacc,
+ * DECODE_PARAMS, then the K/V loaders from binding 5: K as 8-half vec4<u32> rows (up4 unpacks) and
+ * V as 4-half vec2<u32> (ldv4) with K8, else scalar or vec4 loads), attention_common.wgsl and the
+ * step (decodeStepSource); subgroups enabled with SG.
  */
-function splitPassKernel(file: string, subgroups: (v: Variant) => boolean, kv: (x: DType, v: Variant, f16: boolean) => string, extra: (v: Variant) => Variant = () => ({})): Kernel {
-  return {
-    name: file,
-    source: (v, caps) => {
-      const x = dt(v, 'X');
-      const head = [
-        subgroups(v) ? 'enable subgroups;' : '',
-        header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
-        kv(x, v, caps.f16),
-      ].join('\n');
-      return preprocess(wgslSource(file), { ...v, ...extra(v), HEADER: head, COMMON: wgslSource('attention_common') });
-    },
-  };
-}
-
-/** K as 8-half vec4<u32> rows (up4 unpacks) and V as 4-half vec2<u32> (ldv4), from binding 5. */
-const k8v4 = (x: DType, _v: Variant, f16: boolean) => [k8Loader(x, 5), kvLoaders(x, true, f16, 5, ['v'])].join('\n');
-
-const decodeKernel = splitPassKernel('attention_decode', (v) => !!v.SG,
-  (x, v, f16) => (v.K8 ? k8v4(x, v, f16) : kvLoaders(x, !!v.VEC, f16, 5)), (v) => ({ DECODE_STEP: decodeStepSource(v) }));
+const decodeKernel: Kernel = {
+  name: 'attention_decode',
+  source: (v, caps) => {
+    const x = dt(v, 'X');
+    const kv = v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n') : kvLoaders(x, !!v.VEC, caps.f16, 5);
+    const head = [
+      v.SG ? 'enable subgroups;' : '',
+      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
+      kv,
+    ].join('\n');
+    return preprocess(wgslSource('attention_decode'), { ...v, DECODE_STEP: decodeStepSource(v), HEADER: head, COMMON: wgslSource('attention_common') });
+  },
+};
 
 const combineKernel: Kernel = {
   name: 'attention_combine',
@@ -64,11 +58,11 @@ const combineKernel: Kernel = {
 };
 
 /**
- * One split pass (`kernel` with `variant`, the bindings and uniforms every split pass takes) into
+ * The split pass (decodeKernel with `variant`) into
  * fresh f32 partials, then the combine (`combine` tunes it; `noCombine`: skipped, out left
  * unwritten, timing only).
  */
-function splitAndCombine(be: WebGpuBackend, kernel: Kernel, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, splits?: number,
+function splitAndCombine(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, splits?: number,
   combine: { cols?: number; unroll?: boolean; noCombine?: boolean } = {}): [GpuHandle, GpuHandle] {
   const nrows = a.batch * a.heads * a.tq;
   const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
@@ -76,7 +70,7 @@ function splitAndCombine(be: WebGpuBackend, kernel: Kernel, variant: Variant, q:
   const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
   const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
   be.rt.run({
-    kernel, variant, uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
+    kernel: decodeKernel, variant, uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
     buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
     workgroups: [nsplit, a.kvHeads, a.batch],
   });
@@ -142,7 +136,7 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
     X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: rm, DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
     VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
   };
-  return splitAndCombine(be, decodeKernel, variant, q, k, v, a, rows, splits, combine);
+  return splitAndCombine(be, variant, q, k, v, a, rows, splits, combine);
 }
 
 /**

@@ -234,9 +234,12 @@ const rowsKernel: Kernel = {
   },
 };
 
+/** Columns of C a matmul_rows.wgsl workgroup takes (its NC): 4 with B stored (N, K), else 64. */
+const rowsCols = (transB: boolean) => (transB ? 4 : 64);
+
 /** Whether matmul_rows.wgsl takes the call: few rows, K long enough to split, its column blocks within one grid axis. */
 export function rowsEligible(args: MatmulArgs): boolean {
-  return args.m >= 1 && args.m <= ROWS_MAX && args.k >= ROWS_MIN_K && cdiv(args.n, args.transB ? 4 : 64) <= 65535;
+  return args.m >= 1 && args.m <= ROWS_MAX && args.k >= ROWS_MIN_K && cdiv(args.n, rowsCols(args.transB)) <= 65535;
 }
 
 /** The few-rows kernel (callers check rowsEligible); exported for tests and dev/kernels. */
@@ -244,9 +247,9 @@ export function matmulRows(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: Matmul
   checkArgs(a, b, args);
   const { m, n, k, transA, transB } = args;
   if (!rowsEligible(args)) throw new UnsupportedError(`webgpu: the few-rows matmul takes 1 … ${ROWS_MAX} rows and K ≥ ${ROWS_MIN_K}, not m=${m}, k=${k} (n=${n})`);
-  // One row of C a workgroup row, 4 (TRANS_B) or 64 columns a workgroup (matmul_rows.wgsl).
+  // One row of C a workgroup row, rowsCols columns a workgroup.
   return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) =>
-    dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: transA, TRANS_B: transB }, a, b, buf, args, 1, transB ? 4 : 64));
+    dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: transA, TRANS_B: transB }, a, b, buf, args, 1, rowsCols(transB)));
 }
 
 /** 128×128 blocks when they fill the GPU, else 64×64. */
