@@ -29,3 +29,6 @@ export class DeviceError extends FonError {}
 
 /** Autograd misuse: backward on a non-scalar without a gradient, on a tensor without a graph. */
 export class GradError extends FonError {}
+
+/** A model or training config that cannot be used: an unknown key, a wrong type, an impossible shape. */
+export class ConfigError extends FonError {}

@@ -48,18 +48,17 @@ export const DEPTH_MODES = ['softmax', 'v0_mix'] as const;
 /** The keys a `depth` entry may have, per mode (model/config.ts validates them). */
 export const DEPTH_KEYS: Readonly<Record<(typeof DEPTH_MODES)[number], readonly string[]>> = { softmax: ['mode', 'stride', 'window'], v0_mix: ['mode'] };
 
-/** One layer's k̂ and ṽ at the positions of the current call: (B, Hkv, T, D) each. */
-export interface DepthKv { k: Tensor; v: Tensor }
+/**
+ * One layer's record at the positions of a call: the k̂ and the (mixed) ṽ its mechanism saw and
+ * cached, (B, Hkv, T, D) each. The decoder returns them per layer (model/decoder.ts runLayers);
+ * Depth-Attention reads its candidates from them.
+ */
+export interface LayerRecord { k: Tensor; v: Tensor }
 
-/** What the decoder hands a block: its candidates and whether later layers read its own k̂, ṽ. */
-export interface LayerDepth {
+/** What the decoder hands a block with Depth-Attention: the spec and the records of C(l), in layer order, at the block's positions. */
+export interface DepthInput {
   readonly spec: DepthSpec;
-  /** k̂, ṽ of C(l) in layer order (B, Hkv, T, D), at the same positions as the block's input. */
-  readonly candidates: readonly DepthKv[];
-  /** Later layers read this layer's k̂, ṽ: the block sets `own` (kept out of its scope). */
-  readonly keep: boolean;
-  /** Set by the block when `keep`: its k̂ and its (mixed) ṽ. */
-  own?: DepthKv;
+  readonly candidates: readonly LayerRecord[];
 }
 
 /** C(l) in ascending order ({0} for every layer l ≥ 1 in "v0_mix"). */
@@ -82,7 +81,7 @@ export function depthSources(spec: DepthSpec, nLayers: number): boolean[] {
  * The layer's value after Depth-Attention: v itself when there are no candidates (vanilla), else
  * depthMix(q, [k̂_m…, k], [ṽ_m…, v]), or ½·v⁽⁰⁾ + ½·v in "v0_mix". q (B, H, T, D); k, v (B, Hkv, T, D).
  */
-export function mixDepth(spec: DepthSpec, q: Tensor, k: Tensor, v: Tensor, candidates: readonly DepthKv[]): Tensor {
+export function mixDepth(spec: DepthSpec, q: Tensor, k: Tensor, v: Tensor, candidates: readonly LayerRecord[]): Tensor {
   if (candidates.length === 0) return v;
   if (spec.mode === 'v0_mix') return mul(add(candidates[0].v, v), 0.5);
   return depthMix(q, [...candidates.map((c) => c.k), k], [...candidates.map((c) => c.v), v]);

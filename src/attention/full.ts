@@ -18,14 +18,19 @@ export class FullAttention extends Module implements AttentionMechanism {
     return attention(q, k, v, { causal: true, window: this.window });
   }
 
-  forwardCached(q: Tensor, k: Tensor, v: Tensor, _input: MechanismInput | undefined, cache: LayerKv, pos: number): Tensor {
+  forwardCached(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput | undefined, cache: LayerKv, pos: number): Tensor {
     const n = q.shape[2];
     kvWrite(cache.k, k, pos);
     kvWrite(cache.v, v, pos);
-    return attention(q, cache.k, cache.v, { causal: true, window: this.window, kvLength: pos + n });
+    return attention(q, cache.k, cache.v, { causal: true, window: narrowest(this.window, input?.budget?.window), kvLength: pos + n });
   }
 
   cacheBytesPerToken(nKvHeads: number, headDim: number, bytesPerElement: number): number {
     return 2 * nKvHeads * headDim * bytesPerElement;
   }
+}
+
+/** The smaller of two optional windows (undefined = unlimited). */
+function narrowest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

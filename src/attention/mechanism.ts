@@ -37,10 +37,19 @@ export interface MechanismContext {
   config: ModelConfig;
 }
 
+/**
+ * A narrower attention budget for a cached step than the layer's own (the draft organ's knob,
+ * DESIGN.md "The FON model (organs)"): `window` = at most this many most recent keys per query.
+ * Mechanisms that have no window (FoX, FPA) ignore it; their draft steps read what the layer reads.
+ */
+export interface MechanismBudget { window?: number }
+
 /** What the block hands a mechanism besides q, k and v. */
 export interface MechanismInput {
   /** The block's normed input (B, T, C) at the same positions as q: gates are computed from it. */
   x: Tensor;
+  /** Cached steps only: a narrower budget than the layer's (see MechanismBudget); absent = the layer's own. */
+  budget?: MechanismBudget;
 }
 
 /**

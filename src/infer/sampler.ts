@@ -106,6 +106,15 @@ export class Sampler {
     return { ids: this.ids.slice(0, n), probs };
   }
 
+  /**
+   * The next uniform in [0, 1) (24 random bits) of the stream `next` draws from, so that a caller
+   * (speculative acceptance, specs/lighthouse_fon.md §2.3) can drive all its draws from one seed.
+   * Calling it advances the stream: later `next` draws change, as they would after another `next`.
+   */
+  uniform(): number {
+    return this.random();
+  }
+
   /** Validates the row and returns it with the repetition penalty applied (a copy; `logits` is never changed). */
   private prepare(logits: Float32Array, history: readonly number[]): Float32Array {
     const V = this.vocabSize;

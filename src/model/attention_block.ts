@@ -7,9 +7,9 @@
  * same token right before the mechanism, which then sees (and caches) the mixed ṽ as v.
  * Shapes: B batch, T positions in this call, C = dModel, H query heads, Hkv key/value heads, D head width.
  */
-import type { AttentionMechanism, LayerAttention, LayerKv } from '../attention/mechanism.ts';
+import type { AttentionMechanism, LayerAttention, LayerKv, MechanismBudget } from '../attention/mechanism.ts';
 import { createMechanism } from '../attention/registry.ts';
-import { mixDepth, type LayerDepth } from '../attention/depth.ts';
+import { mixDepth, type DepthInput, type LayerRecord } from '../attention/depth.ts';
 import { rope } from '../ops/fused.ts';
 import { permute, reshape } from '../ops/layout.ts';
 import { Linear } from '../nn/linear.ts';
@@ -61,11 +61,13 @@ export class AttentionBlock extends Module {
   }
 
   /**
-   * x (B, T, C) → (B, T, C); with `cache`, positions ctx.pos … are written to and read from it.
-   * With `depth`, v is mixed with the candidates' (Depth-Attention) and, when `depth.keep`, this
-   * layer's k̂ and ṽ are left in `depth.own`. Intermediates belong to the caller's tidy scope.
+   * x (B, T, C) → out (B, T, C) and the layer's record, the k̂ and ṽ (B, Hkv, T, D) its mechanism
+   * saw (what it caches); with `cache`, positions ctx.pos … are written to and read from it. With
+   * `depth`, v is mixed with the candidates' (Depth-Attention). `budget` narrows a cached step's
+   * attention (the draft organ's knob; attention/mechanism.ts). Intermediates belong to the
+   * caller's tidy scope.
    */
-  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: LayerDepth): Tensor {
+  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: DepthInput, budget?: MechanismBudget): { out: Tensor; record: LayerRecord } {
     const [b, t] = x.shape;
     const { nHeads: h, nKvHeads: hkv, headDim: d } = this.cfg;
     const q = this.heads(this.project(this.q, x, h), this.qNorm, ctx, true);
@@ -74,11 +76,8 @@ export class AttentionBlock extends Module {
     if (this.mechanism.transformKv) [kRaw, vRaw] = this.mechanism.transformKv(kRaw, vRaw, { x }, cache, ctx.pos);
     const k = this.heads(kRaw, this.kNorm, ctx, true);
     let v = this.heads(vRaw, undefined, ctx, false);
-    if (depth) {
-      v = mixDepth(depth.spec, q, k, v, depth.candidates); // (B, Hkv, T, D): ṽ takes v's place, in the mechanism and its cache
-      if (depth.keep) depth.own = { k, v };
-    }
-    const a = cache ? this.mechanism.forwardCached(q, k, v, { x }, cache, ctx.pos) : this.mechanism.forward(q, k, v, { x }); // (B, H, T, D)
-    return this.o.forward(reshape(permute(a, [0, 2, 1, 3]), [b, t, h * d])); // (B, T, H·D) → (B, T, C)
+    if (depth) v = mixDepth(depth.spec, q, k, v, depth.candidates); // (B, Hkv, T, D): ṽ takes v's place, in the mechanism and its cache
+    const a = cache ? this.mechanism.forwardCached(q, k, v, { x, budget }, cache, ctx.pos) : this.mechanism.forward(q, k, v, { x }); // (B, H, T, D)
+    return { out: this.o.forward(reshape(permute(a, [0, 2, 1, 3]), [b, t, h * d])), record: { k, v } }; // (B, T, H·D) → (B, T, C)
   }
 }

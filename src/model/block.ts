@@ -1,6 +1,6 @@
 /** A pre-norm transformer block: x + attn(norm(x)), then + mlp(norm(x)). */
-import type { LayerDepth } from '../attention/depth.ts';
-import type { LayerAttention, LayerKv } from '../attention/mechanism.ts';
+import type { LayerAttention, LayerKv, MechanismBudget } from '../attention/mechanism.ts';
+import type { DepthInput, LayerRecord } from '../attention/depth.ts';
 import { add } from '../ops/elementwise.ts';
 import { tidy } from '../tensor/scope.ts';
 import { Mlp } from '../nn/mlp.ts';
@@ -10,6 +10,9 @@ import type { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { AttentionBlock, type PositionContext } from './attention_block.ts';
 import type { ModelConfig } from './config.ts';
+
+/** What one block computed: its output (B, T, C) and the k̂, ṽ its mechanism saw (its record). */
+export interface BlockOutput { y: Tensor; record: LayerRecord }
 
 export class Block extends Module {
   readonly attnNorm: Norm;
@@ -26,13 +29,14 @@ export class Block extends Module {
   }
 
   /**
-   * x (B, T, C) → (B, T, C); the block's intermediates are freed on return (autograd keeps what it
-   * saved), but for the k̂, ṽ it leaves in `depth.own` (Depth-Attention), which move to the caller's scope.
+   * x (B, T, C) → y (B, T, C) and the layer's record; the block's other intermediates are freed on
+   * return (autograd keeps what it saved). With `cache`, positions ctx.pos … are written to it.
    */
-  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: LayerDepth): Tensor {
+  forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: DepthInput, budget?: MechanismBudget): BlockOutput {
     return tidy(() => {
-      const x1 = add(x, this.attn.forward(this.attnNorm.forward(x), ctx, cache, depth));
-      return { y: add(x1, this.mlp.forward(this.mlpNorm.forward(x1))), own: depth?.own };
-    }).y;
+      const a = this.attn.forward(this.attnNorm.forward(x), ctx, cache, depth, budget);
+      const x1 = add(x, a.out);
+      return { y: add(x1, this.mlp.forward(this.mlpNorm.forward(x1))), record: a.record };
+    });
   }
 }

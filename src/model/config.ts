@@ -8,12 +8,13 @@ import { FPA_WALKS, type FpaSpec } from '../attention/fpa.ts';
 import { DEFAULT_EVICT, DEFAULT_STACK, type FpaCompaction, type FpaEvict } from '../attention/fpa_decode.ts';
 import { mechanismCacheState } from '../attention/registry.ts';
 import { DEPTH_KEYS, DEPTH_MODES, type DepthSpec } from '../attention/depth.ts';
-import { FonError } from '../errors.ts';
+import { ConfigError } from '../errors.ts';
 import type { RopeScaling } from '../nn/rope_tables.ts';
+import { checkDraftLayers, parseOrgans, type OrgansSpec } from './organs.ts';
 
-export type { DepthSpec, LayerAttention, RopeScaling };
+export type { DepthSpec, LayerAttention, OrgansSpec, RopeScaling };
 
-export class ConfigError extends FonError {}
+export { ConfigError };
 
 export interface ModelConfig {
   /** Token ids are 0 … vocabSize − 1 (the tokenizer's size, specials included). */
@@ -80,6 +81,13 @@ export interface ModelConfig {
    * (§3.2). Absent (the default): every layer is vanilla.
    */
   depth?: DepthSpec;
+  /**
+   * The draft and revise organs (model/organs.ts): {"draftLayers": D, "exitLoss"?: λ_D (0.2),
+   * "distill"?: λ_KL (0.5), "layerDropout"?: p (0)}. Layers 0 … D−1 and the exit head (the final
+   * norm and LM head after layer D−1) draft, layers D … L−1 verify; training adds the exit head's
+   * losses. Absent (the default): a plain model (it can still draft with --draft-layers, untrained for it).
+   */
+  organs?: OrgansSpec;
 }
 
 export const DEFAULT_CONFIG: ModelConfig = {
@@ -104,10 +112,10 @@ export const DEFAULT_CONFIG: ModelConfig = {
   attention: [{ type: 'full' }],
 };
 
-type Kind = 'int' | 'number' | 'bool' | readonly string[] | 'attention' | 'ropeScaling' | 'depth';
+type Kind = 'int' | 'number' | 'bool' | readonly string[] | 'attention' | 'ropeScaling' | 'depth' | 'organs';
 
 const SCHEMA: Record<keyof ModelConfig, Kind> = {
-  depth: 'depth',
+  depth: 'depth', organs: 'organs',
   vocabSize: 'int', dModel: 'int', nLayers: 'int', nHeads: 'int', nKvHeads: 'int', headDim: 'int',
   mlp: ['swiglu', 'gelu'], mlpHidden: 'int', norm: ['rmsnorm', 'layernorm'], normEps: 'number',
   positions: ['rope', 'learned', 'none'], ropeTheta: 'number', ropeScaling: 'ropeScaling', qkNorm: 'bool', bias: 'bool',
@@ -271,10 +279,11 @@ export function parseModelConfig(overrides: unknown, base: ModelConfig = DEFAULT
     if (kind === 'number' && (typeof v !== 'number' || !Number.isFinite(v))) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected a number`);
     if (kind === 'bool' && typeof v !== 'boolean') throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected true or false`);
     if (Array.isArray(kind) && !kind.includes(v as string)) throw new ConfigError(`${where}: '${k}' = ${show(v)}: expected one of ${kind.map(show).join(', ')}`);
-    out[k] = kind === 'attention' ? checkAttention(v, where) : kind === 'ropeScaling' ? checkRopeScaling(v, where) : kind === 'depth' ? checkDepth(v, where) : v;
+    out[k] = kind === 'attention' ? checkAttention(v, where) : kind === 'ropeScaling' ? checkRopeScaling(v, where) : kind === 'depth' ? checkDepth(v, where) : kind === 'organs' ? parseOrgans(v, where) : v;
   }
-  // Off is absent, so a config without Depth-Attention reads (and is written) as before.
+  // Off is absent, so a config without Depth-Attention or organs reads (and is written) as before.
   if (out.depth === null || out.depth === undefined) delete out.depth;
+  if (out.organs === null || out.organs === undefined) delete out.organs;
   // NoPE by default for FoX / FPA models: only when this config sets the attention and not the positions.
   if (Object.hasOwn(overrides, 'attention') && !Object.hasOwn(overrides, 'positions') && wantsNoPE(out.attention as LayerAttention[])) out.positions = 'none';
   const c = out as unknown as ModelConfig;
@@ -300,6 +309,7 @@ function validateShapes(c: ModelConfig, where: string): void {
   if (c.attention.length !== 1 && c.attention.length !== c.nLayers) {
     throw new ConfigError(`${where}: 'attention' has ${c.attention.length} entries; expected 1 or nLayers = ${c.nLayers}`);
   }
+  if (c.organs) checkDraftLayers(c.organs.draftLayers, c.nLayers, `${where}: 'organs.draftLayers'`);
 }
 
 /** The attention of layer `i`. */

@@ -12,9 +12,13 @@
  *
  * With `depth` (Depth-Attention, attention/depth.ts) each layer also hands its k̂ and mixed ṽ to the
  * later layers that have it as a candidate; no parameter is added.
+ *
+ * The forward is a composition the organs reuse (model/organs.ts): embedTokens → runLayers over a
+ * layer range at given positions (each layer's record returned) → logits (the final norm and LM
+ * head, which is also the exit head at layer D).
  */
-import { depthCandidates, depthSources, type DepthKv, type LayerDepth } from '../attention/depth.ts';
-import type { LayerKv } from '../attention/mechanism.ts';
+import { depthCandidates, depthSources, type LayerRecord } from '../attention/depth.ts';
+import type { LayerKv, MechanismBudget } from '../attention/mechanism.ts';
 import { arange } from '../ops/creation.ts';
 import { add } from '../ops/elementwise.ts';
 import { crossEntropy } from '../ops/fused.ts';
@@ -33,6 +37,8 @@ import type { PositionContext } from './attention_block.ts';
 import { Block } from './block.ts';
 import { layerAttention, type ModelConfig } from './config.ts';
 
+export type { LayerRecord };
+
 export interface ForwardOptions {
   /** KV cache slots, one per layer; positions `pos` … are written and attended over. */
   cache?: readonly LayerKv[];
@@ -41,6 +47,24 @@ export interface ForwardOptions {
   /** Only the last position's logits (generation): (B, 1, V). */
   lastOnly?: boolean;
 }
+
+/** A run of a layer range over the positions pos … pos+T−1 (Decoder.runLayers). */
+export interface LayerRun {
+  /** Position of the first row of x. */
+  pos: number;
+  /** KV cache slots, one per layer of the model (not of the range); the range's slots are written. */
+  cache?: readonly LayerKv[];
+  /**
+   * Records of layers before the range at the same positions, by layer index: what Depth-Attention
+   * reads when a layer of the range has a candidate below it (a missing one is an ArgumentError).
+   */
+  records?: readonly (LayerRecord | undefined)[];
+  /** A narrower attention budget for the cached steps of this run (the draft organ's knob). */
+  budget?: MechanismBudget;
+}
+
+/** What a layer range computed: the hidden state after its last layer and every layer's record, by layer index. */
+export interface RangeOutput { x: Tensor; records: (LayerRecord | undefined)[] }
 
 export class Decoder extends Module {
   readonly embed: Embedding;
@@ -66,34 +90,82 @@ export class Decoder extends Module {
     }
   }
 
-  /** ids i32 (B, T) → logits (B, T, V), or (B, 1, V) with lastOnly. */
+  /** Checks ids (B, T) i32 at positions pos … against the context; the shared prologue of forward and the organs. */
+  private checkIds(op: string, ids: Tensor, pos: number, cache?: readonly LayerKv[]): void {
+    if (ids.rank !== 2 || ids.dtype !== 'i32') throw new ShapeError(`${op}: ids must be i32 (B, T), got ${ids.dtype} [${ids.shape}]`);
+    const t = ids.shape[1];
+    if (pos + t > this.config.contextLength) {
+      throw new ArgumentError(`${op}: positions ${pos} … ${pos + t - 1} pass the context length ${this.config.contextLength}`);
+    }
+    if (cache && cache.length !== this.layers.length) throw new ArgumentError(`${op}: cache has ${cache.length} layers, the model ${this.layers.length}`);
+  }
+
+  /** ids i32 (B, T) at positions pos … → the residual stream (B, T, C) entering layer 0. */
+  embedTokens(ids: Tensor, pos = 0): Tensor {
+    this.checkIds('Decoder.embedTokens', ids, pos);
+    return tidy(() => {
+      const x = this.embed.forward(ids); // (B, T, C)
+      return this.posEmbed ? add(x, this.posEmbed.forward(arange(pos, pos + ids.shape[1], 1, { dtype: 'i32', backend: ids.backend }))) : x;
+    });
+  }
+
+  /**
+   * Layers [from, to) over x (B, T, C) at positions run.pos …: the hidden state after layer to−1
+   * and the records of the range's layers (their k̂ and ṽ, what they cached) beside those given.
+   * Records are returned for every layer of the range; the caller keeps those later ranges read.
+   */
+  runLayers(x: Tensor, from: number, to: number, run: LayerRun): RangeOutput {
+    const L = this.layers.length;
+    if (!Number.isInteger(from) || !Number.isInteger(to) || from < 0 || to > L || from > to) {
+      throw new ArgumentError(`Decoder.runLayers: layers [${from}, ${to}) must be a range inside [0, ${L}]`);
+    }
+    const t = x.shape[1];
+    if (run.pos + t > this.config.contextLength) throw new ArgumentError(`Decoder.runLayers: positions ${run.pos} … ${run.pos + t - 1} pass the context length ${this.config.contextLength}`);
+    if (run.cache && run.cache.length !== L) throw new ArgumentError(`Decoder.runLayers: cache has ${run.cache.length} layers, the model ${L}`);
+    return tidy(() => {
+      const ctx: PositionContext = { pos: run.pos };
+      if (this.rope) { ctx.cos = narrow(this.rope.cos, 0, run.pos, t); ctx.sin = narrow(this.rope.sin, 0, run.pos, t); }
+      const depth = this.config.depth;
+      const records: (LayerRecord | undefined)[] = Array.from({ length: L }, (_, i) => run.records?.[i]);
+      for (let i = from; i < to; i++) {
+        const candidates = depth ? depthCandidates(depth, i).map((m) => {
+          const r = records[m];
+          if (!r) throw new ArgumentError(`Decoder.runLayers: layer ${i}'s Depth-Attention reads layer ${m}, whose record at positions ${run.pos} … ${run.pos + t - 1} was not given (run layers [${from}, ${to}) with the records of the layers below)`);
+          return r;
+        }) : [];
+        const out = this.layers[i].forward(x, ctx, run.cache?.[i], depth && candidates.length ? { spec: depth, candidates } : undefined, run.budget);
+        x = out.y;
+        records[i] = out.record;
+      }
+      return { x, records };
+    });
+  }
+
+  /** The head: final norm and LM head, hidden (B, T, C) → logits (B, T, V), or (B, 1, V) of the last position with lastOnly. The exit head is this at layer D. */
+  logits(x: Tensor, lastOnly = false): Tensor {
+    return tidy(() => {
+      const [b, t] = x.shape;
+      if (lastOnly) x = narrow(x, 1, t - 1, 1); // (B, 1, C)
+      const h = this.norm.forward(x);
+      const logits = this.head ? this.head.forward(h) : linear(h, this.embed.weight, undefined, true);
+      return reshape(logits, [b, lastOnly ? 1 : t, this.config.vocabSize]);
+    });
+  }
+
+  /** ids i32 (B, T) → logits (B, T, V), or (B, 1, V) with lastOnly: embedTokens → every layer → logits. */
   forward(ids: Tensor, opts: ForwardOptions = {}): Tensor {
     const pos = opts.pos ?? 0;
-    if (ids.rank !== 2 || ids.dtype !== 'i32') throw new ShapeError(`Decoder.forward: ids must be i32 (B, T), got ${ids.dtype} [${ids.shape}]`);
-    const [b, t] = ids.shape;
-    if (pos + t > this.config.contextLength) {
-      throw new ArgumentError(`Decoder.forward: positions ${pos} … ${pos + t - 1} pass the context length ${this.config.contextLength}`);
-    }
-    if (opts.cache && opts.cache.length !== this.layers.length) throw new ArgumentError(`Decoder.forward: cache has ${opts.cache.length} layers, the model ${this.layers.length}`);
+    this.checkIds('Decoder.forward', ids, pos, opts.cache);
     return tidy(() => {
-      let x = this.embed.forward(ids); // (B, T, C)
-      if (this.posEmbed) x = add(x, this.posEmbed.forward(arange(pos, pos + t, 1, { dtype: 'i32', backend: ids.backend })));
-      const ctx: PositionContext = { pos };
-      if (this.rope) { ctx.cos = narrow(this.rope.cos, 0, pos, t); ctx.sin = narrow(this.rope.sin, 0, pos, t); }
-      const depth = this.config.depth;
-      const sources = depth ? depthSources(depth, this.layers.length) : [];
-      const kept: DepthKv[] = []; // k̂, ṽ of the layers later layers read (Depth-Attention), this call's positions
-      this.layers.forEach((layer, i) => {
-        const d: LayerDepth | undefined = depth && { spec: depth, candidates: depthCandidates(depth, i).map((m) => kept[m]), keep: sources[i] };
-        x = layer.forward(x, ctx, opts.cache?.[i], d);
-        if (d?.own) kept[i] = d.own;
-      });
-      if (opts.lastOnly) x = narrow(x, 1, t - 1, 1); // (B, 1, C)
-      const h = this.norm.forward(x);
-      const tt = h.shape[1];
-      const logits = this.head ? this.head.forward(h) : linear(h, this.embed.weight, undefined, true);
-      return reshape(logits, [b, tt, this.config.vocabSize]);
+      const { x } = this.runLayers(this.embedTokens(ids, pos), 0, this.layers.length, { pos, cache: opts.cache });
+      return this.logits(x, opts.lastOnly);
     });
+  }
+
+  /** Whether any later layer reads layer i's record (Depth-Attention): the organs keep those across calls. */
+  recordIsRead(i: number): boolean {
+    const depth = this.config.depth;
+    return depth ? depthSources(depth, this.layers.length)[i] : false;
   }
 
   /** Mean next-token cross-entropy (nats) of ids (B, T) against targets (B, T). */

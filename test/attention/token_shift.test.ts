@@ -149,7 +149,7 @@ test('the block shifts the raw k and v projections before QK-norm (and not after
   const mech = block.mechanism as FoxAttention;
   const [b, t, c, h, d] = [2, 7, 16, 2, 8];
   const x = fon.randn([b, t, c], { backend: cpu, seed: 8 });
-  const got = fon.noGrad(() => block.forward(x, { pos: 0 }));
+  const got = fon.noGrad(() => block.forward(x, { pos: 0 }).out);
   const xh = (await x.data()) as Float32Array;
   const raw = (lin: typeof block.k) => fon.reshape(lin.forward(x), [b, t, h, d]);
   const hostShifted = async (y: fon.Tensor, w: fon.Tensor) => fon.tensor(hostShift((await y.data()) as Float32Array, xh, (await w.data()) as Float32Array, [b, t, h, d], c), [b, t, h, d], { backend: cpu });

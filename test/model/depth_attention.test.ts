@@ -22,7 +22,7 @@ import { ConfigError, kvBytesPerToken, parseModelConfig, type ModelConfig } from
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
-import { depthCandidates, depthMixMacsPerToken, depthSources, type LayerDepth } from '../../src/attention/depth.ts';
+import { depthCandidates, depthMixMacsPerToken, depthSources, type LayerRecord } from '../../src/attention/depth.ts';
 import { denseAttention } from '../../src/attention/dense.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { loadModel, saveCheckpoint } from '../../src/io/model_checkpoint.ts';
@@ -91,9 +91,9 @@ test('no candidates is vanilla: a block handed an empty candidate list computes 
   const m = model(parseModelConfig({ ...BASE, qkNorm: true }));
   const x = fon.randn([2, 7, BASE.dModel], { seed: 4 });
   for (const layer of m.layers) {
-    const d: LayerDepth = { spec: { stride: 1 }, candidates: [], keep: true };
-    assert.equal(maxDiff(layer.forward(x, { pos: 0 }, undefined, d), layer.forward(x, { pos: 0 })), 0);
-    assert.deepEqual(d.own!.k.shape, [2, BASE.nKvHeads, 7, BASE.headDim]);
+    const withDepth = layer.forward(x, { pos: 0 }, undefined, { spec: { stride: 1 }, candidates: [] });
+    assert.equal(maxDiff(withDepth.y, layer.forward(x, { pos: 0 }).y), 0);
+    assert.deepEqual(withDepth.record.k.shape, [2, BASE.nKvHeads, 7, BASE.headDim]);
   }
   m.dispose();
 }));
@@ -171,12 +171,13 @@ for (const [name, attention] of Object.entries(MECHANISMS)) {
     assert.ok(d < 5e-5, `${name}: max |Δ| ${d}`);
     // The cache's value slot of a mixing layer holds ṽ, not the raw v: here, what the prefill's layer 2 hands on.
     fon.tidy(() => {
-      const kept: { k: fon.Tensor; v: fon.Tensor }[] = [];
+      const kept: LayerRecord[] = [];
       let h = m.embed.forward(x);
       m.layers.forEach((layer, l) => {
-        const dd: LayerDepth = { spec: cfg.depth!, candidates: depthCandidates(cfg.depth!, l).map((i) => kept[i]), keep: true };
-        h = layer.forward(h, { pos: 0 }, undefined, dd);
-        kept.push(dd.own!);
+        const c = depthCandidates(cfg.depth!, l).map((i) => kept[i]);
+        const out = layer.forward(h, { pos: 0 }, undefined, c.length ? { spec: cfg.depth!, candidates: c } : undefined);
+        h = out.y;
+        kept.push(out.record);
       });
       const cached = fon.narrow(cache.layers[2].v, 2, 0, t);
       assert.ok(maxDiff(cached, kept[2].v) < 5e-5, 'cache holds the mixed value');
@@ -282,13 +283,14 @@ test('v0_mix: every layer l ≥ 1 sees ṽ = ½v⁽⁰⁾ + ½v (layer 0 raw), i
   // The raw v of each layer, from the modules, along the prefill: the cached value of layer l ≥ 1 is their mean with layer 0's.
   const [B, T] = x.shape, { nKvHeads: G, headDim: D } = cfg;
   const rawV: fon.Tensor[] = [];
-  const kept: { k: fon.Tensor; v: fon.Tensor }[] = [];
+  const kept: LayerRecord[] = [];
   let h = m.embed.forward(x);
   m.layers.forEach((layer, l) => {
     rawV.push(fon.permute(fon.reshape(layer.attn.v.forward(layer.attnNorm.forward(h)), [B, T, G, D]), [0, 2, 1, 3]));
-    const d: LayerDepth = { spec: cfg.depth!, candidates: depthCandidates(cfg.depth!, l).map((i) => kept[i]), keep: true };
-    h = layer.forward(h, { pos: 0 }, undefined, d);
-    kept.push(d.own!);
+    const c = depthCandidates(cfg.depth!, l).map((i) => kept[i]);
+    const out = layer.forward(h, { pos: 0 }, undefined, c.length ? { spec: cfg.depth!, candidates: c } : undefined);
+    h = out.y;
+    kept.push(out.record);
   });
   assert.equal(maxDiff(kept[0].v, rawV[0]), 0);
   for (const l of [1, 2]) {
