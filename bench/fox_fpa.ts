@@ -35,9 +35,11 @@ import { attention } from '../src/ops/attention.ts';
 import { foxAttention } from '../src/ops/fox_attention.ts';
 import { fpaAttention } from '../src/ops/fpa_attention.ts';
 import { cumsum } from '../src/ops/scan_sort.ts';
-import { FpaAttention, type FpaSpec } from '../src/attention/fpa.ts';
-import { peekFpaDecodeState } from '../src/attention/fpa_decode.ts';
-import { parseModelConfig } from '../src/model/config.ts';
+import { FpaAttention, type FpaSpec } from '../src/attention/fpa/fpa.ts';
+import { peekFpaDecodeState } from '../src/attention/fpa/fpa_decode.ts';
+import { modelDims, parseModelConfig } from '../src/model/config.ts';
+import { layoutBytesPerToken } from '../src/attention/mechanism.ts';
+import { mechanismCache } from '../src/attention/table.ts';
 import { ParamFactory } from '../src/nn/params.ts';
 import { KvCache } from '../src/infer/kv_cache.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
@@ -157,7 +159,7 @@ async function timeDecode(b: Backend, c: DecodeCase, evict: boolean): Promise<De
   const C = H * c.d, warm = 2;
   const rows = c.t + warm + STEPS * (flags.profile ? 2 : 1);
   const cfg = parseModelConfig({ vocabSize: 16, dModel: C, nLayers: 1, nHeads: H, nKvHeads: H, headDim: c.d, mlpHidden: 16, contextLength: rows, attention: { type: 'fpa', walk: 'linear', ...(evict ? { evict: { tau: TAU } } : {}) } });
-  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend: b, seed: 1 }), name: 'l0.attn', config: cfg });
+  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend: b, seed: 1 }), name: 'l0.attn', dims: modelDims(cfg) });
   // Walk and field rows zero (W ≡ 0, φ ≡ 0); level ℓ = 100·(x₀ + 0.674): see the file comment.
   const lw = new Float32Array(H * C);
   for (let h = 0; h < H; h++) lw[h * C] = 100;
@@ -215,7 +217,7 @@ async function timeDecode(b: Backend, c: DecodeCase, evict: boolean): Promise<De
       const gpu = kernels.reduce((a, k) => a + k.ms, 0) / STEPS, n = kernels.reduce((a, k) => a + k.dispatches, 0) / STEPS;
       console.error(`  profile, ${c.t} tokens${evict ? ', eviction' : ''}: ${wall.toFixed(3)} ms a step wall (dispatches timed one pass each), ${hostMs.toFixed(3)} ms of it recording on the host, ${gpu.toFixed(3)} ms GPU, ${n.toFixed(1)} dispatches\n${profileTable(kernels, { top: 12 })}`);
     }
-    return { ms, kept: kept.reduce((a, x) => a + x, 0) / kept.length, rows: used, bytes: used * mech.cacheBytesPerToken(H, c.d, 2), compactions };
+    return { ms, kept: kept.reduce((a, x) => a + x, 0) / kept.length, rows: used, bytes: used * layoutBytesPerToken(mechanismCache(cfg.attention[0], modelDims(cfg)), modelDims(cfg), 2), compactions };
   } finally {
     for (const t of made) t.dispose();
     cache.dispose();

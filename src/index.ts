@@ -25,25 +25,31 @@ export { WasmBackend, type WasmBackendOptions } from './backend/wasm/index.ts';
 export { WebGpuBackend } from './backend/webgpu/index.ts';
 
 // Language models: config, modules, attention mechanisms, the decoder, training, sampling, generation.
-export { parseModelConfig, DEFAULT_CONFIG, kvBytesPerToken, ConfigError, type ModelConfig, type LayerAttention, type RopeScaling } from './model/config.ts';
+export { parseModelConfig, DEFAULT_CONFIG, kvBytesPerToken, modelDims, ConfigError, type ModelConfig, type LayerAttention, type OrgansSpec, type RopeScaling } from './model/config.ts';
 export { preset, PRESET_NAMES } from './model/presets.ts';
 export { Decoder, type ForwardOptions } from './model/decoder.ts';
 export { ParamFactory, type ParamFactoryOptions, type Init } from './nn/params.ts';
 export { Module } from './nn/module.ts';
-export type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput, CacheStateLayout, FoxSpec, FpaSpec } from './attention/mechanism.ts';
-export { createMechanism } from './attention/registry.ts';
-export { FoxAttention } from './attention/fox.ts';
-export { FpaAttention, FPA_WALKS, type FpaWalk } from './attention/fpa.ts';
+export type { AttentionMechanism, LayerKv, MechanismContext, MechanismDef, MechanismInput, MechanismBudget, CacheLayout, CacheSideState, ModelDims } from './attention/mechanism.ts';
+export { MECHANISMS, buildMechanism, parseLayerAttention, type MechanismType } from './attention/table.ts';
+export { FoxAttention } from './attention/fox/fox.ts';
+export type { FoxSpec } from './attention/fox/index.ts';
+export { FpaAttention } from './attention/fpa/fpa.ts';
+export { FPA_WALKS, type FpaSpec, type FpaWalk } from './attention/fpa/index.ts';
 export { denseAttention } from './attention/dense.ts';
 export { Trainer, DEFAULT_TRAIN, type TrainConfig, type Batches, type StepResult } from './train/trainer.ts';
+export { organLoss, distillKl, trainingLoss, layerKeepMasks, type OrganLoss } from './train/organ_loss.ts';
+export { parseOrgans, checkDraftLayers, ORGANS_DEFAULTS } from './model/organs.ts';
 export { AdamW, SGD, type Optimizer } from './train/optim.ts';
 export { clipGradNorm } from './train/clip.ts';
 export { warmupCosine, constant, type Schedule } from './train/schedule.ts';
 export { KvCache } from './infer/kv_cache.ts';
 export { Sampler, type SamplingOptions } from './infer/sampler.ts';
 export { StopMatcher } from './infer/stop_strings.ts';
-export { generate, type GenerateOptions, type GenerateResult } from './infer/generate.ts';
-export { evaluate, type EvalResult, type EvalWindow } from './eval/perplexity.ts';
+export { generate, cachedStep, generationCache, type GenerateOptions, type GenerateResult } from './infer/generate.ts';
+export { DraftRevise, draftLayersOf, type DraftReviseOptions } from './infer/draft_revise.ts';
+export { acceptDrafts, residual, drawFrom, GammaController, SpeculativeStats, type AcceptResult, type GammaOptions, type SpeculativeStatsJSON } from './infer/speculative.ts';
+export { evaluate, type EvalResult, type EvalWindow, type EvalOptions } from './eval/perplexity.ts';
 export { tokenByteLengths } from './eval/token_bytes.ts';
 export { byteTokenizer, trainBpe, loadTokenizer, parseTokenizer, END_OF_TEXT, type Tokenizer } from './io/tokenizer/tokenizer.ts';
 export {

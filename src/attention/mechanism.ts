@@ -1,32 +1,42 @@
 /**
- * The attention interface every mechanism implements (DESIGN.md, "How the code is layered"): a
- * training/prefill forward over whole sequences, a cached step that writes the new keys and
- * values (and whatever per-position state the mechanism keeps) into the layer's slot of the KV
- * cache and attends over it, and the cache's size. Projections, QK-norm, RoPE and the output
- * projection stay in the block (model/attention_block.ts); a mechanism mixes the sequence and
- * may own parameters of its own (FoX's forget gate, FPA's walk), made through the ParamFactory
- * under the block's name, so that a checkpoint holds them beside q, k, v, o. A mechanism may also
- * transform the raw k and v projections before the block norms and rotates them (transformKv:
- * the FoX "Pro" token shift, attention/token_shift.ts).
+ * What a mechanism is (DESIGN.md "How the code is layered"): one self-describing unit, a folder
+ * under attention/ whose MechanismDef parses and validates its own options, declares its
+ * position-encoding default and its cache layout (k and v plus named side state), builds the layer,
+ * says what `fon info` prints and whether `fon export` can write it. attention/table.ts lists the
+ * defs; config, cache, CLI and export read the table and never switch on a mechanism's name. This
+ * file imports no mechanism and nothing from model/: a mechanism sees the model only through
+ * ModelDims.
+ *
+ * The layer a def builds (AttentionMechanism) mixes the sequence: a training/prefill forward over
+ * whole sequences, and a cached step that writes the new keys and values (and whatever
+ * per-position state it keeps) into the layer's slot of the KV cache and attends over it.
+ * Projections, QK-norm, RoPE and the output projection stay in the block
+ * (model/attention_block.ts); a mechanism may own parameters of its own (FoX's forget gate, FPA's
+ * walk), made through the ParamFactory under the block's name so that a checkpoint holds them
+ * beside q, k, v, o, and may transform the raw k and v projections before the block norms and
+ * rotates them (transformKv: the FoX "Pro" token shift, attention/common/token_shift.ts).
  */
-import type { ModelConfig } from '../model/config.ts';
 import type { Module } from '../nn/module.ts';
 import type { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import type { FoxSpec } from './fox.ts';
-import type { FpaSpec } from './fpa.ts';
 
-export type { FoxSpec, FpaSpec };
+/** The model dimensions a mechanism may read (not the whole model config). */
+export interface ModelDims {
+  /** Residual stream width C. */
+  dModel: number;
+  nLayers: number;
+  /** Query heads H. */
+  nHeads: number;
+  /** Key/value heads Hkv (divides H). */
+  nKvHeads: number;
+  /** Per-head width D. */
+  headDim: number;
+  /** Epsilon of the model's norms (the output gate's per-head RMSNorm uses it). */
+  normEps: number;
+}
 
-/** The sequence mixing of one layer (DESIGN.md: every layer mixes with one mechanism). */
-export type LayerAttention =
-  | { type: 'full' }
-  /** Causal sliding window: a query sees itself and the `window − 1` keys before it. */
-  | { type: 'local'; window: number }
-  /** Forgetting Transformer attention (attention/fox.ts). */
-  | FoxSpec
-  /** First Passage Attention (attention/fpa.ts). */
-  | FpaSpec;
+/** A layer's config entry: the mechanism's name and its parsed options. */
+export interface MechanismSpec { type: string }
 
 /** What a mechanism is built from. */
 export interface MechanismContext {
@@ -34,7 +44,7 @@ export interface MechanismContext {
   f: ParamFactory;
   /** The attention sublayer's parameter prefix (e.g. "layers.3.attn"); a mechanism's parameters go under it. */
   name: string;
-  config: ModelConfig;
+  dims: ModelDims;
 }
 
 /**
@@ -53,24 +63,45 @@ export interface MechanismInput {
 }
 
 /**
- * Per-position state a mechanism keeps in the cache besides k and v: name → heads per position.
- * Each entry is allocated f32 (B, heads, Tmax, 1) whatever the k/v dtype (gates and walks are
- * kept in f32, specs/fpa_depth.md §4.1), written in place like k and v.
+ * Named state a mechanism keeps in a layer's cache slot beyond k, v and the per-position tensors
+ * (FPA's running minima and eviction; the token shift's recent rows). It follows the cache's
+ * protocol: positions are appended by the layer's cached steps, `truncate` forgets the positions
+ * from `length` on (rejected drafts), `settle` is the generation loop's one asynchronous point,
+ * where the cache lets a state commit what it has seen and compact (the cache, not the mechanism,
+ * decides when: a state never compacts inside a step).
  */
-export type CacheStateLayout = Record<string, number>;
+export interface CacheSideState {
+  /** Forgets positions ≥ length: the next cached step starts at `length`. ArgumentError where the state cannot rewind that far. */
+  truncate(length: number): void;
+  /** Commits every position seen so far (no later truncate goes below it) and compacts when due. */
+  settle(slot: LayerKv): Promise<void>;
+  /** Per KV head, the fraction of the positions seen whose keys are kept (absent: every key is kept). */
+  kept?(): number[];
+  /** Bytes this state holds on its device. */
+  readonly bytes: number;
+  dispose(): void;
+}
 
 /**
- * State a mechanism keeps once per sequence rather than per position (the token shift's last
- * pre-shift k and v): name → [heads, width], allocated f32 (B, heads, 1, width), written in place.
+ * One layer's cache layout besides k and v (B, Hkv, Tmax, D), declared by its mechanism:
+ * per-position f32 state (B, heads, Tmax, 1) by name, and side states made for each slot.
  */
-export type CacheRowLayout = Record<string, readonly [heads: number, width: number]>;
+export interface CacheLayout {
+  /** name → heads per position (gates and walks are kept in f32, specs/fpa_depth.md §4.1). */
+  perPosition: Record<string, number>;
+  /** name → a factory of the side state for a freshly allocated slot (k, v and `state` already there). */
+  side: Record<string, (slot: LayerKv) => CacheSideState>;
+}
+
+/** The empty layout: k and v only (full and local attention). */
+export const KV_ONLY: CacheLayout = { perPosition: {}, side: {} };
 
 /**
- * One layer's slot of the KV cache: k and v (B, Hkv, Tmax, D), allocated once per sequence, and
- * the mechanism's state by name: per-position entries (B, heads, Tmax, 1) (CacheStateLayout) and
- * per-sequence rows (B, heads, 1, width) (CacheRowLayout); none for full and local attention.
+ * One layer's slot of the KV cache: k and v (B, Hkv, Tmax, D), allocated once per sequence, the
+ * mechanism's per-position tensors by name (`state`) and its side states by name (`side`), as its
+ * CacheLayout declares.
  */
-export interface LayerKv { k: Tensor; v: Tensor; state?: Record<string, Tensor> }
+export interface LayerKv { k: Tensor; v: Tensor; state?: Record<string, Tensor>; side?: Record<string, CacheSideState> }
 
 export interface AttentionMechanism extends Module {
   /** The config name, e.g. "full", "local(window=128)" or "fpa(walk=fox)". */
@@ -88,9 +119,62 @@ export interface AttentionMechanism extends Module {
    * and hands to forward / forwardCached, same shapes. Without `cache`, positions 0 … T−1 of whole
    * sequences (differentiable); with it, positions pos … pos+T−1 of a cached step, which may read
    * and write the mechanism's state in the slot. Absent (full, local): k and v go to the block's
-   * norms unchanged, as they do from fox and fpa layers without the token shift.
+   * norms unchanged.
    */
   transformKv?(k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv | undefined, pos: number): [Tensor, Tensor];
-  /** Bytes of KV cache per token of context for one layer (k and v at bytesPerElement, state in f32). */
-  cacheBytesPerToken(nKvHeads: number, headDim: number, bytesPerElement: number): number;
+}
+
+/** What `fon info` shows of one layer's mechanism. */
+export interface MechanismInfo {
+  /** A short label, e.g. "fpa(walk=fox, evict τ=16)". */
+  label: string;
+  /** Lines `fon info` prints for this layer beyond the label (e.g. FPA's eviction rule). */
+  notes: string[];
+  /** Facts `fon info --json` reports under the layer (e.g. {"evict": {...}}). */
+  facts: Record<string, unknown>;
+}
+
+/** The Hugging Face attention a layer maps to in `fon export`: full or sliding-window softmax. */
+export type HfAttentionKind = { kind: 'full' } | { kind: 'sliding'; window: number };
+
+/**
+ * A mechanism, described once. `S` is its config entry. A def missing any member fails to compile
+ * (attention/table.ts checks every entry against this interface).
+ */
+export interface MechanismDef<S extends MechanismSpec> {
+  readonly type: S['type'];
+  /** One line for the config's documentation and errors. */
+  readonly summary: string;
+  /** The option keys an entry may have besides 'type'. */
+  readonly keys: readonly string[];
+  /**
+   * The entry from its JSON object (type already checked, unknown keys already refused): every
+   * option validated and defaulted. Errors are ConfigError naming `at` (e.g. "config: attention[2]"),
+   * the key and the value.
+   */
+  parse(o: Record<string, unknown>, at: string): S;
+  /**
+   * The positional encoding a model gets when its config names this mechanism and not `positions`:
+   * 'none' for mechanisms that run without positions by design (FoX, FPA: NoPE), undefined to keep
+   * the model's default.
+   */
+  readonly positions?: 'none';
+  /** The cache layout of a layer with entry `spec`. */
+  cache(spec: S, dims: ModelDims): CacheLayout;
+  /** Builds the layer; its parameters go through ctx.f under ctx.name. */
+  build(spec: S, ctx: MechanismContext): AttentionMechanism;
+  /** What `fon info` shows of a layer with entry `spec`. */
+  describe(spec: S): MechanismInfo;
+  /**
+   * The Hugging Face attention `fon export` writes for the layer, or a sentence saying why none
+   * computes it (the export names it in its UnsupportedError).
+   */
+  hfExport(spec: S): HfAttentionKind | { unsupported: string };
+}
+
+/** Bytes of KV cache per token of context of a layout (f32 state) with k and v at `bytesPerElement`. */
+export function layoutBytesPerToken(layout: CacheLayout, dims: ModelDims, bytesPerElement: number): number {
+  let stateFloats = 0;
+  for (const heads of Object.values(layout.perPosition)) stateFloats += heads;
+  return 2 * dims.nKvHeads * dims.headDim * bytesPerElement + 4 * stateFloats;
 }

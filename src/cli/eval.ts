@@ -3,11 +3,12 @@ import { evaluate } from '../eval/perplexity.ts';
 import { tokenByteLengths } from '../eval/token_bytes.ts';
 import { loadModel } from '../io/model_checkpoint.ts';
 import { brownCorpus, buildTokenStore, evalWindows, readDocuments } from '../train/data/index.ts';
-import { numberFlag, parseFlags, requireFlag } from './args.ts';
+import { checkDraftLayers } from '../model/organs.ts';
+import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { Progress } from './progress.ts';
 
-export const EVAL_USAGE = `usage: fon eval --model DIR [--file PATH] [--context N] [--stride N] [--json]
+export const EVAL_USAGE = `usage: fon eval --model DIR [--file PATH] [--context N] [--stride N] [--draft-layers D] [--json]
 
 Perplexity and bits per byte of the checkpoint in DIR over PATH (text, folder or .jsonl; default:
 the built-in Brown validation split). The text is cut into windows of N tokens (default: the
@@ -16,7 +17,12 @@ after the first is scored exactly once; a smaller stride scores each window's la
 tokens with the rest as context. Documents are joined with the end-of-text token between them and
 none after the last, so the score is the text's own (as transformers computes it on the same ids).
 
+A model with organs also has its exit head (the draft organ's: the final norm and LM head after
+layer D−1) scored in the same pass, printed on a line of its own.
+
 options:
+  --draft-layers D   score the exit head after the first D layers (1 ≤ D ≤ layers − 1) of any model
+                     (default: the model's organs.draftLayers, none without organs)
   --batch N          windows per forward pass (default 8)
   --backend NAME     cpu, wasm, webgpu or auto (default)
   --json             print the result as one JSON object`;
@@ -24,7 +30,7 @@ options:
 export async function evalCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('eval', argv, {
     model: { type: 'string' }, file: { type: 'string' }, context: { type: 'string' }, stride: { type: 'string' },
-    batch: { type: 'string' }, backend: { type: 'string' }, json: { type: 'boolean' },
+    batch: { type: 'string' }, backend: { type: 'string' }, json: { type: 'boolean' }, 'draft-layers': { type: 'string' },
   });
   if (v.help) { console.log(EVAL_USAGE); return 0; }
   const dir = requireFlag('eval', 'model', v.model);
@@ -33,15 +39,21 @@ export async function evalCommand(argv: string[]): Promise<number> {
   const context = numberFlag('eval', 'context', v.context, config.contextLength, { integer: true, min: 1, max: config.contextLength });
   const stride = numberFlag('eval', 'stride', v.stride, context, { integer: true, min: 1, max: context });
   const batch = numberFlag('eval', 'batch', v.batch, 8, { integer: true, min: 1 });
+  const L = config.nLayers;
+  const draftLayers = v['draft-layers'] === undefined ? config.organs?.draftLayers
+    : checkDraftLayers(numberFlag('eval', 'draft-layers', v['draft-layers'], 0, { integer: true }), L, 'eval: --draft-layers', (m) => new UsageError(m));
   const source = v.file ?? 'builtin:brown (validation)';
   const store = await buildTokenStore(v.file ? readDocuments(v.file) : brownCorpus().validation, tokenizer, { separator: 'between' });
   const windows = Math.max(1, Math.ceil(Math.max(0, store.length - 1 - context) / stride) + 1);
   const bar = new Progress({ label: 'eval', total: windows, unit: 'win' });
-  const r = await evaluate(model, evalWindows(store, context, stride), { byteLengths: tokenByteLengths(tokenizer, config.vocabSize), batch, onProgress: (n) => bar.update(n) });
+  const r = await evaluate(model, evalWindows(store, context, stride), { byteLengths: tokenByteLengths(tokenizer, config.vocabSize), batch, draftLayers: draftLayers ?? null, onProgress: (n) => bar.update(n) });
   bar.finish();
   store.close();
   model.dispose();
   if (v.json) console.log(JSON.stringify({ source, context, stride, ...r }));
-  else console.log(`${source}: perplexity ${r.perplexity.toFixed(3)}, bits per byte ${r.bitsPerByte.toFixed(4)}, loss ${r.loss.toFixed(4)} nats/token over ${r.tokens} tokens (${r.bytes} bytes), context ${context}, stride ${stride}`);
+  else {
+    console.log(`${source}: perplexity ${r.perplexity.toFixed(3)}, bits per byte ${r.bitsPerByte.toFixed(4)}, loss ${r.loss.toFixed(4)} nats/token over ${r.tokens} tokens (${r.bytes} bytes), context ${context}, stride ${stride}`);
+    if (r.exit) console.log(`${source}: exit head after ${r.exit.draftLayers} of ${L} layers: perplexity ${r.exit.perplexity.toFixed(3)}, bits per byte ${r.exit.bitsPerByte.toFixed(4)}, loss ${r.exit.loss.toFixed(4)} nats/token`);
+  }
   return 0;
 }

@@ -2,6 +2,7 @@
 import type { HfGenerationDefaults } from '../io/hf/generation.ts';
 import { loadModel } from '../io/model_checkpoint.ts';
 import { generate } from '../infer/generate.ts';
+import { checkDraftLayers } from '../model/organs.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 
@@ -25,8 +26,21 @@ options:
   --stop TEXT        stop before TEXT (repeatable)
   --truncate         keep the end of a prompt longer than the context (with a warning) instead of failing
   --backend NAME     cpu, wasm, webgpu or auto (default)
-  --stats            print tokens/s to stderr at the end, and for models with FPA eviction the
-                     fraction of the KV cache kept per layer and head`;
+  --draft-revise     draft–revise decoding (the default for a model with organs): layers 0 … D−1
+                     and the exit head draft, the rest verify each draft in one pass; greedy
+                     output is identical to plain decoding, sampled output has its distribution
+  --no-draft-revise  plain decoding, one token per step through the whole network
+  --draft-layers D   draft with layers 0 … D−1 (default: the model's organs); lets any model, a
+                     Hugging Face one too, draft through its own final norm and head at layer D
+  --gamma N          tokens drafted per verify pass to start with (default 4); adapts to the
+                     acceptance unless --fixed-gamma
+  --fixed-gamma      keep N constant
+  --draft-window W   draft with a sliding window of W keys in full and local layers (layers < D
+                     are then recomputed in the verify pass)
+  --stats            print tokens/s to stderr at the end, for models with FPA eviction the
+                     fraction of the KV cache kept per layer and head, and with draft–revise the
+                     acceptance rate, tokens per verify pass and the same model's plain-decoding
+                     tokens/s (a second, plain run of the same prompt)`;
 
 function topP(value: string | undefined, fallback: number): number {
   const p = numberFlag('generate', 'top-p', value, fallback, { max: 1 });
@@ -52,16 +66,29 @@ export async function generateCommand(argv: string[]): Promise<number> {
     model: { type: 'string' }, prompt: { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
     'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
     stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, stats: { type: 'boolean' },
+    'draft-revise': { type: 'boolean' }, 'no-draft-revise': { type: 'boolean' }, 'draft-layers': { type: 'string' }, gamma: { type: 'string' },
+    'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' },
   });
   if (v.help) { console.log(GENERATE_USAGE); return 0; }
   const dir = requireFlag('generate', 'model', v.model);
   if (v.prompt === undefined) requireFlag('generate', 'prompt', v.prompt);
+  if (v['draft-revise'] && v['no-draft-revise']) throw new UsageError('generate: --draft-revise and --no-draft-revise exclude each other; give one');
+  const gamma = numberFlag('generate', 'gamma', v.gamma, 4, { integer: true, min: 1 });
+  const draftWindow = v['draft-window'] === undefined ? undefined : numberFlag('generate', 'draft-window', v['draft-window'], 0, { integer: true, min: 1 });
   const backend = await backendFromFlag('generate', v.backend);
   const loaded = await loadModel(dir, backend);
   const { model, tokenizer } = loaded;
+  const L = model.config.nLayers;
+  const draftLayers = v['draft-layers'] === undefined ? undefined : checkDraftLayers(numberFlag('generate', 'draft-layers', v['draft-layers'], 0, { integer: true }), L, 'generate: --draft-layers', (m) => new UsageError(m));
+  const wantDraft = !v['no-draft-revise'] && (v['draft-revise'] || draftLayers !== undefined || model.config.organs !== undefined);
+  if (wantDraft && draftLayers === undefined && !model.config.organs) {
+    model.dispose();
+    throw new UsageError(`generate: --draft-revise needs a model with organs or --draft-layers D (an integer in [1, ${L - 1}]: draft through the model's own final norm and head at layer D)`);
+  }
+  const draftRevise = wantDraft ? { ...(draftLayers !== undefined ? { draftLayers } : {}), gamma, fixedGamma: v['fixed-gamma'] ?? false, ...(draftWindow !== undefined ? { draftWindow } : {}) } : false;
   const hf = loaded.architecture !== undefined;
   const d = samplingDefaults(loaded.generation);
-  const r = await generate(model, tokenizer, v.prompt!, {
+  const opts = {
     maxTokens: numberFlag('generate', 'max-tokens', v['max-tokens'], d.maxTokens, { integer: true, min: 1 }),
     temperature: numberFlag('generate', 'temperature', v.temperature, d.temperature, { min: 0 }),
     topK: numberFlag('generate', 'top-k', v['top-k'], d.topK, { integer: true, min: 0 }),
@@ -71,16 +98,23 @@ export async function generateCommand(argv: string[]): Promise<number> {
     ...(hf ? { startIds: tokenizer.prefixIds, stopIds: loaded.generation?.eosTokenIds ?? [], specialInPrompt: true } : {}),
     stop: v.stop,
     truncatePrompt: v.truncate,
-    onWarning: (m) => console.error(`fon: warning: ${m}`),
-    onText: (s) => process.stdout.write(s),
-  });
+    onWarning: (m: string) => console.error(`fon: warning: ${m}`),
+  };
+  const r = await generate(model, tokenizer, v.prompt!, { ...opts, draftRevise, onText: (s) => process.stdout.write(s) });
   process.stdout.write('\n');
   if (v.stats) {
     console.error(`${r.ids.length} tokens after a prompt of ${r.promptTokens}, ${r.tokensPerSecond.toFixed(1)} tokens/s, stopped by ${r.stopReason}`);
-    const evicting = r.cacheKept.some((heads) => heads.some((f) => f < 1)) || model.config.attention.some((a) => a.type === 'fpa' && a.evict);
+    const evicting = r.cacheKept.some((heads) => heads.some((f) => f < 1));
     if (evicting) {
       const all = r.cacheKept.flat();
       console.error(`KV cache kept: ${(100 * all.reduce((a, b) => a + b, 0) / all.length).toFixed(1)}% of keys; per layer and head: ${r.cacheKept.map((heads, i) => `${i}: ${heads.map((f) => f.toFixed(3)).join(' ')}`).join(' | ')}`);
+    }
+    if (r.speculative) {
+      const s = r.speculative;
+      console.error(`draft–revise (draft layers 0 … ${s.draftLayers - 1} of ${L}): acceptance ${(100 * s.acceptanceRate).toFixed(1)}% (${s.accepted} of ${s.drafted} drafted), ${s.meanAcceptedPerPass.toFixed(2)} tokens per verify pass over ${s.passes} passes`);
+      const plain = await generate(model, tokenizer, v.prompt!, { ...opts, draftRevise: false });
+      const same = plain.ids.length === r.ids.length && plain.ids.every((id, i) => id === r.ids[i]);
+      console.error(`plain decoding of the same model: ${plain.tokensPerSecond.toFixed(1)} tokens/s; draft–revise ${r.tokensPerSecond.toFixed(1)} tokens/s (${(r.tokensPerSecond / plain.tokensPerSecond).toFixed(2)}×)${opts.temperature === 0 ? `; outputs ${same ? 'identical' : 'DIFFER'}` : ''}`);
     }
   }
   model.dispose();

@@ -1,16 +1,18 @@
 /** `fon info`: what a checkpoint holds: parameters, config, KV-cache bytes per token. */
 import { kvBytesPerToken, layerAttention, type ModelConfig } from '../model/config.ts';
 import { depthCandidates } from '../attention/depth.ts';
+import { describeMechanism } from '../attention/table.ts';
 import { loadModel } from '../io/model_checkpoint.ts';
 import { parseFlags, requireFlag } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 
 export const INFO_USAGE = `usage: fon info --model DIR [--json]
 
-Prints the model's parameter count, model config, tokenizer size and KV-cache bytes per token (f32
-and f16 caches; before eviction; with Depth-Attention also without it, which is the same) and, for
-FPA layers, whether dead-key eviction or stack decoding is configured. DIR is a FON checkpoint or a Hugging Face folder (then its architecture too, and
-the config as FON maps it). Loads on the CPU.`;
+Prints the model's parameter count, model config, tokenizer size, KV-cache bytes per token (f32
+and f16 caches; before eviction; with Depth-Attention also without it, which is the same), each
+layer's mechanism with what it notes (FPA: dead-key eviction or stack decoding) and the organs
+(draft layers and exit head, with their training weights). DIR is a FON checkpoint or a Hugging
+Face folder (then its architecture too, and the config as FON maps it). Loads on the CPU.`;
 
 export async function infoCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('info', argv, { model: { type: 'string' }, json: { type: 'boolean' } });
@@ -25,12 +27,10 @@ export async function infoCommand(argv: string[]): Promise<number> {
     kvCacheBytesPerToken: { f32: kvBytesPerToken(config, 4), f16: kvBytesPerToken(config, 2) },
     /** Depth-Attention: the candidate layers of each layer and the cache of the same model without it (equal: ṽ takes v's slot). */
     ...(config.depth ? { depth: depthInfo(config) } : {}),
-    /** FPA layers that evict dead keys while decoding: layer index → τ, every, deadFraction. */
-    fpaEviction: Object.fromEntries(Array.from({ length: config.nLayers }, (_, i) => [i, layerAttention(config, i)] as const)
-      .flatMap(([i, a]) => (a.type === 'fpa' && a.evict ? [[i, a.evict]] : []))),
-    /** FPA layers that decode with the shared walk's explicit stack (only alive keys kept): layer index → every, deadFraction. */
-    fpaStack: Object.fromEntries(Array.from({ length: config.nLayers }, (_, i) => [i, layerAttention(config, i)] as const)
-      .flatMap(([i, a]) => (a.type === 'fpa' && a.stack ? [[i, a.stack]] : []))),
+    /** Each layer's mechanism as its def describes it: label and facts (FPA: evict, stack). */
+    layers: Array.from({ length: config.nLayers }, (_, i) => { const d = describeMechanism(layerAttention(config, i)); return { mechanism: d.label, ...d.facts }; }),
+    /** The organs: draft layers 0 … D−1 with the exit head, revise layers D … L−1, the training weights. */
+    ...(config.organs ? { organs: { ...config.organs, draft: [0, config.organs.draftLayers], revise: [config.organs.draftLayers, config.nLayers] } } : {}),
     config,
   };
   model.dispose();
@@ -38,19 +38,20 @@ export async function infoCommand(argv: string[]): Promise<number> {
   console.log(`checkpoint: ${info.checkpoint}${architecture ? ` (Hugging Face ${architecture})` : ''}`);
   console.log(`parameters: ${info.parameters.toLocaleString('en-US')} (${(info.parameters / 1e6).toFixed(2)}M)`);
   console.log(`tokenizer: ${info.tokenizerVocab} tokens`);
-  console.log(`KV cache per token: ${info.kvCacheBytesPerToken.f32} bytes (f32), ${info.kvCacheBytesPerToken.f16} bytes (f16)${config.attention.some((a) => a.type === 'fpa') ? ', before eviction' : ''}`);
+  const notes = Array.from({ length: config.nLayers }, (_, i) => describeMechanism(layerAttention(config, i)).notes);
+  console.log(`KV cache per token: ${info.kvCacheBytesPerToken.f32} bytes (f32), ${info.kvCacheBytesPerToken.f16} bytes (f16)${notes.some((n) => n.length) ? ', before eviction' : ''}`);
   if (info.depth) {
     const d = info.depth;
     console.log(`Depth-Attention: ${d.mode === 'v0_mix' ? 'v0_mix (½v⁽⁰⁾ + ½v)' : `stride ${d.stride}, window ${d.window}`}; candidates ${d.candidates.map((c, i) => `${i}:{${c.join(',')}}`).join(' ')}`);
     console.log(`KV cache per token without Depth-Attention: ${d.kvCacheBytesPerTokenWithout.f32} bytes (f32), ${d.kvCacheBytesPerTokenWithout.f16} bytes (f16): ${d.kvCacheBytesPerTokenWithout.f32 === info.kvCacheBytesPerToken.f32 ? 'the same' : 'DIFFERENT'}`);
   }
-  if (config.attention.some((a) => a.type === 'fpa')) {
-    const ev = Object.entries(info.fpaEviction);
-    console.log(`FPA eviction: ${ev.length ? ev.map(([i, e]) => `layer ${i} τ=${e.tau} (compact every ${e.every} steps or at ${e.deadFraction} dead)`).join(', ') : 'off'}`);
-    const st = Object.entries(info.fpaStack);
-    if (st.length) console.log(`FPA stack decoding (shared walk, hard limit): ${st.map(([i, e]) => `layer ${i} (compact every ${e.every} steps or at ${e.deadFraction} dead)`).join(', ')}`);
+  const labels = info.layers.map((l) => l.mechanism);
+  console.log(`layers: ${labels.every((l) => l === labels[0]) ? `${config.nLayers} × ${labels[0]}` : labels.map((l, i) => `${i}: ${l}`).join(', ')}`);
+  notes.forEach((n, i) => { for (const line of n) console.log(`  layer ${i}: ${line}`); });
+  if (config.organs) {
+    const o = config.organs, d = o.draftLayers;
+    console.log(`organs: draft = layers 0 … ${d - 1} + exit head (final norm and LM head after layer ${d - 1}), revise = layers ${d} … ${config.nLayers - 1}; exit loss λ_D ${o.exitLoss}, distillation λ_KL ${o.distill}, layer dropout ${o.layerDropout}`);
   }
-  console.log(`layers: ${config.attention.length === 1 ? `${config.nLayers} × ${JSON.stringify(config.attention[0])}` : config.attention.map((a) => JSON.stringify(a)).join(', ')}`);
   console.log(`config: ${JSON.stringify(config)}`);
   return 0;
 }

@@ -1,9 +1,10 @@
 /**
  * `fon train`: tokenizer → token stores → model → training loop with evaluation, checkpoints,
- * a JSONL log and a loss plot, then a final evaluation and a sample. Readable top to bottom:
- * flags → (resume or fresh) set-up → loop → finish. Ctrl-C stops after the current step and
- * writes a checkpoint; a second Ctrl-C exits at once (checkpoints are written atomically, so the
- * last one stays intact either way).
+ * a JSONL log and a loss plot, then a final evaluation and a sample (with organs, the log's steps
+ * carry the exit head's CE and the KL, and the evaluations the exit head's figures on a line of
+ * their own). Readable top to bottom: flags → (resume or fresh) set-up → loop → finish. Ctrl-C
+ * stops after the current step and writes a checkpoint; a second Ctrl-C exits at once (checkpoints
+ * are written atomically, so the last one stays intact either way).
  */
 import type { Backend } from '../backend/backend.ts';
 import { evaluate, type EvalResult } from '../eval/perplexity.ts';
@@ -33,6 +34,8 @@ export const TRAIN_USAGE = `usage: fon train --data PATH|builtin:brown --out DIR
 
 Trains a decoder language model, evaluates it on the validation split, writes checkpoints
 (DIR/latest.json → DIR/step-N/), a JSONL log (DIR/log.jsonl) and a loss plot (DIR/loss.svg).
+A config with "organs" trains the draft organ's exit head too (CE + λ_D·CE(exit) + λ_KL·KL, layer
+dropout; train/organ_loss.ts): the log adds exitLoss and distill, the evaluations the exit head's.
 
 data and model:
   --data PATH|builtin:brown  text file, folder of them, .jsonl with a "text" field, or the built-in Brown Corpus
@@ -174,6 +177,11 @@ function plot(outDir: string, log: LogEntry[]): Promise<void> {
   return writeFileAtomic(joinPath(outDir, 'loss.svg'), linePlot({ title: 'loss', xLabel: 'step', yLabel: 'cross-entropy (nats/token)', series }));
 }
 
+/** The exit head's validation figures for the log (models with organs). */
+function exitEntry(e: EvalResult): Record<string, number> {
+  return e.exit ? { valExitLoss: e.exit.loss, valExitBpb: e.exit.bitsPerByte } : {};
+}
+
 function writeLog(outDir: string, log: LogEntry[]): Promise<void> {
   return writeFileAtomic(joinPath(outDir, 'log.jsonl'), log.map((e) => JSON.stringify(e)).join('\n') + (log.length ? '\n' : ''));
 }
@@ -313,14 +321,15 @@ export async function trainCommand(argv: string[]): Promise<number> {
   try {
     while (trainer.step < tc.steps && !stop) {
       const r: StepResult = await trainer.trainStep();
-      log.push({ step: r.step, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm });
+      const organTerms: Record<string, number> = r.exitLoss !== undefined ? { exitLoss: r.exitLoss, distill: r.distill! } : {};
+      log.push({ step: r.step, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ...organTerms });
       if (!Number.isFinite(r.loss)) throw new UsageError(`train: the loss became ${r.loss} at step ${r.step}; lower --lr (now ${tc.lr})`);
-      bar.update(r.step * tokensPerStep, { step: `${r.step}/${tc.steps}`, loss: r.loss.toFixed(3) });
+      bar.update(r.step * tokensPerStep, { step: `${r.step}/${tc.steps}`, loss: r.loss.toFixed(3), ...(r.exitLoss !== undefined ? { exit: r.exitLoss.toFixed(3), kl: r.distill!.toPrecision(3) } : {}) });
       const last = r.step === tc.steps;
       if (tc.evalEvery > 0 && r.step % tc.evalEvery === 0 && !last) {
         const e = await validate(tc.evalWindows, 'eval');
-        log.push({ step: r.step, valLoss: e.loss, valBpb: e.bitsPerByte });
-        bar.log(`step ${r.step}: validation loss ${e.loss.toFixed(4)}, bits per byte ${e.bitsPerByte.toFixed(3)}`);
+        log.push({ step: r.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e) });
+        bar.log(`step ${r.step}: validation loss ${e.loss.toFixed(4)}, bits per byte ${e.bitsPerByte.toFixed(3)}${e.exit ? `; exit head loss ${e.exit.loss.toFixed(4)}, bits per byte ${e.exit.bitsPerByte.toFixed(3)}` : ''}`);
       }
       if ((tc.checkpointEvery > 0 && r.step % tc.checkpointEvery === 0) || last) await save();
       if (r.step >= stopAfter && !last) stop = true;
@@ -337,10 +346,11 @@ export async function trainCommand(argv: string[]): Promise<number> {
 
   // ---- finish: full evaluation, the log and plot, a sample
   const e = await validate(finalWindows, 'validation');
-  log.push({ step: trainer.step, valLoss: e.loss, valBpb: e.bitsPerByte });
+  log.push({ step: trainer.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e) });
   await writeLog(outDir, log);
   await plot(outDir, log);
   console.log(`validation: perplexity ${e.perplexity.toFixed(2)}, bits per byte ${e.bitsPerByte.toFixed(3)} (${e.tokens} tokens, ${e.bytes} bytes)`);
+  if (e.exit) console.log(`validation, exit head after ${e.exit.draftLayers} of ${model.config.nLayers} layers: perplexity ${e.exit.perplexity.toFixed(2)}, bits per byte ${e.exit.bitsPerByte.toFixed(3)}`);
   console.log(`checkpoint: ${outDir} (loss plot ${joinPath(outDir, 'loss.svg')})`);
   if (v.sample) {
     const n = sampleTokens;

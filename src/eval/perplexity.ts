@@ -7,12 +7,19 @@
  * Bits per byte = Σ NLL / (ln 2 · bytes of the scored targets), bytes counted per token by the
  * tokenizer's `byteLengths` (the end-of-text separator counts as one byte: it stands for the
  * document boundary).
+ *
+ * The exit head (DESIGN.md "The FON model (organs)"): for a model with organs, or any model given
+ * `draftLayers` D, the same forward pass also scores the exit head at layer D (layers [0, D), the
+ * shared final norm and LM head, then layers [D, L) for the full model: Decoder.forwardWithExit)
+ * over the same targets, reported as `exit`. The full model's figures are those of a plain forward.
  */
 import { ArgumentError } from '../errors.ts';
 import { tensor } from '../ops/creation.ts';
 import { crossEntropy } from '../ops/fused.ts';
+import { concat, reshape } from '../ops/layout.ts';
 import { sum } from '../ops/reduce.ts';
 import type { Decoder } from '../model/decoder.ts';
+import { checkDraftLayers } from '../model/organs.ts';
 import { noGrad, tidy } from '../tensor/scope.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 
@@ -25,6 +32,20 @@ export interface EvalOptions {
   /** Bytes each token id stands for. */
   byteLengths: ArrayLike<number>;
   onProgress?: (windowsDone: number) => void;
+  /**
+   * Also score the exit head after layer D−1, D in [1, L−1]: by default the model's
+   * organs.draftLayers (none without organs); a number for any model; null not to.
+   */
+  draftLayers?: number | null;
+}
+
+/** The exit head's figures over the same scored tokens. */
+export interface ExitEvalResult {
+  /** D: the exit head reads the hidden state after layer D−1. */
+  draftLayers: number;
+  loss: number;
+  perplexity: number;
+  bitsPerByte: number;
 }
 
 export interface EvalResult {
@@ -35,6 +56,8 @@ export interface EvalResult {
   loss: number;
   perplexity: number;
   bitsPerByte: number;
+  /** With organs or `draftLayers`: the exit head's. */
+  exit?: ExitEvalResult;
 }
 
 const IGNORE = -1;
@@ -42,7 +65,9 @@ const IGNORE = -1;
 export async function evaluate(model: Decoder, windows: Iterable<EvalWindow>, opts: EvalOptions): Promise<EvalResult> {
   const batch = opts.batch ?? 8;
   const backend = model.embed.weight.backend;
-  let nll = 0, tokens = 0, bytes = 0, done = 0;
+  const d = opts.draftLayers === undefined ? model.config.organs?.draftLayers : opts.draftLayers ?? undefined;
+  if (d !== undefined) checkDraftLayers(d, model.layers.length, 'evaluate: draftLayers', (m) => new ArgumentError(m));
+  let nll = 0, exitNll = 0, tokens = 0, bytes = 0, done = 0;
   let group: EvalWindow[] = [];
   const flush = async () => {
     if (group.length === 0) return;
@@ -61,9 +86,14 @@ export async function evaluate(model: Decoder, windows: Iterable<EvalWindow>, op
     const total: Tensor = noGrad(() => tidy(() => {
       const x = tensor(ids, [group.length, t], { backend, dtype: 'i32' });
       const y = tensor(tg, [group.length, t], { backend, dtype: 'i32' });
-      return sum(crossEntropy(model.forward(x), y, { ignoreIndex: IGNORE, reduction: 'none' }));
+      const nllOf = (logits: Tensor) => reshape(sum(crossEntropy(logits, y, { ignoreIndex: IGNORE, reduction: 'none' })), [1]);
+      if (d === undefined) return nllOf(model.forward(x));
+      const { logits, exitLogits } = model.forwardWithExit(x, d);
+      return concat([nllOf(logits), nllOf(exitLogits)]); // one read-back for both
     }));
-    nll += (await total.data())[0];
+    const host = await total.data();
+    nll += host[0];
+    if (d !== undefined) exitNll += host[1];
     total.dispose();
     done += group.length;
     opts.onProgress?.(done);
@@ -77,5 +107,7 @@ export async function evaluate(model: Decoder, windows: Iterable<EvalWindow>, op
   await flush();
   if (tokens === 0) throw new ArgumentError('evaluate: nothing to score (the evaluation text has fewer than 2 tokens)');
   const loss = nll / tokens;
-  return { tokens, bytes, loss, perplexity: Math.exp(loss), bitsPerByte: nll / Math.LN2 / bytes };
+  const r: EvalResult = { tokens, bytes, loss, perplexity: Math.exp(loss), bitsPerByte: nll / Math.LN2 / bytes };
+  if (d !== undefined) r.exit = { draftLayers: d, loss: exitNll / tokens, perplexity: Math.exp(exitNll / tokens), bitsPerByte: exitNll / Math.LN2 / bytes };
+  return r;
 }

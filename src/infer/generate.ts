@@ -1,15 +1,19 @@
 /**
  * Text generation: prefill the prompt into a KV cache allocated once for the whole sequence, then
- * one token per step through the cache, sampling on the host (one read-back of a logits row per
- * token), streaming text as it completes, stopping at end-of-text, a stop string or the length.
+ * decode through the cache — one token per step (plain decoding), or one draft–revise cycle per
+ * step (infer/draft_revise.ts: the draft organ proposes, the revise organ verifies; the default
+ * for a model with organs) — sampling on the host, streaming text as it completes, stopping at
+ * end-of-text, a stop string or the length.
  */
 import { ArgumentError } from '../errors.ts';
 import { tensor } from '../ops/creation.ts';
 import type { Decoder } from '../model/decoder.ts';
 import type { Tokenizer } from '../io/tokenizer/tokenizer.ts';
 import { noGrad } from '../tensor/scope.ts';
+import { DraftRevise, type DraftReviseOptions } from './draft_revise.ts';
 import { KvCache } from './kv_cache.ts';
 import { Sampler, type SamplingOptions } from './sampler.ts';
+import type { SpeculativeStatsJSON } from './speculative.ts';
 import { StopMatcher } from './stop_strings.ts';
 
 export interface GenerateOptions extends SamplingOptions {
@@ -33,6 +37,11 @@ export interface GenerateOptions extends SamplingOptions {
   stopIds?: readonly number[];
   /** Special tokens written in the prompt are tokens (chat markup such as <|im_start|>), not text. */
   specialInPrompt?: boolean;
+  /**
+   * Draft–revise decoding (infer/draft_revise.ts): true or its options to use it, false for plain
+   * decoding. Default: on for a model with organs (config.organs), off otherwise.
+   */
+  draftRevise?: boolean | DraftReviseOptions;
 }
 
 export interface GenerateResult {
@@ -48,6 +57,8 @@ export interface GenerateResult {
    * without eviction; below 1 for FPA layers with `evict` once keys died: KvCache.kept).
    */
   cacheKept: number[][];
+  /** With draft–revise decoding: verify passes, tokens drafted and accepted, acceptance rate and tokens per pass. */
+  speculative?: SpeculativeStatsJSON & { draftLayers: number };
 }
 
 /** A batch-1 KV cache of `maxLength` positions for `model`: f32 for f32 weights, else f16. */
@@ -104,31 +115,39 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   const out: number[] = [];
   let text = '';
   const emit = (s: string) => { if (s) { text += s; opts.onText?.(s); } };
-  const step = async (input: number[], pos: number): Promise<Float32Array> => {
-    const row = await cachedStep(model, cache, input, pos);
-    // A model may have more rows than the tokenizer has ids (a vocabulary rounded up): never sample those.
-    if (row.length > tok.vocabSize) row.fill(-Infinity, tok.vocabSize);
-    return row;
-  };
+  // A model may have more rows than the tokenizer has ids (a vocabulary rounded up): never sample those.
+  const fixRow = (row: Float32Array): Float32Array => { if (row.length > tok.vocabSize) row.fill(-Infinity, tok.vocabSize); return row; };
+  const step = async (input: number[], pos: number): Promise<Float32Array> => fixRow(await cachedStep(model, cache, input, pos));
+  const dr = opts.draftRevise ?? cfg.organs !== undefined;
   let stopReason: GenerateResult['stopReason'] = 'maxTokens';
   let t0 = 0;
   let cacheKept: number[][] = [];
+  let organs: DraftRevise | undefined;
   try {
-    let logits = await step(ids, 0);
-    let pos = ids.length;
+    if (dr) organs = new DraftRevise(model, cache, sampler, dr === true ? {} : dr, fixRow);
+    let pending = [sampler.next(await step(ids, 0), history)]; // the first token, from the prompt's last position
+    let pos = ids.length; // the position of the newest token, not yet run
     t0 = performance.now();
-    for (;;) {
-      const next = sampler.next(logits, history);
-      if (stopIds.has(next)) { stopReason = 'eos'; break; }
-      out.push(next);
-      history.push(next);
-      const r = stops.push(stream.push(next));
-      emit(r.emit);
-      if (r.stopped) { stopReason = 'stop'; break; }
-      if (out.length >= maxTokens) break;
+    for (let done = false; !done;) {
+      for (const next of pending) {
+        if (stopIds.has(next)) { stopReason = 'eos'; done = true; break; }
+        out.push(next);
+        history.push(next);
+        const r = stops.push(stream.push(next));
+        emit(r.emit);
+        if (r.stopped) { stopReason = 'stop'; done = true; break; }
+        if (out.length >= maxTokens) { done = true; break; }
+      }
+      if (done) break;
       if (pos >= cache.maxLength) { stopReason = 'context'; break; }
-      logits = await step([next], pos);
-      pos++;
+      const last = history[history.length - 1];
+      if (organs) {
+        pending = await organs.next(last, pos, history);
+        pos += pending.length;
+      } else {
+        pending = [sampler.next(await step([last], pos), history)];
+        pos++;
+      }
     }
     if (stopReason !== 'stop') {
       const r = stops.push(stream.flush());
@@ -141,5 +160,8 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
     cache.dispose();
   }
   const secs = (performance.now() - t0) / 1000;
-  return { text, ids: out, promptTokens: ids.length - start.length, stopReason, tokensPerSecond: out.length > 1 ? (out.length - 1) / secs : 0, cacheKept };
+  return {
+    text, ids: out, promptTokens: ids.length - start.length, stopReason, tokensPerSecond: out.length > 1 ? (out.length - 1) / secs : 0, cacheKept,
+    ...(organs ? { speculative: { ...organs.stats.toJSON(), draftLayers: organs.draftLayers } } : {}),
+  };
 }

@@ -1,60 +1,68 @@
 /**
- * The KV cache of one generation: per layer k and v (B, Hkv, Tmax, D), plus the per-position
- * state the layer's mechanism keeps (attention/registry.ts mechanismCacheState: FoX's c, FPA's
- * φ, ℓ and walk, each f32 (B, heads, Tmax, 1)) and per sequence (mechanismCacheRows: the token
- * shift's last pre-shift k and v, f32 (B, Hkv, 1, D)), allocated once when the sequence starts and
- * written in place (ops/attention.ts kvWrite), never re-allocated per token. `length` is the
- * number of positions already written.
+ * The KV cache of one generation: per layer k and v (B, Hkv, Tmax, D), plus what the layer's
+ * mechanism declares in its cache layout (attention/mechanism.ts CacheLayout, read from the
+ * table): per-position f32 state (B, heads, Tmax, 1) — FoX's c, FPA's φ, ℓ and walk — and side
+ * states (FPA's decode state, the token shift's recent rows), allocated once when the sequence
+ * starts and written in place (ops/attention.ts kvWrite), never re-allocated per token.
  *
- * FPA layers also get a decode state (attention/fpa_decode.ts: running minima, and with eviction
- * the surviving keys, compacted to the front of k and v); `kept()` reports the fraction of the
- * cache each layer and KV head keeps, and `settle()` finishes what such a state defers on a device
- * read asynchronously (webgpu: generate awaits it after every step).
+ * The protocol (DESIGN.md "How the code is layered"): cached steps append positions; `truncate`
+ * forgets the positions from a length on, in every layer and every side state (the rejected drafts
+ * of draft–revise decoding); `settle` is the generation loop's one asynchronous point, where side
+ * states commit what they have seen and compact (FPA eviction on webgpu reads its kept counts
+ * there); `kept` reports the fraction of keys each layer and KV head keeps, `bytes` what the
+ * cache holds, `dispose` frees it. `length` is the number of positions written.
  */
-import { attachFpaDecodeState, peekFpaDecodeState, type FpaDecodeOptions } from '../attention/fpa_decode.ts';
+import { mechanismCache } from '../attention/table.ts';
 import type { LayerKv } from '../attention/mechanism.ts';
-import { mechanismCacheRows, mechanismCacheState } from '../attention/registry.ts';
 import type { Backend } from '../backend/backend.ts';
 import { ArgumentError } from '../errors.ts';
 import { zeros } from '../ops/creation.ts';
-import { layerAttention, type ModelConfig } from '../model/config.ts';
+import { layerAttention, modelDims, type ModelConfig } from '../model/config.ts';
 import { keep } from '../tensor/scope.ts';
 import type { FloatDType } from '../tensor/dtype.ts';
-
-/** Options of a KvCache's FPA layers (attention/fpa_decode.ts). */
-export type KvCacheOptions = FpaDecodeOptions;
 
 export class KvCache {
   readonly layers: LayerKv[];
   /** Positions written so far. */
   length = 0;
 
-  constructor(readonly config: ModelConfig, readonly batch: number, readonly maxLength: number, backend: Backend, readonly dtype: FloatDType = 'f32', opts: KvCacheOptions = {}) {
+  constructor(readonly config: ModelConfig, readonly batch: number, readonly maxLength: number, backend: Backend, readonly dtype: FloatDType = 'f32') {
     if (!Number.isInteger(maxLength) || maxLength < 1 || maxLength > config.contextLength) {
       throw new ArgumentError(`KvCache: maxLength ${maxLength} must be an integer in [1, ${config.contextLength}] (the model's context length)`);
     }
     const shape = [batch, config.nKvHeads, maxLength, config.headDim];
+    const dims = modelDims(config);
     this.layers = Array.from({ length: config.nLayers }, (_, i) => {
-      const spec = layerAttention(config, i);
-      const perPosition = Object.entries(mechanismCacheState(spec, config)).map(([name, heads]) => [name, [batch, heads, maxLength, 1]] as const);
-      const perSequence = Object.entries(mechanismCacheRows(spec, config)).map(([name, [heads, width]]) => [name, [batch, heads, 1, width]] as const);
-      const layout = [...perPosition, ...perSequence];
+      const layout = mechanismCache(layerAttention(config, i), dims);
       const slot: LayerKv = { k: keep(zeros(shape, { backend, dtype })), v: keep(zeros(shape, { backend, dtype })) };
-      if (layout.length) slot.state = Object.fromEntries(layout.map(([name, s]) => [name, keep(zeros(s, { backend, dtype: 'f32' }))]));
-      if (spec.type === 'fpa') attachFpaDecodeState(slot, opts);
+      const perPosition = Object.entries(layout.perPosition);
+      if (perPosition.length) slot.state = Object.fromEntries(perPosition.map(([name, heads]) => [name, keep(zeros([batch, heads, maxLength, 1], { backend, dtype: 'f32' }))]));
+      const side = Object.entries(layout.side);
+      if (side.length) slot.side = Object.fromEntries(side.map(([name, make]) => [name, make(slot)]));
       return slot;
     });
   }
 
-  /** Bytes held by the cache on its device: maxLength × kvBytesPerToken plus the per-sequence rows (token shift). */
+  /** Bytes held by the cache on its device: k, v, the per-position state and the side states. */
   get bytes(): number {
     const per = this.dtype === 'f32' ? 4 : 2;
     let n = 0;
     for (const l of this.layers) {
       n += (l.k.size + l.v.size) * per;
       for (const s of Object.values(l.state ?? {})) n += s.size * 4;
+      for (const s of Object.values(l.side ?? {})) n += s.bytes;
     }
     return n;
+  }
+
+  /**
+   * Forgets positions ≥ length in every layer and side state: the next cached step starts there.
+   * The rows of k, v and the per-position state past it are simply overwritten later.
+   */
+  truncate(length: number): void {
+    if (!Number.isInteger(length) || length < 0 || length > this.length) throw new ArgumentError(`KvCache.truncate: length ${length} must be an integer in [0, ${this.length}] (the positions written)`);
+    for (const l of this.layers) for (const s of Object.values(l.side ?? {})) s.truncate(length);
+    this.length = length;
   }
 
   /**
@@ -62,21 +70,24 @@ export class KvCache {
    * layers that keep every key; below 1 for FPA layers with eviction once keys die).
    */
   kept(): number[][] {
-    return this.layers.map((l) => peekFpaDecodeState(l)?.kept() ?? new Array<number>(this.config.nKvHeads).fill(1));
+    return this.layers.map((l) => {
+      const kept = Object.values(l.side ?? {}).flatMap((s) => (s.kept ? [s.kept()] : []));
+      return kept[0] ?? new Array<number>(this.config.nKvHeads).fill(1);
+    });
   }
 
   /**
-   * Finishes the work that decode states living on an asynchronously read device defer to between
-   * steps (FPA eviction on webgpu: the kept counts behind kept(), and compacting dead keys;
-   * attention/fpa_decode.ts); nothing to do elsewhere. generate awaits it with each step's logits.
+   * The generation loop's asynchronous point: every side state commits the positions seen so far
+   * and compacts when due (FPA eviction on webgpu: its kept counts, then the dead keys). generate
+   * awaits it with each step's logits.
    */
   async settle(): Promise<void> {
-    await Promise.all(this.layers.map((l) => peekFpaDecodeState(l)?.settle(l)));
+    await Promise.all(this.layers.flatMap((l) => Object.values(l.side ?? {}).map((s) => s.settle(l))));
   }
 
   dispose(): void {
     for (const l of this.layers) {
-      peekFpaDecodeState(l)?.dispose();
+      for (const s of Object.values(l.side ?? {})) s.dispose();
       l.k.dispose();
       l.v.dispose();
       for (const s of Object.values(l.state ?? {})) s.dispose();

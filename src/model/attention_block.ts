@@ -7,8 +7,8 @@
  * same token right before the mechanism, which then sees (and caches) the mixed ṽ as v.
  * Shapes: B batch, T positions in this call, C = dModel, H query heads, Hkv key/value heads, D head width.
  */
-import type { AttentionMechanism, LayerAttention, LayerKv, MechanismBudget } from '../attention/mechanism.ts';
-import { createMechanism } from '../attention/registry.ts';
+import type { AttentionMechanism, LayerKv, MechanismBudget } from '../attention/mechanism.ts';
+import { buildMechanism, type LayerAttention } from '../attention/table.ts';
 import { mixDepth, type DepthInput, type LayerRecord } from '../attention/depth.ts';
 import { rope } from '../ops/fused.ts';
 import { permute, reshape } from '../ops/layout.ts';
@@ -17,7 +17,7 @@ import { Module } from '../nn/module.ts';
 import { Norm } from '../nn/norm.ts';
 import type { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import type { ModelConfig } from './config.ts';
+import { modelDims, type ModelConfig } from './config.ts';
 
 /** What every layer of one forward shares: the first position and, with RoPE, its tables (T, D/2). */
 export interface PositionContext { pos: number; cos?: Tensor; sin?: Tensor }
@@ -44,7 +44,7 @@ export class AttentionBlock extends Module {
       this.kNorm = this.child(new Norm(f, `${name}.k_norm`, 'rmsnorm', d, cfg.normEps));
     }
     // Made last, so full and local layers keep the parameter order (and optimizer state) they had.
-    this.mechanism = this.child(createMechanism(spec, { f, name, config: cfg }));
+    this.mechanism = this.child(buildMechanism(spec, { f, name, dims: modelDims(cfg) }));
   }
 
   /** One projection to heads: x (B, T, C) → (B, T, heads, D), raw (before any norm or rotation). */

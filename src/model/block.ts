@@ -1,5 +1,6 @@
 /** A pre-norm transformer block: x + attn(norm(x)), then + mlp(norm(x)). */
-import type { LayerAttention, LayerKv, MechanismBudget } from '../attention/mechanism.ts';
+import type { LayerKv, MechanismBudget } from '../attention/mechanism.ts';
+import type { LayerAttention } from '../attention/table.ts';
 import type { DepthInput, LayerRecord } from '../attention/depth.ts';
 import { add } from '../ops/elementwise.ts';
 import { tidy } from '../tensor/scope.ts';

@@ -3,10 +3,8 @@
  * then flags. `parseModelConfig` validates a JSON object: an unknown key, a wrong type or an
  * impossible shape is a ConfigError naming the key and the value.
  */
-import type { LayerAttention } from '../attention/mechanism.ts';
-import { FPA_WALKS, type FpaSpec } from '../attention/fpa.ts';
-import { DEFAULT_EVICT, DEFAULT_STACK, type FpaCompaction, type FpaEvict } from '../attention/fpa_decode.ts';
-import { mechanismCacheState } from '../attention/registry.ts';
+import { layoutBytesPerToken, type ModelDims } from '../attention/mechanism.ts';
+import { mechanismCache, parseLayerAttention, wantsNoPE, type LayerAttention } from '../attention/table.ts';
 import { DEPTH_KEYS, DEPTH_MODES, type DepthSpec } from '../attention/depth.ts';
 import { ConfigError } from '../errors.ts';
 import type { RopeScaling } from '../nn/rope_tables.ts';
@@ -61,16 +59,11 @@ export interface ModelConfig {
   /** Longest sequence the model is trained and run on (KV cache and learned positions). */
   contextLength: number;
   /**
-   * One entry per layer, or one entry applied to every layer: {"type": "full"},
-   * {"type": "local", "window": n}, {"type": "fox", "outputGate"?: bool, "tokenShift"?: bool} or
-   * {"type": "fpa", "walk"?: "fox" | "linear" | "tanh", "outputGate"?: bool, "tokenShift"?: bool,
-   * "shared"?: bool, "evict"?: true | {"tau"?, "every"?, "deadFraction"?}, "stack"?: true |
-   * {"every"?, "deadFraction"?}} (attention/fox.ts, attention/fpa.ts, attention/token_shift.ts;
-   * omitted options take their defaults: walk "fox", outputGate false, tokenShift and shared false
-   * (left out of the parsed entry), no eviction, no stack; evict's fields default to τ = 16, every
-   * 64 steps, dead fraction 0.25, stack's to every 64 steps, dead fraction 0.25,
-   * attention/fpa_decode.ts). "stack" (the shared walk's hard-limit decoding) needs "shared" and
-   * excludes "evict".
+   * One entry per layer, or one entry applied to every layer: {"type": name, …options}, a
+   * mechanism of attention/table.ts with the options its folder's def parses — {"type": "full"},
+   * {"type": "local", "window": n}, {"type": "fox", "outputGate"?, "tokenShift"?} (attention/fox),
+   * {"type": "fpa", "walk"?, "outputGate"?, "tokenShift"?, "shared"?, "evict"?, "stack"?}
+   * (attention/fpa). Omitted options take the mechanism's defaults.
    */
   attention: LayerAttention[];
   /**
@@ -124,97 +117,11 @@ const SCHEMA: Record<keyof ModelConfig, Kind> = {
 
 const show = (v: unknown) => JSON.stringify(v) ?? String(v);
 
-/** The option keys of each attention type besides 'type'. */
-const ATTENTION_KEYS: Record<LayerAttention['type'], readonly string[]> = {
-  full: [], local: ['window'], fox: ['outputGate', 'tokenShift'], fpa: ['walk', 'outputGate', 'tokenShift', 'evict', 'shared', 'stack'],
-};
-
-function checkBool(o: Record<string, unknown>, key: string, at: string): boolean {
-  const v = o[key] ?? false;
-  if (typeof v !== 'boolean') throw new ConfigError(`${at}: '${key}' = ${show(v)}: expected true or false`);
-  return v;
-}
-
-/** A fox / fpa entry's 'tokenShift', kept in the parsed entry only when on (so entries without it read as before). */
-const tokenShift = (o: Record<string, unknown>, at: string): { tokenShift?: true } => (checkBool(o, 'tokenShift', at) ? { tokenShift: true } : {});
-
 function checkAttention(v: unknown, where: string): LayerAttention[] {
   const list = Array.isArray(v) ? v : [v];
   if (list.length === 0) throw new ConfigError(`${where}: 'attention' is an empty list; expected one entry per layer or a single entry`);
-  return list.map((a, i) => {
-    const at = `${where}: attention[${i}]`;
-    if (typeof a === 'string') a = { type: a };
-    if (a === null || typeof a !== 'object') throw new ConfigError(`${at} = ${show(a)}: expected an object like {"type": "full"} or {"type": "local", "window": 128}`);
-    const o = a as Record<string, unknown>;
-    if (typeof o.type !== 'string' || !Object.hasOwn(ATTENTION_KEYS, o.type)) {
-      throw new ConfigError(`${at}: 'type' = ${show(o.type)}: expected one of ${Object.keys(ATTENTION_KEYS).map(show).join(', ')}`);
-    }
-    const type = o.type as LayerAttention['type'];
-    const keys = ATTENTION_KEYS[type];
-    for (const k of Object.keys(o)) {
-      if (k !== 'type' && !keys.includes(k)) throw new ConfigError(`${at}: unknown key '${k}' for attention type ${show(type)}${keys.length ? `; expected ${keys.join(', ')}` : ''}`);
-    }
-    switch (type) {
-      case 'full': return { type };
-      case 'local':
-        if (!Number.isInteger(o.window) || (o.window as number) < 1) throw new ConfigError(`${at}: 'window' = ${show(o.window)}: expected a positive integer`);
-        return { type, window: o.window as number };
-      case 'fox': return { type, outputGate: checkBool(o, 'outputGate', at), ...tokenShift(o, at) };
-      case 'fpa': {
-        const walk = o.walk ?? 'fox';
-        if (!FPA_WALKS.includes(walk as never)) throw new ConfigError(`${at}: 'walk' = ${show(walk)}: expected one of ${FPA_WALKS.map(show).join(', ')}`);
-        const shared = checkBool(o, 'shared', at);
-        const spec: FpaSpec = { type, walk: walk as (typeof FPA_WALKS)[number], outputGate: checkBool(o, 'outputGate', at), ...tokenShift(o, at), ...(shared ? { shared } : {}) };
-        const evict = o.evict === undefined || o.evict === false ? undefined : checkEvict(o.evict, at);
-        const stack = o.stack === undefined || o.stack === false ? undefined : checkStack(o.stack, at);
-        if (stack && !shared) throw new ConfigError(`${at}: 'stack' = ${show(o.stack)} needs 'shared': true (the stack holds the alive keys only when field and level are the walk itself); got 'shared' = ${show(o.shared ?? false)}`);
-        if (stack && evict) throw new ConfigError(`${at}: 'stack' and 'evict' exclude each other (the stack drops every key whose penalty is positive, evict those past τ); keep one`);
-        return { ...spec, ...(evict ? { evict } : {}), ...(stack ? { stack } : {}) };
-      }
-    }
-  });
+  return list.map((a, i) => parseLayerAttention(a, `${where}: attention[${i}]`));
 }
-
-const EVICT_KEYS = ['tau', 'every', 'deadFraction'];
-
-/**
- * An FPA layer's 'evict': true (the defaults) or {"tau"?: number > 0, "every"?: int ≥ 1,
- * "deadFraction"?: number in (0, 1]}, omitted fields from attention/fpa_decode.ts DEFAULT_EVICT.
- */
-function checkEvict(v: unknown, at: string): FpaEvict {
-  const expected = 'expected true or an object {"tau"?: number > 0, "every"?: integer ≥ 1, "deadFraction"?: number in (0, 1]}';
-  if (v === true) return { ...DEFAULT_EVICT };
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new ConfigError(`${at}: 'evict' = ${show(v)}: ${expected}`);
-  const o = v as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (!EVICT_KEYS.includes(k)) throw new ConfigError(`${at}: unknown key 'evict.${k}'; expected ${EVICT_KEYS.join(', ')}`);
-  const e = { ...DEFAULT_EVICT, ...o } as Record<string, unknown>;
-  if (typeof e.tau !== 'number' || !Number.isFinite(e.tau) || e.tau <= 0) throw new ConfigError(`${at}: 'evict.tau' = ${show(e.tau)}: expected a finite number > 0`);
-  if (!Number.isInteger(e.every) || (e.every as number) < 1) throw new ConfigError(`${at}: 'evict.every' = ${show(e.every)}: expected an integer ≥ 1`);
-  if (typeof e.deadFraction !== 'number' || !(e.deadFraction > 0 && e.deadFraction <= 1)) throw new ConfigError(`${at}: 'evict.deadFraction' = ${show(e.deadFraction)}: expected a number in (0, 1]`);
-  return { tau: e.tau, every: e.every as number, deadFraction: e.deadFraction };
-}
-
-const STACK_KEYS = ['every', 'deadFraction'];
-
-/**
- * An FPA layer's 'stack' (shared-walk hard-limit decoding): true (the defaults) or {"every"?: int ≥ 1,
- * "deadFraction"?: number in (0, 1]}, the compaction rule, omitted fields from attention/fpa_decode.ts
- * DEFAULT_STACK.
- */
-function checkStack(v: unknown, at: string): FpaCompaction {
-  const expected = 'expected true or an object {"every"?: integer ≥ 1, "deadFraction"?: number in (0, 1]}';
-  if (v === true) return { ...DEFAULT_STACK };
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new ConfigError(`${at}: 'stack' = ${show(v)}: ${expected}`);
-  const o = v as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (!STACK_KEYS.includes(k)) throw new ConfigError(`${at}: unknown key 'stack.${k}'; expected ${STACK_KEYS.join(', ')}`);
-  const e = { ...DEFAULT_STACK, ...o } as Record<string, unknown>;
-  if (!Number.isInteger(e.every) || (e.every as number) < 1) throw new ConfigError(`${at}: 'stack.every' = ${show(e.every)}: expected an integer ≥ 1`);
-  if (typeof e.deadFraction !== 'number' || !(e.deadFraction > 0 && e.deadFraction <= 1)) throw new ConfigError(`${at}: 'stack.deadFraction' = ${show(e.deadFraction)}: expected a number in (0, 1]`);
-  return { every: e.every as number, deadFraction: e.deadFraction };
-}
-
-/** Whether some layer's mechanism runs without positional encoding by design (FoX, FPA). */
-const wantsNoPE = (attention: readonly LayerAttention[]) => attention.some((a) => a.type === 'fox' || a.type === 'fpa');
 
 const ROPE_SCALING_KEYS = {
   linear: ['factor'],
@@ -317,13 +224,19 @@ export function layerAttention(c: ModelConfig, i: number): LayerAttention {
   return c.attention.length === 1 ? c.attention[0] : c.attention[i];
 }
 
+/** The dimensions a mechanism sees (attention/mechanism.ts ModelDims). */
+export function modelDims(c: ModelConfig): ModelDims {
+  return { dModel: c.dModel, nLayers: c.nLayers, nHeads: c.nHeads, nKvHeads: c.nKvHeads, headDim: c.headDim, normEps: c.normEps };
+}
+
 /**
  * KV-cache bytes per token of context, over every layer: k and v at the given bytes per element,
- * plus each mechanism's per-position state in f32 (FoX: c per query head; FPA: φ, ℓ and the walk
- * per KV head). Depth-Attention adds nothing: the mixed value takes v's slot.
+ * plus each mechanism's per-position state in f32 (its CacheLayout: FoX's c per query head, FPA's
+ * φ, ℓ and walk per KV head). Depth-Attention adds nothing: the mixed value takes v's slot.
  */
 export function kvBytesPerToken(c: ModelConfig, bytesPerElement = 4): number {
-  let stateFloats = 0;
-  for (let i = 0; i < c.nLayers; i++) for (const heads of Object.values(mechanismCacheState(layerAttention(c, i), c))) stateFloats += heads;
-  return 2 * c.nLayers * c.nKvHeads * c.headDim * bytesPerElement + 4 * stateFloats;
+  const dims = modelDims(c);
+  let n = 0;
+  for (let i = 0; i < c.nLayers; i++) n += layoutBytesPerToken(mechanismCache(layerAttention(c, i), dims), dims, bytesPerElement);
+  return n;
 }

@@ -19,8 +19,8 @@
  */
 import { depthCandidates, depthSources, type LayerRecord } from '../attention/depth.ts';
 import type { LayerKv, MechanismBudget } from '../attention/mechanism.ts';
-import { arange } from '../ops/creation.ts';
-import { add } from '../ops/elementwise.ts';
+import { arange, tensor } from '../ops/creation.ts';
+import { add, where } from '../ops/elementwise.ts';
 import { crossEntropy } from '../ops/fused.ts';
 import { narrow, reshape } from '../ops/layout.ts';
 import { linear } from '../ops/matmul.ts';
@@ -36,6 +36,7 @@ import type { Tensor } from '../tensor/tensor.ts';
 import type { PositionContext } from './attention_block.ts';
 import { Block } from './block.ts';
 import { layerAttention, type ModelConfig } from './config.ts';
+import { checkDraftLayers } from './organs.ts';
 
 export type { LayerRecord };
 
@@ -168,7 +169,7 @@ export class Decoder extends Module {
     return depth ? depthSources(depth, this.layers.length)[i] : false;
   }
 
-  /** Mean next-token cross-entropy (nats) of ids (B, T) against targets (B, T). */
+  /** Mean next-token cross-entropy (nats) of ids (B, T) against targets (B, T); the organ objective is train/organ_loss.ts trainingLoss. */
   loss(ids: Tensor, targets: Tensor): Tensor {
     return tidy(() => crossEntropy(this.forward(ids), targets));
   }
@@ -177,5 +178,56 @@ export class Decoder extends Module {
     super.dispose();
     this.rope?.cos.dispose();
     this.rope?.sin.dispose();
+  }
+
+  /**
+   * The full model's logits and the exit head's at layer D in one pass (DESIGN.md "The FON model
+   * (organs)"): embedTokens → layers [0, D) → logits (the exit head) → layers [D, L) → logits, both
+   * (B, T, V), at positions 0 … (no cache). The full logits equal forward's. `draftLayers` defaults
+   * to the config's organs.draftLayers and is any D in [1, L−1] for any model.
+   *
+   * `layerKeep` (training only: train/organ_loss.ts layerKeepMasks) drops layers per sequence: entry
+   * l null/absent runs layer l for every sequence, else (B) values 1 (run) / 0 (skip), and sequence b
+   * leaves layer l as the identity: y = x + m_b·(block(x) − x), computed as the select
+   * m_b ? block(x) : x. A layer every sequence skips is not run unless a later layer's
+   * Depth-Attention reads its record, which is then computed from its input as usual.
+   */
+  forwardWithExit(ids: Tensor, draftLayers?: number, opts: { layerKeep?: readonly (ArrayLike<number> | null | undefined)[] } = {}): { logits: Tensor; exitLogits: Tensor } {
+    const L = this.layers.length;
+    const d = draftLayers ?? this.config.organs?.draftLayers;
+    if (d === undefined) throw new ArgumentError('Decoder.forwardWithExit: the model has no organs; give draftLayers');
+    checkDraftLayers(d, L, 'Decoder.forwardWithExit: draftLayers', (m) => new ArgumentError(m));
+    this.checkIds('Decoder.forwardWithExit', ids, 0);
+    const masks = opts.layerKeep;
+    const b = ids.shape[0];
+    if (masks) {
+      if (masks.length > L) throw new ArgumentError(`Decoder.forwardWithExit: layerKeep has ${masks.length} entries for ${L} layers`);
+      masks.forEach((m, i) => {
+        if (m && m.length !== b) throw new ArgumentError(`Decoder.forwardWithExit: layerKeep[${i}] has ${m.length} entries for a batch of ${b} sequences`);
+      });
+    }
+    return tidy(() => {
+      let x = this.embedTokens(ids, 0);
+      let records: (LayerRecord | undefined)[] = [];
+      const range = (from: number, to: number) => {
+        if (!masks) { ({ x, records } = this.runLayers(x, from, to, { pos: 0, records })); return; }
+        for (let i = from; i < to; i++) {
+          const m = masks[i];
+          let run = 0;
+          if (m) for (let j = 0; j < b; j++) if (m[j] !== 0) run++;
+          if (m && run === 0 && !this.recordIsRead(i)) continue; // skipped by all, read by none
+          const out = this.runLayers(x, i, i + 1, { pos: 0, records });
+          records = out.records;
+          if (!m || run === b) { x = out.x; continue; }
+          if (run === 0) continue;
+          const mask = tensor(Float32Array.from(m, (v) => (v !== 0 ? 1 : 0)), [b, 1, 1], { backend: ids.backend });
+          x = where(mask, out.x, x);
+        }
+      };
+      range(0, d);
+      const exitLogits = this.logits(x);
+      range(d, L);
+      return { logits: this.logits(x), exitLogits };
+    });
   }
 }

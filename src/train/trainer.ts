@@ -3,10 +3,16 @@
  * of (batch, context) tokens → mean cross-entropy → backward; then clipping by global norm, the
  * warm-up + cosine learning rate, AdamW; evaluation and checkpoints at their intervals.
  *
+ * With `organs` in the model config the loss is the organ objective (train/organ_loss.ts):
+ * CE + λ_D·CE(exit) + λ_KL·KL(sg(p_L) ‖ p_D), with LayerSkip-style layer dropout when
+ * organs.layerDropout > 0; the step still reports the full model's CE as `loss`, beside the exit
+ * head's CE and the KL.
+ *
  * Exact resume: everything a step depends on is a function of the step number (the batch order,
- * the learning rate) or lives in the checkpoint (weights, optimizer moments and step count), and
- * there is no dropout, so a run stopped at step s and resumed follows the uninterrupted run's
- * loss curve.
+ * the learning rate, the layer-dropout masks: a counter-based draw from (seed, step, micro-batch,
+ * layer, sequence) whose rate ramps with step/steps, no generator state) or lives in the checkpoint
+ * (weights, optimizer moments and step count), so a run stopped at step s and resumed follows the
+ * uninterrupted run's loss curve.
  */
 import { ArgumentError } from '../errors.ts';
 import { tensor } from '../ops/creation.ts';
@@ -17,6 +23,7 @@ import { noGrad, tidy } from '../tensor/scope.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { clipGradNorm } from './clip.ts';
 import { AdamW } from './optim.ts';
+import { layerKeepMasks, trainingLoss } from './organ_loss.ts';
 import { warmupCosine, type Schedule } from './schedule.ts';
 
 /** Training hyper-parameters; one typed defaults object, overridden by flags. */
@@ -59,7 +66,18 @@ export interface Batches {
   batchAt(index: number): { inputs: Int32Array; targets: Int32Array };
 }
 
-export interface StepResult { step: number; loss: number; lr: number; gradNorm: number; tokens: number }
+export interface StepResult {
+  step: number;
+  /** The full model's mean cross-entropy (nats/token; with organs not the objective, which adds the organ terms). */
+  loss: number;
+  lr: number;
+  gradNorm: number;
+  tokens: number;
+  /** With organs: the exit head's mean cross-entropy CE(p_D). */
+  exitLoss?: number;
+  /** With organs: KL(sg(p_L) ‖ p_D), mean over positions. */
+  distill?: number;
+}
 
 export function checkTrainConfig(c: TrainConfig, contextLength: number): void {
   const positive = ['steps', 'batchSize', 'accumulate', 'context'] as const;
@@ -84,22 +102,28 @@ export class Trainer {
     this.schedule = warmupCosine(c.lr, c.warmup, c.steps, c.minLr);
   }
 
-  /** Runs one optimizer step and reads its loss and gradient norm back (one read per step, after the update is queued). */
+  /** Runs one optimizer step and reads its losses and gradient norm back (one read per step, after the update is queued). */
   async trainStep(): Promise<StepResult> {
     const c = this.config, b = this.model.embed.weight.backend;
+    const organs = this.model.config.organs;
     const lr = this.schedule(this.step);
     this.optimizer.lr = lr;
+    // Summed over micro-batches: [CE] or, with organs, [CE, exit CE, KL].
     let total: Tensor | null = null;
     for (let micro = 0; micro < c.accumulate; micro++) {
       const { inputs, targets } = this.batches.batchAt(this.step * c.accumulate + micro);
+      const layerKeep = organs && organs.layerDropout > 0
+        ? layerKeepMasks(organs.layerDropout, this.model.layers.length, c.batchSize, { seed: c.seed, step: this.step, micro, steps: c.steps })
+        : undefined;
       const l = tidy(() => {
         const x = tensor(inputs, [c.batchSize, c.context], { backend: b, dtype: 'i32' });
         const y = tensor(targets, [c.batchSize, c.context], { backend: b, dtype: 'i32' });
-        const loss = this.model.loss(x, y);
+        const parts = trainingLoss(this.model, x, y, { layerKeep });
         // Each micro-batch's loss counts 1/accumulate, so the summed gradient is the mean's and
         // clipping sees the same norm as one batch of accumulate × batchSize.
-        (c.accumulate === 1 ? loss : mul(loss, 1 / c.accumulate)).backward();
-        const d = loss.detach();
+        (c.accumulate === 1 ? parts.loss : mul(parts.loss, 1 / c.accumulate)).backward();
+        const reported = [parts.ce, ...(organs ? [parts.exitCe!, parts.distill!] : [])].map((t) => reshape(t.detach(), [1]));
+        const d = reported.length === 1 ? reported[0] : concat(reported);
         return total ? add(total, d) : d;
       });
       if (total && total !== l) total.dispose();
@@ -108,14 +132,15 @@ export class Trainer {
     const norm = c.gradClip > 0 ? clipGradNorm(this.optimizer.params, c.gradClip) : null;
     this.optimizer.step();
     this.optimizer.zeroGrad();
-    // One read-back per step: the loss and the gradient norm travel together.
-    const stats = norm ? noGrad(() => tidy(() => concat([reshape(total!, [1]), reshape(norm, [1])]))) : total!;
+    // One read-back per step: the losses and the gradient norm travel together.
+    const stats = norm ? noGrad(() => tidy(() => concat([total!, reshape(norm, [1])]))) : total!;
     const host = await stats.data();
-    const lossSum = host[0];
-    const gradNorm = norm ? host[1] : NaN;
+    const gradNorm = norm ? host[host.length - 1] : NaN;
     for (const t of new Set([stats, total!, norm])) t?.dispose();
     this.step++;
-    return { step: this.step, loss: lossSum / c.accumulate, lr, gradNorm, tokens: c.accumulate * c.batchSize * c.context };
+    const r: StepResult = { step: this.step, loss: host[0] / c.accumulate, lr, gradNorm, tokens: c.accumulate * c.batchSize * c.context };
+    if (organs) { r.exitLoss = host[1] / c.accumulate; r.distill = host[2] / c.accumulate; }
+    return r;
   }
 
   dispose(): void {

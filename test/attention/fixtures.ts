@@ -5,8 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
-import type { FpaAttention } from '../../src/attention/fpa.ts';
+import type { FpaAttention } from '../../src/attention/fpa/fpa.ts';
 import type { KvCache } from '../../src/infer/kv_cache.ts';
+import { DeviceFpaDecodeState, FpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
 
 /** Overwrites parameter p in place (a 4-D view of its storage, as kvWrite takes it) with `values`. */
 export function setParam(p: fon.Tensor, values: fon.Tensor): void {
@@ -33,14 +34,28 @@ export function layerInputs(backend: fon.Backend, t: number, seed: number, h: nu
 }
 export type LayerInputs = ReturnType<typeof layerInputs>;
 
-/** The layer's cached outputs for chunks [0, c0), [c0, c1), … (positions in `cuts`) → (1, H, T, D); `each(end)` after each chunk. */
-export function decodeChunks(mech: FpaAttention, cache: KvCache, inp: LayerInputs, cuts: number[], each?: (end: number) => void): fon.Tensor {
+/**
+ * The layer's cached outputs for chunks [0, c0), [c0, c1), … (positions in `cuts`) → (1, H, T, D),
+ * as generate drives a cache: after each chunk the cache's length is set and, unless `settle` is
+ * false, the cache settled (commits, and compacts where FPA eviction says so); `each(end)` then.
+ */
+export async function decodeChunks(mech: FpaAttention, cache: KvCache, inp: LayerInputs, cuts: number[], each?: (end: number) => void | Promise<void>, opts: { settle?: boolean } = {}): Promise<fon.Tensor> {
   const outs: fon.Tensor[] = [];
   for (let i = 0; i + 1 < cuts.length; i++) {
     const [a, b] = [cuts[i], cuts[i + 1]];
     const part = (t: fon.Tensor) => fon.narrow(t, 2, a, b - a);
     outs.push(fon.noGrad(() => mech.forwardCached(part(inp.q), part(inp.k), part(inp.v), { x: fon.narrow(inp.x, 1, a, b - a) }, cache.layers[0], a)));
-    each?.(b);
+    cache.length = b;
+    if (opts.settle !== false) await cache.settle();
+    await each?.(b);
   }
   return fon.concat(outs, 2);
+}
+
+/** Sets the FPA decode states' re-centring period in every layer of `cache` (0 = never). */
+export function setRecentre(cache: KvCache, every: number): void {
+  for (const l of cache.layers) {
+    const st = l.side?.fpa;
+    if (st instanceof FpaDecodeState || st instanceof DeviceFpaDecodeState) st.recentreEvery = every;
+  }
 }

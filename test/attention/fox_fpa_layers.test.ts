@@ -14,7 +14,9 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as fon from '../../src/index.ts';
-import { ConfigError, DEFAULT_CONFIG, kvBytesPerToken, parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
+import { ConfigError, DEFAULT_CONFIG, kvBytesPerToken, layerAttention, modelDims, parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
+import { layoutBytesPerToken } from '../../src/attention/mechanism.ts';
+import { mechanismCache } from '../../src/attention/table.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
@@ -22,8 +24,8 @@ import { AdamW } from '../../src/train/optim.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { loadModel, saveCheckpoint } from '../../src/io/model_checkpoint.ts';
 import { hfArchitectureFor } from '../../src/io/hf/export.ts';
-import { FoxAttention } from '../../src/attention/fox.ts';
-import { FpaAttention } from '../../src/attention/fpa.ts';
+import { FoxAttention } from '../../src/attention/fox/fox.ts';
+import { FpaAttention } from '../../src/attention/fpa/fpa.ts';
 import { maxDiff } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
@@ -175,7 +177,7 @@ test('KV-cache bytes: k and v at the element size plus FoX\'s c per query head a
   assert.equal(kvBytesPerToken(c, 4), 3 * kv * 4 + 4 * (4 + 3 * 2));
   assert.equal(kvBytesPerToken(c, 2), 3 * kv * 2 + 4 * (4 + 3 * 2));
   const m = model(c);
-  m.layers.forEach((l) => assert.equal(l.attn.mechanism.cacheBytesPerToken(2, 8, 2), kv * 2 + 4 * [0, 4, 6][m.layers.indexOf(l)]));
+  for (let i = 0; i < 3; i++) assert.equal(layoutBytesPerToken(mechanismCache(layerAttention(c, i), modelDims(c)), modelDims(c), 2), kv * 2 + 4 * [0, 4, 6][i]);
   for (const dtype of ['f32', 'f16'] as const) {
     const cache = new KvCache(c, 3, 10, cpu, dtype);
     assert.equal(cache.bytes, 3 * 10 * kvBytesPerToken(c, dtype === 'f32' ? 4 : 2));

@@ -15,16 +15,16 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
-import { parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
+import { modelDims, parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
-import { KvCache, type KvCacheOptions } from '../../src/infer/kv_cache.ts';
-import { FpaAttention, type FpaSpec } from '../../src/attention/fpa.ts';
-import { DeviceFpaDecodeState, deviceFpaDecodeState, fpaDecodeState, peekFpaDecodeState } from '../../src/attention/fpa_decode.ts';
+import { KvCache } from '../../src/infer/kv_cache.ts';
+import { FpaAttention, type FpaSpec } from '../../src/attention/fpa/fpa.ts';
+import { DeviceFpaDecodeState, deviceFpaDecodeState, fpaDecodeState, peekFpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
-import { layerInputs, setNormal, type LayerInputs } from './fixtures.ts';
+import { layerInputs, setNormal, setRecentre, type LayerInputs } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
@@ -38,7 +38,7 @@ const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => 
 /** One FPA layer on `backend` with a wandering walk and non-zero field and level offsets (the same weights on every backend). */
 function layer(backend: Backend, attention: Record<string, unknown>, seed = 3) {
   const cfg = parseModelConfig({ ...BASE, attention });
-  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend, seed }), name: 'l0.attn', config: cfg });
+  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend, seed }), name: 'l0.attn', dims: modelDims(cfg) });
   setNormal(mech.walkProj.weight, 0.4, seed + 1);
   setNormal(mech.fieldProj.weight, 0.5, seed + 2);
   setNormal(mech.levelProj.weight, 0.5, seed + 3);
@@ -49,13 +49,14 @@ function layer(backend: Backend, attention: Record<string, unknown>, seed = 3) {
 const inputs = (backend: Backend, t: number, seed: number) => layerInputs(backend, t, seed, H, D, C);
 
 /** Cached outputs for chunks [cuts[i], cuts[i+1]), settling the cache after each (as generate does) → host (1, H, T, D). */
-async function decodeChunks(mech: FpaAttention, cache: KvCache, inp: LayerInputs, cuts: number[], each?: (end: number) => void | Promise<void>): Promise<Float32Array> {
+async function decodeChunks(mech: FpaAttention, cache: KvCache, inp: LayerInputs, cuts: number[], each?: (end: number) => void | Promise<void>, settle = true): Promise<Float32Array> {
   const outs: Float32Array[] = [];
   for (let i = 0; i + 1 < cuts.length; i++) {
     const [a, b] = [cuts[i], cuts[i + 1]];
     const part = (t: fon.Tensor) => fon.narrow(t, 2, a, b - a);
     const o = fon.noGrad(() => mech.forwardCached(part(inp.q), part(inp.k), part(inp.v), { x: fon.narrow(inp.x, 1, a, b - a) }, cache.layers[0], a));
-    const [host] = await Promise.all([o.data(), cache.settle()]);
+    cache.length = b;
+    const [host] = await Promise.all([o.data(), settle ? cache.settle() : undefined]);
     outs.push(host as Float32Array);
     await each?.(b);
   }
@@ -127,14 +128,15 @@ test('webgpu: re-centring the walk every token changes neither outputs nor kept 
   const T = 20;
   const { cfg, mech } = layer(gpu!, attention, 31);
   const inp = inputs(gpu!, T, 80);
-  const run = async (opts: KvCacheOptions) => {
-    const cache = new KvCache(cfg, 1, T, gpu!, 'f32', opts);
+  const run = async (recentreEvery: number) => {
+    const cache = new KvCache(cfg, 1, T, gpu!);
+    setRecentre(cache, recentreEvery);
     const o = await decodeChunks(mech, cache, inp, [0, 4, ...range(5, T + 1)]);
     const r = { o, kept: cache.kept() };
     cache.dispose();
     return r;
   };
-  const a = await run({ recentreEvery: 1 }), b = await run({ recentreEvery: 0 });
+  const a = await run(1), b = await run(0);
   assert.ok(maxDiff(a.o, b.o) < 2e-5, `max |Δ| ${maxDiff(a.o, b.o)}`);
   assert.deepEqual(a.kept, b.kept);
   assert.ok(a.kept[0].some((x) => x < 1), `keys died: kept ${a.kept[0]}`);
@@ -147,7 +149,8 @@ test('webgpu: decode equals the prefill — without evict (exact recompute) and 
     const inp = inputs(gpu!, T, 50);
     const exact = (await fon.noGrad(() => mech.forward(inp.q, inp.k, inp.v, { x: inp.x })).data()) as Float32Array;
     for (const cuts of [[0, 1, ...range(2, T + 1)], [0, 3, 7, 8, 12, T]]) {
-      const cache = new KvCache(cfg, 1, T, gpu!, 'f32', { recentreEvery: 4 });
+      const cache = new KvCache(cfg, 1, T, gpu!);
+      setRecentre(cache, 4);
       const d = maxDiff(await decodeChunks(mech, cache, inp, cuts), exact);
       assert.ok(d < 2e-5, `${JSON.stringify(attention)}, cuts ${cuts}: max |Δ| ${d}`);
       assert.deepEqual(cache.kept(), [[1, 1]]);
@@ -156,13 +159,14 @@ test('webgpu: decode equals the prefill — without evict (exact recompute) and 
   }
 });
 
-test('webgpu: rewinds rebuild the device minima while the history is exact; after a compaction they are an ArgumentError', { skip }, async () => {
+test('webgpu: a rewind before any settle restores the device minima; below the last settle (after a compaction) it is an ArgumentError', { skip }, async () => {
   const T = 14;
   const inp = inputs(gpu!, T, 90);
   const off = layer(gpu!, { type: 'fpa', walk: 'linear', evict: { tau: 1e6 } }, 41);
   const exact = (await fon.noGrad(() => off.mech.forward(inp.q, inp.k, inp.v, { x: inp.x })).data()) as Float32Array;
-  const cache = new KvCache(off.cfg, 1, T, gpu!, 'f32', { recentreEvery: 0 });
-  await decodeChunks(off.mech, cache, inp, [0, 4, 5, 6, 7, 8, 9, 10]);
+  const cache = new KvCache(off.cfg, 1, T, gpu!);
+  setRecentre(cache, 0);
+  await decodeChunks(off.mech, cache, inp, [0, 4, 5, 6, 7, 8, 9, 10], undefined, false);
   const tail = await decodeChunks(off.mech, cache, inp, [6, ...range(7, T + 1)]);
   const want = new Float32Array(H * (T - 6) * D);
   for (let h = 0; h < H; h++) want.set(exact.subarray((h * T + 6) * D, (h + 1) * T * D), h * (T - 6) * D);
@@ -173,7 +177,7 @@ test('webgpu: rewinds rebuild the device minima while the history is exact; afte
   const c2 = new KvCache(ev.cfg, 1, T, gpu!);
   await decodeChunks(ev.mech, c2, inp, [0, 4, 5, 6, 7, 8, 9, 10]);
   assert.ok(deviceFpaDecodeState(c2.layers[0]).compactions > 0);
-  await assert.rejects(decodeChunks(ev.mech, c2, inp, [6, 7]), (e: unknown) => e instanceof fon.ArgumentError && /decoding at position 6 after 10: the cache was compacted or re-centred/.test((e as Error).message));
+  await assert.rejects(decodeChunks(ev.mech, c2, inp, [6, 7]), (e: unknown) => e instanceof fon.ArgumentError && /decoding at position 6 after 10: the first 10 positions are committed/.test((e as Error).message));
   assert.throws(() => fpaDecodeState(c2.layers[0]), (e: unknown) => e instanceof fon.ArgumentError && /reads asynchronously; its state is a DeviceFpaDecodeState/.test((e as Error).message));
   c2.dispose();
 });

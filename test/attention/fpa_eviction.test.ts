@@ -13,26 +13,25 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
-import { ConfigError, parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
+import { ConfigError, modelDims, parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
-import { KvCache, type KvCacheOptions } from '../../src/infer/kv_cache.ts';
-import { FpaAttention, type FpaSpec } from '../../src/attention/fpa.ts';
-import { DEFAULT_EVICT, fpaDecodeState } from '../../src/attention/fpa_decode.ts';
+import { KvCache } from '../../src/infer/kv_cache.ts';
+import { FpaAttention, type FpaSpec } from '../../src/attention/fpa/fpa.ts';
+import { DEFAULT_EVICT, fpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
-import { decodeChunks, layerInputs, maxDiff, setNormal } from './fixtures.ts';
+import { decodeChunks, layerInputs, maxDiff, setNormal, setRecentre } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 
 const BASE = { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, headDim: 8, mlpHidden: 32, contextLength: 40 };
 const H = 2, D = 8, C = 16;
 
-/** Overwrites parameter p in place with normal(0, std) values (a view of its storage, as kvWrite takes it). */
 /** One FPA layer (its own config, for its KvCache) with a wandering walk and non-zero field and level offsets. */
 function layer(attention: Record<string, unknown>, seed = 3) {
   const cfg = parseModelConfig({ ...BASE, attention });
-  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend: cpu, seed }), name: 'l0.attn', config: cfg });
+  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend: cpu, seed }), name: 'l0.attn', dims: modelDims(cfg) });
   setNormal(mech.walkProj.weight, 0.4, seed + 1);
   setNormal(mech.fieldProj.weight, 0.5, seed + 2);
   setNormal(mech.levelProj.weight, 0.5, seed + 3);
@@ -57,7 +56,7 @@ function penalty(f: ReturnType<typeof fieldLevel>, h: number, i: number, j: numb
   return f.lambda[h] * Math.max(0, f.level[h * f.t + j] - m);
 }
 
-test('running minima: after a prefill they are the suffix minima of φ, and decoding keeps them so; penalties never decrease along a column', () => {
+test('running minima: after a prefill they are the suffix minima of φ, and decoding keeps them so; penalties never decrease along a column', async () => {
   const { cfg, mech } = layer({ type: 'fpa', walk: 'linear' });
   const T = 20, P = 8;
   const inp = inputs(T, 40);
@@ -66,7 +65,7 @@ test('running minima: after a prefill they are the suffix minima of φ, and deco
   const st = fpaDecodeState(cache.layers[0]);
   const lastPen = new Float64Array(H * T).fill(-1);
   let checked = 0;
-  decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], (end) => {
+  await decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], (end) => {
     assert.equal(st.length, end);
     for (let h = 0; h < H; h++) {
       for (let j = 0; j < end; j++) {
@@ -96,7 +95,7 @@ test('decode with eviction off: one token at a time and in chunks equals the pre
     const exact = fon.noGrad(() => mech.forward(inp.q, inp.k, inp.v, { x: inp.x }));
     for (const cuts of [[0, 1, ...range(2, T + 1)], [0, 3, 7, 8, 12, T]]) {
       const cache = new KvCache(cfg, 1, T, cpu);
-      const d = await maxDiff(decodeChunks(mech, cache, inp, cuts), exact);
+      const d = await maxDiff(await decodeChunks(mech, cache, inp, cuts), exact);
       assert.ok(d < 2e-5, `walk ${walk}, cuts ${cuts}: max |Δ| ${d}`);
       assert.deepEqual(cache.kept(), [[1, 1]]);
       cache.dispose();
@@ -112,7 +111,8 @@ test('decode with eviction off equals the prefill logits for a whole model (prom
   const x = fon.randint([1, T], 0, 40, { backend: cpu, seed: 9 });
   const host = x.dataSync() as Int32Array;
   const full = fon.noGrad(() => m.forward(x));
-  const cache = new KvCache(cfg, 1, T, cpu, 'f32', { recentreEvery: 3 });
+  const cache = new KvCache(cfg, 1, T, cpu);
+  setRecentre(cache, 3);
   const rows = range(0, T).map((p) => fon.noGrad(() => m.forward(fon.tensor(host.slice(p, p + 1), [1, 1], { backend: cpu, dtype: 'i32' }), { cache: cache.layers, pos: p })));
   const d = await maxDiff(fon.concat(rows, 1), full);
   assert.ok(d < 2e-5, `max |Δ| ${d}`);
@@ -135,7 +135,7 @@ for (const [tau, qScale] of [[2.5, 1], [6, 0.2]]) test(`eviction (τ = ${tau}, q
   const st = fpaDecodeState(cache.layers[0]);
   const alive: Set<number>[][] = []; // per query position i ≥ P−1, per head: the kept positions when i was answered
   const snapshot = () => range(0, H).map((h) => new Set(range(0, st.length).map((r) => st.position[h * st.rows + r]).filter((p) => p >= 0)));
-  const out = decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], (end) => { alive[end - 1] = snapshot(); });
+  const out = await decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], (end) => { alive[end - 1] = snapshot(); });
   const o = out.dataSync() as Float32Array;
   // Right after the prefill: the keys past τ at its last query are gone, and the cache is compacted to the longest head's survivors.
   for (let h = 0; h < H; h++) assert.deepEqual([...alive[P - 1][h]], range(0, P).filter((j) => penalty(f, h, P - 1, j) <= tau), `head ${h} after the prefill`);
@@ -181,14 +181,14 @@ for (const [tau, qScale] of [[2.5, 1], [6, 0.2]]) test(`eviction (τ = ${tau}, q
   cache.dispose();
 });
 
-test('compaction keeps the surviving keys\' rows, in order, with their k and v', () => {
+test('compaction (at each settle) keeps the surviving keys\' rows, in order, with their k and v', async () => {
   const { cfg, mech } = layer({ type: 'fpa', walk: 'linear', evict: { tau: 1.5, every: 1 } }, 21);
   const T = 26;
   const inp = inputs(T, 70);
   const f = fieldLevel(mech, inp.x);
   const cache = new KvCache(cfg, 1, T, cpu);
   const st = fpaDecodeState(cache.layers[0]);
-  decodeChunks(mech, cache, inp, [0, 5, ...range(6, T + 1)]);
+  await decodeChunks(mech, cache, inp, [0, 5, ...range(6, T + 1)]);
   assert.ok(st.compactions > 1);
   const [k, v, kc, vc] = [inp.k, inp.v, cache.layers[0].k, cache.layers[0].v].map((t) => t.dataSync() as Float32Array);
   for (let h = 0; h < H; h++) {
@@ -215,14 +215,15 @@ test('re-centring the walk (every token, or never) leaves outputs and evictions 
     const { cfg, mech } = layer({ type: 'fpa', walk: 'linear', evict }, 31);
     const T = 24;
     const inp = inputs(T, 80);
-    const run = (opts: KvCacheOptions) => {
-      const cache = new KvCache(cfg, 1, T, cpu, 'f32', opts);
-      const o = decodeChunks(mech, cache, inp, [0, 4, ...range(5, T + 1)]);
+    const run = async (recentreEvery: number) => {
+      const cache = new KvCache(cfg, 1, T, cpu);
+      setRecentre(cache, recentreEvery);
+      const o = await decodeChunks(mech, cache, inp, [0, 4, ...range(5, T + 1)]);
       const r = { o, kept: cache.kept(), walk: Array.from(fpaDecodeState(cache.layers[0]).walk) };
       cache.dispose();
       return r;
     };
-    const a = run({ recentreEvery: 1 }), b = run({ recentreEvery: 0 });
+    const a = await run(1), b = await run(0);
     assert.ok(a.walk.every((w) => w === 0), 'the walk was re-centred to 0');
     assert.ok(b.walk.some((w) => Math.abs(w) > 0.5), `without re-centring the walk wandered: ${b.walk}`);
     const d = await maxDiff(a.o, b.o);
@@ -231,25 +232,26 @@ test('re-centring the walk (every token, or never) leaves outputs and evictions 
   }
 });
 
-test('rewinds: an earlier position rebuilds the minima while every position is cached; after compaction it is an ArgumentError', async () => {
+test('rewinds: an earlier position at or after the last settle restores the state; below it (the cache settled, and compacted) it is an ArgumentError', async () => {
   const { cfg, mech } = layer({ type: 'fpa', walk: 'linear' }, 41);
   const T = 14;
   const inp = inputs(T, 90);
   const exact = fon.noGrad(() => mech.forward(inp.q, inp.k, inp.v, { x: inp.x }));
-  const cache = new KvCache(cfg, 1, T, cpu, 'f32', { recentreEvery: 0 });
-  decodeChunks(mech, cache, inp, [0, 4, 5, 6, 7, 8, 9, 10]);
-  // Back to position 6, then on to the end.
-  const tail = decodeChunks(mech, cache, inp, [6, ...range(7, T + 1)]);
+  const cache = new KvCache(cfg, 1, T, cpu);
+  setRecentre(cache, 0);
+  await decodeChunks(mech, cache, inp, [0, 4, 5, 6, 7, 8, 9, 10], undefined, { settle: false });
+  // Back to position 6 (nothing settled since the prefill), then on to the end.
+  const tail = await decodeChunks(mech, cache, inp, [6, ...range(7, T + 1)]);
   assert.ok((await maxDiff(tail, fon.narrow(exact, 2, 6, T - 6))) < 2e-5);
   cache.dispose();
 
   const ev = layer({ type: 'fpa', walk: 'linear', evict: { tau: 1, every: 1 } }, 41);
   const c2 = new KvCache(ev.cfg, 1, T, cpu);
-  decodeChunks(ev.mech, c2, inp, [0, 4, 5, 6, 7, 8, 9, 10]);
+  await decodeChunks(ev.mech, c2, inp, [0, 4, 5, 6, 7, 8, 9, 10]);
   assert.ok(fpaDecodeState(c2.layers[0]).compactions > 0);
-  assert.throws(() => decodeChunks(ev.mech, c2, inp, [6, 7]), (e: unknown) => e instanceof fon.ArgumentError && /decoding at position 6 after 10: the cache was compacted or re-centred/.test((e as Error).message));
+  await assert.rejects(decodeChunks(ev.mech, c2, inp, [6, 7]), (e: unknown) => e instanceof fon.ArgumentError && /decoding at position 6 after 10: the first 10 positions are committed/.test((e as Error).message));
   // A restart at 0 is always possible.
-  decodeChunks(ev.mech, c2, inp, [0, 3]);
+  await decodeChunks(ev.mech, c2, inp, [0, 3]);
   assert.equal(fpaDecodeState(c2.layers[0]).pos, 3);
   c2.dispose();
 });

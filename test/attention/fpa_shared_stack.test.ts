@@ -8,7 +8,7 @@
  * monotone-stack alive set (by definition) after every token, with their k and v, and compaction
  * shrinks the cache; stack decoding equals the exact forward with λ = 1e4 (the hard limit), for a
  * layer and for a whole model, and differs from it at λ = 1 (it changes the function); re-centring
- * and rewinds; generate's cacheKept; a webgpu cached call is an UnsupportedError (skips without an
+ * and rewinds (at or after the last settle; below it an ArgumentError); generate's cacheKept; a webgpu cached call is an UnsupportedError (skips without an
  * adapter); a `fon train` → `info` → `generate` smoke run.
  * Run: node --import tsx --test test/attention/fpa_shared_stack.test.ts
  * (the webgpu case too: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json in front)
@@ -20,18 +20,18 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as fon from '../../src/index.ts';
-import { ConfigError, parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
+import { ConfigError, modelDims, parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
-import { KvCache, type KvCacheOptions } from '../../src/infer/kv_cache.ts';
-import { FpaAttention, RHO_OFFSET, type FpaSpec } from '../../src/attention/fpa.ts';
-import { DEFAULT_STACK, fpaDecodeState } from '../../src/attention/fpa_decode.ts';
+import { KvCache } from '../../src/infer/kv_cache.ts';
+import { FpaAttention, RHO_OFFSET, type FpaSpec } from '../../src/attention/fpa/fpa.ts';
+import { DEFAULT_STACK, fpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { CheckpointError } from '../../src/io/checkpoint_dir.ts';
 import { loadModel, saveCheckpoint } from '../../src/io/model_checkpoint.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
-import { decodeChunks, layerInputs, maxDiff, setNormal, setParam } from './fixtures.ts';
+import { decodeChunks, layerInputs, maxDiff, setNormal, setParam, setRecentre } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
@@ -49,7 +49,7 @@ const rhoFor = (lambda: number) => lambda + Math.log(-Math.expm1(-lambda)) - RHO
 /** One FPA layer (its own config, for its KvCache) with a wandering walk. */
 function layer(attention: Record<string, unknown>, seed = 3, backend: fon.Backend = cpu) {
   const cfg = parseModelConfig({ ...BASE, attention });
-  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend, seed }), name: 'l0.attn', config: cfg });
+  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend, seed }), name: 'l0.attn', dims: modelDims(cfg) });
   setNormal(mech.walkProj.weight, 0.4, seed + 1);
   return { cfg, mech };
 }
@@ -110,7 +110,7 @@ test('config: shared and stack parse, take their defaults, and bad values are Co
   ];
   for (const [a, re] of bad) assert.throws(() => parseModelConfig({ ...BASE, attention: a }), isConfigError(re), JSON.stringify(a));
   // A spec made in code gets the same checks from the layer.
-  const mk = (spec: FpaSpec) => new FpaAttention(spec, { f: new ParamFactory({ backend: cpu, seed: 1 }), name: 'x', config: parseModelConfig(BASE) });
+  const mk = (spec: FpaSpec) => new FpaAttention(spec, { f: new ParamFactory({ backend: cpu, seed: 1 }), name: 'x', dims: modelDims(parseModelConfig(BASE)) });
   assert.throws(() => mk({ type: 'fpa', walk: 'fox', outputGate: false, stack: DEFAULT_STACK }), (e: unknown) => e instanceof fon.ArgumentError && /'stack' needs 'shared'/.test((e as Error).message));
   assert.equal(mk({ type: 'fpa', walk: 'tanh', outputGate: false, shared: true, stack: DEFAULT_STACK }).name, 'fpa(walk=tanh, shared, stack)');
 });
@@ -222,7 +222,7 @@ test('shared walk with increments ≥ 0 (rising, and flat with ties everywhere) 
   nope.dispose();
 });
 
-test('stack mode: after every token the cache\'s live rows are the monotone-stack alive set, with their k and v rows; compaction shrinks the cache', () => {
+test('stack mode: after every token the cache\'s live rows are the monotone-stack alive set, with their k and v rows; compaction shrinks the cache', async () => {
   for (const [stack, seed] of [[{ every: 1 }, 3], [true, 5]] as const) {
     const { cfg, mech } = layer({ type: 'fpa', walk: 'linear', shared: true, stack }, seed);
     const T = 30, P = 7;
@@ -231,7 +231,7 @@ test('stack mode: after every token the cache\'s live rows are the monotone-stac
     const cache = new KvCache(cfg, 1, T, cpu);
     const st = fpaDecodeState(cache.layers[0]);
     let pops = 0, shorter = 0;
-    decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], (end) => {
+    await decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], (end) => {
       const [k, v, kc, vc] = [inp.k, inp.v, cache.layers[0].k, cache.layers[0].v].map((t) => t.dataSync() as Float32Array);
       for (let h = 0; h < H; h++) {
         const rows = range(0, st.length).map((r) => st.position[h * st.rows + r]);
@@ -267,7 +267,7 @@ test('stack mode with ties: a flat walk (δ ≡ 0) pops nothing (relu(0) = 0), s
   const inp = inputs(T, 110);
   assert.ok(walkOf(mech, inp.x).every((x) => x === 0), 'a flat walk');
   const cache = new KvCache(cfg, 1, T, cpu);
-  const d = await maxDiff(decodeChunks(mech, cache, inp, [0, 3, ...range(4, T + 1)]), fon.noGrad(() => mech.forward(inp.q, inp.k, inp.v, { x: inp.x })));
+  const d = await maxDiff(await decodeChunks(mech, cache, inp, [0, 3, ...range(4, T + 1)]), fon.noGrad(() => mech.forward(inp.q, inp.k, inp.v, { x: inp.x })));
   assert.ok(d < 2e-5, `max |Δ| ${d}`);
   assert.deepEqual(cache.kept(), [[1, 1]]);
   assert.equal(fpaDecodeState(cache.layers[0]).length, T);
@@ -279,15 +279,15 @@ test('stack decoding equals the exact forward with λ = 1e4 (the hard limit), on
   const T = 26;
   const inp = inputs(T, 90);
   const w = walkOf(mech, inp.x);
-  const run = (cuts: number[]) => {
+  const run = async (cuts: number[]) => {
     const cache = new KvCache(cfg, 1, T, cpu);
-    const o = decodeChunks(mech, cache, inp, cuts);
+    const o = await decodeChunks(mech, cache, inp, cuts);
     cache.dispose();
     return o;
   };
   const cutsList = [[0, ...range(1, T + 1)], [0, 9, ...range(10, T + 1)], [0, 4, 11, 12, 20, T]];
   const exact1 = fon.noGrad(() => mech.forward(inp.q, inp.k, inp.v, { x: inp.x }));
-  const atOne = await maxDiff(run(cutsList[0]), exact1);
+  const atOne = await maxDiff(await run(cutsList[0]), exact1);
   assert.ok(atOne > 1e-2, `at λ = 1 stack decoding changes the outputs (max |Δ| ${atOne})`);
   setConst(mech.rho, rhoFor(1e4));
   const lam = mech.lambda().dataSync()[0];
@@ -296,7 +296,7 @@ test('stack decoding equals the exact forward with λ = 1e4 (the hard limit), on
   assert.ok(lam * smallestDip(w, T) > 40, `λ·d_min = ${lam * smallestDip(w, T)}`);
   const hard = fon.noGrad(() => mech.forward(inp.q, inp.k, inp.v, { x: inp.x }));
   for (const cuts of cutsList) {
-    const d = await maxDiff(run(cuts), hard);
+    const d = await maxDiff(await run(cuts), hard);
     assert.ok(d < 2e-5, `cuts ${cuts}: max |Δ| ${d}`);
   }
 });
@@ -325,34 +325,37 @@ test('stack decoding equals the hard-limit forward for a whole model (GQA, two s
   m.dispose();
 });
 
-test('stack mode: re-centring (every token, or never) changes nothing; a rewind replays the stack while every position is cached, and is an ArgumentError after a compaction', async () => {
+test('stack mode: re-centring (every token, or never) changes nothing; a rewind before any settle restores the stack and rows, and below the last settle (after a compaction) it is an ArgumentError', async () => {
   const { cfg, mech } = layer({ type: 'fpa', walk: 'linear', shared: true, stack: { every: 5 } }, 37);
   const T = 24;
   const inp = inputs(T, 100);
-  const run = (opts: KvCacheOptions) => {
-    const cache = new KvCache(cfg, 1, T, cpu, 'f32', opts);
-    const o = decodeChunks(mech, cache, inp, [0, 4, ...range(5, T + 1)]);
+  const run = async (recentreEvery: number) => {
+    const cache = new KvCache(cfg, 1, T, cpu);
+    setRecentre(cache, recentreEvery);
+    const o = await decodeChunks(mech, cache, inp, [0, 4, ...range(5, T + 1)]);
     const st = fpaDecodeState(cache.layers[0]);
     const r = { o, kept: cache.kept(), walk: Array.from(st.walk), alive: range(0, H).map((h) => st.stack!.alive(h)) };
     cache.dispose();
     return r;
   };
-  const a = run({ recentreEvery: 1 }), b = run({ recentreEvery: 0 });
+  const a = await run(1), b = await run(0);
   assert.ok(a.walk.every((x) => x === 0) && b.walk.some((x) => Math.abs(x) > 0.5), `re-centred ${a.walk}, wandering ${b.walk}`);
   const dRecentre = await maxDiff(a.o, b.o);
   assert.ok(dRecentre < 2e-5, `re-centring: max |Δ| ${dRecentre}`);
   assert.deepEqual(a.kept, b.kept);
   assert.deepEqual(a.alive, b.alive);
 
-  // Rewind: never compacting (dead fraction never passes 1), so every position keeps its row.
+  // Rewind: never compacting (dead fraction never passes 1), so every position keeps its row; no settle before the rewind.
   const nc = layer({ type: 'fpa', walk: 'linear', shared: true, stack: { every: 1000, deadFraction: 1 } }, 37);
-  const straight = new KvCache(nc.cfg, 1, T, cpu, 'f32', { recentreEvery: 0 });
-  const want = decodeChunks(nc.mech, straight, inp, [0, 4, ...range(5, T + 1)]);
+  const straight = new KvCache(nc.cfg, 1, T, cpu);
+  setRecentre(straight, 0);
+  const want = await decodeChunks(nc.mech, straight, inp, [0, 4, ...range(5, T + 1)]);
   const wantAlive = range(0, H).map((h) => fpaDecodeState(straight.layers[0]).stack!.alive(h));
   straight.dispose();
-  const cache = new KvCache(nc.cfg, 1, T, cpu, 'f32', { recentreEvery: 0 });
-  decodeChunks(nc.mech, cache, inp, [0, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
-  const tail = decodeChunks(nc.mech, cache, inp, [6, ...range(7, T + 1)]);
+  const cache = new KvCache(nc.cfg, 1, T, cpu);
+  setRecentre(cache, 0);
+  await decodeChunks(nc.mech, cache, inp, [0, 4, 5, 6, 7, 8, 9, 10, 11, 12], undefined, { settle: false });
+  const tail = await decodeChunks(nc.mech, cache, inp, [6, ...range(7, T + 1)]);
   const dRewind = await maxDiff(tail, fon.narrow(want, 2, 6, T - 6));
   assert.ok(dRewind < 2e-5, `rewind: max |Δ| ${dRewind}`);
   const st = fpaDecodeState(cache.layers[0]);
@@ -361,9 +364,9 @@ test('stack mode: re-centring (every token, or never) changes nothing; a rewind 
   cache.dispose();
 
   const c2 = new KvCache(cfg, 1, T, cpu);
-  decodeChunks(mech, c2, inp, [0, 4, 5, 6, 7, 8, 9, 10]);
+  await decodeChunks(mech, c2, inp, [0, 4, 5, 6, 7, 8, 9, 10]);
   assert.ok(fpaDecodeState(c2.layers[0]).compactions > 0, 'compacted before the rewind');
-  assert.throws(() => decodeChunks(mech, c2, inp, [6, 7]), (e: unknown) => e instanceof fon.ArgumentError && /decoding at position 6 after 10: the cache was compacted or re-centred/.test((e as Error).message));
+  await assert.rejects(decodeChunks(mech, c2, inp, [6, 7]), (e: unknown) => e instanceof fon.ArgumentError && /decoding at position 6 after 10: the first 10 positions are committed/.test((e as Error).message));
   c2.dispose();
 });
 
@@ -415,7 +418,7 @@ test('webgpu: a shared layer decodes (exact, and with evict through the device m
     const ginp = { q: toGpu(inp.q), k: toGpu(inp.k), v: toGpu(inp.v), x: toGpu(inp.x) };
     const cuts = [0, 4, ...range(5, T + 1)];
     const cc = new KvCache(c.cfg, 1, T, cpu), gc = new KvCache(g.cfg, 1, T, gpu!);
-    const d = await maxDiff(decodeChunks(g.mech, gc, ginp, cuts), decodeChunks(c.mech, cc, inp, cuts));
+    const d = await maxDiff(await decodeChunks(g.mech, gc, ginp, cuts), await decodeChunks(c.mech, cc, inp, cuts));
     assert.ok(d < 1e-4, `${JSON.stringify(attention)}: max |Δ| ${d}`);
     if (attention.evict) assert.ok(cc.kept()[0].some((f) => f < 1), 'keys died');
     cc.dispose();
@@ -444,9 +447,8 @@ test('fon train → info → generate with a shared stack FPA layer', () => {
   const expected = (a: unknown) => new Decoder(parseModelConfig({ ...model, vocabSize: 257, attention: a }), new ParamFactory({ backend: cpu, seed: 1 })).parameterCount();
   assert.equal(info.parameters, expected(attention));
   assert.equal(expected([{ type: 'full' }, { type: 'fpa', walk: 'tanh' }]) - info.parameters, 2 * 1 * (16 + 1));
-  assert.deepEqual(info.fpaStack, { 1: DEFAULT_STACK }, 'fon info --json names the stack layer');
-  assert.deepEqual(info.fpaEviction, {});
-  assert.match(run('info', '--model', out).stdout, new RegExp(`FPA stack decoding \\(shared walk, hard limit\\): layer 1 \\(compact every ${DEFAULT_STACK.every} steps`), 'fon info prints it');
+  assert.deepEqual(info.layers, [{ mechanism: 'full' }, { mechanism: 'fpa(walk=tanh, shared, stack)', stack: DEFAULT_STACK }], 'fon info --json names the stack layer');
+  assert.match(run('info', '--model', out).stdout, new RegExp(`^  layer 1: stack decoding \\(shared walk, hard limit; compact every ${DEFAULT_STACK.every} steps`, 'm'), 'fon info prints it');
   const g = run('generate', '--model', out, '--prompt', 'The cat', '--temperature', '0', '--max-tokens', '8', '--backend', 'cpu', '--stats');
   assert.match(g.stderr, /KV cache kept: \d+\.\d% of keys; per layer and head: 0: 1\.000 \| 1: 0\.\d{3}/);
 });

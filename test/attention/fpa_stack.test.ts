@@ -11,7 +11,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
-import { FpaDecodeState, FpaStack } from '../../src/attention/fpa_decode.ts';
+import { FpaDecodeState, FpaStack } from '../../src/attention/fpa/fpa_decode.ts';
 import { fpaAttention } from '../../src/ops/fpa_attention.ts';
 import { uniformStream } from '../../src/ops/random.ts';
 

@@ -23,9 +23,9 @@ import { KvCache } from '../../src/infer/kv_cache.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { loadModel, saveCheckpoint } from '../../src/io/model_checkpoint.ts';
 import { hfArchitectureFor } from '../../src/io/hf/export.ts';
-import { FoxAttention } from '../../src/attention/fox.ts';
-import { FpaAttention } from '../../src/attention/fpa.ts';
-import { TokenShift } from '../../src/attention/token_shift.ts';
+import { FoxAttention } from '../../src/attention/fox/fox.ts';
+import { FpaAttention } from '../../src/attention/fpa/fpa.ts';
+import { TokenShift } from '../../src/attention/common/token_shift.ts';
 import { ArgumentError } from '../../src/errors.ts';
 import { maxDiff } from './fixtures.ts';
 

@@ -17,7 +17,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEAD_LEVEL } from '../../src/attention/fpa_decode.ts';
+import { DEAD_LEVEL } from '../../src/attention/fpa/fpa_decode.ts';
 import type { FoxAttentionArgs } from '../../src/backend/backend.ts';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import * as cpuFpa from '../../src/backend/cpu/fpa_attention.ts';

@@ -6,7 +6,7 @@ import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
 import { denseAttention } from '../../src/attention/dense.ts';
-import type { FullAttention } from '../../src/attention/full.ts';
+import type { FullAttention } from '../../src/attention/full/full.ts';
 
 const cpu = await fon.initBackend('cpu');
 

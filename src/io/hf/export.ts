@@ -31,7 +31,9 @@
  * renamed to `<out>`; a failure part-way removes the temporary folder and leaves `<out>` as it was.
  */
 import { ArgumentError, UnsupportedError } from '../../errors.ts';
-import { layerAttention, type LayerAttention, type ModelConfig, type RopeScaling } from '../../model/config.ts';
+import { layerAttention, type ModelConfig, type RopeScaling } from '../../model/config.ts';
+import { mechanismHfExport } from '../../attention/table.ts';
+import type { HfAttentionKind } from '../../attention/mechanism.ts';
 import type { Decoder } from '../../model/decoder.ts';
 import {
   fsyncDir, listDir, makeDir, makeNewDir, parentDir, pathKind, removePath, renamePath, tempPathFor, writeNewFileSynced, joinPath,
@@ -146,11 +148,19 @@ function cannot(key: string, value: unknown, supports: string): UnsupportedError
   return new UnsupportedError(`cannot export as a Hugging Face model: '${key}' = ${show(value)}; ${supports}`);
 }
 
-/** The windows of the model's local layers (distinct) and whether any layer is full. */
-function attentionLayout(c: ModelConfig): { full: boolean; windows: number[]; types: LayerAttention[] } {
-  const types = Array.from({ length: c.nLayers }, (_, i) => layerAttention(c, i));
-  const windows = [...new Set(types.flatMap((a) => (a.type === 'local' ? [a.window] : [])))];
-  return { full: types.some((a) => a.type === 'full'), windows, types };
+/**
+ * Each layer's Hugging Face attention as its mechanism's def says (attention/table.ts), the
+ * distinct windows of the sliding layers and whether any layer is full; UnsupportedError naming the
+ * first layer whose mechanism has no counterpart.
+ */
+function attentionLayout(c: ModelConfig): { full: boolean; windows: number[]; types: HfAttentionKind[] } {
+  const types = Array.from({ length: c.nLayers }, (_, i) => {
+    const kind = mechanismHfExport(layerAttention(c, i));
+    if ('unsupported' in kind) throw cannot('attention', c.attention, `the Hugging Face architectures FON writes have full or sliding-window softmax attention only; ${kind.unsupported}`);
+    return kind;
+  });
+  const windows = [...new Set(types.flatMap((a) => (a.kind === 'sliding' ? [a.window] : [])))];
+  return { full: types.some((a) => a.kind === 'full'), windows, types };
 }
 
 /** GPT2LMHeadModel, when the config is GPT-2's shape; else the first key that is not. */
@@ -187,11 +197,14 @@ function llamaLikeArchitecture(c: ModelConfig): Exclude<HfArchitecture, 'gpt2'> 
   return arch;
 }
 
-/** The Hugging Face architecture that computes exactly what FON config `c` does; UnsupportedError when none does. */
+/**
+ * The Hugging Face architecture that computes exactly what FON config `c` does; UnsupportedError
+ * when none does. Organs add no weights (the exit head is the model's own norm and LM head), so a
+ * model with organs exports as its full network.
+ */
 export function hfArchitectureFor(c: ModelConfig): HfArchitecture {
   if (c.depth) throw cannot('depth', c.depth, 'the Hugging Face architectures FON writes have no Depth-Attention (values mixed across layers at the same token)');
-  const other = c.attention.find((a) => a.type !== 'full' && a.type !== 'local');
-  if (other) throw cannot('attention', c.attention, `the Hugging Face architectures FON writes have full or sliding-window softmax attention only; "${other.type}" layers have no Hugging Face counterpart`);
+  attentionLayout(c); // refuses a mechanism without a counterpart before the architecture's own checks
   if (c.norm === 'layernorm') {
     checkGpt2(c);
     return 'gpt2';
@@ -246,7 +259,7 @@ function llamaLikeConfig(arch: Exclude<HfArchitecture, 'gpt2'>, c: ModelConfig, 
   if (arch === 'mistral') o.sliding_window = windows[0];
   if (arch === 'qwen2' || arch === 'qwen3') {
     if (arch === 'qwen3') o.attention_bias = false;
-    const sliding = types.map((a) => a.type === 'local');
+    const sliding = types.map((a) => a.kind === 'sliding');
     const firstSliding = sliding.indexOf(true);
     // layer_types rules; max_window_layers agrees with it for readers that predate layer_types
     // when the sliding layers are the last ones, and is transformers' default otherwise.

@@ -3,10 +3,38 @@
  * cached key row its level ℓ_j, its running minimum m_j = min φ over (j, now] (+∞ for the newest
  * key) and its absolute position, plus the current walk W. Each new token t lowers every m_j to
  * min(m_j, φ_t); the key's penalty is then λ_h·relu(ℓ_j − m_j), which never decreases (§2.3.2,
- * monotone death), so a key whose penalty passes τ is dropped for good. Dropped keys leave holes
- * that compaction closes: each head's surviving rows move down, in order, and the cache's rows of
- * k and v move with them. Heads keep different numbers of keys; the cache is rectangular, so a
- * head with fewer survivors than the longest has dead padding rows, which the attention masks.
+ * monotone death), so a key whose penalty passes τ is marked dead for good (its weight in the
+ * attention is exactly 0 from then on). Dead keys leave holes that compaction closes: each head's
+ * surviving rows move down, in order, and the cache's rows of k and v move with them. Heads keep
+ * different numbers of keys; the cache is rectangular, so a head with fewer survivors than the
+ * longest has dead padding rows, which the attention masks.
+ *
+ * Both states implement the cache protocol (attention/mechanism.ts CacheSideState), which
+ * draft–revise decoding needs (drafted positions are appended, then the rejected ones truncated):
+ *
+ * - Compaction happens ONLY in settle() (KvCache.settle, the generation loop's one asynchronous
+ *   point), never inside a step; the rule (the layer's `evict` or `stack`: dead keys and `every`
+ *   steps since the last compaction, or a dead fraction past `deadFraction`, or the first settle
+ *   after a prefill that left dead keys) is checked there. So the rows of positions seen since the
+ *   last settle — the uncommitted ones — are never moved. A caller that never settles gets the same
+ *   outputs (dead rows weigh exactly 0), only without compaction.
+ * - settle() commits: `committed` becomes the positions seen, and no later truncate goes below it
+ *   (an ArgumentError naming both lengths).
+ * - truncate(L) for committed ≤ L ≤ positions seen restores the state exactly as it was before
+ *   position L was first seen. Variant chosen: a snapshot per position appended since the last
+ *   settle (taken at the start of each per-token step, dropped by settle): the host state copies
+ *   its arrays (the used rows only), the device state holds on to its previous tensors (every step
+ *   makes new ℓ-excess and walk tensors and only writes rows past the snapshot's length in place,
+ *   so no copy is needed). The alternative, replaying the kept positions' φ from the committed
+ *   state, would need fewer bytes but re-runs the steps; a draft is a handful of positions, so the
+ *   snapshots cost little. Positions inside a prefill chunk (the exact op runs over all of them at
+ *   once) have no snapshot: a truncation into a prefill rebuilds the state from the stored φ, ℓ, W
+ *   of the kept positions, as a prefill of that length does (nothing can have been compacted or
+ *   re-centred in between: both need a settle or a decoded step after the prefill, and the stored
+ *   rows of the prefill stay intact). The k/v rows written for rejected positions, and their
+ *   per-position φ, ℓ, W rows, are simply overwritten later (the row pointer `length` is restored).
+ *   After truncate(L) the next cached call at position L continues bit for bit as if positions ≥ L
+ *   had never been seen (test/attention/fpa_truncate.test.ts).
  *
  * Two implementations of the same state machine, picked by the backend (attachFpaDecodeState):
  *
@@ -17,45 +45,44 @@
  *   excess e_j = ℓ_j − m_j (the level the attention op takes with φ ≡ 0), updated each step by a
  *   handful of elementwise ops with no read-back (e ← max(e, ℓ − φ_t), bit for bit the host's
  *   ℓ − min(m, φ_t) until a re-centring rounds the two differently; dead rows, e > τ/λ, set to
- *   DEAD_LEVEL), so decoding never waits on the GPU. What
- *   needs the host — how many keys each head keeps (kept()) and which rows to move at a compaction
- *   — is read asynchronously in settle(), which KvCache.settle() runs and generate awaits together
- *   with each step's logits (one extra small read per FPA layer and step; a compaction reads the
- *   live mask once more). Compaction therefore happens in settle(), after the step that made it
- *   due, rather than inside the step as on the host; the attention's output does not depend on it
- *   (dead rows have weight exactly 0 either way; only the order of the sums changes), only the
- *   number of rows the next steps scan does. A caller that
- *   decodes through forwardCached without settling gets the same outputs, without compaction.
- *   This was chosen over computing the compaction on the device (scans and scatters of the live
- *   mask) because the host must learn the new row count anyway: the attention's kvLength is a host
- *   number, and that needs a read, which only an async seam can make on webgpu.
+ *   DEAD_LEVEL), so decoding never waits on the GPU. What needs the host — how many keys each
+ *   head keeps (kept()) and which rows to move at a compaction — is read asynchronously in
+ *   settle() (one extra small read per FPA layer and step; a compaction reads the live mask once
+ *   more). This was chosen over computing the compaction on the device (scans and scatters of the
+ *   live mask) because the host must learn the new row count anyway: the attention's kvLength is
+ *   a host number, and that needs a read, which only an async seam can make on webgpu. A layer
+ *   without `evict` on webgpu recomputes M_ij exactly from the stored φ each step and leaves its
+ *   device state passive (nothing to truncate or settle: rows are positions there).
  *
  * FpaStack is the spec's shared-walk hard mode (§2.6, last lines): the alive keys as an explicit
  * stack, amortised O(1) per token; a host structure, checked against the definition and against
  * FpaDecodeState's penalty-based alive set (test/attention/fpa_stack.test.ts). An FPA layer with
- * `shared` and `stack` (attention/fpa.ts) decodes through it on the host: FpaDecodeState.stackStep
+ * `shared` and `stack` (attention/fpa/fpa.ts) decodes through it on the host: FpaDecodeState.stackStep
  * pops, marks the popped keys' rows dead and the token is appended as usual; the running minima are
  * not kept (every live row has m = +∞, so the attention gives it no penalty), and compaction follows
- * the layer's `stack` rule (FpaCompaction) as it follows `evict`'s.
+ * the layer's `stack` rule (FpaCompaction) as it follows `evict`'s. The snapshots copy the stack too.
  *
  * Re-centring subtracts W from every ℓ, m and W of a head (the penalty depends on ℓ − m only), so
- * a long decode keeps the state near 0 where f32 is fine.
+ * a long decode keeps the state near 0 where f32 is fine; it runs inside the step, every
+ * `recentreEvery` decoded tokens (settable on the state: `cache.layers[i].side!.fpa`), and its
+ * counter is part of the snapshots, so a truncated and continued decode re-centres where an
+ * untruncated one does.
  *
- * The state is attached to a layer's cache slot (LayerKv) through a WeakMap, so that the cache's
- * layout (k, v and the per-position state tensors) stays what mechanism.ts describes.
+ * The state is the "fpa" side state of a layer's cache slot (LayerKv.side.fpa, made by the cache
+ * from the layout of attention/fpa/index.ts); slots made by hand get one on first use.
  */
-import { ArgumentError } from '../errors.ts';
-import { full, tensor, zeros } from '../ops/creation.ts';
-import { embedding } from '../ops/indexing.ts';
-import { kvWrite } from '../ops/attention.ts';
-import { add, gt, lt, maximum, sub, where } from '../ops/elementwise.ts';
-import { concat, flip, narrow, reshape } from '../ops/layout.ts';
-import { sum } from '../ops/reduce.ts';
-import { cummin } from '../ops/scan_sort.ts';
-import { keep, noGrad } from '../tensor/scope.ts';
-import type { Backend } from '../backend/backend.ts';
-import type { Tensor } from '../tensor/tensor.ts';
-import type { LayerKv } from './mechanism.ts';
+import { ArgumentError } from '../../errors.ts';
+import { full, tensor, zeros } from '../../ops/creation.ts';
+import { embedding } from '../../ops/indexing.ts';
+import { kvWrite } from '../../ops/attention.ts';
+import { add, gt, lt, maximum, sub, where } from '../../ops/elementwise.ts';
+import { concat, flip, narrow, reshape } from '../../ops/layout.ts';
+import { sum } from '../../ops/reduce.ts';
+import { cummin } from '../../ops/scan_sort.ts';
+import { keep, noGrad } from '../../tensor/scope.ts';
+import type { Backend } from '../../backend/backend.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { CacheSideState, LayerKv } from '../mechanism.ts';
 
 /** When a cache with dead rows is compacted (FpaSpec.stack; FpaSpec.evict adds τ). */
 export interface FpaCompaction {
@@ -86,14 +113,39 @@ export const DEAD_LEVEL = 1e20;
 export interface FpaDecodeOptions {
   /** Re-centre the walk every this many decoded tokens (0 = never; default 256). */
   recentreEvery?: number;
+  /** The layer's eviction rule (its `evict`); absent = no eviction. */
+  evict?: FpaEvict;
+  /** The layer's stack rule (its `stack`); absent = not in the stack mode. */
+  stack?: FpaCompaction;
 }
 
-export class FpaDecodeState {
+/** Checks a re-centring period (a non-negative integer, 0 = never). */
+function checkRecentre(r: number, who: string): number {
+  if (!Number.isInteger(r) || r < 0) throw new ArgumentError(`${who}: recentreEvery ${r} must be a non-negative integer (0 = never)`);
+  return r;
+}
+
+/** The cache protocol's check of a truncation against the positions seen and committed. */
+function checkTruncate(length: number, pos: number, committed: number): void {
+  if (!Number.isInteger(length) || length < 0 || length > pos) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions: ${pos} were seen (expected an integer in [${committed}, ${pos}])`);
+  if (length < committed) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions: the first ${committed} are committed (the cache settled after them and may have compacted their rows); a truncation keeps at least ${committed}`);
+}
+
+/** The host state before one position: the used rows of each slot packed, the stack copied, the counters. */
+interface HostSnapshot {
+  length: number; pos: number; exactHistory: boolean; stepsSinceCompact: number; stepsSinceRecentre: number; compactNext: boolean;
+  level: Float32Array; runMin: Float32Array; position: Int32Array; walk: Float32Array;
+  stack: { positions: Int32Array; levels: Float32Array; sizes: Int32Array; pos: number } | null;
+}
+
+export class FpaDecodeState implements CacheSideState {
   /** Rows in use (the same for every (b, h); rows past a head's survivors are dead padding). */
   length = 0;
   /** Positions seen so far (the next token's absolute position). */
   pos = 0;
-  /** Rows are still absolute positions with φ, ℓ, W in the cache's state tensors (no compaction, no re-centring): a rewind can rebuild. */
+  /** Positions committed by the last settle(): no truncate goes below it. */
+  committed = 0;
+  /** Rows are still absolute positions with φ, ℓ, W in the cache's state tensors (no compaction, no re-centring): a rebuild from them is possible. */
   exactHistory = true;
   /** Compactions done. */
   compactions = 0;
@@ -103,16 +155,29 @@ export class FpaDecodeState {
   readonly position: Int32Array;
   /** The current walk W per (b, h). */
   readonly walk: Float32Array;
-  readonly recentreEvery: number;
+  /** The layer's eviction rule (set from its spec; `settle` compacts by it). */
+  evict?: FpaEvict;
+  /** The layer's stack rule (set from its spec; `settle` compacts by it). */
+  stackRule?: FpaCompaction;
   /** The alive keys as a stack, in the shared-walk stack mode (useStack); null otherwise. */
   stack: FpaStack | null = null;
+  /**
+   * Rebuilds the state after positions 0 … n−1 from the cache's stored φ, ℓ, W (set by the layer at
+   * each cached call: it knows λ and τ); truncate uses it for a length inside a prefill chunk.
+   */
+  rebuilder?: (n: number) => void;
+  private recentre_ = 256;
   private stepsSinceCompact = 0;
   private stepsSinceRecentre = 0;
+  /** The next settle compacts whatever is dead (right after a prefill). */
+  private compactNext = false;
+  /** snapshots[p − committed]: the state before position p (null: p was inside a prefill chunk). */
+  private snapshots: (HostSnapshot | null)[] = [];
 
   constructor(readonly batch: number, readonly heads: number, readonly rows: number, opts: FpaDecodeOptions = {}) {
-    const r = opts.recentreEvery ?? 256;
-    if (!Number.isInteger(r) || r < 0) throw new ArgumentError(`FpaDecodeState: recentreEvery ${r} must be a non-negative integer (0 = never)`);
-    this.recentreEvery = r;
+    this.recentreEvery = opts.recentreEvery ?? 256;
+    if (opts.evict) this.evict = opts.evict;
+    if (opts.stack) this.stackRule = opts.stack;
     const n = batch * heads * rows;
     this.level = new Float32Array(n);
     this.runMin = new Float32Array(n);
@@ -120,11 +185,17 @@ export class FpaDecodeState {
     this.walk = new Float32Array(batch * heads);
   }
 
+  /** Re-centre the walk every this many decoded tokens (0 = never; default 256). */
+  get recentreEvery(): number { return this.recentre_; }
+  set recentreEvery(r: number) { this.recentre_ = checkRecentre(r, 'FpaDecodeState'); }
+
   get slots(): number { return this.batch * this.heads; }
 
   reset(): void {
     this.length = 0;
     this.pos = 0;
+    this.committed = 0;
+    this.snapshots = [];
     this.exactHistory = true;
     this.compactions = 0;
     this.position.fill(-1);
@@ -132,6 +203,7 @@ export class FpaDecodeState {
     this.stack?.reset();
     this.stepsSinceCompact = 0;
     this.stepsSinceRecentre = 0;
+    this.compactNext = false;
   }
 
   /**
@@ -170,7 +242,7 @@ export class FpaDecodeState {
   /**
    * Stack mode: the state after positions 0 … n−1 from their walk W (B, H, stride) (a host copy of
    * the cache's "walk" state): the stack replayed over W, the rows of its popped keys dead. Rows
-   * stay absolute positions (nothing is compacted here).
+   * stay absolute positions (nothing is compacted here; the next settle compacts).
    */
   rebuildStack(walk: ArrayLike<number>, stride: number, n: number): void {
     this.reset();
@@ -184,12 +256,13 @@ export class FpaDecodeState {
     if (n > 0) this.walk.set(col);
     this.stepsSinceCompact = 0;
     this.stepsSinceRecentre = 0;
+    this.compactNext = true;
   }
 
   /**
    * The state after positions 0 … n−1 from their φ, ℓ (B, H, stride) and W (B, H, stride) rows,
    * host copies of the cache's state tensors: m_j = suffix minimum of φ over (j, n−1], one reverse
-   * scan per head (§2.6, prefill).
+   * scan per head (§2.6, prefill). The next settle compacts (after markDead, when evicting).
    */
   rebuild(phi: ArrayLike<number>, level: ArrayLike<number>, walk: ArrayLike<number>, stride: number, n: number): void {
     this.reset();
@@ -206,6 +279,52 @@ export class FpaDecodeState {
     }
     this.length = n;
     this.pos = n;
+    this.compactNext = true;
+    // The prefill's positions have no snapshots: a truncation into them rebuilds.
+    this.snapshots = new Array<HostSnapshot | null>(n).fill(null);
+  }
+
+  /**
+   * Takes the snapshot of the state before position `pos` (the layer calls it at the start of each
+   * per-token step), so that truncate(pos) can come back to it until the next settle.
+   */
+  checkpoint(): void {
+    const { rows, slots, length } = this;
+    const pack = <A extends Float32Array | Int32Array>(src: A, out: A): A => {
+      for (let s = 0; s < slots; s++) out.set(src.subarray(s * rows, s * rows + length), s * length);
+      return out;
+    };
+    const st = this.stack;
+    this.snapshots[this.pos - this.committed] = {
+      length, pos: this.pos, exactHistory: this.exactHistory, stepsSinceCompact: this.stepsSinceCompact,
+      stepsSinceRecentre: this.stepsSinceRecentre, compactNext: this.compactNext,
+      level: pack(this.level, new Float32Array(slots * length)), runMin: pack(this.runMin, new Float32Array(slots * length)),
+      position: pack(this.position, new Int32Array(slots * length)), walk: this.walk.slice(),
+      stack: st ? { positions: st.positions.slice(), levels: st.levels.slice(), sizes: st.sizes.slice(), pos: st.pos } : null,
+    };
+  }
+
+  private restore(p: HostSnapshot): void {
+    const { rows, slots } = this, n = p.length;
+    for (let s = 0; s < slots; s++) {
+      this.level.set(p.level.subarray(s * n, (s + 1) * n), s * rows);
+      this.runMin.set(p.runMin.subarray(s * n, (s + 1) * n), s * rows);
+      this.position.set(p.position.subarray(s * n, (s + 1) * n), s * rows);
+      this.position.fill(-1, s * rows + n, (s + 1) * rows);
+    }
+    this.walk.set(p.walk);
+    if (p.stack && this.stack) {
+      this.stack.positions.set(p.stack.positions);
+      this.stack.levels.set(p.stack.levels);
+      this.stack.sizes.set(p.stack.sizes);
+      this.stack.pos = p.stack.pos;
+    }
+    this.length = n;
+    this.pos = p.pos;
+    this.exactHistory = p.exactHistory;
+    this.stepsSinceCompact = p.stepsSinceCompact;
+    this.stepsSinceRecentre = p.stepsSinceRecentre;
+    this.compactNext = p.compactNext;
   }
 
   /** One new token's field φ_t per (b, h): every cached key's minimum m_j ← min(m_j, φ_t). */
@@ -281,16 +400,17 @@ export class FpaDecodeState {
     return out;
   }
 
-  /** Whether the cache should be compacted now, under `rule` (a layer's `evict` or `stack`). */
+  /** Whether the cache should be compacted now, under `rule` (a layer's `evict` or `stack`; the first settle after a prefill compacts whatever is dead). */
   wantsCompaction(rule: FpaCompaction): boolean {
     const dead = this.deadFraction();
-    return dead > 0 && (dead > rule.deadFraction || this.stepsSinceCompact >= rule.every);
+    return dead > 0 && (this.compactNext || dead > rule.deadFraction || this.stepsSinceCompact >= rule.every);
   }
 
   /**
    * Drops dead rows: each head's live rows move down in order to rows 0 … alive−1, the k and v
    * rows of `cache` with them; the new length is the most live keys of any head (the rest of a
-   * shorter head is dead padding). Returns the new length.
+   * shorter head is dead padding). Returns the new length. settle() calls it when the rule says
+   * so; calling it between settles would move uncommitted rows (truncate could then not restore).
    */
   compact(cache: LayerKv): number {
     const { rows, slots } = this;
@@ -325,7 +445,9 @@ export class FpaDecodeState {
     this.length = length;
     this.exactHistory = false;
     this.stepsSinceCompact = 0;
+    this.compactNext = false;
     this.compactions++;
+    this.snapshots = [];
     return length;
   }
 
@@ -358,8 +480,40 @@ export class FpaDecodeState {
     return out;
   }
 
-  /** Nothing is deferred on the host: the step itself compacts (DeviceFpaDecodeState.settle has work). */
-  async settle(_cache: LayerKv): Promise<void> {}
+  /**
+   * The cache protocol's truncate (see the file comment): back to the state before position
+   * `length` was first seen, for committed ≤ length ≤ pos; below `committed` an ArgumentError.
+   */
+  truncate(length: number): void {
+    checkTruncate(length, this.pos, this.committed);
+    if (length === this.pos) return;
+    if (length === 0) { this.reset(); return; }
+    const snap = this.snapshots[length - this.committed];
+    if (snap) {
+      this.restore(snap);
+      this.snapshots.length = length - this.committed;
+      return;
+    }
+    // Inside a prefill chunk (see the file comment): rebuilt from the stored rows, as a prefill of `length` makes it.
+    if (!this.exactHistory && this.compactions > 0) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions: no snapshot of that position and the rows were compacted`);
+    if (!this.rebuilder) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions inside the prefill before the layer has run`);
+    this.rebuilder(length);
+  }
+
+  /** Host arrays (nothing on the device). */
+  get bytes(): number { return 0; }
+
+  /**
+   * Commits the positions seen (no later truncate goes below them; the snapshots are dropped) and
+   * compacts the cache when the layer's rule (`evict` or `stack`) says so. Synchronous on the host.
+   */
+  async settle(cache: LayerKv): Promise<void> {
+    this.committed = this.pos;
+    this.snapshots = [];
+    const rule = this.evict ?? this.stackRule;
+    if (rule && this.length > 0 && this.wantsCompaction(rule)) this.compact(cache);
+    this.compactNext = false;
+  }
 
   /** Host arrays only: nothing to free (DeviceFpaDecodeState.dispose frees its tensors). */
   dispose(): void {}
@@ -436,34 +590,46 @@ export class FpaStack {
   }
 }
 
+
 /** The excess e given the newest key (m = +∞): below any level, so its penalty relu(e) is 0. */
 const NEWEST = -1e30;
+
+/** The device state's tensors: φ ≡ 0, ℓ and e (B, H, rows), W (B, H, 1), and the newest key's e (B, H, 1, 1). */
+interface DeviceTensors { zeroField: Tensor; level: Tensor; excess: Tensor; walk: Tensor; newest: Tensor }
+
+/** The device state before one position: its tensors (held, not copied) and host fields. */
+interface DeviceSnapshot {
+  level: Tensor; excess: Tensor; walk: Tensor; position: Int32Array;
+  length: number; pos: number; exactHistory: boolean; stepsSinceCompact: number; stepsSinceRecentre: number; compactNext: boolean;
+}
 
 /**
  * The decode state on a device read asynchronously (webgpu), for FPA layers with eviction: see the
  * file comment. ℓ, e (B, H, rows) and W (B, H, 1) are f32 device tensors, kept out of tidy scopes;
- * `position` and the live counts are host mirrors, exact as of the last settle().
+ * `position` and the live counts are host mirrors, exact as of the last settle(). Passive (every
+ * call a no-op) for a layer without `evict`, which decodes exactly from the stored φ.
  */
-/** The device state's tensors: φ ≡ 0, ℓ and e (B, H, rows), W (B, H, 1), and the newest key's e (B, H, 1, 1). */
-interface DeviceTensors { zeroField: Tensor; level: Tensor; excess: Tensor; walk: Tensor; newest: Tensor }
-
-export class DeviceFpaDecodeState {
+export class DeviceFpaDecodeState implements CacheSideState {
   /** Rows in use (the same for every (b, h); rows past a head's survivors are dead padding). */
   length = 0;
   /** Positions seen so far (the next token's absolute position). */
   pos = 0;
-  /** As FpaDecodeState.exactHistory: no compaction or re-centring yet, so a rewind can rebuild. */
+  /** Positions committed by the last settle(): no truncate goes below it. */
+  committed = 0;
+  /** As FpaDecodeState.exactHistory: no compaction or re-centring yet. */
   exactHistory = true;
   /** Compactions done. */
   compactions = 0;
-  /** The eviction rule of the layer decoding into this slot (set by the layer; settle needs it). */
+  /** The eviction rule of the layer decoding into this slot (from its spec; settle needs it). Absent: the state is passive. */
   evict?: FpaEvict;
   /**
    * Absolute position of each row, −1 for padding: exact for the survivors right after a
    * compaction; rows that died since keep their position here until the next one moves them out.
    */
   readonly position: Int32Array;
-  readonly recentreEvery: number;
+  /** As FpaDecodeState.rebuilder (set by the layer): the state after positions 0 … n−1 from the stored φ, ℓ, W. */
+  rebuilder?: (n: number) => void;
+  private recentre_ = 256;
   /** The device tensors, made on first use (a layer without `evict` never uses its state on webgpu). */
   private buf: DeviceTensors | null = null;
   /** Live rows per (b, h) as of the last settle (all rows in use before the first). */
@@ -473,16 +639,23 @@ export class DeviceFpaDecodeState {
   private stepsSinceRecentre = 0;
   /** The next settle compacts whatever is dead (right after a prefill, as the host state does). */
   private compactNext = false;
-  /** Bumped by every change of the rows (reset, rebuild, append, compaction): a settle that awaited across one drops its figures. */
+  /** Bumped by every change of the rows (reset, rebuild, append, truncate, compaction): a settle that awaited across one drops its figures. */
   private epoch = 0;
+  /** snapshots[p − committed]: the state before position p (null: inside a prefill chunk). */
+  private snapshots: (DeviceSnapshot | null)[] = [];
+  /** Tensors the snapshots hold, with how many hold each: not freed while held. */
+  private readonly held = new Map<Tensor, number>();
 
   constructor(readonly backend: Backend, readonly batch: number, readonly heads: number, readonly rows: number, opts: FpaDecodeOptions = {}) {
-    const r = opts.recentreEvery ?? 256;
-    if (!Number.isInteger(r) || r < 0) throw new ArgumentError(`DeviceFpaDecodeState: recentreEvery ${r} must be a non-negative integer (0 = never)`);
-    this.recentreEvery = r;
+    this.recentreEvery = opts.recentreEvery ?? 256;
+    if (opts.evict) this.evict = opts.evict;
     this.position = new Int32Array(batch * heads * rows).fill(-1);
     this.live = new Float64Array(batch * heads);
   }
+
+  /** Re-centre the walk every this many decoded tokens (0 = never; default 256). */
+  get recentreEvery(): number { return this.recentre_; }
+  set recentreEvery(r: number) { this.recentre_ = checkRecentre(r, 'DeviceFpaDecodeState'); }
 
   get slots(): number { return this.batch * this.heads; }
 
@@ -502,9 +675,11 @@ export class DeviceFpaDecodeState {
   get attentionLevels(): Tensor { return this.t.excess; }
 
   reset(): void {
+    this.dropSnapshots(0);
     this.epoch++;
     this.length = 0;
     this.pos = 0;
+    this.committed = 0;
     this.exactHistory = true;
     this.compactions = 0;
     this.position.fill(-1);
@@ -542,6 +717,36 @@ export class DeviceFpaDecodeState {
     this.livePos = n;
     if (threshold) this.markDead(threshold);
     this.compactNext = true;
+    this.snapshots = new Array<DeviceSnapshot | null>(n).fill(null);
+  }
+
+  /** The snapshot of the state before position `pos` (the layer calls it at the start of each per-token step): its tensors held, not copied. */
+  checkpoint(): void {
+    const t = this.t;
+    const snap: DeviceSnapshot = {
+      level: t.level, excess: t.excess, walk: t.walk, position: this.position.slice(0, this.position.length),
+      length: this.length, pos: this.pos, exactHistory: this.exactHistory, stepsSinceCompact: this.stepsSinceCompact,
+      stepsSinceRecentre: this.stepsSinceRecentre, compactNext: this.compactNext,
+    };
+    for (const x of [snap.level, snap.excess, snap.walk]) this.held.set(x, (this.held.get(x) ?? 0) + 1);
+    this.snapshots[this.pos - this.committed] = snap;
+  }
+
+  /** Drops the snapshots from index `from` on, freeing the tensors no one holds any more (and not in use). */
+  private dropSnapshots(from: number): void {
+    const cur = this.buf ? new Set([this.buf.level, this.buf.excess, this.buf.walk]) : new Set<Tensor>();
+    for (const s of this.snapshots.slice(from)) {
+      if (!s) continue;
+      for (const x of [s.level, s.excess, s.walk]) {
+        const n = (this.held.get(x) ?? 1) - 1;
+        if (n > 0) this.held.set(x, n);
+        else {
+          this.held.delete(x);
+          if (!cur.has(x)) x.dispose();
+        }
+      }
+    }
+    this.snapshots.length = Math.min(this.snapshots.length, from);
   }
 
   /** One token's walk increment, field offset u and level offset w (B, H, 1) → its φ_t, ℓ_t and W_t (B, H, 1); W advances. */
@@ -565,7 +770,10 @@ export class DeviceFpaDecodeState {
     dead.dispose();
   }
 
-  /** Appends the new token (ℓ_t (B, H, 1)) as row `length` with m = +∞; advances pos. */
+  /**
+   * Appends the new token (ℓ_t (B, H, 1)) as row `length` with m = +∞; advances pos. Writes row
+   * `length` of ℓ and e in place: past every snapshot's rows (they end at or before it).
+   */
   append(level: Tensor): void {
     if (this.length >= this.rows) throw new ArgumentError(`DeviceFpaDecodeState: the cache's ${this.rows} rows are full at position ${this.pos}`);
     writeRows(this.t.level, level, this.length);
@@ -593,13 +801,16 @@ export class DeviceFpaDecodeState {
   }
 
   /**
-   * Reads how many keys each head keeps (one small read) and, when the host rule says so (dead
-   * keys and `every` steps since the last compaction, or a dead fraction past `deadFraction`, or
-   * the first settle after a prefill), reads the live mask and compacts. A step that ran while
-   * this awaited makes its figures stale: they are dropped (the next settle reads again).
+   * Commits the positions seen (the snapshots are dropped), reads how many keys each head keeps
+   * (one small read) and, when the host rule says so (dead keys and `every` steps since the last
+   * compaction, or a dead fraction past `deadFraction`, or the first settle after a prefill), reads
+   * the live mask and compacts. A step or truncate that ran while this awaited makes its figures
+   * stale: they are dropped (the next settle reads again).
    */
   async settle(cache: LayerKv): Promise<void> {
     const evict = this.evict;
+    this.committed = this.pos;
+    this.dropSnapshots(0);
     if (!evict || this.length === 0) return;
     const stamp = this.epoch, pos = this.pos, len = this.length;
     const mask = noGrad(() => { const e = narrow(this.t.excess, 2, 0, len); const m = lt(e, DEAD_LEVEL / 2); e.dispose(); return keep(m); }); // (B, H, len) 1 = live
@@ -612,7 +823,7 @@ export class DeviceFpaDecodeState {
       for (let s = 0; s < this.slots; s++) { this.live[s] = counts[s]; live += counts[s]; }
       this.livePos = pos;
       const dead = 1 - live / (this.slots * len);
-      if (!(dead > 0 && (this.compactNext || dead > evict.deadFraction || this.stepsSinceCompact >= evict.every))) return;
+      if (!(dead > 0 && (this.compactNext || dead > evict.deadFraction || this.stepsSinceCompact >= evict.every))) { this.compactNext = false; return; }
       const flags = (await mask.data()) as Float32Array;
       if (this.epoch !== stamp) return;
       noGrad(() => this.compact(cache, flags, len));
@@ -673,16 +884,62 @@ export class DeviceFpaDecodeState {
     return out;
   }
 
+  /**
+   * The cache protocol's truncate (see the file comment): back to the state before position
+   * `length` was first seen, for committed ≤ length ≤ pos; below `committed` an ArgumentError.
+   * A passive state (no `evict`: the layer decodes exactly from the stored φ) has nothing to undo.
+   */
+  truncate(length: number): void {
+    if (!this.evict && this.pos === 0) return;
+    checkTruncate(length, this.pos, this.committed);
+    if (length === this.pos) return;
+    if (length === 0) { this.reset(); return; }
+    const snap = this.snapshots[length - this.committed];
+    if (snap) {
+      const t = this.t;
+      const cur = [t.level, t.excess, t.walk];
+      t.level = snap.level;
+      t.excess = snap.excess;
+      t.walk = snap.walk;
+      this.dropSnapshots(length - this.committed); // releases snap too; its tensors are in use now
+      for (const x of cur) if (x !== t.level && x !== t.excess && x !== t.walk && !this.held.has(x)) x.dispose();
+      this.position.set(snap.position);
+      this.length = snap.length;
+      this.pos = snap.pos;
+      this.exactHistory = snap.exactHistory;
+      this.stepsSinceCompact = snap.stepsSinceCompact;
+      this.stepsSinceRecentre = snap.stepsSinceRecentre;
+      this.compactNext = snap.compactNext;
+      this.epoch++;
+      return;
+    }
+    if (!this.rebuilder) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions inside the prefill before the layer has run`);
+    this.rebuilder(length);
+  }
+
+  /** Bytes of the device tensors (ℓ, e, φ ≡ 0: rows each; W, the newest; and those the snapshots hold). */
+  get bytes(): number {
+    if (!this.buf) return 0;
+    const all = new Set<Tensor>([...Object.values(this.buf), ...this.held.keys()]);
+    let n = 0;
+    for (const t of all) n += t.size * 4;
+    return n;
+  }
+
   /** Frees the device tensors (the cache's dispose does it). */
   dispose(): void {
-    if (this.buf) for (const t of Object.values(this.buf)) t.dispose();
+    const all = new Set<Tensor>([...(this.buf ? Object.values(this.buf) : []), ...this.held.keys()]);
+    for (const t of all) t.dispose();
+    this.held.clear();
+    this.snapshots = [];
     this.buf = null;
   }
 
+  /** Makes `t` the current tensor of `field`; the old one is freed unless a snapshot holds it. */
   private replace(field: 'level' | 'excess' | 'walk', t: Tensor): void {
     const buf = this.t, old = buf[field];
     buf[field] = keep(t);
-    if (old !== t) old.dispose();
+    if (old !== t && !this.held.has(old)) old.dispose();
   }
 }
 
@@ -708,11 +965,13 @@ function moveRowsTo(t: Tensor, ids: Tensor, length: number): void {
 /** Either decode state. */
 export type AnyFpaDecodeState = FpaDecodeState | DeviceFpaDecodeState;
 
+/** States of slots made by hand (without the cache's layout); a cache's slot has its own in `side.fpa`. */
 const states = new WeakMap<LayerKv, AnyFpaDecodeState>();
 
 /**
- * Attaches a fresh decode state to a layer's cache slot (KvCache does it with its options): the
- * host state where the cache's backend reads synchronously, the device state elsewhere.
+ * A fresh decode state for a layer's cache slot (the cache's layout makes one per slot, with the
+ * layer's rules): the host state where the cache's backend reads synchronously, the device state
+ * elsewhere.
  */
 export function attachFpaDecodeState(cache: LayerKv, opts: FpaDecodeOptions = {}): AnyFpaDecodeState {
   const [b, h, rows] = cache.k.shape;
@@ -722,19 +981,30 @@ export function attachFpaDecodeState(cache: LayerKv, opts: FpaDecodeOptions = {}
   return st;
 }
 
-/** The host decode state of a layer's cache slot, made with default options on first use; ArgumentError if the slot holds a device state. */
+/** The slot's state: its side state "fpa", else one made on first use. */
+function stateOf(cache: LayerKv): AnyFpaDecodeState {
+  const side = cache.side?.fpa;
+  if (side instanceof FpaDecodeState || side instanceof DeviceFpaDecodeState) return side;
+  return states.get(cache) ?? attachFpaDecodeState(cache);
+}
+
+/** The host decode state of a layer's cache slot; ArgumentError if the slot holds a device state. */
 export function fpaDecodeState(cache: LayerKv): FpaDecodeState {
-  const st = states.get(cache) ?? attachFpaDecodeState(cache);
+  const st = stateOf(cache);
   if (!(st instanceof FpaDecodeState)) throw new ArgumentError(`fpaDecodeState: this cache slot lives on backend '${cache.k.backend.name}', which reads asynchronously; its state is a DeviceFpaDecodeState (deviceFpaDecodeState)`);
   return st;
 }
 
-/** The device decode state of a layer's cache slot, made with default options on first use; ArgumentError if the slot holds a host state. */
+/** The device decode state of a layer's cache slot; ArgumentError if the slot holds a host state. */
 export function deviceFpaDecodeState(cache: LayerKv): DeviceFpaDecodeState {
-  const st = states.get(cache) ?? attachFpaDecodeState(cache);
+  const st = stateOf(cache);
   if (!(st instanceof DeviceFpaDecodeState)) throw new ArgumentError(`deviceFpaDecodeState: this cache slot lives on backend '${cache.k.backend.name}', which reads synchronously; its state is an FpaDecodeState (fpaDecodeState)`);
   return st;
 }
 
-/** The decode state of a slot if it has one (an FPA layer that has decoded), else undefined. */
-export const peekFpaDecodeState = (cache: LayerKv): AnyFpaDecodeState | undefined => states.get(cache);
+/** The decode state of a slot if it has one, else undefined. */
+export const peekFpaDecodeState = (cache: LayerKv): AnyFpaDecodeState | undefined => {
+  const side = cache.side?.fpa;
+  if (side instanceof FpaDecodeState || side instanceof DeviceFpaDecodeState) return side;
+  return states.get(cache);
+};

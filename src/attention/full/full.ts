@@ -1,13 +1,13 @@
 /**
  * Full causal softmax attention: the baseline every mechanism is measured against and the
  * teacher for distillation. The forward and the cached step run the flash-attention kernels
- * (ops/attention.ts); dense.ts holds the composed reference they are tested against. No
+ * (ops/attention.ts); attention/dense.ts holds the composed reference they are tested against. No
  * parameters of its own and no cache state besides k and v.
  */
-import { attention, kvWrite } from '../ops/attention.ts';
-import { Module } from '../nn/module.ts';
-import type { Tensor } from '../tensor/tensor.ts';
-import type { AttentionMechanism, LayerKv, MechanismInput } from './mechanism.ts';
+import { attention, kvWrite } from '../../ops/attention.ts';
+import { Module } from '../../nn/module.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { AttentionMechanism, LayerKv, MechanismInput } from '../mechanism.ts';
 
 export class FullAttention extends Module implements AttentionMechanism {
   readonly name: string = 'full';
@@ -23,10 +23,6 @@ export class FullAttention extends Module implements AttentionMechanism {
     kvWrite(cache.k, k, pos);
     kvWrite(cache.v, v, pos);
     return attention(q, cache.k, cache.v, { causal: true, window: narrowest(this.window, input?.budget?.window), kvLength: pos + n });
-  }
-
-  cacheBytesPerToken(nKvHeads: number, headDim: number, bytesPerElement: number): number {
-    return 2 * nKvHeads * headDim * bytesPerElement;
   }
 }
 

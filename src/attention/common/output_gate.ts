@@ -8,14 +8,14 @@
  * as one (H·D) vector as the FoX code's GroupRMSNorm does (rank 1: no weight decay, like every
  * norm weight). Parameters: `<name>.out_norm.weight` (H·D), `<name>.out_gate.weight` (H·D, C).
  */
-import { add, mul, rsqrt, sigmoid, square } from '../ops/elementwise.ts';
-import { permute, reshape } from '../ops/layout.ts';
-import { mean } from '../ops/reduce.ts';
-import { Linear } from '../nn/linear.ts';
-import { Module } from '../nn/module.ts';
-import type { ParamFactory } from '../nn/params.ts';
-import type { Tensor } from '../tensor/tensor.ts';
-import type { ModelConfig } from '../model/config.ts';
+import { add, mul, rsqrt, sigmoid, square } from '../../ops/elementwise.ts';
+import { permute, reshape } from '../../ops/layout.ts';
+import { mean } from '../../ops/reduce.ts';
+import { Linear } from '../../nn/linear.ts';
+import { Module } from '../../nn/module.ts';
+import type { ParamFactory } from '../../nn/params.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { ModelDims } from '../mechanism.ts';
 
 export class OutputGate extends Module {
   readonly normWeight: Tensor;
@@ -24,7 +24,7 @@ export class OutputGate extends Module {
   private readonly headDim: number;
   private readonly eps: number;
 
-  constructor(f: ParamFactory, name: string, cfg: ModelConfig) {
+  constructor(f: ParamFactory, name: string, cfg: ModelDims) {
     super();
     this.heads = cfg.nHeads;
     this.headDim = cfg.headDim;

@@ -71,22 +71,22 @@
  * holds only the newest key (and ties), so "linear" or "tanh" is the useful walk here. The stack
  * is host state: this mode runs on cpu and wasm; on webgpu a cached call is an UnsupportedError.
  */
-import { fpaAttention } from '../ops/fpa_attention.ts';
-import { kvWrite } from '../ops/attention.ts';
-import { ArgumentError, UnsupportedError } from '../errors.ts';
-import { tensor, zeros } from '../ops/creation.ts';
-import { add, div, mul, softplus, tanh } from '../ops/elementwise.ts';
-import { concat, narrow, reshape } from '../ops/layout.ts';
-import { cumsum } from '../ops/scan_sort.ts';
-import { Linear } from '../nn/linear.ts';
-import { Module } from '../nn/module.ts';
-import type { ModelConfig } from '../model/config.ts';
-import type { Tensor } from '../tensor/tensor.ts';
-import { cacheState, continueCumsum, headGates, logSigmoid, stateRows, toF32, writeState } from './gates.ts';
+import { fpaAttention } from '../../ops/fpa_attention.ts';
+import { kvWrite } from '../../ops/attention.ts';
+import { ArgumentError, UnsupportedError } from '../../errors.ts';
+import { tensor, zeros } from '../../ops/creation.ts';
+import { add, div, mul, softplus, tanh } from '../../ops/elementwise.ts';
+import { concat, narrow, reshape } from '../../ops/layout.ts';
+import { cumsum } from '../../ops/scan_sort.ts';
+import { Linear } from '../../nn/linear.ts';
+import { Module } from '../../nn/module.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import { noGrad, tidy } from '../../tensor/scope.ts';
+import { cacheState, continueCumsum, headGates, logSigmoid, stateRows, toF32, writeState } from '../common/gates.ts';
 import { deviceFpaDecodeState, fpaDecodeState, type DeviceFpaDecodeState, type FpaCompaction, type FpaDecodeState, type FpaEvict } from './fpa_decode.ts';
-import type { AttentionMechanism, CacheStateLayout, LayerKv, MechanismContext, MechanismInput } from './mechanism.ts';
-import { OutputGate } from './output_gate.ts';
-import { TokenShift } from './token_shift.ts';
+import type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput } from '../mechanism.ts';
+import { OutputGate } from '../common/output_gate.ts';
+import { TokenShift } from '../common/token_shift.ts';
 
 export type FpaWalk = 'fox' | 'linear' | 'tanh';
 export const FPA_WALKS: readonly FpaWalk[] = ['fox', 'linear', 'tanh'];
@@ -100,16 +100,21 @@ export interface FpaSpec {
   outputGate: boolean;
   /** FoX (Pro) data-dependent token shift of k and v, as for FoX layers; absent = off. */
   tokenShift?: boolean;
-  /** Dead-key eviction while decoding (§2.6); absent = off. See attention/fpa_decode.ts DEFAULT_EVICT. */
+  /** Dead-key eviction while decoding (§2.6); absent = off. See fpa/fpa_decode.ts DEFAULT_EVICT. */
   evict?: FpaEvict;
   /** Shared walk: φ = ℓ = W, no field and level projections (§2.2, u ≡ w ≡ 0); absent = off. */
   shared?: boolean;
   /**
-   * Shared-walk hard-limit decoding through an explicit stack, with this compaction rule (needs
-   * `shared`, excludes `evict`; host backends only); absent = off. Changes the model's function:
-   * see the file comment. Defaults: attention/fpa_decode.ts DEFAULT_STACK.
+   * Shared-walk hard-limit decoding, with this compaction rule (needs `shared`, excludes `evict`);
+   * absent = off. Changes the model's function: see fpa/fpa.ts. Defaults: fpa/fpa_decode.ts DEFAULT_STACK.
    */
   stack?: FpaCompaction;
+}
+
+/** The layer's label, e.g. "fpa(walk=fox, outputGate, evict τ=16)". */
+export function fpaLabel(spec: FpaSpec): string {
+  const opts = [spec.outputGate && 'outputGate', spec.tokenShift && 'tokenShift', spec.shared && 'shared', spec.evict && `evict τ=${spec.evict.tau}`, spec.stack && 'stack'].filter(Boolean);
+  return `fpa(walk=${spec.walk}${opts.map((o) => `, ${o}`).join('')})`;
 }
 
 /** softplus⁻¹(1) = ln(e − 1): the offset that makes a stored ρ of 0 mean λ = 1. */
@@ -127,12 +132,11 @@ export class FpaAttention extends Module implements AttentionMechanism {
 
   constructor(readonly spec: FpaSpec, ctx: MechanismContext) {
     super();
-    const { f, name, config: c } = ctx;
+    const { f, name, dims: c } = ctx;
     const hkv = c.nKvHeads;
     if (spec.stack && !spec.shared) throw new ArgumentError(`fpa: 'stack' needs 'shared' (the stack holds the alive keys only when field and level are the walk itself)`);
     if (spec.stack && spec.evict) throw new ArgumentError(`fpa: 'stack' and 'evict' exclude each other`);
-    const opts = [spec.outputGate && 'outputGate', spec.tokenShift && 'tokenShift', spec.shared && 'shared', spec.evict && `evict τ=${spec.evict.tau}`, spec.stack && 'stack'].filter(Boolean);
-    this.name = `fpa(walk=${spec.walk}${opts.map((o) => `, ${o}`).join('')})`;
+    this.name = fpaLabel(spec);
     this.walkProj = this.child(new Linear(f, `${name}.fpa.walk`, c.dModel, hkv, { bias: true }));
     if (!spec.shared) {
       this.offsets = {
@@ -156,11 +160,6 @@ export class FpaAttention extends Module implements AttentionMechanism {
   get levelProj(): Linear {
     if (!this.offsets) throw new ArgumentError(`${this.name}: a shared walk has no level projection (ℓ = W)`);
     return this.offsets.level;
-  }
-
-  /** Cache state: φ, ℓ and W per KV head (equal rows with a shared walk). */
-  static cacheState(c: ModelConfig): CacheStateLayout {
-    return { phi: c.nKvHeads, level: c.nKvHeads, walk: c.nKvHeads };
   }
 
   /** The walk increments δ (B, Hkv, T) f32 from x (B, T, C). */
@@ -216,27 +215,33 @@ export class FpaAttention extends Module implements AttentionMechanism {
       return this.finish(this.forwardDevice(deviceFpaDecodeState(cache), q, k, v, input, cache, pos), input);
     }
     const st = fpaDecodeState(cache);
+    if (this.spec.evict) st.evict = this.spec.evict;
+    if (this.spec.stack) st.stackRule = this.spec.stack;
+    st.rebuilder = (n) => noGrad(() => tidy(() => this.rebuild(st, cache, n)));
     this.seek(st, pos);
     if (this.spec.stack) st.useStack();
-    if (pos > 0 && pos !== st.pos) this.rebuild(st, cache, pos);
     // Stack mode has no exact prefill: the prompt goes through the stack one token at a time (the hard limit throughout).
     if (st.length === 0 && !this.spec.stack) {
       const o = this.exactCached(q, k, v, input, cache, 0);
-      this.rebuild(st, cache, q.shape[2]); // marks the dead keys when evicting
-      if (st.deadFraction() > 0) st.compact(cache);
+      this.rebuild(st, cache, q.shape[2]); // marks the dead keys when evicting; the next settle compacts
       return this.finish(o, input);
     }
     return this.finish(this.decode(st, q, k, v, input, cache), input);
   }
 
-  /** Checks a cached call at `pos` against the state (restart at 0, or a rewind while the history is exact). */
+  /**
+   * Checks a cached call at `pos` against the state: a restart at 0, the next position, or an
+   * earlier one at or after the last settle (a rewind: the state is truncated there, as
+   * KvCache.truncate does); anything else is an ArgumentError.
+   */
   private seek(st: FpaDecodeState | DeviceFpaDecodeState, pos: number): void {
     if (pos === 0) st.reset();
     else if (pos !== st.pos) {
       if (pos > st.pos) throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: positions ${st.pos} … ${pos - 1} were never written to this cache`);
-      if (!st.exactHistory) {
-        throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: the cache was compacted or re-centred, so only a restart at position 0 is possible`);
+      if (pos < st.committed) {
+        throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: the first ${st.committed} positions are committed (the cache settled after them and may have compacted them), so only a restart at position 0 or a call at a position ≥ ${st.committed} is possible`);
       }
+      st.truncate(pos);
     }
   }
 
@@ -252,10 +257,10 @@ export class FpaAttention extends Module implements AttentionMechanism {
   private forwardDevice(st: DeviceFpaDecodeState, q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
     const evict = this.spec.evict!;
     st.evict = evict;
+    const states = () => ['phi', 'level', 'walk'].map((key) => stateRows(cacheState(cache.state, key, this.name))) as [Tensor, Tensor, Tensor];
+    st.rebuilder = (n) => noGrad(() => tidy(() => st.rebuild(...states(), n, this.deathThreshold(evict))));
     this.seek(st, pos);
     const threshold = this.deathThreshold(evict);
-    const states = () => ['phi', 'level', 'walk'].map((key) => stateRows(cacheState(cache.state, key, this.name))) as [Tensor, Tensor, Tensor];
-    if (pos > 0 && pos !== st.pos) st.rebuild(...states(), pos, threshold);
     if (st.length === 0) {
       const o = this.exactCached(q, k, v, input, cache, 0);
       st.rebuild(...states(), q.shape[2], threshold);
@@ -267,6 +272,7 @@ export class FpaAttention extends Module implements AttentionMechanism {
     const outs: Tensor[] = [];
     for (let i = 0; i < n; i++) {
       const at = (t: Tensor) => narrow(t, 2, i, 1);
+      st.checkpoint();
       const [phiT, levelT, walkT] = st.advance(at(inc), at(u), at(w));
       st.observe(phiT, threshold);
       const row = st.length;
@@ -309,12 +315,12 @@ export class FpaAttention extends Module implements AttentionMechanism {
   /**
    * Tokens pos … pos+n−1 one at a time through the running minima: W ← W + δ_t, φ_t, ℓ_t; every
    * cached m_j ← min(m_j, φ_t); dead keys marked (evict); the new key appended with m = +∞; the query
-   * attends with the penalties; compaction and re-centring when due. In stack mode the stack pops
-   * instead (its keys' rows dead, the live rows keep m = +∞: no penalty) and `stack` rules compaction.
+   * attends with the penalties; re-centring when due (compaction waits for settle()). Each token
+   * starts with a snapshot (FpaDecodeState.checkpoint) that truncate can restore. In stack mode the
+   * stack pops instead (its keys' rows dead, the live rows keep m = +∞: no penalty).
    */
   private decode(st: FpaDecodeState, q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv): Tensor {
     const n = q.shape[2], slots = st.slots, evict = this.spec.evict, stack = this.spec.stack;
-    const compaction = evict ?? stack;
     const inc = this.increments(input.x).dataSync();
     const [u, w] = this.offsets ? [headGates(this.offsets.field, input.x).dataSync(), headGates(this.offsets.level, input.x).dataSync()] : [null, null];
     const lambda = this.lambda();
@@ -324,6 +330,7 @@ export class FpaAttention extends Module implements AttentionMechanism {
     const phiT = new Float32Array(slots), levelT = new Float32Array(slots);
     const outs: Tensor[] = [];
     for (let i = 0; i < n; i++) {
+      st.checkpoint();
       for (let s = 0; s < slots; s++) {
         const wt = Math.fround(st.walk[s] + inc[s * n + i]);
         st.walk[s] = wt;
@@ -353,7 +360,6 @@ export class FpaAttention extends Module implements AttentionMechanism {
       const levels = tensor(st.attentionLevels(), [st.batch, st.heads, st.rows], { backend });
       outs.push(fpaAttention(narrow(q, 2, i, 1), cache.k, cache.v, phi0, levels, lambda, { kvLength: st.length }));
       levels.dispose();
-      if (compaction && st.wantsCompaction(compaction)) st.compact(cache);
       st.maybeRecentre();
     }
     phi0.dispose();
@@ -361,9 +367,5 @@ export class FpaAttention extends Module implements AttentionMechanism {
   }
   private finish(o: Tensor, input: MechanismInput): Tensor {
     return this.outputGate ? this.outputGate.forward(o, input.x) : o;
-  }
-
-  cacheBytesPerToken(nKvHeads: number, headDim: number, bytesPerElement: number): number {
-    return 2 * nKvHeads * headDim * bytesPerElement + 4 * 3 * this.walkProj.outFeatures;
   }
 }

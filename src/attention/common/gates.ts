@@ -4,14 +4,14 @@
  * forward (a cumsum over the sequence) and in the cached step (the cumsum continued from the
  * last cached row). Shapes: x (B, T, C), gates (B, heads, T) f32, cache state (B, heads, Tmax, 1).
  */
-import { ArgumentError } from '../errors.ts';
-import { kvWrite } from '../ops/attention.ts';
-import { cast } from '../ops/cast.ts';
-import { add, neg, softplus } from '../ops/elementwise.ts';
-import { narrow, permute, reshape } from '../ops/layout.ts';
-import { cumsum } from '../ops/scan_sort.ts';
-import type { Linear } from '../nn/linear.ts';
-import type { Tensor } from '../tensor/tensor.ts';
+import { ArgumentError } from '../../errors.ts';
+import { kvWrite } from '../../ops/attention.ts';
+import { cast } from '../../ops/cast.ts';
+import { add, neg, softplus } from '../../ops/elementwise.ts';
+import { narrow, permute, reshape } from '../../ops/layout.ts';
+import { cumsum } from '../../ops/scan_sort.ts';
+import type { Linear } from '../../nn/linear.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
 
 /** t in f32 (a no-op when it already is): gates, walks and their sums stay in f32 (specs/fpa_depth.md §4.1). */
 export const toF32 = (t: Tensor): Tensor => (t.dtype === 'f32' ? t : cast(t, 'f32'));

@@ -4,7 +4,7 @@
  * outside the window, so the cost per query is O(window). The cache keeps every position (a
  * ring buffer of `window` rows would bound it; left for when a mechanism needs it).
  */
-import { FullAttention } from './full.ts';
+import { FullAttention } from '../full/full.ts';
 
 export class LocalAttention extends FullAttention {
   override readonly name: string;

@@ -14,26 +14,26 @@
  *
  * Cache: besides k and v, c at every cached position per query head (state "c", f32), so a step
  * continues the cumsum from the last cached row and attends over rows 0 … pos+n−1; with
- * `tokenShift`, the last pre-shift k and v rows (states "shift_k", "shift_v", one row per sequence).
+ * `tokenShift`, the token shift's side state (common/token_shift.ts). The def (options, cache
+ * layout, info, export) is fox/index.ts.
  */
-import { foxAttention } from '../ops/fox_attention.ts';
-import { kvWrite } from '../ops/attention.ts';
-import { cumsum } from '../ops/scan_sort.ts';
-import { Linear } from '../nn/linear.ts';
-import { Module } from '../nn/module.ts';
-import type { ModelConfig } from '../model/config.ts';
-import type { Tensor } from '../tensor/tensor.ts';
-import { cacheState, continueCumsum, headGates, logSigmoid, stateRows } from './gates.ts';
-import type { AttentionMechanism, CacheStateLayout, LayerKv, MechanismContext, MechanismInput } from './mechanism.ts';
-import { OutputGate } from './output_gate.ts';
-import { TokenShift } from './token_shift.ts';
+import { foxAttention } from '../../ops/fox_attention.ts';
+import { kvWrite } from '../../ops/attention.ts';
+import { cumsum } from '../../ops/scan_sort.ts';
+import { Linear } from '../../nn/linear.ts';
+import { Module } from '../../nn/module.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import { cacheState, continueCumsum, headGates, logSigmoid, stateRows } from '../common/gates.ts';
+import type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput } from '../mechanism.ts';
+import { OutputGate } from '../common/output_gate.ts';
+import { TokenShift } from '../common/token_shift.ts';
 
 /** The config entry of a FoX layer. */
 export interface FoxSpec {
   type: 'fox';
   /** FoX (Pro) output norm + output gate: y = W_o(RMSNorm_perhead(o) ⊙ σ(W_g x)). */
   outputGate: boolean;
-  /** FoX (Pro) data-dependent token shift of k and v (attention/token_shift.ts); absent = off. */
+  /** FoX (Pro) data-dependent token shift of k and v (common/token_shift.ts); absent = off. */
   tokenShift?: boolean;
 }
 
@@ -45,17 +45,12 @@ export class FoxAttention extends Module implements AttentionMechanism {
 
   constructor(readonly spec: FoxSpec, ctx: MechanismContext) {
     super();
-    const { f, name, config: c } = ctx;
+    const { f, name, dims: c } = ctx;
     const opts = [spec.outputGate && 'outputGate', spec.tokenShift && 'tokenShift'].filter(Boolean);
     this.name = opts.length ? `fox(${opts.join(', ')})` : 'fox';
     this.fgate = this.child(new Linear(f, `${name}.fgate`, c.dModel, c.nHeads, { bias: true }));
     if (spec.outputGate) this.outputGate = this.child(new OutputGate(f, name, c));
     if (spec.tokenShift) this.tokenShift = this.child(new TokenShift(f, name, c, this.name));
-  }
-
-  /** Cache state: c per query head. */
-  static cacheState(c: ModelConfig): CacheStateLayout {
-    return { c: c.nHeads };
   }
 
   /** log f (B, H, T) f32 from x (B, T, C). */
@@ -85,9 +80,5 @@ export class FoxAttention extends Module implements AttentionMechanism {
 
   private finish(o: Tensor, input: MechanismInput): Tensor {
     return this.outputGate ? this.outputGate.forward(o, input.x) : o;
-  }
-
-  cacheBytesPerToken(nKvHeads: number, headDim: number, bytesPerElement: number): number {
-    return 2 * nKvHeads * headDim * bytesPerElement + 4 * this.fgate.outFeatures;
   }
 }

@@ -1,0 +1,33 @@
+/**
+ * Small validators the mechanisms' `parse` share: every error is a ConfigError naming where the
+ * entry is, the key and the value, and what was expected.
+ */
+import { ConfigError } from '../errors.ts';
+
+export const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
+
+/** o[key] as a boolean, `fallback` when absent. */
+export function boolOption(o: Record<string, unknown>, key: string, at: string, fallback = false): boolean {
+  const v = o[key] ?? fallback;
+  if (typeof v !== 'boolean') throw new ConfigError(`${at}: '${key}' = ${show(v)}: expected true or false`);
+  return v;
+}
+
+/** o[key] as an integer ≥ min (required unless `fallback` is given). */
+export function intOption(o: Record<string, unknown>, key: string, at: string, min: number, fallback?: number): number {
+  const v = o[key] ?? fallback;
+  if (!Number.isInteger(v) || (v as number) < min) throw new ConfigError(`${at}: '${key}' = ${show(o[key])}: expected ${min === 1 ? 'a positive integer' : `an integer ≥ ${min}`}`);
+  return v as number;
+}
+
+/** o[key] as one of `choices`, `fallback` when absent. */
+export function choiceOption<T extends string>(o: Record<string, unknown>, key: string, at: string, choices: readonly T[], fallback: T): T {
+  const v = o[key] ?? fallback;
+  if (!choices.includes(v as T)) throw new ConfigError(`${at}: '${key}' = ${show(v)}: expected one of ${choices.map(show).join(', ')}`);
+  return v as T;
+}
+
+/** A nested object option's keys: an unknown one is a ConfigError naming `key.sub`. */
+export function checkKeys(o: Record<string, unknown>, key: string, at: string, keys: readonly string[]): void {
+  for (const k of Object.keys(o)) if (!keys.includes(k)) throw new ConfigError(`${at}: unknown key '${key}.${k}'; expected ${keys.join(', ')}`);
+}
