@@ -6,9 +6,9 @@
  *   up to --plain-max tokens, a plain PyTorch FoX (materialised T×T scores; bench/torch_fox_fpa.py)
  *   when python3 has torch and CUDA, in the same run;
  * - decode: ms per step and the KV-cache bytes a step reads, against the cached context, for one
- *   FPA layer (attention/fpa.ts through a KvCache, as generate drives it: each step reads its output
- *   row back and settles the cache) without and with dead-key eviction (attention/fpa_decode.ts: on
- *   webgpu the device minima, compaction in KvCache.settle), beside PyTorch SDPA decode (one query
+ *   FPA layer (attention/fpa/fpa.ts through a KvCache, as generate drives it: each step reads its
+ *   output row back and settles the cache) without and with dead-key eviction
+ *   (attention/fpa/fpa_decode.ts: the minima in tensors, compaction in KvCache.settle), beside PyTorch SDPA decode (one query
  *   over the same context). The layer's weights are synthetic: walk W ≡ 0, field φ ≡ 0, and levels
  *   ℓ = 100·(x₀ + 0.674), so a key survives τ = 16 when x₀ < −0.514 (about 30% of the tokens, near
  *   the "~25% of the cache" of the FPA abstract): the kept fraction column is measured, not assumed.

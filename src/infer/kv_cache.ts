@@ -57,7 +57,9 @@ export class KvCache {
 
   /**
    * Forgets positions ≥ length in every layer and side state: the next cached step starts there.
-   * The rows of k, v and the per-position state past it are simply overwritten later.
+   * The rows of k, v and the per-position state past it are simply overwritten later. A side
+   * state that cannot rewind that far (below its committed length, or past the token shift's
+   * ring) throws an ArgumentError; the cache is then to be disposed (layers before it have rewound).
    */
   truncate(length: number): void {
     if (!Number.isInteger(length) || length < 0 || length > this.length) throw new ArgumentError(`KvCache.truncate: length ${length} must be an integer in [0, ${this.length}] (the positions written)`);

@@ -1,5 +1,5 @@
 /**
- * What the attention-layer tests share (fpa_eviction, fpa_shared_stack, fpa_evict_webgpu,
+ * What the attention-layer tests share (fpa_eviction, fpa_shared_stack, fpa_evict_webgpu, fpa_truncate,
  * fox_fpa_layers, token_shift): overwriting a parameter in place, the worst difference of two
  * tensors, random q, k, v and x for one layer, and decoding a layer chunk by chunk through its cache.
  */
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { FpaAttention } from '../../src/attention/fpa/fpa.ts';
 import type { KvCache } from '../../src/infer/kv_cache.ts';
-import { DeviceFpaDecodeState, FpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
+import { FpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
 
 /** Overwrites parameter p in place (a 4-D view of its storage, as kvWrite takes it) with `values`. */
 export function setParam(p: fon.Tensor, values: fon.Tensor): void {
@@ -56,6 +56,6 @@ export async function decodeChunks(mech: FpaAttention, cache: KvCache, inp: Laye
 export function setRecentre(cache: KvCache, every: number): void {
   for (const l of cache.layers) {
     const st = l.side?.fpa;
-    if (st instanceof FpaDecodeState || st instanceof DeviceFpaDecodeState) st.recentreEvery = every;
+    if (st instanceof FpaDecodeState) st.recentreEvery = every;
   }
 }

@@ -207,6 +207,6 @@ test('FON checkpoint round trip: parameter names, config and logits survive save
 test('Hugging Face export refuses fox and fpa layers with an UnsupportedError naming them', () => {
   for (const attention of [{ type: 'fox' }, [{ type: 'full' }, { type: 'fpa' }]]) {
     const c = parseModelConfig({ ...BASE, attention, positions: 'rope', qkNorm: true });
-    assert.throws(() => hfArchitectureFor(c), (e: unknown) => e instanceof fon.UnsupportedError && /'attention' = .*"(fox|fpa)" layers have no Hugging Face counterpart/.test((e as Error).message));
+    assert.throws(() => hfArchitectureFor(c), (e: unknown) => e instanceof fon.UnsupportedError && /'attention' = .*"(fox|fpa)" layers \([^)]*\) have no Hugging Face counterpart/.test((e as Error).message));
   }
 });

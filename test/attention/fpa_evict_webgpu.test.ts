@@ -1,12 +1,12 @@
 /**
- * FPA decoding with dead-key eviction on the webgpu backend (attention/fpa_decode.ts
- * DeviceFpaDecodeState: running minima on the device, kept counts and compaction in
- * KvCache.settle), against the host state on the CPU (FpaDecodeState), for the same weights and
- * inputs: one layer decoded a token at a time (and in chunks) gives the CPU's outputs, the CPU's
+ * FPA decoding with dead-key eviction on the webgpu backend (attention/fpa/fpa_decode.ts
+ * FpaDecodeState: running minima on the device, kept counts and compaction in KvCache.settle),
+ * against the same formulation on the CPU (itself checked against the host references in
+ * fpa_device_formulation.test.ts), for the same weights and inputs: one layer decoded a token at a time (and in chunks) gives the CPU's outputs, the CPU's
  * kept fractions after every settle, and — with compaction due at every settle — the CPU's rows
  * (the surviving positions, in order, and their k rows); re-centring changes nothing; with a τ no
- * key reaches, the device minima path equals the prefill, and so does the exact path without
- * `evict`; generate on a tiny model gives the CPU's tokens and cacheKept, below 1 on the FPA layer.
+ * key reaches, the minima path equals the prefill, and so does the exact path without `evict`;
+ * a rewind before any settle restores the state, below the last settle it is an ArgumentError; generate on a tiny model gives the CPU's tokens and cacheKept, below 1 on the FPA layer.
  * Skips without a WebGPU adapter (test/backend/webgpu_setup.ts). Run on a machine without a GPU:
  *
  *   VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json FON_REQUIRE_WEBGPU=1 node --import tsx --test test/attention/fpa_evict_webgpu.test.ts
@@ -20,7 +20,7 @@ import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
 import { FpaAttention, type FpaSpec } from '../../src/attention/fpa/fpa.ts';
-import { DeviceFpaDecodeState, deviceFpaDecodeState, fpaDecodeState, peekFpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
+import { FpaDecodeState, fpaDecodeState, peekFpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
@@ -97,7 +97,7 @@ for (const [tau, every] of [[2.5, 1], [4, 5]] as const) test(`one layer, evict �
   let step = 0, sawDead = false;
   const o2 = await decodeChunks(dev.mech, dc, di, cuts, () => {
     const ds = peekFpaDecodeState(dc.layers[0]);
-    assert.ok(ds instanceof DeviceFpaDecodeState, 'the webgpu slot holds a device state');
+    assert.ok(ds instanceof FpaDecodeState && ds.backend === gpu, 'the webgpu slot holds its decode state');
     const kept = dc.kept();
     for (let h = 0; h < H; h++) assert.ok(Math.abs(kept[0][h] - keptRef[step][0][h]) < 1e-9, `step ${step}, head ${h}: kept ${kept[0][h]} vs cpu ${keptRef[step][0][h]}`);
     if (kept[0].some((x) => x < 1)) sawDead = true;
@@ -110,7 +110,7 @@ for (const [tau, every] of [[2.5, 1], [4, 5]] as const) test(`one layer, evict �
   assert.ok(sawDead, 'keys died');
   const d = maxDiff(o1, o2);
   assert.ok(d < 1e-4, `max |Δ| between cpu and webgpu outputs ${d}`);
-  const ds = deviceFpaDecodeState(dc.layers[0]);
+  const ds = fpaDecodeState(dc.layers[0]);
   assert.ok(ds.compactions > 0 && ds.length < T, `compactions ${ds.compactions}, rows in use ${ds.length} of ${T}`);
   if (every === 1) {
     // The cache's k rows are the survivors' k rows.
@@ -176,9 +176,8 @@ test('webgpu: a rewind before any settle restores the device minima; below the l
   const ev = layer(gpu!, { type: 'fpa', walk: 'linear', evict: { tau: 1, every: 1 } }, 41);
   const c2 = new KvCache(ev.cfg, 1, T, gpu!);
   await decodeChunks(ev.mech, c2, inp, [0, 4, 5, 6, 7, 8, 9, 10]);
-  assert.ok(deviceFpaDecodeState(c2.layers[0]).compactions > 0);
+  assert.ok(fpaDecodeState(c2.layers[0]).compactions > 0);
   await assert.rejects(decodeChunks(ev.mech, c2, inp, [6, 7]), (e: unknown) => e instanceof fon.ArgumentError && /decoding at position 6 after 10: the first 10 positions are committed/.test((e as Error).message));
-  assert.throws(() => fpaDecodeState(c2.layers[0]), (e: unknown) => e instanceof fon.ArgumentError && /reads asynchronously; its state is a DeviceFpaDecodeState/.test((e as Error).message));
   c2.dispose();
 });
 

@@ -1,5 +1,5 @@
 /**
- * FPA decoding with per-key running minima and dead-key eviction (attention/fpa_decode.ts,
+ * FPA decoding with per-key running minima and dead-key eviction (attention/fpa/fpa_decode.ts,
  * specs/fpa_depth.md §2.6) on the CPU: after a prefill the running minima are the suffix minima of
  * φ, and stay equal to the suffix minima of the longer sequence while decoding; the penalty of a
  * key never decreases along its column; decoding one token (or a chunk) at a time with eviction
@@ -56,8 +56,8 @@ function penalty(f: ReturnType<typeof fieldLevel>, h: number, i: number, j: numb
   return f.lambda[h] * Math.max(0, f.level[h * f.t + j] - m);
 }
 
-test('running minima: after a prefill they are the suffix minima of φ, and decoding keeps them so; penalties never decrease along a column', async () => {
-  const { cfg, mech } = layer({ type: 'fpa', walk: 'linear' });
+test('running minima (evict with a τ no key reaches): after a prefill the excess ℓ − m is ℓ minus the suffix minimum of φ, and decoding keeps it so; penalties never decrease along a column', async () => {
+  const { cfg, mech } = layer({ type: 'fpa', walk: 'linear', evict: { tau: 1e6 } });
   const T = 20, P = 8;
   const inp = inputs(T, 40);
   const f = fieldLevel(mech, inp.x);
@@ -65,17 +65,21 @@ test('running minima: after a prefill they are the suffix minima of φ, and deco
   const st = fpaDecodeState(cache.layers[0]);
   const lastPen = new Float64Array(H * T).fill(-1);
   let checked = 0;
-  await decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], (end) => {
+  await decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], async (end) => {
     assert.equal(st.length, end);
+    const e = (await st.attentionLevels.data()) as Float32Array; // ℓ − m per row (−1e30 for the newest key)
     for (let h = 0; h < H; h++) {
       for (let j = 0; j < end; j++) {
         const r = h * st.rows + j;
         assert.equal(st.position[r], j);
         let suffix = Infinity;
         for (let s = j + 1; s < end; s++) suffix = Math.min(suffix, f.phi[h * T + s]);
-        if (suffix === Infinity) assert.equal(st.runMin[r], Infinity, `newest key of head ${h} at ${end}`);
-        else assert.ok(Math.abs(st.runMin[r] - suffix) <= 1e-5 * (1 + Math.abs(suffix)), `m_${j} = ${st.runMin[r]} vs suffix min ${suffix} (head ${h}, after ${end})`);
-        const pen = st.penalty(h, j, f.lambda);
+        if (suffix === Infinity) assert.ok(e[r] <= -1e29, `newest key of head ${h} at ${end}: e = ${e[r]}`);
+        else {
+          const want = f.level[h * T + j] - suffix;
+          assert.ok(Math.abs(e[r] - want) <= 1e-5 * (1 + Math.abs(suffix)), `e_${j} = ${e[r]} vs ℓ − suffix min ${want} (head ${h}, after ${end})`);
+        }
+        const pen = f.lambda[h] * Math.max(0, e[r]);
         assert.ok(pen >= lastPen[h * T + j], `penalty of key ${j} (head ${h}) fell from ${lastPen[h * T + j]} to ${pen}`);
         assert.ok(Math.abs(pen - penalty(f, h, end - 1, j)) < 1e-4, `penalty of key ${j} at ${end - 1}: ${pen} vs ${penalty(f, h, end - 1, j)}`);
         if (pen > lastPen[h * T + j] && lastPen[h * T + j] >= 0) checked++;
@@ -211,7 +215,7 @@ test('compaction (at each settle) keeps the surviving keys\' rows, in order, wit
 });
 
 test('re-centring the walk (every token, or never) leaves outputs and evictions unchanged', async () => {
-  for (const evict of [false, { tau: 2, every: 3 }]) {
+  for (const evict of [{ tau: 1e6 }, { tau: 2, every: 3 }]) {
     const { cfg, mech } = layer({ type: 'fpa', walk: 'linear', evict }, 31);
     const T = 24;
     const inp = inputs(T, 80);
@@ -219,7 +223,7 @@ test('re-centring the walk (every token, or never) leaves outputs and evictions 
       const cache = new KvCache(cfg, 1, T, cpu);
       setRecentre(cache, recentreEvery);
       const o = await decodeChunks(mech, cache, inp, [0, 4, ...range(5, T + 1)]);
-      const r = { o, kept: cache.kept(), walk: Array.from(fpaDecodeState(cache.layers[0]).walk) };
+      const r = { o, kept: cache.kept(), walk: Array.from((await fpaDecodeState(cache.layers[0]).walk.data()) as Float32Array) };
       cache.dispose();
       return r;
     };
@@ -233,7 +237,7 @@ test('re-centring the walk (every token, or never) leaves outputs and evictions 
 });
 
 test('rewinds: an earlier position at or after the last settle restores the state; below it (the cache settled, and compacted) it is an ArgumentError', async () => {
-  const { cfg, mech } = layer({ type: 'fpa', walk: 'linear' }, 41);
+  const { cfg, mech } = layer({ type: 'fpa', walk: 'linear', evict: { tau: 1e6 } }, 41);
   const T = 14;
   const inp = inputs(T, 90);
   const exact = fon.noGrad(() => mech.forward(inp.q, inp.k, inp.v, { x: inp.x }));

@@ -8,8 +8,8 @@
  * monotone-stack alive set (by definition) after every token, with their k and v, and compaction
  * shrinks the cache; stack decoding equals the exact forward with λ = 1e4 (the hard limit), for a
  * layer and for a whole model, and differs from it at λ = 1 (it changes the function); re-centring
- * and rewinds (at or after the last settle; below it an ArgumentError); generate's cacheKept; a webgpu cached call is an UnsupportedError (skips without an
- * adapter); a `fon train` → `info` → `generate` smoke run.
+ * and rewinds (at or after the last settle; below it an ArgumentError); generate's cacheKept; on webgpu the stack mode decodes
+ * through the device formulation as the CPU does (skips without an adapter); a `fon train` → `info` → `generate` smoke run.
  * Run: node --import tsx --test test/attention/fpa_shared_stack.test.ts
  * (the webgpu case too: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json in front)
  */
@@ -26,6 +26,7 @@ import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
 import { FpaAttention, RHO_OFFSET, type FpaSpec } from '../../src/attention/fpa/fpa.ts';
 import { DEFAULT_STACK, fpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
+import { FpaStack } from './fpa_reference.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { CheckpointError } from '../../src/io/checkpoint_dir.ts';
@@ -231,14 +232,17 @@ test('stack mode: after every token the cache\'s live rows are the monotone-stac
     const cache = new KvCache(cfg, 1, T, cpu);
     const st = fpaDecodeState(cache.layers[0]);
     let pops = 0, shorter = 0;
-    await decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], (end) => {
+    const ref = new FpaStack(H, T); // the explicit stack (the reference), stepped over the same walk
+    await decodeChunks(mech, cache, inp, [0, P, ...range(P + 1, T + 1)], async (end) => {
+      while (ref.pos < end) { const col = range(0, H).map((h) => w[h * T + ref.pos]); ref.step(col, col); }
       const [k, v, kc, vc] = [inp.k, inp.v, cache.layers[0].k, cache.layers[0].v].map((t) => t.dataSync() as Float32Array);
+      const alive = await st.alivePositions();
       for (let h = 0; h < H; h++) {
         const rows = range(0, st.length).map((r) => st.position[h * st.rows + r]);
-        const live = rows.filter((p) => p >= 0);
+        const live = alive[h];
         const want = aliveByDefinition(w, T, h, end - 1);
         assert.deepEqual(live, want, `head ${h} after position ${end - 1}`);
-        assert.deepEqual(st.stack!.alive(h), want, 'the stack holds the same keys');
+        assert.deepEqual(ref.alive(h), want, 'the reference stack holds the same keys');
         if (want.length < end) pops++;
         for (const [r, p] of rows.entries()) {
           if (p < 0) continue;
@@ -318,6 +322,7 @@ test('stack decoding equals the hard-limit forward for a whole model (GQA, two s
   const rows = [step(0, 6), ...range(6, T).map((p) => step(p, p + 1))];
   const d = await maxDiff(fon.concat(rows, 1), full);
   assert.ok(d < 1e-4, `max |Δ| ${d}`);
+  await cache.settle(); // kept() reports the counts of the last settle
   const kept = cache.kept();
   assert.deepEqual(kept[1], [1, 1]);
   assert.ok([...kept[0], ...kept[2]].some((f) => f < 1), `keys were dropped: ${JSON.stringify(kept)}`);
@@ -334,7 +339,7 @@ test('stack mode: re-centring (every token, or never) changes nothing; a rewind 
     setRecentre(cache, recentreEvery);
     const o = await decodeChunks(mech, cache, inp, [0, 4, ...range(5, T + 1)]);
     const st = fpaDecodeState(cache.layers[0]);
-    const r = { o, kept: cache.kept(), walk: Array.from(st.walk), alive: range(0, H).map((h) => st.stack!.alive(h)) };
+    const r = { o, kept: cache.kept(), walk: Array.from((await st.walk.data()) as Float32Array), alive: await st.alivePositions() };
     cache.dispose();
     return r;
   };
@@ -350,7 +355,7 @@ test('stack mode: re-centring (every token, or never) changes nothing; a rewind 
   const straight = new KvCache(nc.cfg, 1, T, cpu);
   setRecentre(straight, 0);
   const want = await decodeChunks(nc.mech, straight, inp, [0, 4, ...range(5, T + 1)]);
-  const wantAlive = range(0, H).map((h) => fpaDecodeState(straight.layers[0]).stack!.alive(h));
+  const wantAlive = await fpaDecodeState(straight.layers[0]).alivePositions();
   straight.dispose();
   const cache = new KvCache(nc.cfg, 1, T, cpu);
   setRecentre(cache, 0);
@@ -360,7 +365,7 @@ test('stack mode: re-centring (every token, or never) changes nothing; a rewind 
   assert.ok(dRewind < 2e-5, `rewind: max |Δ| ${dRewind}`);
   const st = fpaDecodeState(cache.layers[0]);
   assert.equal(st.compactions, 0);
-  assert.deepEqual(range(0, H).map((h) => st.stack!.alive(h)), wantAlive);
+  assert.deepEqual(await st.alivePositions(), wantAlive);
   cache.dispose();
 
   const c2 = new KvCache(cfg, 1, T, cpu);
@@ -396,14 +401,22 @@ test('generate reports cacheKept: 1 on a full layer, the stack\'s share of the p
   m.dispose();
 });
 
-test('webgpu: a stack layer trains (forward) but its cached call is an UnsupportedError naming the option', { skip: webgpuSkipReason() }, () => {
-  const { cfg, mech } = layer({ type: 'fpa', walk: 'linear', shared: true, stack: true }, 3, gpu!);
-  const r = (shape: number[], s: number) => fon.randn(shape, { backend: gpu!, seed: s });
-  const [q, k, v, x] = [r([1, H, 5, D], 1), r([1, H, 5, D], 2), r([1, H, 5, D], 3), r([1, 5, C], 4)];
-  assert.deepEqual(mech.forward(q, k, v, { x }).shape, [1, H, 5, D]);
-  const cache = new KvCache(cfg, 1, 8, gpu!);
-  assert.throws(() => mech.forwardCached(q, k, v, { x }, cache.layers[0], 0), (e: unknown) => e instanceof fon.UnsupportedError && /fpa\(walk=linear, shared, stack\): 'stack' decoding .* runs on backends that read synchronously \(cpu, wasm\), not on 'webgpu'/.test((e as Error).message));
-  cache.dispose();
+test('webgpu: a stack layer trains (forward) and decodes through the device formulation (threshold 0) as the CPU\'s host stack does', { skip: webgpuSkipReason() }, async () => {
+  const attention = { type: 'fpa', walk: 'linear', shared: true, stack: { every: 1 } };
+  const c = layer(attention, 3), g = layer(attention, 3, gpu!);
+  const T = 12;
+  const inp = inputs(T, 130);
+  const toGpu = (t: fon.Tensor) => fon.tensor(t.dataSync() as Float32Array, t.shape, { backend: gpu! });
+  const ginp = { q: toGpu(inp.q), k: toGpu(inp.k), v: toGpu(inp.v), x: toGpu(inp.x) };
+  assert.deepEqual(g.mech.forward(ginp.q, ginp.k, ginp.v, { x: ginp.x }).shape, [1, H, T, D]);
+  const cuts = [0, 3, ...range(4, T + 1)];
+  const cc = new KvCache(c.cfg, 1, T, cpu), gc = new KvCache(g.cfg, 1, T, gpu!);
+  const d = await maxDiff(await decodeChunks(g.mech, gc, ginp, cuts), await decodeChunks(c.mech, cc, inp, cuts));
+  assert.ok(d < 1e-4, `max |Δ| ${d}`);
+  assert.deepEqual(gc.kept(), cc.kept());
+  assert.ok(cc.kept()[0].some((f) => f < 1), 'keys were popped');
+  cc.dispose();
+  gc.dispose();
 });
 
 test('webgpu: a shared layer decodes (exact, and with evict through the device minima) as on the CPU', { skip: webgpuSkipReason() }, async () => {

@@ -1,5 +1,5 @@
 /**
- * The shared-walk hard mode's explicit stack (attention/fpa_decode.ts FpaStack; specs/fpa_depth.md
+ * The shared-walk hard mode's explicit stack (test/attention/fpa_reference.ts FpaStack, the reference of the decode state's threshold-0 stack mode; specs/fpa_depth.md
  * §2.6 last lines, §2.3.4, §5 item 4): after every token its alive set equals the definition
  * A_i = {j ≤ i : ℓ_j ≤ φ_t ∀ t ∈ (j, i]} and the penalty-based alive set of the running minima
  * (FpaDecodeState with τ = 0: dead once λ·relu(ℓ − m) > 0), for shared walks with many ties and
@@ -11,7 +11,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
-import { FpaDecodeState, FpaStack } from '../../src/attention/fpa/fpa_decode.ts';
+import { HostFpaDecodeState as FpaDecodeState, FpaStack } from './fpa_reference.ts';
 import { fpaAttention } from '../../src/ops/fpa_attention.ts';
 import { uniformStream } from '../../src/ops/random.ts';
 

@@ -25,7 +25,7 @@ import { loadModel, saveCheckpoint } from '../../src/io/model_checkpoint.ts';
 import { hfArchitectureFor } from '../../src/io/hf/export.ts';
 import { FoxAttention } from '../../src/attention/fox/fox.ts';
 import { FpaAttention } from '../../src/attention/fpa/fpa.ts';
-import { TokenShift } from '../../src/attention/common/token_shift.ts';
+import { RECENT_ROWS, TokenShift, TokenShiftState } from '../../src/attention/common/token_shift.ts';
 import { ArgumentError } from '../../src/errors.ts';
 import { maxDiff } from './fixtures.ts';
 
@@ -222,7 +222,8 @@ test('decoding without the shift state would differ: the cached step really uses
   const cache = new KvCache(cfg, 1, 8, cpu);
   fon.noGrad(() => m.forward(fon.tensor(host.slice(0, 5), [1, 5], { backend: cpu, dtype: 'i32' }), { cache: cache.layers, pos: 0 }));
   // Zero the stored rows of layer 0: the step at position 5 must now come out different.
-  for (const key of ['shift_k', 'shift_v']) fon.noGrad(() => fon.kvWrite(cache.layers[0].state![key], fon.zeros([1, 2, 1, 8], { backend: cpu }), 0));
+  const shift = cache.layers[0].side!.shift as TokenShiftState;
+  for (const ring of [shift.k, shift.v]) fon.noGrad(() => fon.kvWrite(ring, fon.zeros([1, 2, RECENT_ROWS, 8], { backend: cpu }), 0));
   const last = await fon.noGrad(() => m.forward(fon.tensor(host.slice(5, 6), [1, 1], { backend: cpu, dtype: 'i32' }), { cache: cache.layers, pos: 5 })).data();
   let worst = 0;
   for (let i = 0; i < 40; i++) worst = Math.max(worst, Math.abs(last[i] - full[5 * 40 + i]));
@@ -231,17 +232,20 @@ test('decoding without the shift state would differ: the cached step really uses
   m.dispose();
 });
 
-test('KV cache: one f32 row per sequence for shift_k and shift_v (B, Hkv, 1, D), outside the per-token bytes', () => {
+test('KV cache: the token shift keeps rings of the last RECENT_ROWS pre-shift k and v rows (B, Hkv, R, D) f32 per sequence, outside the per-token bytes', () => {
   const cfg = config('mix full / fox / fpa');
   const cache = new KvCache(cfg, 3, 10, cpu, 'f16');
   assert.equal(cache.layers[0].state, undefined);
-  assert.deepEqual(Object.keys(cache.layers[1].state!), ['c', 'shift_k', 'shift_v']);
-  assert.deepEqual(Object.keys(cache.layers[2].state!), ['phi', 'level', 'walk', 'shift_k', 'shift_v']);
-  for (const l of [1, 2]) for (const key of ['shift_k', 'shift_v']) {
-    assert.deepEqual(cache.layers[l].state![key].shape, [3, 2, 1, 8]);
-    assert.equal(cache.layers[l].state![key].dtype, 'f32');
+  assert.deepEqual(Object.keys(cache.layers[1].state!), ['c']);
+  assert.deepEqual(Object.keys(cache.layers[2].state!), ['phi', 'level', 'walk']);
+  assert.deepEqual(Object.keys(cache.layers[1].side!), ['shift']);
+  assert.deepEqual(Object.keys(cache.layers[2].side!), ['shift', 'fpa']);
+  for (const l of [1, 2]) {
+    const st = cache.layers[l].side!.shift as TokenShiftState;
+    for (const ring of [st.k, st.v]) { assert.deepEqual(ring.shape, [3, 2, RECENT_ROWS, 8]); assert.equal(ring.dtype, 'f32'); }
+    assert.equal(st.bytes, 2 * 3 * 2 * RECENT_ROWS * 8 * 4);
   }
-  assert.equal(cache.bytes, 10 * 3 * kvBytesPerToken(cfg, 2) + 2 * 2 * (3 * 2 * 8) * 4);
+  assert.equal(cache.bytes, 10 * 3 * kvBytesPerToken(cfg, 2) + 2 * (2 * 3 * 2 * RECENT_ROWS * 8 * 4) + cache.layers[2].side!.fpa.bytes);
   assert.equal(kvBytesPerToken(cfg, 4), kvBytesPerToken(parseModelConfig({ ...VARIANTS['mix full / fox / fpa'], attention: [{ type: 'full' }, { type: 'fox' }, { type: 'fpa', walk: 'linear' }] }), 4));
   cache.dispose();
 });
@@ -254,7 +258,7 @@ test('a cached step must continue where the last ended (or restart at 0): otherw
   const step = (cache: KvCache, a: number, e: number) => fon.noGrad(() => m.forward(fon.tensor(host.slice(a, e), [1, e - a], { backend: cpu, dtype: 'i32' }), { cache: cache.layers, pos: a }));
   const cache = new KvCache(cfg, 1, 12, cpu);
   step(cache, 0, 8);
-  assert.throws(() => step(cache, 5, 6), (e: unknown) => e instanceof ArgumentError && /fpa\(walk=fox, tokenShift\): token shift at position 5 needs the pre-shift k and v of position 4, but the cache holds those of position 7/.test((e as Error).message));
+  assert.throws(() => step(cache, 5, 6), (e: unknown) => e instanceof ArgumentError && /fpa\(walk=fox, tokenShift\): token shift at position 5 needs the pre-shift k and v of position 4, but the cache holds those up to position 7/.test((e as Error).message));
   const fresh = new KvCache(cfg, 1, 12, cpu);
   assert.throws(() => step(fresh, 3, 4), (e: unknown) => e instanceof ArgumentError && /position 3 needs .* of position 2, but the cache holds none/.test((e as Error).message));
   // A restart at position 0 resets the shift (zeros before position 0): decoding again equals the prefill.
@@ -284,10 +288,28 @@ test('FON checkpoint round trip keeps tokenShift and the shift weights; the Hugg
 
   for (const attention of [{ type: 'fox', tokenShift: true }, [{ type: 'full' }, { type: 'fpa', tokenShift: true }]]) {
     const c = parseModelConfig({ ...BASE, attention, positions: 'rope', qkNorm: true });
-    assert.throws(() => hfArchitectureFor(c), (e: unknown) => e instanceof fon.UnsupportedError && /"(fox|fpa)" layers have no Hugging Face counterpart/.test((e as Error).message));
+    assert.throws(() => hfArchitectureFor(c), (e: unknown) => e instanceof fon.UnsupportedError && /"(fox|fpa)" layers .*have no Hugging Face counterpart/.test((e as Error).message));
   }
   const r = spawnSync(process.execPath, [join(import.meta.dirname, '../../bin/fon.js'), 'export', '--model', dir, '--format', 'hf', '--out', join(dir, 'hf')], { encoding: 'utf8', timeout: 120_000 });
   assert.equal(r.status, 2, r.stderr);
-  assert.match(r.stderr, /"fox" layers have no Hugging Face counterpart/);
+  assert.match(r.stderr, /"fox" layers .*have no Hugging Face counterpart/);
   assert.ok(!existsSync(join(dir, 'hf', 'model.safetensors')), 'nothing written');
+});
+
+test('KvCache.truncate rewinds the token shift within its ring of RECENT_ROWS rows, and refuses farther with an ArgumentError', async () => {
+  const cfg = config('fox');
+  const m = model(cfg);
+  const T = RECENT_ROWS + 6;
+  const x = ids(1, T, 12);
+  const host = (await x.data()) as Int32Array;
+  const full = fon.noGrad(() => m.forward(x));
+  const cache = new KvCache(cfg, 1, T + 2, cpu);
+  const step = (a: number, e: number) => { const y = fon.noGrad(() => m.forward(fon.tensor(host.slice(a, e), [1, e - a], { backend: cpu, dtype: 'i32' }), { cache: cache.layers, pos: a })); cache.length = e; return y; };
+  step(0, T);
+  cache.truncate(T - 3); // the ring still holds position T − 4
+  const again = [step(T - 3, T - 2), step(T - 2, T)];
+  assert.ok(await maxDiff(fon.concat(again, 1), fon.narrow(full, 1, T - 3, 3)) < 2e-5, 'the rewound steps equal the prefill');
+  assert.throws(() => cache.truncate(T - RECENT_ROWS - 2), (e: unknown) => e instanceof ArgumentError && new RegExp(`token shift: cannot truncate to ${T - RECENT_ROWS - 2} positions: the cache keeps the pre-shift rows of the last ${RECENT_ROWS} positions \\(${T - RECENT_ROWS} … ${T - 1}\\)`).test((e as Error).message));
+  cache.dispose();
+  m.dispose();
 });

@@ -28,7 +28,6 @@ for (const [name, extra] of Object.entries(ORGAN_CASES)) {
       const plain = await generate(m, tok, prompt, { temperature: 0, maxTokens: 14, draftRevise: false });
       const dr = await generate(m, tok, prompt, { temperature: 0, maxTokens: 14, draftRevise: { draftLayers: 1, gamma: 3 } });
       assert.deepEqual(dr.ids, plain.ids, `prompt ${JSON.stringify(prompt)}`);
-      assert.deepEqual(dr.cacheKept, plain.cacheKept, `kept fractions, prompt ${JSON.stringify(prompt)}`);
       const s = dr.speculative!;
       drafted += s.drafted;
       accepted += s.accepted;

@@ -101,7 +101,7 @@ export class TokenShift extends Module {
     const st = cache.side?.shift;
     if (!(st instanceof TokenShiftState)) throw new ArgumentError(`${this.mechanism}: the KV cache slot has no token-shift state; make the cache with KvCache from this model's config`);
     if (pos > 0 && st.next !== pos) {
-      throw new ArgumentError(`${this.mechanism}: token shift at position ${pos} needs the pre-shift k and v of position ${pos - 1}, but the cache holds those of positions up to ${st.next - 1}; a cached step must continue where the last one ended, or restart at position 0`);
+      throw new ArgumentError(`${this.mechanism}: token shift at position ${pos} needs the pre-shift k and v of position ${pos - 1}, but the cache ${st.next === 0 ? 'holds none' : `holds those up to position ${st.next - 1}`}; a cached step must continue where the last one ended (truncate the cache to rewind), or restart at position 0`);
     }
     const kPrev = pos === 0 ? zeroRow(k) : ringRow(st.k, pos - 1, k);
     const vPrev = pos === 0 ? zeroRow(v) : ringRow(st.v, pos - 1, v);

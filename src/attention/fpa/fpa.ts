@@ -25,23 +25,32 @@
  * one row per sequence).
  *
  * Cache: per KV head and cached position φ, ℓ and W (states "phi", "level", "walk", f32). The walk
- * is kept per position rather than as one running scalar so that a cache rewound to an earlier
- * position (draft-revise decoding) continues correctly.
+ * is kept per position rather than as one running scalar so that a cache truncated into a prefill
+ * (draft-revise decoding) can rebuild its decode state, and the exact path continue.
  *
- * Decoding (§2.6, attention/fpa_decode.ts): the prefill (the first call, at position 0) runs the
- * exact op, then sets each key's running minimum m_j to the suffix minimum of φ; every later token
- * lowers the minima to its φ_t and attends with the penalties λ·relu(ℓ_j − m_j) through the same op
- * given φ ≡ 0 and levels ℓ_j − m_j (then M_ij = 0 below the diagonal, so pen_ij = λ·relu(ℓ_j − m_j),
- * and the newest key has none). With `evict` keys whose penalty passes τ are dropped, right after
- * the prefill and at every step, and the cache is compacted (every `every` steps, or when the dead
- * fraction passes `deadFraction`). A rewind (a call at a position before the last) rebuilds the
- * minima from the stored φ while the cache still holds every position (no compaction, no
- * re-centring yet); otherwise it is an error.
- * On backends that read synchronously (cpu, wasm) the minima live on the host (FpaDecodeState),
- * with or without `evict`. On the others (webgpu) a layer without `evict` recomputes M_ij from the
- * stored φ of every position, exactly (one fused kernel per step, no extra state); with `evict`
- * the minima live on the device (DeviceFpaDecodeState: elementwise updates, no read-back inside a
- * step) and the compaction runs in KvCache.settle(), which generate awaits with each step's logits.
+ * Decoding (§2.6, attention/fpa/fpa_decode.ts): the prefill (the first call, at position 0) runs
+ * the exact op, then sets each key's running minimum m_j to the suffix minimum of φ; every later
+ * token lowers the minima to its φ_t and attends with the penalties λ·relu(ℓ_j − m_j) through the
+ * same op given φ ≡ 0 and levels ℓ_j − m_j (then M_ij = 0 below the diagonal, so pen_ij =
+ * λ·relu(ℓ_j − m_j), and the newest key has none). With `evict` keys whose penalty passes τ are
+ * marked dead, right after the prefill and at every step (weight exactly 0 from then on), and the
+ * cache is compacted — ONLY in KvCache.settle(), the generation loop's asynchronous point (every
+ * `every` steps, when the dead fraction passes `deadFraction`, or at the first settle after a
+ * prefill that left dead keys) — never inside a step, so the rows of positions not yet settled
+ * never move. The decode state is the slot's side state "fpa" and implements the cache protocol:
+ * KvCache.truncate(L) (draft–revise decoding's rejected drafts) restores it to the state before
+ * position L for any L at or after the last settle — from a snapshot taken at the start of each
+ * token's step, or, inside a prefill chunk, rebuilt from the stored φ, ℓ, W as a prefill of L
+ * positions makes it — so the next call at L continues bit for bit as if positions ≥ L had never
+ * been seen (test/attention/fpa_truncate.test.ts); below the last settle it is an ArgumentError. A
+ * cached call at an earlier position than the last is such a truncation.
+ *
+ * One formulation for every backend (no branch on the backend): a layer without `evict` or `stack`
+ * recomputes M_ij from the stored φ of every position each step, exactly (one fused kernel, no
+ * extra state: rows are positions, a truncation only moves the row pointer); with `evict` (or
+ * `stack`) the state lives in tensors updated by a handful of elementwise ops, with no read-back
+ * inside a step, and settle() reads the kept counts and compacts. The host formulation it
+ * replaced is the tests' reference (test/attention/fpa_reference.ts).
  *
  * Shared walk (`shared`, §2.2's sub-case u ≡ w ≡ 0): field and level are the walk itself, φ = ℓ = W.
  * The layer then has no field and level projections (parameters `fpa.walk.{weight,bias}`,
@@ -57,10 +66,9 @@
  * Stack decoding (`stack`, only with `shared`, not with `evict`; §2.3.4 and §2.6's last lines):
  * the cached calls — the prompt's prefill included, one token at a time — compute the hard limit
  * λ → ∞ of the layer: each query attends with no penalty to exactly the keys of penalty 0,
- * A_i = {j ≤ i : W_j ≤ W_t for all t ∈ (j, i]}, kept as an explicit stack (FpaStack: pop the keys
- * whose level passes W_t, push t; amortised O(1) per token and head); every popped key's row is
- * dead at once and the cache is compacted to the alive keys under the `stack` rule (every `every`
- * steps or past `deadFraction` dead rows), as with `evict`. THIS CHANGES THE MODEL'S FUNCTION:
+ * A_i = {j ≤ i : W_j ≤ W_t for all t ∈ (j, i]} (the monotone stack of §2.3.4: pop the keys whose
+ * level passes W_t, push t); every key leaving that set is dead at once and the cache is compacted to the alive keys under the `stack` rule (every `every`
+ * steps or past `deadFraction` dead rows, at settle()), as with `evict`. THIS CHANGES THE MODEL'S FUNCTION:
  * the training forward (and what `fon eval` measures) keeps the learned, finite λ, under which a
  * key undercut by a dip d still weighs ∝ e^{−λ·d}; stack decoding removes it. The two agree only
  * when λ·d is large against the score range (2U + ln n) for every dip the walk makes. To decode a
@@ -68,13 +76,16 @@
  * init, it is learned from λ = 1), or a walk whose steps are large against the scores ("linear"
  * learns their scale, "tanh" its κ) — or accept the approximation and measure it against the
  * exact decoding (the same checkpoint without `stack`). With walk "fox" (every δ < 0) the stack
- * holds only the newest key (and ties), so "linear" or "tanh" is the useful walk here. The stack
- * is host state: this mode runs on cpu and wasm; on webgpu a cached call is an UnsupportedError.
+ * holds only the newest key (and ties), so "linear" or "tanh" is the useful walk here. The mode is
+ * the decode state with death threshold 0 (attention/fpa/fpa_decode.ts: a key is dead once
+ * λ·relu(ℓ_j − m_j) > 0, i.e. once the field went below its level — the stack's alive set, ties
+ * kept), the prompt one token at a time, compaction at settle() under the `stack` rule; the
+ * explicit stack (FpaStack, amortised O(1) per token) is the tests' reference.
  */
 import { fpaAttention } from '../../ops/fpa_attention.ts';
 import { kvWrite } from '../../ops/attention.ts';
-import { ArgumentError, UnsupportedError } from '../../errors.ts';
-import { tensor, zeros } from '../../ops/creation.ts';
+import { ArgumentError } from '../../errors.ts';
+import { zeros } from '../../ops/creation.ts';
 import { add, div, mul, softplus, tanh } from '../../ops/elementwise.ts';
 import { concat, narrow, reshape } from '../../ops/layout.ts';
 import { cumsum } from '../../ops/scan_sort.ts';
@@ -83,7 +94,7 @@ import { Module } from '../../nn/module.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { noGrad, tidy } from '../../tensor/scope.ts';
 import { cacheState, continueCumsum, headGates, logSigmoid, stateRows, toF32, writeState } from '../common/gates.ts';
-import { deviceFpaDecodeState, fpaDecodeState, type DeviceFpaDecodeState, type FpaCompaction, type FpaDecodeState, type FpaEvict } from './fpa_decode.ts';
+import { attachFpaDecodeState, peekFpaDecodeState, type FpaCompaction, type FpaDecodeState, type FpaEvict } from './fpa_decode.ts';
 import type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput } from '../mechanism.ts';
 import { OutputGate } from '../common/output_gate.ts';
 import { TokenShift } from '../common/token_shift.ts';
@@ -207,26 +218,9 @@ export class FpaAttention extends Module implements AttentionMechanism {
   }
 
   forwardCached(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
-    if (!k.backend.readSync) {
-      if (this.spec.stack) {
-        throw new UnsupportedError(`${this.name}: 'stack' decoding keeps the alive keys in a host stack and runs on backends that read synchronously (cpu, wasm), not on '${k.backend.name}'; decode on cpu or wasm, or drop 'stack' from the layer's config (exact decoding)`);
-      }
-      if (!this.spec.evict) return this.finish(this.exactCached(q, k, v, input, cache, pos), input);
-      return this.finish(this.forwardDevice(deviceFpaDecodeState(cache), q, k, v, input, cache, pos), input);
-    }
-    const st = fpaDecodeState(cache);
-    if (this.spec.evict) st.evict = this.spec.evict;
-    if (this.spec.stack) st.stackRule = this.spec.stack;
-    st.rebuilder = (n) => noGrad(() => tidy(() => this.rebuild(st, cache, n)));
-    this.seek(st, pos);
-    if (this.spec.stack) st.useStack();
-    // Stack mode has no exact prefill: the prompt goes through the stack one token at a time (the hard limit throughout).
-    if (st.length === 0 && !this.spec.stack) {
-      const o = this.exactCached(q, k, v, input, cache, 0);
-      this.rebuild(st, cache, q.shape[2]); // marks the dead keys when evicting; the next settle compacts
-      return this.finish(o, input);
-    }
-    return this.finish(this.decode(st, q, k, v, input, cache), input);
+    if (!this.spec.evict && !this.spec.stack) return this.finish(this.exactCached(q, k, v, input, cache, pos), input);
+    const st = peekFpaDecodeState(cache) ?? attachFpaDecodeState(cache, { ...(this.spec.evict ? { evict: this.spec.evict } : {}), ...(this.spec.stack ? { stack: this.spec.stack } : {}) });
+    return this.finish(this.decode(st, q, k, v, input, cache, pos), input);
   }
 
   /**
@@ -234,7 +228,7 @@ export class FpaAttention extends Module implements AttentionMechanism {
    * earlier one at or after the last settle (a rewind: the state is truncated there, as
    * KvCache.truncate does); anything else is an ArgumentError.
    */
-  private seek(st: FpaDecodeState | DeviceFpaDecodeState, pos: number): void {
+  private seek(st: FpaDecodeState, pos: number): void {
     if (pos === 0) st.reset();
     else if (pos !== st.pos) {
       if (pos > st.pos) throw new ArgumentError(`${this.name}: decoding at position ${pos} after ${st.pos}: positions ${st.pos} … ${pos - 1} were never written to this cache`);
@@ -251,17 +245,26 @@ export class FpaAttention extends Module implements AttentionMechanism {
   }
 
   /**
-   * The cached step on a backend that reads asynchronously, with eviction: the same state machine
-   * as the host path (prefill exact then suffix minima; then one token at a time), on the device.
+   * The cached step with eviction or in the stack mode (attention/fpa/fpa_decode.ts, one
+   * formulation in ops for every backend): the prefill exact, then the suffix minima (stack mode:
+   * the prompt one token at a time as well); then one token at a time: W ← W + δ_t, φ_t, ℓ_t; every
+   * cached excess raised to ℓ_j − φ_t, the keys past the threshold (τ/λ, or 0 in the stack mode)
+   * dead; the new key appended; the query attends with the penalties; re-centring when due
+   * (compaction waits for settle()). Each token starts with a snapshot (checkpoint) that truncate
+   * can restore.
    */
-  private forwardDevice(st: DeviceFpaDecodeState, q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
-    const evict = this.spec.evict!;
-    st.evict = evict;
+  private decode(st: FpaDecodeState, q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
+    const { evict, stack } = this.spec;
+    if (evict) st.evict = evict;
+    if (stack) st.stackRule = stack;
+    // τ/λ per KV head; in the stack mode 0: a key dies once its penalty is positive (the hard limit).
+    const deathThreshold = () => (evict ? this.deathThreshold(evict) : zeros([1, this.walkProj.outFeatures, 1], { backend: k.backend }));
     const states = () => ['phi', 'level', 'walk'].map((key) => stateRows(cacheState(cache.state, key, this.name))) as [Tensor, Tensor, Tensor];
-    st.rebuilder = (n) => noGrad(() => tidy(() => st.rebuild(...states(), n, this.deathThreshold(evict))));
+    st.rebuilder = (n) => noGrad(() => tidy(() => st.rebuild(...states(), n, deathThreshold())));
     this.seek(st, pos);
-    const threshold = this.deathThreshold(evict);
-    if (st.length === 0) {
+    const threshold = deathThreshold();
+    // Stack mode has no exact prefill: the prompt goes through the state one token at a time (the hard limit throughout).
+    if (st.length === 0 && !stack) {
       const o = this.exactCached(q, k, v, input, cache, 0);
       st.rebuild(...states(), q.shape[2], threshold);
       return o;
@@ -304,67 +307,6 @@ export class FpaAttention extends Module implements AttentionMechanism {
     return fpaAttention(q, cache.k, cache.v, stateRows(phiState), stateRows(levelState), this.lambda(), { kvLength: pos + n });
   }
 
-  /** The decode state from the stored φ, ℓ, W of positions 0 … n−1 (suffix minima; in stack mode the stack replayed over W). */
-  private rebuild(st: FpaDecodeState, cache: LayerKv, n: number): void {
-    const read = (key: string) => cacheState(cache.state, key, this.name).dataSync();
-    if (this.spec.stack) return st.rebuildStack(read('walk'), st.rows, n);
-    st.rebuild(read('phi'), read('level'), read('walk'), st.rows, n);
-    if (this.spec.evict) st.markDead(this.lambda().dataSync(), this.spec.evict.tau);
-  }
-
-  /**
-   * Tokens pos … pos+n−1 one at a time through the running minima: W ← W + δ_t, φ_t, ℓ_t; every
-   * cached m_j ← min(m_j, φ_t); dead keys marked (evict); the new key appended with m = +∞; the query
-   * attends with the penalties; re-centring when due (compaction waits for settle()). Each token
-   * starts with a snapshot (FpaDecodeState.checkpoint) that truncate can restore. In stack mode the
-   * stack pops instead (its keys' rows dead, the live rows keep m = +∞: no penalty).
-   */
-  private decode(st: FpaDecodeState, q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv): Tensor {
-    const n = q.shape[2], slots = st.slots, evict = this.spec.evict, stack = this.spec.stack;
-    const inc = this.increments(input.x).dataSync();
-    const [u, w] = this.offsets ? [headGates(this.offsets.field, input.x).dataSync(), headGates(this.offsets.level, input.x).dataSync()] : [null, null];
-    const lambda = this.lambda();
-    const lam = lambda.dataSync();
-    const backend = k.backend;
-    const phi0 = zeros([st.batch, st.heads, st.rows], { backend });
-    const phiT = new Float32Array(slots), levelT = new Float32Array(slots);
-    const outs: Tensor[] = [];
-    for (let i = 0; i < n; i++) {
-      st.checkpoint();
-      for (let s = 0; s < slots; s++) {
-        const wt = Math.fround(st.walk[s] + inc[s * n + i]);
-        st.walk[s] = wt;
-        phiT[s] = u ? Math.fround(wt + u[s * n + i]) : wt;
-        levelT[s] = w ? Math.fround(wt + w[s * n + i]) : wt;
-      }
-      if (stack) st.stackStep(phiT); // φ_t = ℓ_t = W_t
-      else {
-        st.observe(phiT);
-        if (evict) st.markDead(lam, evict.tau);
-      }
-      const row = st.length;
-      if (st.exactHistory) {
-        // Keep the per-position state tensors complete while a rewind could still rebuild from them.
-        const put = (key: string, vals: Float32Array) => {
-          const t = tensor(vals, [st.batch, st.heads, 1], { backend });
-          writeState(cacheState(cache.state, key, this.name), t, row);
-          t.dispose();
-        };
-        put('phi', phiT);
-        put('level', levelT);
-        put('walk', Float32Array.from(st.walk));
-      }
-      kvWrite(cache.k, narrow(k, 2, i, 1), row);
-      kvWrite(cache.v, narrow(v, 2, i, 1), row);
-      st.append(levelT);
-      const levels = tensor(st.attentionLevels(), [st.batch, st.heads, st.rows], { backend });
-      outs.push(fpaAttention(narrow(q, 2, i, 1), cache.k, cache.v, phi0, levels, lambda, { kvLength: st.length }));
-      levels.dispose();
-      st.maybeRecentre();
-    }
-    phi0.dispose();
-    return n === 1 ? outs[0] : concat(outs, 2);
-  }
   private finish(o: Tensor, input: MechanismInput): Tensor {
     return this.outputGate ? this.outputGate.forward(o, input.x) : o;
   }
