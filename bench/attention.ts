@@ -6,7 +6,12 @@
  * Prints a markdown table with the ratio FON speed / PyTorch speed and writes JSON.
  *
  *   node --import tsx bench/attention.ts [--prefill 1024,...,65536] [--backward 1024,...,65536]
- *                                        [--decode 4096,...,262144] [--json bench/results_attention_h200.json]
+ *                                        [--decode 4096,...,262144] [--decode-paged 262144,1048576]
+ *                                        [--page-rows 65536] [--json bench/results_attention_h200.json]
+ *
+ * Decode reads one contiguous K and V where they fit a WebGPU binding (2 GiB) and through the
+ * paged cache's pages otherwise (1M cached tokens: 16 pages of 65536); `--decode-paged` times the
+ * paged form at lengths that would also fit, to show what paging costs (ops/paged_attention.ts).
  *
  * Forward+backward at D = 128 runs the register-blocked ALU kernels (packed 16-bit tiles): 1.9 s a
  * call at 16K on the H200 (2026-11-30), so the 32K and 64K rows (about 8 s and 30 s a call, timed
@@ -17,6 +22,8 @@ import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
 import { attention } from '../src/ops/attention.ts';
+import { attentionPaged } from '../src/ops/paged_attention.ts';
+import { checkPageRows } from '../src/infer/page_pool.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
 import { writePlotsBeside } from './lib/plots.ts';
 
@@ -25,6 +32,8 @@ const { values: flags } = parseArgs({
     prefill: { type: 'string', default: '1024,2048,4096,8192,16384,32768,65536' },
     backward: { type: 'string', default: '1024,2048,4096,8192,16384,32768,65536' },
     decode: { type: 'string', default: '4096,16384,65536,131072,262144' },
+    'decode-paged': { type: 'string', default: '' },
+    'page-rows': { type: 'string', default: '65536' },
     json: { type: 'string' },
   },
 });
@@ -32,12 +41,17 @@ const { values: flags } = parseArgs({
 const H = 32, HKV = 8, D = 128;
 const sizes = (s: string) => s.split(',').filter(Boolean).map(Number);
 
-interface Case { key: string; op: 'prefill' | 'prefill_fwd_bwd' | 'decode'; t: number }
+interface Case { key: string; op: 'prefill' | 'prefill_fwd_bwd' | 'decode' | 'decode_paged'; t: number }
+
+const PAGE_ROWS = checkPageRows(Number(flags['page-rows']), '--page-rows');
+/** The largest K or V one binding takes on WebGPU (maxStorageBufferBindingSize ≈ 2 GiB). */
+const BINDING = 2 ** 31 - 4;
 
 const cases: Case[] = [
   ...sizes(flags.prefill).map((t): Case => ({ key: `prefill-${t}`, op: 'prefill', t })),
   ...sizes(flags.backward).map((t): Case => ({ key: `fwdbwd-${t}`, op: 'prefill_fwd_bwd', t })),
-  ...sizes(flags.decode).map((t): Case => ({ key: `decode-${t}`, op: 'decode', t })),
+  ...sizes(flags.decode).map((t): Case => (HKV * t * D * 2 <= BINDING ? { key: `decode-${t}`, op: 'decode', t } : { key: `decode-${t}`, op: 'decode_paged', t })),
+  ...sizes(flags['decode-paged']).map((t): Case => ({ key: `decode_paged-${t}`, op: 'decode_paged', t })),
 ];
 
 /** FLOPs (prefill: causal, the backward counted as 2.5× the forward) or bytes of K and V read (decode). */
@@ -51,6 +65,7 @@ function work(c: Case): { amount: number; unit: string; scale: number } {
 /** ms per call of a case (timeBatched: batches of ≥ 250 ms of GPU work, median of 3). */
 async function timeCase(b: Backend, c: Case): Promise<number> {
   const opts = { backend: b, dtype: 'f16' as const };
+  if (c.op === 'decode_paged') return timePaged(b, c.t);
   const grad = c.op === 'prefill_fwd_bwd';
   const q = fon.randn(c.op === 'decode' ? [1, H, 1, D] : [1, H, c.t, D], { seed: 1, ...opts, requiresGrad: grad });
   const kvShape = c.op === 'decode' ? [1, HKV, c.t, D] : [1, H, c.t, D];
@@ -68,6 +83,20 @@ async function timeCase(b: Backend, c: Case): Promise<number> {
     return await timeBatched(() => b.sync(), once);
   } finally {
     for (const x of [q, k, v, ...(g ? [g] : [])] as Tensor[]) x.dispose();
+  }
+}
+
+/** ms per one-query decode over t cached tokens in pages of PAGE_ROWS (attentionPaged). */
+async function timePaged(b: Backend, t: number): Promise<number> {
+  const opts = { backend: b, dtype: 'f16' as const };
+  const n = Math.ceil(t / PAGE_ROWS);
+  const q = fon.randn([1, H, 1, D], { seed: 1, ...opts });
+  const k = Array.from({ length: n }, (_, i) => fon.randn([1, HKV, PAGE_ROWS, D], { seed: 2 + 2 * i, ...opts }));
+  const v = Array.from({ length: n }, (_, i) => fon.randn([1, HKV, PAGE_ROWS, D], { seed: 3 + 2 * i, ...opts }));
+  try {
+    return await timeBatched(() => b.sync(), () => fon.tidy(() => { attentionPaged(q, { k, v, pageRows: PAGE_ROWS }, { kvLength: t }); }));
+  } finally {
+    for (const x of [q, ...k, ...v]) x.dispose();
   }
 }
 

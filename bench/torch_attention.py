@@ -1,7 +1,7 @@
 """PyTorch side of bench/attention.ts: reads a JSON list of cases on stdin and prints a JSON list of
 {key, ms}: torch.nn.functional.scaled_dot_product_attention in bf16 on CUDA, causal prefill
 (forward, or forward + backward) at (1, H, T, D), and one-query decode over (1, Hkv, T, D) with
-enable_gqa (kv heads expanded once, outside the timing, where this torch lacks it). Each timing is
+enable_gqa (the reference of FON's contiguous and paged decode alike: one tensor here) (kv heads expanded once, outside the timing, where this torch lacks it). Each timing is
 bench/torch_timing.py's timed: the median of 3 CUDA-event-timed batches of back-to-back calls, each
 batch >= 250 ms of GPU work."""
 import json
@@ -24,7 +24,7 @@ bf = torch.bfloat16
 
 for c in cases:
     t, h, hkv, d = c["t"], c["h"], c["hkv"], c["d"]
-    if c["op"] == "decode":
+    if c["op"] in ("decode", "decode_paged"):
         q = torch.randn(1, h, 1, d, device=dev, dtype=bf)
         k = torch.randn(1, hkv, t, d, device=dev, dtype=bf)
         v = torch.randn(1, hkv, t, d, device=dev, dtype=bf)

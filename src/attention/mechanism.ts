@@ -19,6 +19,7 @@
 import type { Module } from '../nn/module.ts';
 import type { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
+import type { KvPageList } from '../ops/paged_attention.ts';
 
 /** The model dimensions a mechanism may read (not the whole model config). */
 export interface ModelDims {
@@ -77,6 +78,8 @@ export interface CacheSideState {
   settle(slot: LayerKv): Promise<void>;
   /** Per KV head, the fraction of the positions seen whose keys are kept (absent: every key is kept). */
   kept?(): number[];
+  /** The most positions one truncate may forget, counted back from the newest (absent: any number back to the committed length). */
+  readonly maxRewind?: number;
   /** Bytes this state holds on its device. */
   readonly bytes: number;
   dispose(): void;
@@ -91,17 +94,43 @@ export interface CacheLayout {
   perPosition: Record<string, number>;
   /** name → a factory of the side state for a freshly allocated slot (k, v and `state` already there). */
   side: Record<string, (slot: LayerKv) => CacheSideState>;
+  /**
+   * K and V may live in pages (LayerKv.pages): the mechanism's cached step reads and writes them
+   * through ops/paged_attention.ts. Absent: one contiguous k and v of the cache's length (FoX and
+   * FPA, whose kernels read per-position state beside K and V).
+   */
+  paged?: boolean;
 }
 
-/** The empty layout: k and v only (full and local attention). */
-export const KV_ONLY: CacheLayout = { perPosition: {}, side: {} };
+/**
+ * A paged layer's keys and values (infer/page_pool.ts PagedKv): pages k[i], v[i] (B, Hkv, P, D)
+ * for positions i·P … i·P + P − 1, taken from the cache's pool. The cache protocol on pages: a
+ * step appends after `reserve(rows)` has made them cover rows 0 … rows − 1; the cache's truncate
+ * calls `release(rows)`, giving back the pages past them; `dispose` gives back every page.
+ */
+export interface KvPages extends KvPageList {
+  reserve(rows: number): void;
+  release(rows: number): void;
+  dispose(): void;
+}
+
+/** k and v only, in pages (full and local attention). */
+export const PAGED_KV: CacheLayout = { perPosition: {}, side: {}, paged: true };
 
 /**
  * One layer's slot of the KV cache: k and v (B, Hkv, Tmax, D), allocated once per sequence, the
  * mechanism's per-position tensors by name (`state`) and its side states by name (`side`), as its
  * CacheLayout declares.
  */
-export interface LayerKv { k: Tensor; v: Tensor; state?: Record<string, Tensor>; side?: Record<string, CacheSideState> }
+export interface LayerKv {
+  /** k and v (B, Hkv, Tmax, D); in a paged slot, its first page's (B, Hkv, P, D). */
+  k: Tensor;
+  v: Tensor;
+  state?: Record<string, Tensor>;
+  side?: Record<string, CacheSideState>;
+  /** A paged slot's page table (layouts with `paged`). */
+  pages?: KvPages;
+}
 
 export interface AttentionMechanism extends Module {
   /** The config name, e.g. "full", "local(window=128)" or "fpa(walk=fox)". */

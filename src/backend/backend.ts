@@ -151,6 +151,13 @@ export interface Kernels<H> {
    * scaled scores (batch, heads, tq) in f32 (−∞ for a row that sees no key; its out row is 0).
    */
   attention(q: Ref<H>, k: Ref<H>, v: Ref<H>, args: AttentionArgs): [H, H];
+  /**
+   * Optional: q against several key sets at once (the pages of a paged KV cache), each with its
+   * own AttentionArgs (q's shape alike in all), as one softmax over all their visible keys →
+   * [out, lse] as `attention` gives them; undefined where the backend has no one-pass form for
+   * these arguments (ops/paged_attention.ts then merges per-part `attention` results itself).
+   */
+  attentionMulti?(q: Ref<H>, parts: readonly { k: Ref<H>; v: Ref<H>; args: AttentionArgs }[]): [H, H] | undefined;
   /** Returns dq, dk, dv (dk, dv summed over the query heads sharing a kv head; zero past kvLength). */
   attentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: AttentionArgs): [H, H, H];
   /**

@@ -3,6 +3,7 @@ import type { HfGenerationDefaults } from '../io/hf/generation.ts';
 import { loadModel } from '../io/model_checkpoint.ts';
 import { generate } from '../infer/generate.ts';
 import { checkDraftLayers } from '../model/organs.ts';
+import { checkPageRows } from '../infer/page_pool.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 
@@ -37,6 +38,8 @@ options:
   --fixed-gamma      keep N constant
   --draft-window W   draft with a sliding window of W keys in full and local layers (layers < D
                      are then recomputed in the verify pass)
+  --page-rows N      positions per page of the KV cache's full and local layers (a multiple
+                     of 128; default the whole context up to 65536 a page)
   --stats            print tokens/s to stderr at the end, for models with FPA eviction the
                      fraction of the KV cache kept per layer and head, and with draft–revise the
                      acceptance rate, tokens per verify pass and the same model's plain-decoding
@@ -67,7 +70,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
     'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
     stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, stats: { type: 'boolean' },
     'draft-revise': { type: 'boolean' }, 'no-draft-revise': { type: 'boolean' }, 'draft-layers': { type: 'string' }, gamma: { type: 'string' },
-    'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' },
+    'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' },
   });
   if (v.help) { console.log(GENERATE_USAGE); return 0; }
   const dir = requireFlag('generate', 'model', v.model);
@@ -75,6 +78,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
   if (v['draft-revise'] && v['no-draft-revise']) throw new UsageError('generate: --draft-revise and --no-draft-revise exclude each other; give one');
   const gamma = numberFlag('generate', 'gamma', v.gamma, 4, { integer: true, min: 1 });
   const draftWindow = v['draft-window'] === undefined ? undefined : numberFlag('generate', 'draft-window', v['draft-window'], 0, { integer: true, min: 1 });
+  const pageRows = v['page-rows'] === undefined ? undefined : checkPageRows(numberFlag('generate', 'page-rows', v['page-rows'], 0, { integer: true }), 'generate: --page-rows', (m) => new UsageError(m));
   const backend = await backendFromFlag('generate', v.backend);
   const loaded = await loadModel(dir, backend);
   const { model, tokenizer } = loaded;
@@ -84,6 +88,11 @@ export async function generateCommand(argv: string[]): Promise<number> {
   if (wantDraft && draftLayers === undefined && !model.config.organs) {
     model.dispose();
     throw new UsageError(`generate: --draft-revise needs a model with organs or --draft-layers D (an integer in [1, ${L - 1}]: draft through the model's own final norm and head at layer D)`);
+  }
+  const tuning = (['gamma', 'fixed-gamma', 'draft-window'] as const).filter((k) => v[k] !== undefined);
+  if (!wantDraft && tuning.length) {
+    model.dispose();
+    throw new UsageError(`generate: --${tuning[0]} tunes draft–revise decoding, which is off here (${v['no-draft-revise'] ? '--no-draft-revise' : 'the model has no organs'}); ${v['no-draft-revise'] ? 'drop it' : 'add --draft-layers D or drop it'}`);
   }
   const draftRevise = wantDraft ? { ...(draftLayers !== undefined ? { draftLayers } : {}), gamma, fixedGamma: v['fixed-gamma'] ?? false, ...(draftWindow !== undefined ? { draftWindow } : {}) } : false;
   const hf = loaded.architecture !== undefined;
@@ -98,6 +107,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
     ...(hf ? { startIds: tokenizer.prefixIds, stopIds: loaded.generation?.eosTokenIds ?? [], specialInPrompt: true } : {}),
     stop: v.stop,
     truncatePrompt: v.truncate,
+    pageRows,
     onWarning: (m: string) => console.error(`fon: warning: ${m}`),
   };
   const r = await generate(model, tokenizer, v.prompt!, { ...opts, draftRevise, onText: (s) => process.stdout.write(s) });

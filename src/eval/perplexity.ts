@@ -10,7 +10,7 @@
  *
  * The exit head (DESIGN.md "The FON model (organs)"): for a model with organs, or any model given
  * `draftLayers` D, the same forward pass also scores the exit head at layer D (layers [0, D), the
- * shared final norm and LM head, then layers [D, L) for the full model: Decoder.forwardWithExit)
+ * shared final norm and LM head, then layers [D, L) for the full model, each head's logits reduced before the next runs)
  * over the same targets, reported as `exit`. The full model's figures are those of a plain forward.
  */
 import { ArgumentError } from '../errors.ts';
@@ -88,8 +88,11 @@ export async function evaluate(model: Decoder, windows: Iterable<EvalWindow>, op
       const y = tensor(tg, [group.length, t], { backend, dtype: 'i32' });
       const nllOf = (logits: Tensor) => reshape(sum(crossEntropy(logits, y, { ignoreIndex: IGNORE, reduction: 'none' })), [1]);
       if (d === undefined) return nllOf(model.forward(x));
-      const { logits, exitLogits } = model.forwardWithExit(x, d);
-      return concat([nllOf(logits), nllOf(exitLogits)]); // one read-back for both
+      // The exit head's logits are reduced before the revise layers run: one (B, T, V) at a time.
+      const draft = model.runLayers(model.embedTokens(x, 0), 0, d, { pos: 0 });
+      const exitNll = tidy(() => nllOf(model.logits(draft.x)));
+      const fullNll = tidy(() => nllOf(model.logits(model.runLayers(draft.x, d, model.layers.length, { pos: 0, records: draft.records }).x)));
+      return concat([fullNll, exitNll]); // one read-back for both
     }));
     const host = await total.data();
     nll += host[0];

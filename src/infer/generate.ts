@@ -11,7 +11,9 @@ import type { Decoder } from '../model/decoder.ts';
 import type { Tokenizer } from '../io/tokenizer/tokenizer.ts';
 import { noGrad } from '../tensor/scope.ts';
 import { DraftRevise, type DraftReviseOptions } from './draft_revise.ts';
-import { KvCache } from './kv_cache.ts';
+import { KvCache, type KvCacheOptions } from './kv_cache.ts';
+import type { PagePool } from './page_pool.ts';
+import type { FloatDType } from '../tensor/dtype.ts';
 import { Sampler, type SamplingOptions } from './sampler.ts';
 import type { SpeculativeStatsJSON } from './speculative.ts';
 import { StopMatcher } from './stop_strings.ts';
@@ -42,6 +44,13 @@ export interface GenerateOptions extends SamplingOptions {
    * decoding. Default: on for a model with organs (config.organs), off otherwise.
    */
   draftRevise?: boolean | DraftReviseOptions;
+  /**
+   * Positions per page of the paged layers' KV cache (full and local: infer/page_pool.ts), a
+   * positive multiple of 128; default the whole context up to 64K positions a page.
+   */
+  pageRows?: number;
+  /** A page pool to take the cache's pages from (shared with other generations of the same model); default the cache's own. */
+  pool?: PagePool;
 }
 
 export interface GenerateResult {
@@ -61,10 +70,13 @@ export interface GenerateResult {
   speculative?: SpeculativeStatsJSON & { draftLayers: number };
 }
 
-/** A batch-1 KV cache of `maxLength` positions for `model`: f32 for f32 weights, else f16. */
-export function generationCache(model: Decoder, maxLength: number): KvCache {
-  return new KvCache(model.config, 1, maxLength, model.embed.weight.backend, model.embed.weight.dtype === 'f32' ? 'f32' : 'f16');
+/** A batch-1 KV cache of `maxLength` positions for `model`: f32 for f32 weights, else f16; `opts` sets its pages. */
+export function generationCache(model: Decoder, maxLength: number, opts: KvCacheOptions = {}): KvCache {
+  return new KvCache(model.config, 1, maxLength, model.embed.weight.backend, generationDtype(model), opts);
 }
+
+/** The dtype of generation's KV cache for `model`: f32 for f32 weights, else f16 (a page pool shared by its generations is made with it). */
+export const generationDtype = (model: Decoder): FloatDType => (model.embed.weight.dtype === 'f32' ? 'f32' : 'f16');
 
 /**
  * One step of batch-1 generation: `input` (token ids at positions pos …) through the model and the
@@ -109,7 +121,7 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   // Options are checked before the cache exists, so a bad one leaks nothing.
   const sampler = new Sampler(cfg.vocabSize, opts);
   const stops = new StopMatcher(opts.stop ?? []);
-  const cache = generationCache(model, Math.min(cfg.contextLength, ids.length + maxTokens));
+  const cache = generationCache(model, Math.min(cfg.contextLength, ids.length + maxTokens), { pageRows: opts.pageRows, pool: opts.pool });
   const stream = tok.streamDecoder();
   const history = ids.slice();
   const out: number[] = [];
@@ -124,26 +136,31 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   let cacheKept: number[][] = [];
   let organs: DraftRevise | undefined;
   try {
-    if (dr) organs = new DraftRevise(model, cache, sampler, dr === true ? {} : dr, fixRow);
+    if (dr) organs = new DraftRevise(model, cache, sampler, dr === true ? {} : dr, fixRow, Math.min(tok.vocabSize, cfg.vocabSize));
     let pending = [sampler.next(await step(ids, 0), history)]; // the first token, from the prompt's last position
     let pos = ids.length; // the position of the newest token, not yet run
+    let drafted = false; // pending came from a draft–revise cycle
     t0 = performance.now();
     for (let done = false; !done;) {
+      let used = 0;
       for (const next of pending) {
         if (stopIds.has(next)) { stopReason = 'eos'; done = true; break; }
         out.push(next);
         history.push(next);
+        used++;
         const r = stops.push(stream.push(next));
         emit(r.emit);
         if (r.stopped) { stopReason = 'stop'; done = true; break; }
         if (out.length >= maxTokens) { done = true; break; }
       }
+      if (drafted) organs!.stats.unused(pending.length - used);
       if (done) break;
       if (pos >= cache.maxLength) { stopReason = 'context'; break; }
       const last = history[history.length - 1];
       if (organs) {
         pending = await organs.next(last, pos, history);
         pos += pending.length;
+        drafted = true;
       } else {
         pending = [sampler.next(await step([last], pos), history)];
         pos++;

@@ -1,9 +1,12 @@
 /**
- * The KV cache of one generation: per layer k and v (B, Hkv, Tmax, D), plus what the layer's
- * mechanism declares in its cache layout (attention/mechanism.ts CacheLayout, read from the
- * table): per-position f32 state (B, heads, Tmax, 1) — FoX's c, FPA's φ, ℓ and walk — and side
- * states (FPA's decode state, the token shift's recent rows), allocated once when the sequence
- * starts and written in place (ops/attention.ts kvWrite), never re-allocated per token.
+ * The KV cache of one generation: per layer k and v, plus what the layer's mechanism declares in
+ * its cache layout (attention/mechanism.ts CacheLayout, read from the table): per-position f32
+ * state (B, heads, Tmax, 1) — FoX's c, FPA's φ, ℓ and walk — and side states (FPA's decode state,
+ * the token shift's recent rows). A layer whose layout is `paged` (full, local) keeps k and v in
+ * pages of `pageRows` positions from a PagePool (infer/page_pool.ts), taken as the sequence grows
+ * and given back on truncate and dispose; several caches may share one pool. The other layers'
+ * k and v (B, Hkv, Tmax, D) and all per-position state are allocated once when the sequence
+ * starts; everything is written in place (ops/attention.ts kvWrite), never re-allocated per token.
  *
  * The protocol (DESIGN.md "How the code is layered"): cached steps append positions; `truncate`
  * forgets the positions from a length on, in every layer and every side state (the rejected drafts
@@ -13,6 +16,7 @@
  * cache holds, `dispose` frees it. `length` is the number of positions written.
  */
 import { mechanismCache } from '../attention/table.ts';
+import { checkPageRows, defaultPageRows, PagedKv, PagePool } from './page_pool.ts';
 import type { LayerKv } from '../attention/mechanism.ts';
 import type { Backend } from '../backend/backend.ts';
 import { ArgumentError } from '../errors.ts';
@@ -21,20 +25,47 @@ import { layerAttention, modelDims, type ModelConfig } from '../model/config.ts'
 import { keep } from '../tensor/scope.ts';
 import type { FloatDType } from '../tensor/dtype.ts';
 
+export interface KvCacheOptions {
+  /** Positions a page holds (a positive multiple of 128); default defaultPageRows (the whole length in one page up to 64K positions). */
+  pageRows?: number;
+  /** The pool paged layers take pages from, shared with other caches of the same geometry; default a pool of this cache's own. */
+  pool?: PagePool;
+}
+
 export class KvCache {
   readonly layers: LayerKv[];
+  /** Where the paged layers' pages come from. */
+  readonly pool: PagePool;
   /** Positions written so far. */
   length = 0;
+  private readonly ownPool: boolean;
 
-  constructor(readonly config: ModelConfig, readonly batch: number, readonly maxLength: number, backend: Backend, readonly dtype: FloatDType = 'f32') {
+  constructor(readonly config: ModelConfig, readonly batch: number, readonly maxLength: number, backend: Backend, readonly dtype: FloatDType = 'f32', opts: KvCacheOptions = {}) {
     if (!Number.isInteger(maxLength) || maxLength < 1 || maxLength > config.contextLength) {
       throw new ArgumentError(`KvCache: maxLength ${maxLength} must be an integer in [1, ${config.contextLength}] (the model's context length)`);
     }
+    const geometry = { batch, kvHeads: config.nKvHeads, headDim: config.headDim, dtype };
+    if (opts.pool) {
+      const g = opts.pool.geometry;
+      if (opts.pool.backend !== backend || g.batch !== batch || g.kvHeads !== geometry.kvHeads || g.headDim !== geometry.headDim || g.dtype !== dtype) {
+        throw new ArgumentError(`KvCache: the pool's pages are (${g.batch}, ${g.kvHeads}, P, ${g.headDim}) ${g.dtype} on '${opts.pool.backend.name}': expected (${batch}, ${geometry.kvHeads}, P, ${geometry.headDim}) ${dtype} on '${backend.name}' for this cache`);
+      }
+      if (opts.pageRows !== undefined && opts.pageRows !== opts.pool.pageRows) throw new ArgumentError(`KvCache: pageRows ${opts.pageRows} with a pool of ${opts.pool.pageRows}-row pages: give one`);
+    }
+    this.ownPool = !opts.pool;
+    const rows = opts.pageRows === undefined ? defaultPageRows(maxLength, geometry) : checkPageRows(opts.pageRows, 'KvCache: pageRows');
+    this.pool = opts.pool ?? new PagePool(backend, geometry, rows, rows >= maxLength);
     const shape = [batch, config.nKvHeads, maxLength, config.headDim];
     const dims = modelDims(config);
     this.layers = Array.from({ length: config.nLayers }, (_, i) => {
       const layout = mechanismCache(layerAttention(config, i), dims);
-      const slot: LayerKv = { k: keep(zeros(shape, { backend, dtype })), v: keep(zeros(shape, { backend, dtype })) };
+      let slot: LayerKv;
+      if (layout.paged) {
+        const pages = new PagedKv(this.pool);
+        slot = { k: pages.k[0], v: pages.v[0], pages };
+      } else {
+        slot = { k: keep(zeros(shape, { backend, dtype })), v: keep(zeros(shape, { backend, dtype })) };
+      }
       const perPosition = Object.entries(layout.perPosition);
       if (perPosition.length) slot.state = Object.fromEntries(perPosition.map(([name, heads]) => [name, keep(zeros([batch, heads, maxLength, 1], { backend, dtype: 'f32' }))]));
       const side = Object.entries(layout.side);
@@ -48,7 +79,7 @@ export class KvCache {
     const per = this.dtype === 'f32' ? 4 : 2;
     let n = 0;
     for (const l of this.layers) {
-      n += (l.k.size + l.v.size) * per;
+      n += l.pages ? l.pages.k.length * this.pool.pageBytes : (l.k.size + l.v.size) * per;
       for (const s of Object.values(l.state ?? {})) n += s.size * 4;
       for (const s of Object.values(l.side ?? {})) n += s.bytes;
     }
@@ -64,7 +95,15 @@ export class KvCache {
   truncate(length: number): void {
     if (!Number.isInteger(length) || length < 0 || length > this.length) throw new ArgumentError(`KvCache.truncate: length ${length} must be an integer in [0, ${this.length}] (the positions written)`);
     for (const l of this.layers) for (const s of Object.values(l.side ?? {})) s.truncate(length);
+    for (const l of this.layers) l.pages?.release(length);
     this.length = length;
+  }
+
+  /** The most positions one truncate may forget (the smallest of the side states' limits; Infinity where none has one). */
+  get maxRewind(): number {
+    let m = Infinity;
+    for (const l of this.layers) for (const s of Object.values(l.side ?? {})) m = Math.min(m, s.maxRewind ?? Infinity);
+    return m;
   }
 
   /**
@@ -90,9 +129,10 @@ export class KvCache {
   dispose(): void {
     for (const l of this.layers) {
       for (const s of Object.values(l.side ?? {})) s.dispose();
-      l.k.dispose();
-      l.v.dispose();
+      if (l.pages) l.pages.dispose();
+      else { l.k.dispose(); l.v.dispose(); }
       for (const s of Object.values(l.state ?? {})) s.dispose();
     }
+    if (this.ownPool) this.pool.dispose();
   }
 }

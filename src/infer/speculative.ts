@@ -189,6 +189,7 @@ export interface SpeculativeStatsJSON {
  */
 export class SpeculativeStats {
   private counts = { passes: 0, drafted: 0, accepted: 0, emitted: 0 };
+  private lastEmitted = 0;
 
   /** Verify passes run. */
   get passes(): number { return this.counts.passes; }
@@ -212,6 +213,18 @@ export class SpeculativeStats {
     c.drafted += drafted;
     c.accepted += accepted;
     c.emitted += emitted;
+    this.lastEmitted = emitted;
+  }
+
+  /**
+   * The last pass's tokens that generation did not use (it stopped inside the pass: a stop token,
+   * a stop string, the token limit): taken off `emitted`, so τ counts only tokens that were output.
+   */
+  unused(n: number): void {
+    const last = this.lastEmitted;
+    if (!Number.isInteger(n) || n < 0 || n > last) throw new ArgumentError(`SpeculativeStats.unused: ${n}: expected an integer in [0, ${last}] (the last pass emitted ${last})`);
+    this.counts.emitted -= n;
+    this.lastEmitted -= n;
   }
 
   /** accepted / drafted: the fraction of draft tokens the revise organ kept (α, roughly). */
@@ -220,7 +233,7 @@ export class SpeculativeStats {
   /** emitted / passes: tokens per verify pass counting the bonus token (τ in the literature). */
   get meanAcceptedPerPass(): number { return this.passes > 0 ? this.emitted / this.passes : 0; }
 
-  reset(): void { this.counts = { passes: 0, drafted: 0, accepted: 0, emitted: 0 }; }
+  reset(): void { this.counts = { passes: 0, drafted: 0, accepted: 0, emitted: 0 }; this.lastEmitted = 0; }
 
   toJSON(): SpeculativeStatsJSON {
     return { ...this.counts, acceptanceRate: this.acceptanceRate, meanAcceptedPerPass: this.meanAcceptedPerPass };

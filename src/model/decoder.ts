@@ -64,7 +64,11 @@ export interface LayerRun {
   budget?: MechanismBudget;
 }
 
-/** What a layer range computed: the hidden state after its last layer and every layer's record, by layer index. */
+/**
+ * What a layer range computed: the hidden state after its last layer, and by layer index the
+ * records a later layer reads (Depth-Attention sources, recordIsRead) with those given in; the
+ * other layers' records are freed with the layer's intermediates.
+ */
 export interface RangeOutput { x: Tensor; records: (LayerRecord | undefined)[] }
 
 export class Decoder extends Module {
@@ -134,7 +138,12 @@ export class Decoder extends Module {
           if (!r) throw new ArgumentError(`Decoder.runLayers: layer ${i}'s Depth-Attention reads layer ${m}, whose record at positions ${run.pos} … ${run.pos + t - 1} was not given (run layers [${from}, ${to}) with the records of the layers below)`);
           return r;
         }) : [];
-        const out = this.layers[i].forward(x, ctx, run.cache?.[i], depth && candidates.length ? { spec: depth, candidates } : undefined, run.budget);
+        // Each layer in its own scope: its intermediates, and its record unless a later layer reads it, go when it ends.
+        const read = this.recordIsRead(i);
+        const out = tidy(() => {
+          const o = this.layers[i].forward(x, ctx, run.cache?.[i], depth && candidates.length ? { spec: depth, candidates } : undefined, run.budget);
+          return read ? o : { y: o.y, record: undefined };
+        });
         x = out.y;
         records[i] = out.record;
       }

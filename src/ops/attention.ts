@@ -25,8 +25,8 @@ function describe(q: Tensor, k: Tensor, v: Tensor): string {
   return `q ${fmt(q.shape)}, k ${fmt(k.shape)}, v ${fmt(v.shape)}`;
 }
 
-/** Checks shapes, dtypes and options and returns the kernel arguments. */
-function attentionArgs(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): AttentionArgs {
+/** Checks shapes, dtypes and options and returns the kernel arguments; `qOffset` (≥ kvLength − Tq) places the queries later than the keys' end. */
+function attentionArgs(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions & { qOffset?: number } = {}): AttentionArgs {
   requireFloat('attention', q);
   if (k.dtype !== q.dtype || v.dtype !== q.dtype) throw new DTypeError(`attention: q, k and v must share one dtype, got ${q.dtype}, ${k.dtype} and ${v.dtype}`);
   if (q.rank !== 4 || k.rank !== 4 || v.rank !== 4) throw new ShapeError(`attention: q, k and v must have rank 4 (B, H, T, D), got ${describe(q, k, v)}`);
@@ -41,7 +41,38 @@ function attentionArgs(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions =
   if (w !== undefined && (!Number.isInteger(w) || w < 1)) throw new ArgumentError(`attention: window ${w} must be a positive integer (or undefined for no window)`);
   const scale = opts.scale ?? 1 / Math.sqrt(d);
   if (!Number.isFinite(scale)) throw new ArgumentError(`attention: scale ${scale} must be a finite number`);
-  return { batch, heads, kvHeads, tq, tk, d, kvLength, qOffset: kvLength - tq, causal: opts.causal ?? true, window: w ?? 0, scale };
+  const qOffset = opts.qOffset ?? kvLength - tq;
+  if (!Number.isInteger(qOffset) || qOffset < kvLength - tq) throw new ArgumentError(`attention: qOffset ${qOffset} must be an integer ≥ kvLength − Tq = ${kvLength - tq}`);
+  return { batch, heads, kvHeads, tq, tk, d, kvLength, qOffset, causal: opts.causal ?? true, window: w ?? 0, scale };
+}
+
+/**
+ * The forward of `attention` with its per-row logsumexp (B, H, Tq) f32, no autograd: the pieces
+ * paged attention merges (ops/paged_attention.ts). `qOffset` puts query i at position qOffset + i
+ * of the keys' axis (default kvLength − Tq); a row that sees no key has lse −∞ or below −1e30.
+ */
+export function attentionWithLse(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions & { qOffset?: number } = {}): [Tensor, Tensor] {
+  const b = backendOf('attention', q, k, v);
+  const args = attentionArgs(q, k, v, opts);
+  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args);
+  return [wrap(b, oh, q.shape, q.dtype), wrap(b, lh, [args.batch, args.heads, args.tq], 'f32')];
+}
+
+/** One key set of attentionMulti: k, v and its options (as attentionWithLse takes them). */
+export interface AttentionPart { k: Tensor; v: Tensor; opts: AttentionOptions & { qOffset?: number } }
+
+/**
+ * q against several key sets as one softmax over all their visible keys, in one pass where the
+ * backend has one (Backend.attentionMulti: webgpu's decode); undefined otherwise. No autograd.
+ */
+export function attentionMulti(q: Tensor, parts: readonly AttentionPart[]): Tensor | undefined {
+  const b = backendOf('attention', q, ...parts.flatMap((p) => [p.k, p.v]));
+  if (!b.attentionMulti) return undefined;
+  const refs = parts.map((p) => ({ k: ref(p.k), v: ref(p.v), args: attentionArgs(q, p.k, p.v, p.opts) }));
+  const r = b.attentionMulti(ref(q), refs);
+  if (!r) return undefined;
+  wrap(b, r[1], [q.shape[0], q.shape[1], q.shape[2]], 'f32').dispose();
+  return wrap(b, r[0], q.shape, q.dtype);
 }
 
 /** q (B, H, Tq, D), k and v (B, Hkv, Tk, D) with H % Hkv == 0 → (B, H, Tq, D). Softmax statistics in f32. */

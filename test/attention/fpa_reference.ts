@@ -11,24 +11,8 @@
  */
 import { ArgumentError } from '../../src/errors.ts';
 import { tensor } from '../../src/ops/creation.ts';
-import { embedding } from '../../src/ops/indexing.ts';
-import { kvWrite } from '../../src/ops/attention.ts';
-import { reshape } from '../../src/ops/layout.ts';
-import type { Tensor } from '../../src/tensor/tensor.ts';
 import type { LayerKv } from '../../src/attention/mechanism.ts';
-import { DEAD_LEVEL, type FpaCompaction, type FpaDecodeOptions, type FpaEvict } from '../../src/attention/fpa/fpa_decode.ts';
-
-/** Checks a re-centring period (a non-negative integer, 0 = never). */
-function checkRecentre(r: number, who: string): number {
-  if (!Number.isInteger(r) || r < 0) throw new ArgumentError(`${who}: recentreEvery ${r} must be a non-negative integer (0 = never)`);
-  return r;
-}
-
-/** The cache protocol's check of a truncation against the positions seen and committed. */
-function checkTruncate(length: number, pos: number, committed: number): void {
-  if (!Number.isInteger(length) || length < 0 || length > pos) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions: ${pos} were seen (expected an integer in [${committed}, ${pos}])`);
-  if (length < committed) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions: the first ${committed} are committed (the cache settled after them and may have compacted their rows); a truncation keeps at least ${committed}`);
-}
+import { checkRecentre, checkTruncate, DEAD_LEVEL, moveRowsTo, type FpaCompaction, type FpaDecodeOptions, type FpaEvict } from '../../src/attention/fpa/fpa_decode.ts';
 
 /** The host state before one position: the used rows of each slot packed, the stack copied, the counters. */
 interface HostSnapshot {
@@ -488,16 +472,3 @@ export class FpaStack {
     return Array.from(this.positions.subarray(s * this.capacity, s * this.capacity + this.sizes[s]));
   }
 }
-
-
-
-/** Rows 0 … length−1 of t (B, H, rows, W) become its rows ids[(b, h), r] (global rows (b·H + h)·rows + r), one row lookup each. */
-function moveRowsTo(t: Tensor, ids: Tensor, length: number): void {
-  const [b, h, rows, w] = t.shape;
-  const table = reshape(t, [b * h * rows, w]);
-  const moved = embedding(table, ids); // (B·H·length, W)
-  const m4 = reshape(moved, [b, h, length, w]);
-  kvWrite(t, m4, 0);
-  for (const x of [table, moved, m4]) x.dispose();
-}
-

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as fon from '../../src/index.ts';
-import { describeMechanism, MECHANISMS, mechanismCache, mechanismHfExport, parseLayerAttention } from '../../src/attention/table.ts';
+import { buildMechanism, describeMechanism, MECHANISMS, mechanismCache, mechanismHfExport, parseLayerAttention } from '../../src/attention/table.ts';
 import { layoutBytesPerToken } from '../../src/attention/mechanism.ts';
 import { kvBytesPerToken, modelDims, parseModelConfig } from '../../src/model/config.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
@@ -54,6 +54,26 @@ test('config, cache and fon info read the table: NoPE default, cache layout and 
   cache.dispose();
   assert.deepEqual(cfg.attention.map((a) => describeMechanism(a).label), ['full', 'local(window=4)', 'fox(tokenShift)', 'fpa(walk=fox, evict τ=16)']);
   assert.deepEqual(cfg.attention.map((a) => mechanismHfExport(a)), [{ kind: 'full' }, { kind: 'sliding', window: 4 }, { unsupported: '"fox" layers (forget-gate attention) have no Hugging Face counterpart' }, { unsupported: '"fpa" layers (First Passage Attention) have no Hugging Face counterpart' }]);
+});
+
+test('buildMechanism: a local layer from the table attends as the dense reference with its window; full sees every earlier key', async () => {
+  const cfg = parseModelConfig({ dModel: 16, nLayers: 2, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32 });
+  const ctx = { f: new fon.ParamFactory({ backend: cpu, seed: 1 }), name: 'layers.0.attn', dims: modelDims(cfg) };
+  const q = fon.randn([1, 2, 7, 8], { seed: 3 });
+  const k = fon.randn([1, 1, 7, 8], { seed: 4 });
+  const v = fon.randn([1, 1, 7, 8], { seed: 5 });
+  const x = fon.randn([1, 7, 16], { seed: 6 });
+  for (const [entry, window] of [[{ type: 'local', window: 3 }, 3], [{ type: 'full' }, undefined]] as const) {
+    const m = buildMechanism(parseLayerAttention(entry, 'c'), ctx);
+    assert.equal(m.name, entry.type === 'local' ? 'local(window=3)' : 'full');
+    const got = (await m.forward(q, k, v, { x }).data()) as Float32Array;
+    const want = (await fon.denseAttention(q, k, v, { causal: true, window }).data()) as Float32Array;
+    for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got[i] - want[i]) < 1e-5, `${m.name} [${i}]: ${got[i]} vs ${want[i]}`);
+  }
+  const local = (await buildMechanism(parseLayerAttention({ type: 'local', window: 3 }, 'c'), ctx).forward(q, k, v, { x }).data()) as Float32Array;
+  const full = (await buildMechanism(parseLayerAttention({ type: 'full' }, 'c'), ctx).forward(q, k, v, { x }).data()) as Float32Array;
+  const row = 8 * 6;
+  assert.ok(local.slice(row, row + 8).some((a, i) => Math.abs(a - full[row + i]) > 1e-4), 'the window changes the last query');
 });
 
 test('layering: src/attention imports nothing from model, infer, io or cli, and asks no backend how it reads', () => {

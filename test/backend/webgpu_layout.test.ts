@@ -268,7 +268,7 @@ describe('optimizer kernels [webgpu]', () => {
     const state = (k: number) => f32ToHost(Float32Array.from(randomHost('f32', n, 80 + k) as Float32Array, (x) => (k === 1 ? x * x : x) * 0.1), sd);
     const hosts = [randomHost(pd, n, 70 + n), ...Array.from({ length: states }, (_, k) => state(k))];
     const results: Float32Array[][] = [];
-    for (const b of [cpu, gpu()]) {
+    for (const b of [cpu, gpu()] as Backend[]) {
       const dts = [pd, ...Array.from({ length: states }, () => sd)];
       const hs = hosts.map((h, k) => b.upload(h, dts[k]));
       const refs: Ref<unknown>[] = hs.map((h, k) => ({ h, shape: [n], dtype: dts[k] }));

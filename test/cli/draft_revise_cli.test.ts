@@ -55,6 +55,8 @@ test('fon generate: bad draft–revise flags exit 2 naming the value', () => {
     [['--draft-layers', '1', '--gamma', '0'], /--gamma "0": expected an integer ≥ 1/],
     [['--draft-layers', '1', '--draft-window', '0'], /--draft-window "0": expected an integer ≥ 1/],
     [['--draft-revise', '--no-draft-revise'], /--draft-revise and --no-draft-revise exclude each other/],
+    [['--gamma', '3'], /^fon: generate: --gamma tunes draft–revise decoding, which is off here \(the model has no organs\); add --draft-layers D or drop it\n$/],
+    [['--no-draft-revise', '--fixed-gamma'], /--fixed-gamma tunes draft–revise decoding, which is off here \(--no-draft-revise\); drop it/],
   ];
   for (const [flags, msg] of cases) {
     const r = fon('generate', '--model', plain, ...GEN, ...flags);

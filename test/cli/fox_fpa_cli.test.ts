@@ -53,7 +53,7 @@ test('fon train → info → generate → eval with "attention": "fpa"', () => {
 
   const x = fon('export', '--model', out, '--format', 'hf', '--out', join(dir, 'hf'));
   assert.equal(x.code, 2, x.err);
-  assert.match(x.err, /"fpa" layers have no Hugging Face counterpart/);
+  assert.match(x.err, /"fpa" layers \(First Passage Attention\) have no Hugging Face counterpart/);
   assert.doesNotMatch(x.err, /\n\s+at /, 'no stack trace');
   assert.ok(!existsSync(join(dir, 'hf', 'model.safetensors')), 'nothing written');
 });

@@ -28,6 +28,10 @@ for (const [name, extra] of Object.entries(ORGAN_CASES)) {
       const plain = await generate(m, tok, prompt, { temperature: 0, maxTokens: 14, draftRevise: false });
       const dr = await generate(m, tok, prompt, { temperature: 0, maxTokens: 14, draftRevise: { draftLayers: 1, gamma: 3 } });
       assert.deepEqual(dr.ids, plain.ids, `prompt ${JSON.stringify(prompt)}`);
+      // Drafting on the host instead of the device: the same drafts, the same output.
+      const host = await generate(m, tok, prompt, { temperature: 0, maxTokens: 14, draftRevise: { draftLayers: 1, gamma: 3, deviceDraft: false } });
+      assert.deepEqual(host.ids, plain.ids, `host drafts, prompt ${JSON.stringify(prompt)}`);
+      assert.deepEqual(host.speculative, dr.speculative, 'the same drafts were accepted');
       const s = dr.speculative!;
       drafted += s.drafted;
       accepted += s.accepted;
@@ -104,6 +108,39 @@ test('KvCache.truncate refuses a length outside [0, written]', () => {
   m.dispose();
 });
 
+test('draft–revise: γ is capped by how far the cache can rewind (the token shift keeps 16 rows); a cycle starts where the cache ends', async () => {
+  const m = loudModel(organsConfig({ attention: { type: 'fox', tokenShift: true } }), cpu);
+  const c = new KvCache(m.config, 1, 64, cpu);
+  assert.equal(c.maxRewind, 15);
+  const s = new Sampler(m.config.vocabSize, { temperature: 0 });
+  assert.throws(() => new DraftRevise(m, c, s, { draftLayers: 1, gamma: 16 }), (e: unknown) => e instanceof fon.ArgumentError && e.message === "draft–revise decoding: gamma 16: expected an integer in [1, 15] (this model's cache can rewind at most 15 positions: the token shift keeps only the last pre-shift rows)");
+  assert.throws(() => new DraftRevise(m, c, s, { draftLayers: 1, gamma: 15, draftWindow: 4 }), /gamma 15: expected an integer in \[1, 14\] \(this model's cache can rewind at most 15 positions, and a draft window re-runs one more/);
+  assert.throws(() => new DraftRevise(m, c, s, { draftLayers: 1, gamma: 4, maxGamma: 20 }), /maxGamma 20: expected an integer in \[1, 15\]/);
+  const dr = new DraftRevise(m, c, s, { draftLayers: 1, gamma: 12 });
+  assert.equal(dr.gammas.max, 12, 'max(8, γ), within the cap');
+  await stepLogits(m, c, [1, 2, 3], 0);
+  await assert.rejects(dr.next(3, 2, [1, 2, 3]), /draft–revise decoding: a cycle at position 2, but the cache holds 3 positions/);
+  // γ = 15 with every draft rejected rewinds 15 positions: within the ring.
+  const out = await new DraftRevise(m, c, s, { draftLayers: 1, gamma: 15, fixedGamma: true }).next(3, 3, [1, 2, 3]);
+  assert.ok(out.length >= 1 && c.length === 3 + out.length);
+  c.dispose();
+  const plain = new KvCache(loudModel(organsConfig({}), cpu).config, 1, 8, cpu);
+  assert.equal(plain.maxRewind, Infinity);
+  plain.dispose();
+  m.dispose();
+});
+
+test('draft–revise stats count only the tokens generation used (a stop inside a cycle, the token limit)', async () => {
+  const m = loudModel(organsConfig({ organs: { draftLayers: 2 } }), cpu);
+  for (const maxTokens of [1, 2, 3, 5, 9]) {
+    const r = await generate(m, tok, 'The jury', { temperature: 0, maxTokens, draftRevise: { gamma: 4, fixedGamma: true } });
+    const s = r.speculative!;
+    assert.equal(r.ids.length, maxTokens);
+    assert.equal(s.emitted, maxTokens - 1, `maxTokens ${maxTokens}: the first token comes from the prompt's step, the rest from cycles`);
+  }
+  m.dispose();
+});
+
 /** χ² quantile at 0.999 by Wilson–Hilferty (df ≥ 3 here: within 1% of the exact value). */
 function chi2Quantile999(df: number): number {
   const z = 3.0902323;
@@ -159,10 +196,12 @@ test('draft–revise sampling: the first two emitted tokens are distributed as t
 
 test('draft–revise: bad options are errors naming the value', async () => {
   const m = loudModel(organsConfig({}), cpu);
-  await assert.rejects(generate(m, tok, 'x', { draftRevise: true }), /the model has no organs; give the draft layer count D \(--draft-layers D, an integer in \[1, 2\]\)/);
+  await assert.rejects(generate(m, tok, 'x', { draftRevise: true }), /the model has no organs; give the draft layer count D \(the draftLayers option, an integer in \[1, 2\]; --draft-layers in fon generate\)/);
   await assert.rejects(generate(m, tok, 'x', { draftRevise: { draftLayers: 3 } }), /draftLayers = 3: expected an integer in \[1, 2\]/);
   await assert.rejects(generate(m, tok, 'x', { draftRevise: { draftLayers: 0 } }), /draftLayers = 0: expected an integer in \[1, 2\]/);
-  await assert.rejects(generate(m, tok, 'x', { draftRevise: { draftLayers: 1, gamma: 0 } }), /gamma 0: expected an integer ≥ 1/);
+  await assert.rejects(generate(m, tok, 'x', { draftRevise: { draftLayers: 1, gamma: 0 } }), /^ArgumentError: draft–revise decoding: gamma 0: expected an integer ≥ 1$/);
+  await assert.rejects(generate(m, tok, 'x', { draftRevise: { draftLayers: 1, gamma: 6, maxGamma: 5 } }), /gamma 6 above maxGamma 5: expected gamma ≤ maxGamma/);
+  await assert.rejects(generate(m, tok, 'x', { temperature: 0.7, draftRevise: { draftLayers: 1, deviceDraft: true } }), /deviceDraft needs greedy sampling without a repetition penalty \(temperature 0\.7, repetitionPenalty 1\)/);
   await assert.rejects(generate(m, tok, 'x', { draftRevise: { draftLayers: 1, draftWindow: 0 } }), /draftWindow 0: expected a positive integer/);
   assert.throws(() => organsConfig({ organs: { draftLayers: 3 } }), /'organs\.draftLayers' = 3: expected an integer in \[1, 2\]/);
   assert.throws(() => organsConfig({ organs: { draftLayers: 1, colour: 1 } }), /'organs': unknown key 'colour'/);

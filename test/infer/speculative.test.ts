@@ -260,6 +260,10 @@ test('SpeculativeStats: counters, acceptance rate, tokens per pass (τ, counting
   assert.throws(() => s.record(2, 3), { name: 'ArgumentError', message: 'SpeculativeStats.record: accepted 3: expected an integer in [0, drafted] = [0, 2]' });
   assert.throws(() => s.record(2, 1, 3), { name: 'ArgumentError', message: 'SpeculativeStats.record: emitted 3: expected an integer in [0, accepted + 1] = [0, 2]' });
   assert.equal(s.passes, 3); // a rejected record changes nothing
+  s.record(3, 3);    // 4 emitted, of which generation used 1 (a stop token after the first)
+  s.unused(3);
+  assert.deepEqual([s.passes, s.accepted, s.emitted], [4, 8, 8]);
+  assert.throws(() => s.unused(2), { name: 'ArgumentError', message: 'SpeculativeStats.unused: 2: expected an integer in [0, 1] (the last pass emitted 1)' });
   s.reset();
   assert.deepEqual([s.passes, s.emitted, s.acceptanceRate], [0, 0, 0]);
 });

@@ -45,6 +45,8 @@ export class TokenShiftState implements CacheSideState {
   readonly v: Tensor;
   /** The next position a step may start at (positions < next have their rows in the ring, the last RECENT_ROWS of them). */
   next = 0;
+  /** A truncate to length L needs row L − 1 in the ring: at most RECENT_ROWS − 1 positions back. */
+  readonly maxRewind = RECENT_ROWS - 1;
 
   constructor(slot: LayerKv) {
     const [b, h, , d] = slot.k.shape;

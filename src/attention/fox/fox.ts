@@ -7,9 +7,9 @@
  * computed by ops/fox_attention.ts. Parameters under the block's name: `fgate.weight` (H, C) and
  * `fgate.bias` (H), initialised as the FoX code's "full" gate does (weight normal(0, 0.02), bias 0,
  * so f ≈ 0.5 at step 0; its special bias init is only for its data-independent gates), plus the
- * output gate's with `outputGate` (attention/output_gate.ts). No positional encoding is needed:
+ * output gate's with `outputGate` (attention/common/output_gate.ts). No positional encoding is needed:
  * the config makes positions "none" by default for models with fox layers (model/config.ts).
- * With `tokenShift`, the Pro token shift on the raw k and v projections (attention/token_shift.ts:
+ * With `tokenShift`, the Pro token shift on the raw k and v projections (attention/common/token_shift.ts:
  * `shift_k.weight`, `shift_v.weight`, Hkv × C), applied by the block through transformKv.
  *
  * Cache: besides k and v, c at every cached position per query head (state "c", f32), so a step

@@ -20,9 +20,9 @@
  * the three projections into one 3·Hkv-row GEMM; they are kept as three matrices so each has its own
  * init: `fpa.walk.{weight,bias}`, `fpa.field.{weight,bias}`, `fpa.level.{weight,bias}`, `fpa.rho`
  * (Hkv), `fpa.kappa` (Hkv, walk "tanh" only), plus the output gate's with `outputGate`, and with
- * `tokenShift` the Pro token shift's `shift_k.weight`, `shift_v.weight` (attention/token_shift.ts,
- * applied by the block to the raw k and v through transformKv; cache states "shift_k", "shift_v",
- * one row per sequence).
+ * `tokenShift` the Pro token shift's `shift_k.weight`, `shift_v.weight` (attention/common/token_shift.ts,
+ * applied by the block to the raw k and v through transformKv; its cache side state "shift" keeps
+ * the last pre-shift rows of each sequence).
  *
  * Cache: per KV head and cached position φ, ℓ and W (states "phi", "level", "walk", f32). The walk
  * is kept per position rather than as one running scalar so that a cache truncated into a prefill
@@ -273,9 +273,12 @@ export class FpaAttention extends Module implements AttentionMechanism {
     const inc = this.increments(input.x), [u, w] = this.offsetGates(input.x); // (B, Hkv, n)
     const lambda = this.lambda();
     const outs: Tensor[] = [];
+    // A stack-mode prefill takes no snapshots: each would hold that step's state tensors, O(n²)
+    // for a prompt of n; a truncation into it rebuilds from the stored rows instead.
+    const snapshots = !(stack && pos === 0);
     for (let i = 0; i < n; i++) {
       const at = (t: Tensor) => narrow(t, 2, i, 1);
-      st.checkpoint();
+      if (snapshots) st.checkpoint();
       const [phiT, levelT, walkT] = st.advance(at(inc), at(u), at(w));
       st.observe(phiT, threshold);
       const row = st.length;

@@ -52,7 +52,9 @@
  *   snapshot: a truncation into a prefill rebuilds the state from the stored φ, ℓ, W of the kept
  *   positions, as a prefill of that length does (nothing can have been compacted or re-centred in
  *   between: both need a settle or a decoded step after the prefill, and the stored rows of the
- *   prefill stay intact). The k/v rows written for rejected positions, and their per-position φ,
+ *   prefill stay intact). The stack mode's prefill runs token by token but takes no snapshots
+ *   either (each would hold that step's tensors: O(n²) for a prompt of n); a truncation into it
+ *   rebuilds the same alive set from the stored rows, equal up to the re-centrings the prefill did. The k/v rows written for rejected positions, and their per-position φ,
  *   ℓ, W rows, are simply overwritten later (the row pointer `length` is restored). After
  *   truncate(L) the next cached call at position L continues bit for bit as if positions ≥ L had
  *   never been seen (test/attention/fpa_truncate.test.ts, on cpu and webgpu).
@@ -118,13 +120,13 @@ export interface FpaDecodeOptions {
 }
 
 /** Checks a re-centring period (a non-negative integer, 0 = never). */
-function checkRecentre(r: number, who: string): number {
+export function checkRecentre(r: number, who: string): number {
   if (!Number.isInteger(r) || r < 0) throw new ArgumentError(`${who}: recentreEvery ${r} must be a non-negative integer (0 = never)`);
   return r;
 }
 
 /** The cache protocol's check of a truncation against the positions seen and committed. */
-function checkTruncate(length: number, pos: number, committed: number): void {
+export function checkTruncate(length: number, pos: number, committed: number): void {
   if (!Number.isInteger(length) || length < 0 || length > pos) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions: ${pos} were seen (expected an integer in [${committed}, ${pos}])`);
   if (length < committed) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions: the first ${committed} are committed (the cache settled after them and may have compacted their rows); a truncation keeps at least ${committed}`);
 }
@@ -516,7 +518,7 @@ function writeRows(t: Tensor, x: Tensor, at: number): void {
 }
 
 /** Rows 0 … length−1 of t (B, H, rows, W) become its rows ids[(b, h), r] (global rows (b·H + h)·rows + r), one row lookup each. */
-function moveRowsTo(t: Tensor, ids: Tensor, length: number): void {
+export function moveRowsTo(t: Tensor, ids: Tensor, length: number): void {
   const [b, h, rows, w] = t.shape;
   const table = reshape(t, [b * h * rows, w]);
   const moved = embedding(table, ids); // (B·H·length, W)

@@ -1,5 +1,5 @@
 /** The `full` mechanism: causal softmax attention over every earlier key (full/full.ts). */
-import { KV_ONLY, type MechanismDef } from '../mechanism.ts';
+import { PAGED_KV, type MechanismDef } from '../mechanism.ts';
 import { FullAttention } from './full.ts';
 
 /** The config entry of a full-attention layer: {"type": "full"}. */
@@ -10,7 +10,7 @@ export const fullMechanism: MechanismDef<FullSpec> = {
   summary: 'causal softmax attention over every earlier key (the baseline and the distillation teacher)',
   keys: [],
   parse: () => ({ type: 'full' }),
-  cache: () => KV_ONLY,
+  cache: () => PAGED_KV,
   build: () => new FullAttention(),
   describe: () => ({ label: 'full', notes: [], facts: {} }),
   hfExport: () => ({ kind: 'full' }),

@@ -31,7 +31,7 @@ import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
 import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
 import { PARAMS, checkGrid, dt, f32in, f32out, ins, pow2AtLeast, unpack4, uniforms } from './attention_common.ts';
-import { attentionDecode, decodeRows } from './attention_decode.ts';
+import { attentionDecode, attentionDecodeMulti, decodeRows } from './attention_decode.ts';
 
 export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_tc'];
 
@@ -365,9 +365,10 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   return [out, lse];
 }
 
-export function attentionKernels(be: WebGpuBackend): Pick<KernelTable, 'attention' | 'attentionBackward' | 'kvWrite'> {
+export function attentionKernels(be: WebGpuBackend): Pick<KernelTable, 'attention' | 'attentionMulti' | 'attentionBackward' | 'kvWrite'> {
   return {
     attention: (q, k, v, a) => attention(be, q, k, v, a),
+    attentionMulti: (q, parts) => (decodeRows(be, parts[0].args) > 0 ? attentionDecodeMulti(be, q, parts) : undefined),
     attentionBackward: (q, k, v, o, lse, g, a) => attentionBackward(be, q, k, v, o, lse, g, a),
     kvWrite: (cache, x, a) => kvWrite(be, cache, x, a),
   };

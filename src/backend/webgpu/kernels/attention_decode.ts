@@ -140,6 +140,46 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
 }
 
 /**
+ * Flash-decoding over several key sets (the pages of a paged cache, ops/paged_attention.ts): each
+ * part's split pass into its own partials, with about DECODE_GROUPS workgroups over all the parts,
+ * the partials copied end to end (their layout is split-major), then one combine over every
+ * part's chunks — a part whose visible range is empty adds a chunk of weight 0. The parts share
+ * q's shape, heads and dtype; callers check decodeRows.
+ */
+export function attentionDecodeMulti(be: WebGpuBackend, q: GpuRef, parts: readonly { k: GpuRef; v: GpuRef; args: AttentionArgs }[]): [GpuHandle, GpuHandle] {
+  const a0 = parts[0].args;
+  const rows = decodeRows(be, a0);
+  if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a0.heads / a0.kvHeads}×${a0.tq} query rows of head dim ${a0.d}`);
+  const k8 = q.dtype !== 'f32' && a0.d % 8 === 0;
+  const variant = { X: q.dtype, VEC: a0.d % 4 === 0, K8: k8, DK: k8 ? a0.d : 0, SG: be.caps.subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a0.d, 16), PF: false, VE: false, VM: false, VW: false, L1: true, WG: 128 };
+  const nrows = a0.batch * a0.heads * a0.tq;
+  const target = be.caps.software ? DECODE_GROUPS_SOFTWARE : DECODE_GROUPS;
+  const each = Math.max(1, Math.ceil(target / (a0.batch * a0.kvHeads * parts.length)));
+  const cuts = parts.map((p) => decodeChunks(be, p.args, each));
+  const total = cuts.reduce((n, c) => n + c.nsplit, 0);
+  const pm = be.alloc('f32', total * nrows, 'paged attention decode partial max');
+  const pl = be.alloc('f32', total * nrows, 'paged attention decode partial sum');
+  const pacc = be.alloc('f32', total * nrows * a0.d, 'paged attention decode partial out');
+  let at = 0;
+  parts.forEach((p, i) => {
+    const { lo, hi, chunk, nsplit } = cuts[i];
+    const part = [be.alloc('f32', nsplit * nrows, 'decode partial max'), be.alloc('f32', nsplit * nrows, 'decode partial sum'), be.alloc('f32', nsplit * nrows * a0.d, 'decode partial out')];
+    be.rt.run({
+      kernel: decodeKernel, variant, uniforms: [...uniforms(p.args), rows, nrows, lo, hi, chunk, nsplit],
+      buffers: [q.h.buffer, part[0].buffer, part[1].buffer, part[2].buffer, p.k.h.buffer, p.v.h.buffer],
+      workgroups: [nsplit, p.args.kvHeads, p.args.batch],
+    });
+    const enc = be.rt.commandEncoder();
+    enc.copyBufferToBuffer(part[0].buffer, 0, pm.buffer, at * nrows * 4, nsplit * nrows * 4);
+    enc.copyBufferToBuffer(part[1].buffer, 0, pl.buffer, at * nrows * 4, nsplit * nrows * 4);
+    enc.copyBufferToBuffer(part[2].buffer, 0, pacc.buffer, at * nrows * a0.d * 4, nsplit * nrows * a0.d * 4);
+    for (const h of part) be.free(h);
+    at += nsplit;
+  });
+  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a0.d, total, q.dtype, 'paged attention');
+}
+
+/**
  * The second pass of flash-decoding (attention_combine.wgsl): each row's chunk partials (maximum m,
  * sum l, unnormalised O, f32) merged into out (`dtype`) and its lse; frees the partials. Shared by
  * this file's decode and FoX/FPA's (fox_fpa_decode.ts), whose partials have the same layout.

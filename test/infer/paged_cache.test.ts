@@ -1,0 +1,102 @@
+/**
+ * The paged KV cache (infer/page_pool.ts, infer/kv_cache.ts): full and local layers keep k and v
+ * in pages from a pool. A model decoded through 128-row pages gives the logits of the same model
+ * decoded through one contiguous page, page boundaries crossed by the prefill and by single steps;
+ * truncation gives pages back and a continued decode equals one that never saw the rejected
+ * positions; several caches share one pool; draft–revise over pages is token-identical to plain
+ * decoding over pages; bad page sizes and mismatched pools are errors naming the value.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fon from '../../src/index.ts';
+import { cachedStep, generate } from '../../src/infer/generate.ts';
+import { KvCache } from '../../src/infer/kv_cache.ts';
+import { PagePool, defaultPageRows } from '../../src/infer/page_pool.ts';
+import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
+import { loudModel, organsConfig } from './organs_fixtures.ts';
+
+const cpu = await fon.initBackend('cpu');
+const tok = byteTokenizer();
+// full, local and fox layers: the fox layer stays contiguous beside the paged ones.
+const cfg = organsConfig({ attention: [{ type: 'full' }, { type: 'local', window: 150 }, { type: 'fox' }] }, 257, 700);
+const ids = (n: number, seed: number) => Array.from({ length: n }, (_, i) => (i * 37 + seed * 11) % 256);
+
+function close(a: Float32Array, b: Float32Array, what: string): void {
+  for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= 1e-4 * (1 + Math.abs(b[i])), `${what} [${i}]: ${a[i]} vs ${b[i]}`);
+}
+
+test('decoding through 128-row pages gives the logits of one contiguous page: a prefill over two boundaries, then steps over a third', async () => {
+  const m = loudModel(cfg, cpu);
+  const paged = new KvCache(m.config, 1, 600, cpu, 'f32', { pageRows: 128 });
+  const whole = new KvCache(m.config, 1, 600, cpu, 'f32');
+  assert.equal(whole.pool.pageRows, 600, 'the default: the whole length in one page');
+  assert.deepEqual(paged.layers.map((l) => l.pages !== undefined), [true, true, false], 'fox keeps a contiguous slot');
+  const prompt = ids(300, 1);
+  close(await cachedStep(m, paged, prompt, 0), await cachedStep(m, whole, prompt, 0), 'prefill');
+  assert.equal(paged.layers[0].pages!.k.length, 3);
+  for (let pos = 300; pos < 400; pos++) {
+    const t = [(pos * 7) % 256];
+    close(await cachedStep(m, paged, t, pos), await cachedStep(m, whole, t, pos), `step at ${pos}`);
+  }
+  assert.equal(paged.layers[1].pages!.k.length, 4);
+  assert.equal(paged.bytes, whole.bytes - 2 * 2 * (600 - 512) * 8 * 4, 'paged layers hold their pages only');
+  paged.dispose();
+  whole.dispose();
+  m.dispose();
+});
+
+test('truncate gives pages back; the continued decode equals one that never saw the rejected positions', async () => {
+  const m = loudModel(cfg, cpu);
+  const pool = new PagePool(cpu, { batch: 1, kvHeads: 1, headDim: 8, dtype: 'f32' }, 128);
+  const a = new KvCache(m.config, 1, 600, cpu, 'f32', { pool });
+  const b = new KvCache(m.config, 1, 600, cpu, 'f32', { pool });
+  assert.equal(pool.pagesInUse, 4, 'two paged layers of two caches, a page each');
+  const prompt = ids(250, 2);
+  await cachedStep(m, a, prompt, 0);
+  await cachedStep(m, a, ids(20, 3), 250); // rejected: rows 250 … 269 take page 2 (256 …)
+  assert.equal(a.layers[0].pages!.k.length, 3);
+  a.truncate(250);
+  assert.equal(a.layers[0].pages!.k.length, 2, 'the page past the length went back');
+  assert.equal(pool.pagesFree, 2);
+  await cachedStep(m, b, prompt, 0);
+  const next = ids(12, 4);
+  const la = await cachedStep(m, a, next, 250);
+  const lb = await cachedStep(m, b, next, 250);
+  assert.deepEqual(la, lb, 'bit for bit: the same pages, the same rows');
+  assert.equal(pool.pagesFree, 0, 'freed pages are reused by whichever cache asks');
+  assert.equal(pool.pagesInUse, 12, '262 rows: three pages in each of two paged layers of two caches');
+  a.dispose();
+  assert.equal(pool.pagesInUse, 6, 'a disposed cache gives its pages back');
+  b.dispose();
+  assert.equal(pool.pagesInUse, 0);
+  assert.ok(pool.bytes > 0);
+  pool.dispose();
+  assert.equal(pool.bytes, 0);
+  m.dispose();
+});
+
+test('draft–revise over 128-row pages is token-identical to plain decoding over them, crossing page boundaries', async () => {
+  const m = loudModel(organsConfig({ attention: [{ type: 'full' }, { type: 'local', window: 130 }, { type: 'full' }] }, 257, 400), cpu);
+  for (const [i, prompt] of ['the cat sat on the mat. '.repeat(5), 'a jury of twelve '.repeat(7)].entries()) {
+    const plain = await generate(m, tok, prompt, { temperature: 0, maxTokens: 60, draftRevise: false, pageRows: 128 });
+    const dr = await generate(m, tok, prompt, { temperature: 0, maxTokens: 60, draftRevise: { draftLayers: 1, gamma: 5 }, pageRows: 128 });
+    assert.deepEqual(dr.ids, plain.ids, `prompt ${i}`);
+    assert.ok(dr.speculative!.accepted < dr.speculative!.drafted, 'drafts were rejected, so truncation ran');
+  }
+  m.dispose();
+});
+
+test('page sizes and pools: errors name the value', () => {
+  const m = loudModel(cfg, cpu);
+  assert.throws(() => new KvCache(m.config, 1, 300, cpu, 'f32', { pageRows: 100 }), (e: unknown) => e instanceof fon.ArgumentError && e.message === "KvCache: pageRows 100: expected a positive multiple of 128 (the decode kernels' key block; a page holds whole blocks)");
+  assert.throws(() => new KvCache(m.config, 1, 300, cpu, 'f32', { pageRows: 0 }), /pageRows 0: expected a positive multiple of 128/);
+  const pool = new PagePool(cpu, { batch: 1, kvHeads: 1, headDim: 8, dtype: 'f16' }, 256);
+  assert.throws(() => new KvCache(m.config, 1, 300, cpu, 'f32', { pool }), /KvCache: the pool's pages are \(1, 1, P, 8\) f16 on 'cpu': expected \(1, 1, P, 8\) f32 on 'cpu' for this cache/);
+  assert.throws(() => new KvCache(m.config, 1, 300, cpu, 'f16', { pool, pageRows: 128 }), /KvCache: pageRows 128 with a pool of 256-row pages: give one/);
+  pool.dispose();
+  assert.throws(() => pool.take(), /PagePool: taken from after dispose\(\)/);
+  assert.equal(defaultPageRows(100, { batch: 1, kvHeads: 8, headDim: 128, dtype: 'f16' }), 100, 'one page of the whole length');
+  assert.equal(defaultPageRows(1 << 20, { batch: 1, kvHeads: 8, headDim: 128, dtype: 'f16' }), 65536);
+  assert.equal(defaultPageRows(1 << 20, { batch: 4, kvHeads: 32, headDim: 128, dtype: 'f32' }), 4096, '256 MiB a page tensor at most');
+  m.dispose();
+});
