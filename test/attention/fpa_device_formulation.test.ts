@@ -17,54 +17,23 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
-import { modelDims, parseModelConfig } from '../../src/model/config.ts';
-import { ParamFactory } from '../../src/nn/params.ts';
+import type { ModelConfig } from '../../src/model/config.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
-import { FpaAttention, type FpaSpec } from '../../src/attention/fpa/fpa.ts';
+import type { FpaAttention, FpaSpec } from '../../src/attention/fpa/fpa.ts';
 import { FpaDecodeState, peekFpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
 import { FpaStack, HostFpaDecodeState } from './fpa_reference.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
-import { layerInputs, setNormal, setRecentre, type LayerInputs } from './fixtures.ts';
+import { FPA_C as C, FPA_D as D, FPA_H as H, fpaCall, fpaLayer, keptRows, layerInputs, range, setRecentre, type LayerInputs } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
 
-const BASE = { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, headDim: 8, mlpHidden: 32, contextLength: 40 };
-const H = 2, D = 8, C = 16;
-const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
-
-function layer(backend: Backend, attention: Record<string, unknown>, seed = 3) {
-  const cfg = parseModelConfig({ ...BASE, attention });
-  const spec = cfg.attention[0] as FpaSpec;
-  const mech = new FpaAttention(spec, { f: new ParamFactory({ backend, seed }), name: 'l0.attn', dims: modelDims(cfg) });
-  setNormal(mech.walkProj.weight, 0.4, seed + 1);
-  if (!spec.shared) {
-    setNormal(mech.fieldProj.weight, 0.5, seed + 2);
-    setNormal(mech.levelProj.weight, 0.5, seed + 3);
-  }
-  return { cfg, spec, mech };
-}
-
-function cacheFor(cfg: ReturnType<typeof layer>['cfg'], _spec: FpaSpec, backend: Backend, T: number, _device = true): KvCache {
+function cacheFor(cfg: ModelConfig, _spec: FpaSpec, backend: Backend, T: number, _device = true): KvCache {
   const cache = new KvCache(cfg, 1, T, backend);
   setRecentre(cache, 0);
   return cache;
-}
-
-async function call(mech: FpaAttention, cache: KvCache, inp: LayerInputs, pos: number, n: number, from = pos): Promise<Float32Array> {
-  const part = (t: fon.Tensor) => fon.narrow(t, 2, from, n);
-  const o = fon.noGrad(() => mech.forwardCached(part(inp.q), part(inp.k), part(inp.v), { x: fon.narrow(inp.x, 1, from, n) }, cache.layers[0], pos));
-  cache.length = pos + n;
-  const out = (await o.data()) as Float32Array;
-  o.dispose();
-  return out;
-}
-
-function rowsOf(cache: KvCache): number[][] {
-  const st = peekFpaDecodeState(cache.layers[0])!;
-  return range(0, H).map((h) => range(0, st.length).map((r) => st.position[h * st.rows + r]).filter((p) => p >= 0));
 }
 
 function worst(a: Float32Array, b: Float32Array): number {
@@ -77,15 +46,15 @@ function worst(a: Float32Array, b: Float32Array): number {
 /** Prefill P, then one token a step, settling after each: outputs and, after each settle, the live positions and kept(). */
 async function decode(mech: FpaAttention, cache: KvCache, inp: LayerInputs, T: number, P: number, compareRows: boolean) {
   const outs: Float32Array[] = [], reports: unknown[] = [], alive: number[][][] = [], kept: number[][] = [];
-  outs.push(await call(mech, cache, inp, 0, P));
+  outs.push(await fpaCall(mech, cache, inp, 0, P));
   await cache.settle();
   for (let p = P; p < T; p++) {
-    outs.push(await call(mech, cache, inp, p, 1));
+    outs.push(await fpaCall(mech, cache, inp, p, 1));
     await cache.settle();
     const st = peekFpaDecodeState(cache.layers[0])!;
     alive.push(await st.alivePositions());
     kept.push(cache.kept()[0]);
-    reports.push({ kept: cache.kept(), ...(compareRows ? { rows: rowsOf(cache), length: st.length } : {}) });
+    reports.push({ kept: cache.kept(), ...(compareRows ? { rows: keptRows(cache), length: st.length } : {}) });
   }
   return { outs, reports, alive, kept, compactions: peekFpaDecodeState(cache.layers[0])!.compactions };
 }
@@ -127,7 +96,7 @@ const CASES: [string, Record<string, unknown>][] = [
 ];
 
 for (const [name, attention] of CASES) test(`cpu: the decode state keeps the reference's keys and reports its kept fractions: ${name}`, async () => {
-  const { cfg, spec, mech } = layer(cpu, attention, 11);
+  const { cfg, spec, mech } = fpaLayer(cpu, attention, 11);
   const T = 26, P = 6;
   const inp = layerInputs(cpu, T, 60, H, D, C);
   const cache = cacheFor(cfg, spec, cpu, T);
@@ -142,23 +111,23 @@ for (const [name, attention] of CASES) test(`cpu: the decode state keeps the ref
 
 /** Stack mode through the device formulation: A speculates 3 positions and truncates back 2, B never sees them. */
 async function stackTruncation(backend: Backend, device: boolean) {
-  const { cfg, spec, mech } = layer(backend, { type: 'fpa', walk: 'linear', shared: true, stack: { every: 1 } }, 11);
+  const { cfg, spec, mech } = fpaLayer(backend, { type: 'fpa', walk: 'linear', shared: true, stack: { every: 1 } }, 11);
   const T = 22, S = 11, L = S + 1;
   const main = layerInputs(backend, T, 60, H, D, C), other = layerInputs(backend, T, 160, H, D, C);
   const run = async (speculate: boolean) => {
     const cache = cacheFor(cfg, spec, backend, T, device);
-    await call(mech, cache, main, 0, 4);
+    await fpaCall(mech, cache, main, 0, 4);
     await cache.settle();
-    for (let p = 4; p < S; p++) { await call(mech, cache, main, p, 1); await cache.settle(); }
+    for (let p = 4; p < S; p++) { await fpaCall(mech, cache, main, p, 1); await cache.settle(); }
     const compactionsBefore = peekFpaDecodeState(cache.layers[0])!.compactions;
     if (speculate) {
-      await call(mech, cache, main, S, 1);
-      await call(mech, cache, other, S + 1, 1);
-      await call(mech, cache, other, S + 2, 1);
+      await fpaCall(mech, cache, main, S, 1);
+      await fpaCall(mech, cache, other, S + 1, 1);
+      await fpaCall(mech, cache, other, S + 2, 1);
       cache.truncate(L);
-    } else await call(mech, cache, main, S, 1);
+    } else await fpaCall(mech, cache, main, S, 1);
     const outs: Float32Array[] = [], reports: unknown[] = [];
-    for (let p = L; p < T; p++) { outs.push(await call(mech, cache, main, p, 1)); await cache.settle(); reports.push({ kept: cache.kept(), rows: rowsOf(cache) }); }
+    for (let p = L; p < T; p++) { outs.push(await fpaCall(mech, cache, main, p, 1)); await cache.settle(); reports.push({ kept: cache.kept(), rows: keptRows(cache) }); }
     cache.dispose();
     return { outs, reports, compactionsBefore };
   };
@@ -176,7 +145,7 @@ for (const [bname, get, skipIt] of [['cpu', () => cpu, false], ['webgpu', () => 
 
 test('webgpu: stack decoding gives the CPU\'s outputs, kept fractions and rows', { skip }, async () => {
   const attention = { type: 'fpa', walk: 'linear', shared: true, stack: { every: 1 } };
-  const c = layer(cpu, attention, 11), g = layer(gpu!, attention, 11);
+  const c = fpaLayer(cpu, attention, 11), g = fpaLayer(gpu!, attention, 11);
   const T = 20, P = 5;
   const ci = layerInputs(cpu, T, 60, H, D, C), gi = layerInputs(gpu!, T, 60, H, D, C);
   const cc = cacheFor(c.cfg, c.spec, cpu, T, false), gc = cacheFor(g.cfg, g.spec, gpu!, T, false);

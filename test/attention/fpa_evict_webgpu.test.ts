@@ -15,35 +15,21 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
-import { modelDims, parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
+import { parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
-import { FpaAttention, type FpaSpec } from '../../src/attention/fpa/fpa.ts';
+import type { FpaAttention } from '../../src/attention/fpa/fpa.ts';
 import { FpaDecodeState, fpaDecodeState, peekFpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
-import { layerInputs, setNormal, setRecentre, type LayerInputs } from './fixtures.ts';
+import { FPA_BASE as BASE, FPA_C as C, FPA_D as D, FPA_H as H, fpaLayer, keptRows, layerInputs, range, setRecentre, type LayerInputs } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
-
-const BASE = { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, headDim: 8, mlpHidden: 32, contextLength: 40 };
-const H = 2, D = 8, C = 16;
-const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
-
-/** One FPA layer on `backend` with a wandering walk and non-zero field and level offsets (the same weights on every backend). */
-function layer(backend: Backend, attention: Record<string, unknown>, seed = 3) {
-  const cfg = parseModelConfig({ ...BASE, attention });
-  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend, seed }), name: 'l0.attn', dims: modelDims(cfg) });
-  setNormal(mech.walkProj.weight, 0.4, seed + 1);
-  setNormal(mech.fieldProj.weight, 0.5, seed + 2);
-  setNormal(mech.levelProj.weight, 0.5, seed + 3);
-  return { cfg, mech };
-}
 
 /** q, k, v (1, H, T, D) and x (1, T, C) on `backend` (host-drawn values: the same on every backend). */
 const inputs = (backend: Backend, t: number, seed: number) => layerInputs(backend, t, seed, H, D, C);
@@ -79,21 +65,16 @@ function maxDiff(x: ArrayLike<number>, y: ArrayLike<number>): number {
   return worst;
 }
 
-/** Kept positions per head, in row order (rows past a head's survivors are padding, −1). */
-function rowsOf(st: { position: Int32Array; rows: number; length: number }): number[][] {
-  return range(0, H).map((h) => range(0, st.length).map((r) => st.position[h * st.rows + r]).filter((p) => p >= 0));
-}
-
 for (const [tau, every] of [[2.5, 1], [4, 5]] as const) test(`one layer, evict τ = ${tau}, every ${every}: webgpu gives the CPU's outputs and kept fractions after each step${every === 1 ? ', and its rows' : ''}`, { skip }, async () => {
   const attention = { type: 'fpa', walk: 'linear', evict: { tau, every } };
   const T = 26, P = 6;
-  const ref = layer(cpu, attention, 11), dev = layer(gpu!, attention, 11);
+  const ref = fpaLayer(cpu, attention, 11), dev = fpaLayer(gpu!, attention, 11);
   const ri = inputs(cpu, T, 60), di = inputs(gpu!, T, 60);
   const cuts = [0, P, ...range(P + 1, 12), 14, ...range(15, T + 1)]; // one chunk of two tokens in the middle
   const rc = new KvCache(ref.cfg, 1, T, cpu), dc = new KvCache(dev.cfg, 1, T, gpu!);
   const rs = fpaDecodeState(rc.layers[0]);
   const keptRef: number[][][] = [], rowsRef: number[][][] = [];
-  const o1 = await decodeChunks(ref.mech, rc, ri, cuts, () => { keptRef.push(rc.kept()); rowsRef.push(rowsOf(rs)); });
+  const o1 = await decodeChunks(ref.mech, rc, ri, cuts, () => { keptRef.push(rc.kept()); rowsRef.push(keptRows(rs)); });
   let step = 0, sawDead = false;
   const o2 = await decodeChunks(dev.mech, dc, di, cuts, () => {
     const ds = peekFpaDecodeState(dc.layers[0]);
@@ -102,7 +83,7 @@ for (const [tau, every] of [[2.5, 1], [4, 5]] as const) test(`one layer, evict �
     for (let h = 0; h < H; h++) assert.ok(Math.abs(kept[0][h] - keptRef[step][0][h]) < 1e-9, `step ${step}, head ${h}: kept ${kept[0][h]} vs cpu ${keptRef[step][0][h]}`);
     if (kept[0].some((x) => x < 1)) sawDead = true;
     if (every === 1) {
-      assert.deepEqual(rowsOf(ds), rowsRef[step], `step ${step}: rows (kept positions in order)`);
+      assert.deepEqual(keptRows(ds), rowsRef[step], `step ${step}: rows (kept positions in order)`);
       assert.equal(ds.length, Math.max(...rowsRef[step].map((r) => r.length)), `step ${step}: rows in use`);
     }
     step++;
@@ -115,7 +96,7 @@ for (const [tau, every] of [[2.5, 1], [4, 5]] as const) test(`one layer, evict �
   if (every === 1) {
     // The cache's k rows are the survivors' k rows.
     const kc = (await dc.layers[0].k.data()) as Float32Array, k = (await di.k.data()) as Float32Array;
-    for (const [h, live] of rowsOf(ds).entries()) {
+    for (const [h, live] of keptRows(ds).entries()) {
       for (const [r, p] of live.entries()) for (let e = 0; e < D; e++) assert.equal(kc[(h * T + r) * D + e], k[(h * T + p) * D + e], `head ${h}: k row ${r} ← position ${p}`);
     }
   }
@@ -126,7 +107,7 @@ for (const [tau, every] of [[2.5, 1], [4, 5]] as const) test(`one layer, evict �
 test('webgpu: re-centring the walk every token changes neither outputs nor kept fractions', { skip }, async () => {
   const attention = { type: 'fpa', walk: 'linear', evict: { tau: 2, every: 3 } };
   const T = 20;
-  const { cfg, mech } = layer(gpu!, attention, 31);
+  const { cfg, mech } = fpaLayer(gpu!, attention, 31);
   const inp = inputs(gpu!, T, 80);
   const run = async (recentreEvery: number) => {
     const cache = new KvCache(cfg, 1, T, gpu!);
@@ -145,7 +126,7 @@ test('webgpu: re-centring the walk every token changes neither outputs nor kept 
 test('webgpu: decode equals the prefill — without evict (exact recompute) and with a τ no key reaches (device minima)', { skip }, async () => {
   const T = 18;
   for (const attention of [{ type: 'fpa', walk: 'tanh' }, { type: 'fpa', walk: 'linear', evict: { tau: 1e6, every: 1 } }, { type: 'fpa', walk: 'fox', evict: { tau: 1e6 } }]) {
-    const { cfg, mech } = layer(gpu!, attention, 5);
+    const { cfg, mech } = fpaLayer(gpu!, attention, 5);
     const inp = inputs(gpu!, T, 50);
     const exact = (await fon.noGrad(() => mech.forward(inp.q, inp.k, inp.v, { x: inp.x })).data()) as Float32Array;
     for (const cuts of [[0, 1, ...range(2, T + 1)], [0, 3, 7, 8, 12, T]]) {
@@ -162,7 +143,7 @@ test('webgpu: decode equals the prefill — without evict (exact recompute) and 
 test('webgpu: a rewind before any settle restores the device minima; below the last settle (after a compaction) it is an ArgumentError', { skip }, async () => {
   const T = 14;
   const inp = inputs(gpu!, T, 90);
-  const off = layer(gpu!, { type: 'fpa', walk: 'linear', evict: { tau: 1e6 } }, 41);
+  const off = fpaLayer(gpu!, { type: 'fpa', walk: 'linear', evict: { tau: 1e6 } }, 41);
   const exact = (await fon.noGrad(() => off.mech.forward(inp.q, inp.k, inp.v, { x: inp.x })).data()) as Float32Array;
   const cache = new KvCache(off.cfg, 1, T, gpu!);
   setRecentre(cache, 0);
@@ -173,7 +154,7 @@ test('webgpu: a rewind before any settle restores the device minima; below the l
   assert.ok(maxDiff(tail, want) < 2e-5, `max |Δ| ${maxDiff(tail, want)}`);
   cache.dispose();
 
-  const ev = layer(gpu!, { type: 'fpa', walk: 'linear', evict: { tau: 1, every: 1 } }, 41);
+  const ev = fpaLayer(gpu!, { type: 'fpa', walk: 'linear', evict: { tau: 1, every: 1 } }, 41);
   const c2 = new KvCache(ev.cfg, 1, T, gpu!);
   await decodeChunks(ev.mech, c2, inp, [0, 4, 5, 6, 7, 8, 9, 10]);
   assert.ok(fpaDecodeState(c2.layers[0]).compactions > 0);

@@ -19,57 +19,25 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
-import { modelDims, parseModelConfig } from '../../src/model/config.ts';
+import { parseModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
-import { FpaAttention, type FpaSpec } from '../../src/attention/fpa/fpa.ts';
 import { peekFpaDecodeState } from '../../src/attention/fpa/fpa_decode.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
-import { layerInputs, setNormal, setRecentre, type LayerInputs } from './fixtures.ts';
+import { FPA_BASE as BASE, FPA_C as C, FPA_D as D, FPA_H as H, fpaCall, fpaLayer, keptRows, layerInputs, setNormal, setRecentre, type LayerInputs } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
 
-const BASE = { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, headDim: 8, mlpHidden: 32, contextLength: 40 };
-const H = 2, D = 8, C = 16;
-const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => a + i);
 const backends: [string, () => Backend | null, string | false | undefined][] = [['cpu', () => cpu, false], ['webgpu', () => gpu, skip]];
-
-/** One FPA layer on `backend` with a wandering walk (and field and level offsets unless shared); the same weights on every backend. */
-function layer(backend: Backend, attention: Record<string, unknown>, seed = 3) {
-  const cfg = parseModelConfig({ ...BASE, attention });
-  const mech = new FpaAttention(cfg.attention[0] as FpaSpec, { f: new ParamFactory({ backend, seed }), name: 'l0.attn', dims: modelDims(cfg) });
-  setNormal(mech.walkProj.weight, 0.4, seed + 1);
-  if (!attention.shared) {
-    setNormal(mech.fieldProj.weight, 0.5, seed + 2);
-    setNormal(mech.levelProj.weight, 0.5, seed + 3);
-  }
-  return { cfg, mech };
-}
-
-/** One cached call: positions [pos, pos + n) with the rows of `inp` at `from` …, its output read back. */
-async function call(mech: FpaAttention, cache: KvCache, inp: LayerInputs, pos: number, n: number, from = pos): Promise<Float32Array> {
-  const part = (t: fon.Tensor) => fon.narrow(t, 2, from, n);
-  const o = fon.noGrad(() => mech.forwardCached(part(inp.q), part(inp.k), part(inp.v), { x: fon.narrow(inp.x, 1, from, n) }, cache.layers[0], pos));
-  cache.length = pos + n;
-  const out = (await o.data()) as Float32Array;
-  o.dispose();
-  return out;
-}
-
-/** Kept positions per head, in row order. */
-function rowsOf(cache: KvCache): number[][] {
-  const st = peekFpaDecodeState(cache.layers[0])!;
-  return range(0, H).map((h) => range(0, st.length).map((r) => st.position[h * st.rows + r]).filter((p) => p >= 0));
-}
 
 /** After a settle: what A and B must agree on. */
 async function settled(cache: KvCache) {
   await cache.settle();
-  return { kept: cache.kept(), rows: rowsOf(cache), length: peekFpaDecodeState(cache.layers[0])!.length };
+  return { kept: cache.kept(), rows: keptRows(cache), length: peekFpaDecodeState(cache.layers[0])!.length };
 }
 
 function worst(a: Float32Array, b: Float32Array): number {
@@ -96,29 +64,29 @@ interface Scenario {
  */
 async function aVersusB(backend: Backend, sc: Scenario) {
   const T = 24, P = 5, S = 12, L = S + 3 - sc.back;
-  const { cfg, mech } = layer(backend, sc.attention, 11);
+  const { cfg, mech } = fpaLayer(backend, sc.attention, 11);
   const main = layerInputs(backend, T, 60, H, D, C), other = layerInputs(backend, T, 160, H, D, C);
   const run = async (speculate: boolean) => {
     const cache = new KvCache(cfg, 1, T, backend);
     setRecentre(cache, sc.recentre);
     const outs: Float32Array[] = [], reports: Awaited<ReturnType<typeof settled>>[] = [];
-    await call(mech, cache, main, 0, P);
+    await fpaCall(mech, cache, main, 0, P);
     await settled(cache);
-    for (let p = P; p < S; p++) { await call(mech, cache, main, p, 1); await settled(cache); }
+    for (let p = P; p < S; p++) { await fpaCall(mech, cache, main, p, 1); await settled(cache); }
     const before = peekFpaDecodeState(cache.layers[0])!;
     const compactionsBefore = before.compactions;
     if (speculate) {
       // The accepted positions S … L−1 see the main inputs, the rejected L … S+2 others.
       const mixed = (t: fon.Tensor, u: fon.Tensor, axis: number) => fon.concat([fon.narrow(t, axis, S, L - S), fon.narrow(u, axis, L, S + 3 - L)].filter((x) => x.shape[axis] > 0), axis);
       const spec: LayerInputs = { q: mixed(main.q, other.q, 2), k: mixed(main.k, other.k, 2), v: mixed(main.v, other.v, 2), x: mixed(main.x, other.x, 1) };
-      if (sc.chunk) await call(mech, cache, spec, S, 3, 0);
-      else for (let i = 0; i < 3; i++) await call(mech, cache, spec, S + i, 1, i);
+      if (sc.chunk) await fpaCall(mech, cache, spec, S, 3, 0);
+      else for (let i = 0; i < 3; i++) await fpaCall(mech, cache, spec, S + i, 1, i);
       cache.truncate(L);
     } else {
-      for (let p = S; p < L; p++) await call(mech, cache, main, p, 1);
+      for (let p = S; p < L; p++) await fpaCall(mech, cache, main, p, 1);
     }
     for (let p = L; p < T; p++) {
-      outs.push(await call(mech, cache, main, p, 1));
+      outs.push(await fpaCall(mech, cache, main, p, 1));
       reports.push(await settled(cache));
     }
     const compactions = peekFpaDecodeState(cache.layers[0])!.compactions;
@@ -164,12 +132,12 @@ for (const [bname, get, skipIt] of backends) {
 
   test(`${bname}: a truncate below the committed length is an ArgumentError naming both lengths; above the positions seen too`, { skip: skipIt }, async () => {
     const backend = get()!;
-    const { cfg, mech } = layer(backend, { type: 'fpa', walk: 'linear', evict: { tau: 2, every: 1 } }, 11);
+    const { cfg, mech } = fpaLayer(backend, { type: 'fpa', walk: 'linear', evict: { tau: 2, every: 1 } }, 11);
     const inp = layerInputs(backend, 12, 60, H, D, C);
     const cache = new KvCache(cfg, 1, 12, backend);
-    await call(mech, cache, inp, 0, 5);
-    for (let p = 5; p < 9; p++) { await call(mech, cache, inp, p, 1); await cache.settle(); }
-    await call(mech, cache, inp, 9, 1);
+    await fpaCall(mech, cache, inp, 0, 5);
+    for (let p = 5; p < 9; p++) { await fpaCall(mech, cache, inp, p, 1); await cache.settle(); }
+    await fpaCall(mech, cache, inp, 9, 1);
     const st = peekFpaDecodeState(cache.layers[0])!;
     assert.equal(st.committed, 9);
     assert.throws(() => cache.truncate(7), (e: unknown) => e instanceof fon.ArgumentError && /cannot truncate to 7 positions: the first 9 are committed/.test((e as Error).message));
@@ -182,15 +150,15 @@ for (const [bname, get, skipIt] of backends) {
 
   test(`${bname}: a truncation into the middle of an unsettled prefill rebuilds the state as a shorter prefill makes it`, { skip: skipIt }, async () => {
     const backend = get()!;
-    const { cfg, mech } = layer(backend, { type: 'fpa', walk: 'linear', evict: { tau: 2, every: 1 } }, 11);
+    const { cfg, mech } = fpaLayer(backend, { type: 'fpa', walk: 'linear', evict: { tau: 2, every: 1 } }, 11);
     const T = 16, P = 8, L = 5;
     const main = layerInputs(backend, T, 60, H, D, C);
     const run = async (prefill: number) => {
       const cache = new KvCache(cfg, 1, T, backend);
-      await call(mech, cache, main, 0, prefill);
+      await fpaCall(mech, cache, main, 0, prefill);
       if (prefill > L) cache.truncate(L);
       const outs: Float32Array[] = [], reports: Awaited<ReturnType<typeof settled>>[] = [];
-      for (let p = L; p < T; p++) { outs.push(await call(mech, cache, main, p, 1)); reports.push(await settled(cache)); }
+      for (let p = L; p < T; p++) { outs.push(await fpaCall(mech, cache, main, p, 1)); reports.push(await settled(cache)); }
       cache.dispose();
       return { outs, reports };
     };

@@ -18,7 +18,8 @@ import { narrow } from '../../src/ops/layout.ts';
 import { noGrad } from '../../src/tensor/scope.ts';
 import type { Tensor } from '../../src/tensor/tensor.ts';
 import { distillKl, layerDropRamp, layerDropRate, layerDropUniform, layerKeepMasks, organLoss, trainingLoss } from '../../src/train/organ_loss.ts';
-import { DEFAULT_TRAIN, Trainer, type Batches, type TrainConfig } from '../../src/train/trainer.ts';
+import { DEFAULT_TRAIN, Trainer, type TrainConfig } from '../../src/train/trainer.ts';
+import { formulaBatches } from './fixtures.ts';
 
 const cpu = await initBackend('cpu');
 const V = 11;
@@ -238,19 +239,7 @@ test('layer dropout with Depth-Attention: a skipped layer\'s record is still rea
 });
 
 /** Step-dependent batches of B sequences of T tokens. */
-function batches(rows: number, t: number): Batches {
-  return {
-    batchAt(index: number) {
-      const inputs = new Int32Array(rows * t), targets = new Int32Array(rows * t);
-      for (let i = 0; i < rows * t; i++) {
-        const g = index * rows * t + i;
-        inputs[i] = (g * 7 + (g >> 3)) % V;
-        targets[i] = (g * 5 + (g >> 2) + 1) % V;
-      }
-      return { inputs, targets };
-    },
-  };
-}
+const batches = (rows: number, t: number) => formulaBatches(rows, t, (g) => (g * 7 + (g >> 3)) % V, (g) => (g * 5 + (g >> 2) + 1) % V);
 
 test('trainer with organs: reports the full CE, the exit CE and the KL of the masked forward; resumes exactly', async () => {
   const organs = { draftLayers: 1, exitLoss: 0.2, distill: 0.5, layerDropout: 0.9 };

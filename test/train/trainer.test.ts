@@ -4,26 +4,15 @@ import * as fon from '../../src/index.ts';
 import { parseModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
-import { DEFAULT_TRAIN, Trainer, type Batches, type TrainConfig } from '../../src/train/trainer.ts';
+import { DEFAULT_TRAIN, Trainer, type TrainConfig } from '../../src/train/trainer.ts';
 import { AdamW } from '../../src/train/optim.ts';
+import { formulaBatches } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
 const cfg = parseModelConfig({ vocabSize: 30, dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, headDim: 8, mlpHidden: 24, contextLength: 16 });
 
 /** Step s uses rows 4s … 4s+3 of a fixed random stream of sequences; `rows` per batchAt call. */
-function batches(rows: number, t: number): Batches {
-  return {
-    batchAt(index: number) {
-      const inputs = new Int32Array(rows * t), targets = new Int32Array(rows * t);
-      for (let i = 0; i < rows * t; i++) {
-        const g = index * rows * t + i;
-        inputs[i] = (g * 7 + (g >> 3)) % 30;
-        targets[i] = (g * 11 + 3) % 30;
-      }
-      return { inputs, targets };
-    },
-  };
-}
+const batches = (rows: number, t: number) => formulaBatches(rows, t, (g) => (g * 7 + (g >> 3)) % 30, (g) => (g * 11 + 3) % 30);
 
 async function run(rows: number, accumulate: number, steps: number): Promise<{ losses: number[]; params: Float32Array[] }> {
   const m = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 2 }));
