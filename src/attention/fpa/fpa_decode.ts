@@ -54,8 +54,9 @@
  *   between: both need a settle or a decoded step after the prefill, and the stored rows of the
  *   prefill stay intact). The stack mode's prefill runs token by token but takes no snapshots
  *   either (each would hold that step's tensors: O(n²) for a prompt of n); a truncation into it
- *   rebuilds the same alive set from the stored rows, equal up to the re-centrings the prefill did. The k/v rows written for rejected positions, and their per-position φ,
- *   ℓ, W rows, are simply overwritten later (the row pointer `length` is restored). After
+ *   rebuilds the same alive set from the stored rows, equal up to the re-centrings the prefill did.
+ *   The k/v rows written for rejected positions, and their per-position φ, ℓ, W rows, are simply
+ *   overwritten later (the row pointer `length` is restored). After
  *   truncate(L) the next cached call at position L continues bit for bit as if positions ≥ L had
  *   never been seen (test/attention/fpa_truncate.test.ts, on cpu and webgpu).
  *
