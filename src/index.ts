@@ -43,10 +43,11 @@ export { parseOrgans, checkDraftLayers, ORGANS_DEFAULTS } from './model/organs.t
 export { AdamW, SGD, type Optimizer } from './train/optim.ts';
 export { clipGradNorm } from './train/clip.ts';
 export { warmupCosine, constant, type Schedule } from './train/schedule.ts';
-export { KvCache } from './infer/kv_cache.ts';
+export { KvCache, type KvCacheOptions } from './infer/kv_cache.ts';
+export { PagePool, PagedKv, defaultPageRows, checkPageRows, type PageGeometry, type KvPage } from './infer/page_pool.ts';
 export { Sampler, type SamplingOptions } from './infer/sampler.ts';
 export { StopMatcher } from './infer/stop_strings.ts';
-export { generate, cachedStep, generationCache, type GenerateOptions, type GenerateResult } from './infer/generate.ts';
+export { generate, cachedStep, generationCache, generationDtype, type GenerateOptions, type GenerateResult } from './infer/generate.ts';
 export { DraftRevise, draftLayersOf, type DraftReviseOptions } from './infer/draft_revise.ts';
 export { acceptDrafts, residual, drawFrom, GammaController, SpeculativeStats, type AcceptResult, type GammaOptions, type SpeculativeStatsJSON } from './infer/speculative.ts';
 export { evaluate, type EvalResult, type EvalWindow, type EvalOptions } from './eval/perplexity.ts';

@@ -45,6 +45,7 @@ test('fon generate --draft-layers D drafts with a model without organs; --gamma 
   assert.match(r.err, /draft–revise \(draft layers 0 … 1 of 3\)/);
   assert.match(r.err, /outputs identical/);
   assert.equal(r.out, fon('generate', '--model', plain, ...GEN).out);
+  assert.equal(fon('generate', '--model', plain, ...GEN, '--page-rows', '256').out, r.out, '--page-rows: the same text');
 });
 
 test('fon generate: bad draft–revise flags exit 2 naming the value', () => {
@@ -55,6 +56,8 @@ test('fon generate: bad draft–revise flags exit 2 naming the value', () => {
     [['--draft-layers', '1', '--gamma', '0'], /--gamma "0": expected an integer ≥ 1/],
     [['--draft-layers', '1', '--draft-window', '0'], /--draft-window "0": expected an integer ≥ 1/],
     [['--draft-revise', '--no-draft-revise'], /--draft-revise and --no-draft-revise exclude each other/],
+    [['--page-rows', '100'], /^fon: generate: --page-rows 100: expected a positive multiple of 128 \(the decode kernels' key block; a page holds whole blocks\)\n$/],
+    [['--page-rows', 'x'], /--page-rows "x"/],
     [['--gamma', '3'], /^fon: generate: --gamma tunes draft–revise decoding, which is off here \(the model has no organs\); add --draft-layers D or drop it\n$/],
     [['--no-draft-revise', '--fixed-gamma'], /--fixed-gamma tunes draft–revise decoding, which is off here \(--no-draft-revise\); drop it/],
   ];

@@ -9,13 +9,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
-import { cachedStep, generate } from '../../src/infer/generate.ts';
+import { cachedStep, generate, generationCache, generationDtype } from '../../src/infer/generate.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
 import { PagePool, defaultPageRows } from '../../src/infer/page_pool.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
+import type { Backend } from '../../src/index.ts';
+import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
 import { loudModel, organsConfig } from './organs_fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
+const gpu = await webgpuOrSkip();
+exitAfterWebgpu();
 const tok = byteTokenizer();
 // full, local and fox layers: the fox layer stays contiguous beside the paged ones.
 const cfg = organsConfig({ attention: [{ type: 'full' }, { type: 'local', window: 150 }, { type: 'fox' }] }, 257, 700);
@@ -25,24 +29,37 @@ function close(a: Float32Array, b: Float32Array, what: string): void {
   for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= 1e-4 * (1 + Math.abs(b[i])), `${what} [${i}]: ${a[i]} vs ${b[i]}`);
 }
 
-test('decoding through 128-row pages gives the logits of one contiguous page: a prefill over two boundaries, then steps over a third', async () => {
-  const m = loudModel(cfg, cpu);
-  const paged = new KvCache(m.config, 1, 600, cpu, 'f32', { pageRows: 128 });
-  const whole = new KvCache(m.config, 1, 600, cpu, 'f32');
+/** A prompt of `promptLength` (over two boundaries), single steps to 382, then 5 rows across 384 and 40 rows past it. */
+async function pagedEqualsWhole(backend: Backend, promptLength: number): Promise<void> {
+  const m = loudModel(cfg, backend);
+  const paged = new KvCache(m.config, 1, 600, backend, 'f32', { pageRows: 128 });
+  const whole = new KvCache(m.config, 1, 600, backend, 'f32');
   assert.equal(whole.pool.pageRows, 600, 'the default: the whole length in one page');
   assert.deepEqual(paged.layers.map((l) => l.pages !== undefined), [true, true, false], 'fox keeps a contiguous slot');
-  const prompt = ids(300, 1);
-  close(await cachedStep(m, paged, prompt, 0), await cachedStep(m, whole, prompt, 0), 'prefill');
+  const prompt = ids(promptLength, 1);
+  close(await cachedStep(m, paged, prompt, 0), await cachedStep(m, whole, prompt, 0), `${backend.name}, prefill`);
   assert.equal(paged.layers[0].pages!.k.length, 3);
-  for (let pos = 300; pos < 400; pos++) {
+  for (let pos = promptLength; pos < 382; pos++) {
     const t = [(pos * 7) % 256];
-    close(await cachedStep(m, paged, t, pos), await cachedStep(m, whole, t, pos), `step at ${pos}`);
+    close(await cachedStep(m, paged, t, pos), await cachedStep(m, whole, t, pos), `${backend.name}, step at ${pos}`);
   }
+  // A verify-sized call (5 rows) across the boundary at 384 … and a prefill-sized one (40 rows) past it.
+  const at = 382;
+  close(await cachedStep(m, paged, ids(5, 7), at), await cachedStep(m, whole, ids(5, 7), at), `${backend.name}, 5 rows at ${at}`);
+  close(await cachedStep(m, paged, ids(40, 8), at + 5), await cachedStep(m, whole, ids(40, 8), at + 5), `${backend.name}, 40 rows at ${at + 5}`);
   assert.equal(paged.layers[1].pages!.k.length, 4);
   assert.equal(paged.bytes, whole.bytes - 2 * 2 * (600 - 512) * 8 * 4, 'paged layers hold their pages only');
   paged.dispose();
   whole.dispose();
   m.dispose();
+}
+
+test('decoding through 128-row pages gives the logits of one contiguous page: a prefill over two boundaries, then steps over a third', async () => {
+  await pagedEqualsWhole(cpu, 300);
+});
+
+test('decoding through 128-row pages gives the logits of one contiguous page [webgpu]', { skip: webgpuSkipReason() }, async () => {
+  await pagedEqualsWhole(gpu!, 370);
 });
 
 test('truncate gives pages back; the continued decode equals one that never saw the rejected positions', async () => {
@@ -95,6 +112,14 @@ test('page sizes and pools: errors name the value', () => {
   assert.throws(() => new KvCache(m.config, 1, 300, cpu, 'f16', { pool, pageRows: 128 }), /KvCache: pageRows 128 with a pool of 256-row pages: give one/);
   pool.dispose();
   assert.throws(() => pool.take(), /PagePool: taken from after dispose\(\)/);
+  assert.equal(generationDtype(m), 'f32', 'f32 weights: an f32 cache');
+  const shared = new PagePool(cpu, { batch: 1, kvHeads: 1, headDim: 8, dtype: generationDtype(m) }, 128);
+  const g = generationCache(m, 300, { pool: shared });
+  assert.equal(g.pool, shared);
+  assert.equal(shared.pagesInUse, 2);
+  g.dispose();
+  assert.equal(shared.pagesInUse, 0);
+  shared.dispose();
   assert.equal(defaultPageRows(100, { batch: 1, kvHeads: 8, headDim: 128, dtype: 'f16' }), 100, 'one page of the whole length');
   assert.equal(defaultPageRows(1 << 20, { batch: 1, kvHeads: 8, headDim: 128, dtype: 'f16' }), 65536);
   assert.equal(defaultPageRows(1 << 20, { batch: 4, kvHeads: 32, headDim: 128, dtype: 'f32' }), 4096, '256 MiB a page tensor at most');
