@@ -154,9 +154,14 @@ export class DraftRevise {
       const logits = this.verify(inputs, pos, hidden, records);
       let rows: Float32Array[];
       if (onDevice) {
-        const picks = noGrad(() => (gamma === 0 ? null : concat(inputs.slice(1, gamma + 1), 1)));
-        let ids: Int32Array | null = null;
-        try { [rows, ids] = await Promise.all([this.readRows(logits, gamma + 1), picks ? picks.data() as Promise<Int32Array> : null]); } finally { picks?.dispose(); }
+        let picks: Tensor | null = null, ids: Int32Array | null = null;
+        try {
+          picks = noGrad(() => (gamma === 0 ? null : concat(inputs.slice(1, gamma + 1), 1)));
+          [rows, ids] = await Promise.all([this.readRows(logits, gamma + 1), picks ? picks.data() as Promise<Int32Array> : null]);
+        } finally {
+          picks?.dispose();
+          if (!logits.disposed) logits.dispose(); // readRows frees it; not if concat threw first
+        }
         drafted = Array.from(ids ?? []);
         q = drafted.map((x) => ({ ids: Int32Array.of(x), probs: Float64Array.of(1) }));
       } else rows = await this.readRows(logits, gamma + 1);

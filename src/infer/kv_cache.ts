@@ -28,7 +28,7 @@ import type { FloatDType } from '../tensor/dtype.ts';
 export interface KvCacheOptions {
   /** Positions a page holds (a positive multiple of 128); default defaultPageRows (the whole length in one page up to 64K positions). */
   pageRows?: number;
-  /** The pool paged layers take pages from, shared with other caches of the same geometry; default a pool of this cache's own. */
+  /** The pool paged layers take pages from, shared with other caches of the same geometry; default a pool of this cache's own (others may share it too: it goes with its last user). */
   pool?: PagePool;
 }
 
@@ -38,7 +38,6 @@ export class KvCache {
   readonly pool: PagePool;
   /** Positions written so far. */
   length = 0;
-  private readonly ownPool: boolean;
 
   constructor(readonly config: ModelConfig, readonly batch: number, readonly maxLength: number, backend: Backend, readonly dtype: FloatDType = 'f32', opts: KvCacheOptions = {}) {
     if (!Number.isInteger(maxLength) || maxLength < 1 || maxLength > config.contextLength) {
@@ -52,16 +51,16 @@ export class KvCache {
       }
       if (opts.pageRows !== undefined && opts.pageRows !== opts.pool.pageRows) throw new ArgumentError(`KvCache: pageRows ${opts.pageRows} with a pool of ${opts.pool.pageRows}-row pages: give one`);
     }
-    this.ownPool = !opts.pool;
     const rows = opts.pageRows === undefined ? defaultPageRows(maxLength, geometry) : checkPageRows(opts.pageRows, 'KvCache: pageRows');
-    this.pool = opts.pool ?? new PagePool(backend, geometry, rows, rows >= maxLength);
+    this.pool = opts.pool ?? new PagePool(backend, geometry, rows, { onePage: rows >= maxLength, owned: true });
+    this.pool.attach(maxLength);
     const shape = [batch, config.nKvHeads, maxLength, config.headDim];
     const dims = modelDims(config);
     this.layers = Array.from({ length: config.nLayers }, (_, i) => {
       const layout = mechanismCache(layerAttention(config, i), dims);
       let slot: LayerKv;
       if (layout.paged) {
-        const pages = new PagedKv(this.pool);
+        const pages = new PagedKv(this.pool, maxLength);
         slot = { k: pages.k[0], v: pages.v[0], pages };
       } else {
         slot = { k: keep(zeros(shape, { backend, dtype })), v: keep(zeros(shape, { backend, dtype })) };
@@ -74,7 +73,7 @@ export class KvCache {
     });
   }
 
-  /** Bytes held by the cache on its device: k, v, the per-position state and the side states. */
+  /** Bytes held by the cache on its device: k, v (a paged layer's pages in use), the per-position state and the side states. Pages given back wait in the pool (pool.bytes). */
   get bytes(): number {
     const per = this.dtype === 'f32' ? 4 : 2;
     let n = 0;
@@ -133,6 +132,6 @@ export class KvCache {
       else { l.k.dispose(); l.v.dispose(); }
       for (const s of Object.values(l.state ?? {})) s.dispose();
     }
-    if (this.ownPool) this.pool.dispose();
+    this.pool.detach();
   }
 }

@@ -51,16 +51,43 @@ export function checkPageRows(rows: number, what = 'pageRows', error: (m: string
   return rows;
 }
 
+export interface PagePoolOptions {
+  /** Pages of any length (not a multiple of PAGE_TILE): for caches that each fit in one page (defaultPageRows); no cache longer than a page may use the pool. */
+  onePage?: boolean;
+  /** Disposed when the last cache using it is disposed (a pool a KvCache made for itself); otherwise its maker disposes it. */
+  owned?: boolean;
+}
+
 export class PagePool {
   readonly pageRows: number;
+  readonly onePage: boolean;
+  private readonly owned: boolean;
   private readonly free: KvPage[] = [];
   private used = 0;
+  private users = 0;
   private disposed = false;
 
-  /** `pageRows`: a positive multiple of PAGE_TILE, or any length for a pool whose caches each fit in one page (defaultPageRows). */
-  constructor(readonly backend: Backend, readonly geometry: PageGeometry, pageRows: number, onePage = false) {
-    if (onePage && !(Number.isInteger(pageRows) && pageRows >= 1)) throw new ArgumentError(`PagePool: pageRows ${pageRows}: expected a positive integer`);
-    this.pageRows = onePage ? pageRows : checkPageRows(pageRows);
+  /** `pageRows`: a positive multiple of PAGE_TILE (or, with `onePage`, any positive length). */
+  constructor(readonly backend: Backend, readonly geometry: PageGeometry, pageRows: number, opts: PagePoolOptions = {}) {
+    this.onePage = opts.onePage ?? false;
+    this.owned = opts.owned ?? false;
+    if (this.onePage && !(Number.isInteger(pageRows) && pageRows >= 1)) throw new ArgumentError(`PagePool: pageRows ${pageRows}: expected a positive integer`);
+    this.pageRows = this.onePage ? pageRows : checkPageRows(pageRows);
+  }
+
+  /** A cache of `maxLength` positions starts using the pool (KvCache calls it); ArgumentError where a one-page pool's pages are too short for it. */
+  attach(maxLength: number): void {
+    if (this.disposed) throw new ArgumentError('PagePool: used after dispose()');
+    if (this.onePage && maxLength > this.pageRows) {
+      throw new ArgumentError(`PagePool: a cache of ${maxLength} positions on a pool of one-page caches of ${this.pageRows} rows: expected at most ${this.pageRows} (make a pool of pages a multiple of ${PAGE_TILE} rows to share)`);
+    }
+    this.users++;
+  }
+
+  /** A cache stops using the pool; an owned pool is disposed with its last user. */
+  detach(): void {
+    this.users--;
+    if (this.owned && this.users === 0) this.dispose();
   }
 
   /** A page for a sequence: a freed one if there is one, else a new one. */
@@ -111,14 +138,16 @@ export class PagedKv implements KvPages {
   readonly v: Tensor[] = [];
   private readonly pages: KvPage[] = [];
 
-  constructor(private readonly pool: PagePool) {
+  /** `maxRows`: the cache's length; no step may write past it. */
+  constructor(private readonly pool: PagePool, readonly maxRows: number) {
     this.reserve(1);
   }
 
   get pageRows(): number { return this.pool.pageRows; }
 
-  /** Pages enough for rows 0 … rows − 1, taken from the pool. */
+  /** Pages enough for rows 0 … rows − 1, taken from the pool; ArgumentError past maxRows. */
   reserve(rows: number): void {
+    if (rows > this.maxRows) throw new ArgumentError(`KV cache: rows up to ${rows} pass the cache's ${this.maxRows} positions (its maxLength)`);
     while (this.pages.length * this.pageRows < rows) {
       const p = this.pool.take();
       this.pages.push(p);

@@ -187,6 +187,32 @@ test('cpu: the shared-walk stack mode: truncating speculative positions (stack p
   }
 });
 
+test('cpu: a stack-mode prefill keeps no snapshots: a truncation into it rebuilds up to its first re-centring, and past it is an ArgumentError', async () => {
+  const { cfg, mech } = fpaLayer(cpu, { type: 'fpa', walk: 'linear', shared: true, stack: { every: 1 } }, 13);
+  const T = 20;
+  const main = layerInputs(cpu, T, 70, H, D, C);
+  const run = async (prefill: number, cut?: number) => {
+    const cache = new KvCache(cfg, 1, T, cpu);
+    setRecentre(cache, 3);
+    await fpaCall(mech, cache, main, 0, prefill);
+    const from = cut ?? prefill;
+    if (cut !== undefined) cache.truncate(cut);
+    const outs: Float32Array[] = [];
+    for (let p = from; p < T; p++) outs.push(await fpaCall(mech, cache, main, p, 1));
+    cache.dispose();
+    return outs;
+  };
+  // Re-centring every 3 decoded tokens: the prefill of 10 re-centres at position 3; rows up to 3 are stored.
+  const cache = new KvCache(cfg, 1, T, cpu);
+  setRecentre(cache, 3);
+  await fpaCall(mech, cache, main, 0, 10);
+  assert.throws(() => cache.truncate(7), (e: unknown) => e instanceof fon.ArgumentError && /cannot truncate to 7 positions inside the stack-mode prefill: it keeps no snapshots, and its φ, ℓ, W rows are stored only up to position 3 \(it re-centred there\); truncate to at most 3/.test(e.message));
+  cache.dispose();
+  const [a, b] = [await run(10, 3), await run(3)];
+  for (const [i, o] of a.entries()) assert.ok(worst(o, b[i]) <= 1e-6, `step ${i}: max |Δ| ${worst(o, b[i])}`);
+  mech.dispose();
+});
+
 /** A whole model (FPA with eviction, full, FPA with eviction and token shift [+ a stack layer on cpu]): the same for logits. */
 for (const [bname, get, skipIt] of backends) test(`${bname}: a whole model: logits after truncating draft positions are bit-identical to never seeing them`, { skip: skipIt }, async () => {
   const backend = get()!;

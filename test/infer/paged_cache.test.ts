@@ -103,6 +103,24 @@ test('draft–revise over 128-row pages is token-identical to plain decoding ove
   m.dispose();
 });
 
+test('a paged layer takes no step past the cache\'s length; a cache\'s own pool serves others until its last user goes; one-page pools are not stretched', async () => {
+  const m = loudModel(cfg, cpu);
+  const short = new KvCache(m.config, 1, 100, cpu, 'f32');
+  await assert.rejects(cachedStep(m, short, ids(150, 5), 0), (e: unknown) => e instanceof fon.ArgumentError && /KV cache: rows up to 150 pass the cache's 100 positions \(its maxLength\)/.test(e.message));
+  assert.throws(() => new KvCache(m.config, 1, 300, cpu, 'f32', { pool: short.pool }), /PagePool: a cache of 300 positions on a pool of one-page caches of 100 rows: expected at most 100/);
+  short.dispose();
+  const a = new KvCache(m.config, 1, 600, cpu, 'f32', { pageRows: 128 });
+  const b = new KvCache(m.config, 1, 600, cpu, 'f32', { pool: a.pool });
+  a.dispose();
+  await cachedStep(m, b, ids(100, 6), 0);
+  await cachedStep(m, b, ids(100, 7), 100); // a new page from a's pool, after a is gone
+  assert.equal(b.layers[0].pages!.k.length, 2);
+  b.dispose();
+  assert.equal(b.pool.bytes, 0, 'the pool went with its last user');
+  assert.throws(() => new KvCache(m.config, 1, 600, cpu, 'f32', { pool: b.pool }), /PagePool: used after dispose\(\)/);
+  m.dispose();
+});
+
 test('page sizes and pools: errors name the value', () => {
   const m = loudModel(cfg, cpu);
   assert.throws(() => new KvCache(m.config, 1, 300, cpu, 'f32', { pageRows: 100 }), (e: unknown) => e instanceof fon.ArgumentError && e.message === "KvCache: pageRows 100: expected a positive multiple of 128 (the decode kernels' key block; a page holds whole blocks)");

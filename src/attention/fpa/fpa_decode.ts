@@ -54,7 +54,8 @@
  *   between: both need a settle or a decoded step after the prefill, and the stored rows of the
  *   prefill stay intact). The stack mode's prefill runs token by token but takes no snapshots
  *   either (each would hold that step's tensors: O(n²) for a prompt of n); a truncation into it
- *   rebuilds the same alive set from the stored rows, equal up to the re-centrings the prefill did.
+ *   rebuilds the alive set from the stored rows, which reach only to its first re-centring (the
+ *   rows are written while they are absolute): past that, an ArgumentError naming the position.
  *   The k/v rows written for rejected positions, and their per-position φ, ℓ, W rows, are simply
  *   overwritten later (the row pointer `length` is restored). After
  *   truncate(L) the next cached call at position L continues bit for bit as if positions ≥ L had
@@ -160,6 +161,8 @@ export class FpaDecodeState implements CacheSideState {
   committed = 0;
   /** No compaction or re-centring yet: rows are positions, with φ, ℓ, W in the cache's state tensors (a rebuild from them is possible). */
   exactHistory = true;
+  /** Leading positions whose φ, ℓ, W rows the cache holds as seen (Infinity while exactHistory): how far a rebuild can reach. */
+  private rowsStored = Infinity;
   /** Compactions done. */
   compactions = 0;
   /** The eviction rule of the layer decoding into this slot (from its spec; settle compacts by it). */
@@ -247,6 +250,7 @@ export class FpaDecodeState implements CacheSideState {
     this.pos = 0;
     this.committed = 0;
     this.exactHistory = true;
+    this.rowsStored = Infinity;
     this.compactions = 0;
     this.position.fill(-1);
     this.live.fill(0);
@@ -362,6 +366,7 @@ export class FpaDecodeState implements CacheSideState {
   recentre(): void {
     this.replace('level', sub(this.t.level, this.t.walk));
     this.replace('walk', zeros([this.batch, this.heads, 1], { backend: this.backend }));
+    if (this.exactHistory) this.rowsStored = this.pos;
     this.exactHistory = false;
     this.stepsSinceRecentre = 0;
   }
@@ -436,6 +441,7 @@ export class FpaDecodeState implements CacheSideState {
     for (let s = 0; s < slots; s++) this.live[s] = keepRows[s].length;
     this.length = length;
     this.epoch++;
+    if (this.exactHistory) this.rowsStored = this.pos;
     this.exactHistory = false;
     this.stepsSinceCompact = 0;
     this.compactNext = false;
@@ -473,6 +479,7 @@ export class FpaDecodeState implements CacheSideState {
       this.length = snap.length;
       this.pos = snap.pos;
       this.exactHistory = snap.exactHistory;
+      if (snap.exactHistory) this.rowsStored = Infinity;
       this.stepsSinceCompact = snap.stepsSinceCompact;
       this.stepsSinceRecentre = snap.stepsSinceRecentre;
       this.compactNext = snap.compactNext;
@@ -480,6 +487,9 @@ export class FpaDecodeState implements CacheSideState {
       return;
     }
     if (!this.rebuilder) throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions inside the prefill before the layer has run`);
+    if (length > this.rowsStored) {
+      throw new ArgumentError(`fpa decode state: cannot truncate to ${length} positions inside the stack-mode prefill: it keeps no snapshots, and its φ, ℓ, W rows are stored only up to position ${this.rowsStored} (it re-centred there); truncate to at most ${this.rowsStored}, or settle after the prefill and truncate past it`);
+    }
     this.rebuilder(length);
   }
 
