@@ -21,7 +21,7 @@
  */
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { attentionMulti, attentionWithLse, kvWrite, type AttentionPart } from './attention.ts';
+import { attention, attentionMulti, attentionWithLse, kvWrite, type AttentionPart } from './attention.ts';
 import { cast } from './cast.ts';
 import { add, div, exp, gt, maximum, mul, sub, where } from './elementwise.ts';
 import { concat, narrow, reshape } from './layout.ts';
@@ -37,7 +37,8 @@ function checkPages(op: string, pages: KvPageList, rows: number): void {
   const { k, v, pageRows: p } = pages;
   if (k.length !== v.length || k.length === 0) throw new ArgumentError(`${op}: ${k.length} k pages and ${v.length} v pages: expected as many of each, at least one`);
   if (rows > k.length * p) throw new ArgumentError(`${op}: rows up to ${rows} need ${Math.ceil(rows / p)} pages of ${p} rows, the list has ${k.length}`);
-  for (const t of [...k, ...v]) if (t.rank !== 4 || t.shape[2] !== p || fmt(t.shape) !== fmt(k[0].shape)) throw new ShapeError(`${op}: page ${fmt(t.shape)}: expected (B, Hkv, ${p}, D) like the first, ${fmt(k[0].shape)}`);
+  const s = k[0].shape;
+  for (const t of [...k, ...v]) if (t.rank !== 4 || t.shape[0] !== s[0] || t.shape[1] !== s[1] || t.shape[2] !== p || t.shape[3] !== s[3]) throw new ShapeError(`${op}: page ${fmt(t.shape)}: expected (B, Hkv, ${p}, D) like the first, ${fmt(k[0].shape)}`);
 }
 
 /** x (B, Hkv, n, D) into the pages at rows pos … pos + n − 1, split where a page ends. */
@@ -63,7 +64,7 @@ export function attentionPaged(q: Tensor, pages: KvPageList, opts: PagedAttentio
   checkPages('attentionPaged', pages, kvLength);
   if (!Number.isInteger(kvLength) || kvLength < tq) throw new ArgumentError(`attentionPaged: kvLength ${kvLength}: expected an integer ≥ the ${tq} query rows`);
   const first = kvLength - tq;
-  if (kvLength <= p) return attentionWithLse(q, pages.k[0], pages.v[0], { causal: true, window, scale: opts.scale, kvLength })[0];
+  if (kvLength <= p) return attention(q, pages.k[0], pages.v[0], { causal: true, window, scale: opts.scale, kvLength });
   const pieces: Tensor[] = [];
   for (let r = 0; r < tq;) {
     const at = first + r, own = Math.floor(at / p), m = Math.min(tq - r, (own + 1) * p - at);
@@ -84,7 +85,7 @@ function piece(q: Tensor, pages: KvPageList, own: number, at: number, opts: Page
     const o = w === undefined ? { causal: false, scale: opts.scale } : { causal: true, window: w, scale: opts.scale, qOffset: at - i * p };
     parts.push({ k: pages.k[i], v: pages.v[i], opts: { ...o, kvLength: p } });
   }
-  if (parts.length === 1) return attentionWithLse(q, parts[0].k, parts[0].v, parts[0].opts)[0];
+  if (parts.length === 1) return attention(q, parts[0].k, parts[0].v, parts[0].opts);
   return attentionMulti(q, parts) ?? mergeByLse(parts.map((r) => attentionWithLse(q, r.k, r.v, r.opts)), q.dtype);
 }
 

@@ -65,7 +65,18 @@ const combineKernel: Kernel = {
 function splitAndCombine(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, splits?: number,
   combine: { cols?: number; unroll?: boolean; noCombine?: boolean } = {}): [GpuHandle, GpuHandle] {
   const nrows = a.batch * a.heads * a.tq;
-  const { lo, hi, chunk, nsplit } = decodeChunks(be, a, splits);
+  const { pm, pl, pacc, nsplit } = splitPass(be, variant, q, k, v, a, rows, decodeChunks(be, a, splits));
+  if (combine.noCombine) {
+    be.free(pm); be.free(pl); be.free(pacc);
+    return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
+  }
+  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', combine);
+}
+
+/** The split pass over the chunks `cut` into fresh f32 partials (split-major: pm, pl [split][row], pacc [split][row][d]). */
+function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, cut: ReturnType<typeof decodeChunks>) {
+  const nrows = a.batch * a.heads * a.tq;
+  const { lo, hi, chunk, nsplit } = cut;
   const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
   const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
   const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
@@ -74,11 +85,16 @@ function splitAndCombine(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuR
     buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
     workgroups: [nsplit, a.kvHeads, a.batch],
   });
-  if (combine.noCombine) {
-    be.free(pm); be.free(pl); be.free(pacc);
-    return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
-  }
-  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', combine);
+  return { pm, pl, pacc, nsplit };
+}
+
+/** The split pass's variant for q's dtype and `a` (`tune`: DecodeTune's experimental forms). */
+function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: boolean, tune: DecodeTune = {}): Variant {
+  const k8 = dtype !== 'f32' && a.d % 8 === 0;
+  return {
+    X: dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
+    VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
+  };
 }
 
 /** Query rows one decode workgroup serves (the whole GQA group's), or 0 when the decode kernel does not take the call. */
@@ -130,13 +146,8 @@ function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { l
 export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
   const rows = decodeRows(be, a);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
-  const k8 = q.dtype !== 'f32' && a.d % 8 === 0, rm = pow2AtLeast(rows, 1);
   const combine = { cols: tune.combineCols, unroll: tune.combineUnroll, noCombine: tune.noCombine };
-  const variant = {
-    X: q.dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: rm, DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
-    VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
-  };
-  return splitAndCombine(be, variant, q, k, v, a, rows, splits, combine);
+  return splitAndCombine(be, decodeVariant(q.dtype, a, rows, subgroups, tune), q, k, v, a, rows, splits, combine);
 }
 
 /**
@@ -150,8 +161,7 @@ export function attentionDecodeMulti(be: WebGpuBackend, q: GpuRef, parts: readon
   const a0 = parts[0].args;
   const rows = decodeRows(be, a0);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a0.heads / a0.kvHeads}×${a0.tq} query rows of head dim ${a0.d}`);
-  const k8 = q.dtype !== 'f32' && a0.d % 8 === 0;
-  const variant = { X: q.dtype, VEC: a0.d % 4 === 0, K8: k8, DK: k8 ? a0.d : 0, SG: be.caps.subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a0.d, 16), PF: false, VE: false, VM: false, VW: false, L1: true, WG: 128 };
+  const variant = decodeVariant(q.dtype, a0, rows, be.caps.subgroups);
   const nrows = a0.batch * a0.heads * a0.tq;
   const target = be.caps.software ? DECODE_GROUPS_SOFTWARE : DECODE_GROUPS;
   const each = Math.max(1, Math.ceil(target / (a0.batch * a0.kvHeads * parts.length)));
@@ -162,19 +172,13 @@ export function attentionDecodeMulti(be: WebGpuBackend, q: GpuRef, parts: readon
   const pacc = be.alloc('f32', total * nrows * a0.d, 'paged attention decode partial out');
   let at = 0;
   parts.forEach((p, i) => {
-    const { lo, hi, chunk, nsplit } = cuts[i];
-    const part = [be.alloc('f32', nsplit * nrows, 'decode partial max'), be.alloc('f32', nsplit * nrows, 'decode partial sum'), be.alloc('f32', nsplit * nrows * a0.d, 'decode partial out')];
-    be.rt.run({
-      kernel: decodeKernel, variant, uniforms: [...uniforms(p.args), rows, nrows, lo, hi, chunk, nsplit],
-      buffers: [q.h.buffer, part[0].buffer, part[1].buffer, part[2].buffer, p.k.h.buffer, p.v.h.buffer],
-      workgroups: [nsplit, p.args.kvHeads, p.args.batch],
-    });
+    const part = splitPass(be, variant, q, p.k, p.v, p.args, rows, cuts[i]);
     const enc = be.rt.commandEncoder();
-    enc.copyBufferToBuffer(part[0].buffer, 0, pm.buffer, at * nrows * 4, nsplit * nrows * 4);
-    enc.copyBufferToBuffer(part[1].buffer, 0, pl.buffer, at * nrows * 4, nsplit * nrows * 4);
-    enc.copyBufferToBuffer(part[2].buffer, 0, pacc.buffer, at * nrows * a0.d * 4, nsplit * nrows * a0.d * 4);
-    for (const h of part) be.free(h);
-    at += nsplit;
+    enc.copyBufferToBuffer(part.pm.buffer, 0, pm.buffer, at * nrows * 4, part.nsplit * nrows * 4);
+    enc.copyBufferToBuffer(part.pl.buffer, 0, pl.buffer, at * nrows * 4, part.nsplit * nrows * 4);
+    enc.copyBufferToBuffer(part.pacc.buffer, 0, pacc.buffer, at * nrows * a0.d * 4, part.nsplit * nrows * a0.d * 4);
+    be.free(part.pm); be.free(part.pl); be.free(part.pacc);
+    at += part.nsplit;
   });
   return combineDecodePartials(be, { pm, pl, pacc }, nrows, a0.d, total, q.dtype, 'paged attention');
 }
