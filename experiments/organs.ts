@@ -6,10 +6,13 @@
  *   - greedy draft–revise decoding against plain decoding of the same model on the same backend:
  *     acceptance, tokens per verify pass (τ) and decode tokens/s for each fixed γ and for the
  *     adaptive γ, at each prompt length, against the mean of two plain runs (one before, one after);
- *     outputs are checked token-identical to plain greedy.
+ *     outputs are checked token-identical to plain greedy. With --draft-modes device,host each γ
+ *     runs with the drafts picked on the device (one read a cycle) and on the host (a read a draft
+ *     step); with --repeats R every run is repeated R times, interleaved, and the median taken,
+ *     plain decoding timed before each repeat and after the last (the baseline is their median).
  *
- * Arms: "plain" (no organs) and one "D=d" arm per --draft value (organs {draftLayers: d, exitLoss,
- * distill}). Every arm of a seed starts from the same initial weights (organs add no parameter)
+ * Arms: "plain" (no organs; left out with --organs-only) and one "D=d" arm per --draft value
+ * (organs {draftLayers: d, exitLoss, distill}). Every arm of a seed starts from the same initial weights (organs add no parameter)
  * and sees the same batches. Byte tokenizer, Brown Corpus; prompts are the start of the validation
  * text, cut to the prompt length. Tokens/s counts the decode steps after the prefill (as generate
  * reports it); each model decodes once untimed first, so pipeline compilation is outside.
@@ -21,6 +24,7 @@
  *   node --import tsx experiments/organs.ts [--backend auto] [--seeds 1] [--draft 1] [--steps 20] [--batch 4]
  *     [--context 64] [--layers 4] [--d-model 64] [--heads 4] [--head-dim 16] [--mlp-hidden 128] [--lr 0.003]
  *     [--exit-loss 0.2] [--distill 0.5] [--gammas 2,4] [--prompts 32] [--gen-tokens 24] [--eval-windows 16] [--json FILE]
+ *     [--draft-modes device] [--repeats 1] [--organs-only]
  * H200 (22.8M parameters, L = 12, D = 3 = L/4 and D = 4 = L/3):
  *   node --import tsx experiments/organs.ts --backend webgpu --seeds 1 --draft 3,4 --steps 600 --batch 16 --context 512 \
  *     --layers 12 --d-model 384 --heads 6 --head-dim 64 --mlp-hidden 1024 --gammas 2,4,6 --prompts 512,16384 --gen-tokens 128 \
@@ -41,7 +45,10 @@ import { firstWindows } from './lm_compare.ts';
 
 const list = (name: string, s: string): number[] => s.split(',').filter(Boolean).map((x) => intFlag(name, x, 1));
 
-interface DecodeRow { arm: string; seed: number; draftLayers: number; prompt: number; gamma: number | 'adaptive'; acceptance: number; tokensPerPass: number; tokensPerSecond: number; plainTokensPerSecond: number; speedup: number; identical: boolean }
+type DraftMode = 'device' | 'host';
+const median = (xs: number[]): number => { const s = [...xs].sort((a, b) => a - b), m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
+
+interface DecodeRow { arm: string; seed: number; draftLayers: number; prompt: number; gamma: number | 'adaptive'; drafts: DraftMode; repeats: number; acceptance: number; tokensPerPass: number; tokensPerSecond: number; plainTokensPerSecond: number; speedup: number; identical: boolean }
 
 async function main(): Promise<void> {
   const { values: f } = parseArgs({
@@ -53,6 +60,7 @@ async function main(): Promise<void> {
       'exit-loss': { type: 'string', default: '0.2' }, distill: { type: 'string', default: '0.5' }, gammas: { type: 'string', default: '2,4' },
       prompts: { type: 'string', default: '32' }, 'gen-tokens': { type: 'string', default: '24' }, 'eval-windows': { type: 'string', default: '16' },
       data: { type: 'string', default: 'builtin:brown' }, json: { type: 'string' },
+      'draft-modes': { type: 'string', default: 'device' }, repeats: { type: 'string', default: '1' }, 'organs-only': { type: 'boolean', default: false },
     },
   });
   const seeds = parseSeeds(f.seeds!), drafts = list('draft', f.draft!), gammas = list('gammas', f.gammas!), prompts = list('prompts', f.prompts!);
@@ -60,6 +68,10 @@ async function main(): Promise<void> {
   const genTokens = intFlag('gen-tokens', f['gen-tokens']), evalLimit = intFlag('eval-windows', f['eval-windows'], 0);
   const lr = numberFlag('lr', f.lr, 1e-6, 1), exitLoss = numberFlag('exit-loss', f['exit-loss'], 0, 100), distill = numberFlag('distill', f.distill, 0, 100);
   const nLayers = intFlag('layers', f.layers);
+  const repeats = intFlag('repeats', f.repeats);
+  const modes = f['draft-modes']!.split(',').filter(Boolean) as DraftMode[];
+  for (const m of modes) if (m !== 'device' && m !== 'host') throw new Error(`--draft-modes: "${m}": expected device and/or host, comma-separated`);
+  if (modes.length === 0) throw new Error('--draft-modes: expected device and/or host');
   const tok = byteTokenizer();
   const backend = await backendFlag(f.backend!);
   const corpus = await loadCorpus(f.data!);
@@ -71,7 +83,7 @@ async function main(): Promise<void> {
     vocabSize: tok.vocabSize, dModel: intFlag('d-model', f['d-model']), nLayers, nHeads: intFlag('heads', f.heads), nKvHeads: intFlag('heads', f.heads),
     headDim: intFlag('head-dim', f['head-dim']), mlpHidden: intFlag('mlp-hidden', f['mlp-hidden']), contextLength,
   };
-  const arms: { name: string; draft: number | null }[] = [{ name: 'plain', draft: null }, ...drafts.map((d) => ({ name: `D=${d}`, draft: d }))];
+  const arms: { name: string; draft: number | null }[] = [...(f['organs-only'] ? [] : [{ name: 'plain', draft: null }]), ...drafts.map((d) => ({ name: `D=${d}`, draft: d }))];
   console.error(`organs on ${backend.name}: arms ${arms.map((a) => a.name).join(', ')} × seeds ${seeds.join(', ')}, ${steps} steps of ${batch} × ${context}, L = ${nLayers}`);
   const evals: { arm: string; seed: number; parameters: number; perplexity: number; bitsPerByte: number; exit: Record<number, { perplexity: number; bitsPerByte: number }>; trainSeconds: number }[] = [];
   const decodes: DecodeRow[] = [];
@@ -92,7 +104,7 @@ async function main(): Promise<void> {
         }
         evals.push({ arm: arm.name, seed, parameters: model.parameterCount(), ...full, exit, trainSeconds: run.seconds });
         console.error(`${arm.name} seed ${seed}: perplexity ${full.perplexity.toFixed(3)}, exit ${JSON.stringify(exit)}`);
-        for (const d of arm.draft ? [arm.draft] : drafts) decodes.push(...await decodeRows(model, arm.name, seed, d, prompts, gammas, genTokens, text));
+        for (const d of arm.draft ? [arm.draft] : drafts) decodes.push(...await decodeRows(model, arm.name, seed, d, prompts, gammas, genTokens, text, modes, repeats));
       } finally {
         model.dispose();
       }
@@ -100,34 +112,45 @@ async function main(): Promise<void> {
   }
   console.log(markdownTable(['arm', 'seed', 'params', 'full ppl', 'exit ppl (D)'], evals.map((e) => [e.arm, String(e.seed), (e.parameters / 1e6).toFixed(2) + 'M', e.perplexity.toFixed(3), Object.entries(e.exit).map(([d, x]) => `${x.perplexity.toFixed(3)} (${d})`).join(', ')])));
   console.log();
-  console.log(markdownTable(['arm', 'seed', 'D', 'prompt', 'γ', 'acceptance', 'τ', 'tok/s', 'plain tok/s', 'speed-up', 'identical'], decodes.map((r) => [
-    r.arm, String(r.seed), String(r.draftLayers), String(r.prompt), String(r.gamma), `${(100 * r.acceptance).toFixed(1)}%`, r.tokensPerPass.toFixed(2),
+  console.log(markdownTable(['arm', 'seed', 'D', 'prompt', 'γ', 'drafts', 'acceptance', 'τ', 'tok/s', 'plain tok/s', 'speed-up', 'identical'], decodes.map((r) => [
+    r.arm, String(r.seed), String(r.draftLayers), String(r.prompt), String(r.gamma), r.drafts, `${(100 * r.acceptance).toFixed(1)}%`, r.tokensPerPass.toFixed(2),
     r.tokensPerSecond.toFixed(1), r.plainTokensPerSecond.toFixed(1), `${r.speedup.toFixed(2)}×`, r.identical ? 'yes' : 'NO'])));
-  if (f.json) writeJson(f.json, { command: commandLine(), backend: backend.name, date: new Date().toISOString(), shape, steps, batch, context, lr, exitLoss, distill, evals, decodes });
+  if (f.json) writeJson(f.json, { command: commandLine(), backend: backend.name, date: new Date().toISOString(), shape, steps, batch, context, lr, exitLoss, distill, repeats, evals, decodes });
 }
 
-/** Greedy draft–revise at each prompt length and γ (and adaptive) against plain decoding of the same model. */
-async function decodeRows(model: Decoder, arm: string, seed: number, d: number, prompts: number[], gammas: number[], genTokens: number, text: string): Promise<DecodeRow[]> {
+/**
+ * Greedy draft–revise at each prompt length, γ (and adaptive) and draft mode against plain
+ * decoding of the same model: every configuration `repeats` times, interleaved, medians taken.
+ */
+async function decodeRows(model: Decoder, arm: string, seed: number, d: number, prompts: number[], gammas: number[], genTokens: number, text: string, modes: DraftMode[], repeats: number): Promise<DecodeRow[]> {
   const tok = byteTokenizer();
   const rows: DecodeRow[] = [];
-  await generate(model, tok, text.slice(0, 16), { temperature: 0, maxTokens: 8, draftRevise: { draftLayers: d, gamma: 2 } }); // compile
+  const configs = [...gammas, 'adaptive' as const].flatMap((gamma) => modes.map((mode) => ({ gamma, mode })));
+  const options = (gamma: number | 'adaptive', mode: DraftMode) => ({
+    temperature: 0, maxTokens: genTokens,
+    draftRevise: { draftLayers: d, deviceDraft: mode === 'device', ...(gamma === 'adaptive' ? { gamma: 4 } : { gamma, fixedGamma: true }) },
+  });
+  // Compile, untimed: every verify shape a run can reach (adaptive γ moves through 1 … 8) in each draft mode.
+  const widest = Math.max(8, ...gammas);
+  for (let gamma = 1; gamma <= widest; gamma++) for (const mode of modes) await generate(model, tok, text.slice(0, 16), { ...options(gamma, mode), maxTokens: 2 * gamma + 2 });
   await generate(model, tok, text.slice(0, 16), { temperature: 0, maxTokens: 8, draftRevise: false });
   for (const p of prompts) {
     const prompt = text.slice(0, p - 1); // + the start token = p tokens
-    // Plain decoding is timed before and after the draft–revise runs (host-bound loops vary from run to run); the mean is the baseline.
-    const plain = await generate(model, tok, prompt, { temperature: 0, maxTokens: genTokens, draftRevise: false });
-    const drafts: { gamma: number | 'adaptive'; r: Awaited<ReturnType<typeof generate>> }[] = [];
-    for (const gamma of [...gammas, 'adaptive' as const]) {
-      drafts.push({ gamma, r: await generate(model, tok, prompt, { temperature: 0, maxTokens: genTokens, draftRevise: gamma === 'adaptive' ? { draftLayers: d, gamma: 4 } : { draftLayers: d, gamma, fixedGamma: true } }) });
+    // Host-bound loops vary from run to run: plain decoding is timed before every repeat and after the last.
+    const plain = [await generate(model, tok, prompt, { temperature: 0, maxTokens: genTokens, draftRevise: false })];
+    const runs = configs.map(() => [] as Awaited<ReturnType<typeof generate>>[]);
+    for (let rep = 0; rep < repeats; rep++) {
+      for (const [i, { gamma, mode }] of configs.entries()) runs[i].push(await generate(model, tok, prompt, options(gamma, mode)));
+      plain.push(await generate(model, tok, prompt, { temperature: 0, maxTokens: genTokens, draftRevise: false }));
     }
-    const again = await generate(model, tok, prompt, { temperature: 0, maxTokens: genTokens, draftRevise: false });
-    const plainTokensPerSecond = (plain.tokensPerSecond + again.tokensPerSecond) / 2;
-    for (const { gamma, r } of drafts) {
-      const s = r.speculative!;
+    const plainTokensPerSecond = median(plain.map((r) => r.tokensPerSecond));
+    for (const [i, { gamma, mode }] of configs.entries()) {
+      const rs = runs[i], s = rs[0].speculative!;
+      const tokensPerSecond = median(rs.map((r) => r.tokensPerSecond));
       const row: DecodeRow = {
-        arm, seed, draftLayers: d, prompt: p, gamma, acceptance: s.acceptanceRate, tokensPerPass: s.meanAcceptedPerPass, tokensPerSecond: r.tokensPerSecond,
-        plainTokensPerSecond, speedup: r.tokensPerSecond / plainTokensPerSecond,
-        identical: r.ids.length === plain.ids.length && r.ids.every((id, i) => id === plain.ids[i]),
+        arm, seed, draftLayers: d, prompt: p, gamma, drafts: mode, repeats, acceptance: s.acceptanceRate, tokensPerPass: s.meanAcceptedPerPass, tokensPerSecond,
+        plainTokensPerSecond, speedup: tokensPerSecond / plainTokensPerSecond,
+        identical: rs.every((r) => r.ids.length === plain[0].ids.length && r.ids.every((id, k) => id === plain[0].ids[k])),
       };
       console.error(JSON.stringify(row));
       rows.push(row);
