@@ -19,7 +19,7 @@ import { mechanismCache } from '../attention/table.ts';
 import { checkPageRows, defaultPageRows, PagedKv, PagePool } from './page_pool.ts';
 import type { LayerKv } from '../attention/mechanism.ts';
 import type { Backend } from '../backend/backend.ts';
-import { ArgumentError } from '../errors.ts';
+import { ArgumentError, DeviceError } from '../errors.ts';
 import { zeros } from '../ops/creation.ts';
 import { layerAttention, modelDims, type ModelConfig } from '../model/config.ts';
 import { keep } from '../tensor/scope.ts';
@@ -56,21 +56,32 @@ export class KvCache {
     this.pool.attach(maxLength);
     const shape = [batch, config.nKvHeads, maxLength, config.headDim];
     const dims = modelDims(config);
-    this.layers = Array.from({ length: config.nLayers }, (_, i) => {
-      const layout = mechanismCache(layerAttention(config, i), dims);
-      let slot: LayerKv;
-      if (layout.paged) {
-        const pages = new PagedKv(this.pool, maxLength);
-        slot = { k: pages.k[0], v: pages.v[0], pages };
-      } else {
-        slot = { k: keep(zeros(shape, { backend, dtype })), v: keep(zeros(shape, { backend, dtype })) };
+    const layers: LayerKv[] = [];
+    this.layers = layers;
+    let at = 0, paged = false; // the layer being built, for the error below
+    try {
+      for (; at < config.nLayers; at++) {
+        const layout = mechanismCache(layerAttention(config, at), dims);
+        paged = !!layout.paged;
+        let slot: LayerKv;
+        if (layout.paged) {
+          const pages = new PagedKv(this.pool, maxLength);
+          slot = { k: pages.k[0], v: pages.v[0], pages };
+        } else {
+          slot = { k: keep(zeros(shape, { backend, dtype })), v: keep(zeros(shape, { backend, dtype })) };
+        }
+        layers.push(slot); // from here dispose() frees it, whatever fails next
+        const perPosition = Object.entries(layout.perPosition);
+        if (perPosition.length) slot.state = Object.fromEntries(perPosition.map(([name, heads]) => [name, keep(zeros([batch, heads, maxLength, 1], { backend, dtype: 'f32' }))]));
+        const side = Object.entries(layout.side);
+        if (side.length) slot.side = Object.fromEntries(side.map(([name, make]) => [name, make(slot)]));
       }
-      const perPosition = Object.entries(layout.perPosition);
-      if (perPosition.length) slot.state = Object.fromEntries(perPosition.map(([name, heads]) => [name, keep(zeros([batch, heads, maxLength, 1], { backend, dtype: 'f32' }))]));
-      const side = Object.entries(layout.side);
-      if (side.length) slot.side = Object.fromEntries(side.map(([name, make]) => [name, make(slot)]));
-      return slot;
-    });
+    } catch (e) {
+      this.dispose(); // what the layers before took, and the pool
+      if (!(e instanceof DeviceError)) throw e;
+      const why = paged ? '' : ' (only full and local layers keep k and v in pages; this one needs one buffer of the whole length)';
+      throw new DeviceError(`KvCache: ${maxLength} positions: layer ${at} (${layerAttention(config, at).type}) could not take its cache${why}: ${e.message}`);
+    }
   }
 
   /** Bytes held by the cache on its device: k, v (a paged layer's pages in use), the per-position state and the side states. Pages given back wait in the pool (pool.bytes). */

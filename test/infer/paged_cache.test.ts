@@ -121,6 +121,23 @@ test('a paged layer takes no step past the cache\'s length; a cache\'s own pool 
   m.dispose();
 });
 
+test('a layer kept unpaged past the binding limit: a DeviceError naming the layer, and what the layers before took is given back [webgpu]', { skip: webgpuSkipReason() }, async () => {
+  const g = gpu!;
+  const binding = (g as unknown as { caps: { maxBinding: number } }).caps.maxBinding;
+  const rows = Math.floor(binding / (4 * 128 * 4)) + 128; // 4 kv heads of 128 f32 values a position: one buffer past the limit
+  const big = organsConfig({ nHeads: 4, nKvHeads: 4, headDim: 128, attention: [{ type: 'full' }, { type: 'fox' }, { type: 'full' }] }, 257, rows);
+  const m = loudModel(big, g);
+  const before = g.memory().liveBytes;
+  assert.throws(() => new KvCache(m.config, 1, rows, g, 'f32', { pageRows: 1024 }), (e: unknown) => e instanceof fon.DeviceError
+    && e.message.startsWith(`KvCache: ${rows} positions: layer 1 (fox) could not take its cache (only full and local layers keep k and v in pages; this one needs one buffer of the whole length): webgpu: `)
+    && e.message.includes("above this device's maxStorageBufferBindingSize"));
+  assert.equal(g.memory().liveBytes, before, 'layer 0\'s pages were given back');
+  const fine = new KvCache(m.config, 1, 4096, g, 'f32', { pageRows: 1024 });
+  assert.equal(fine.layers[0].pages!.pageRows, 1024);
+  fine.dispose();
+  m.dispose();
+});
+
 test('page sizes and pools: errors name the value', () => {
   const m = loudModel(cfg, cpu);
   assert.throws(() => new KvCache(m.config, 1, 300, cpu, 'f32', { pageRows: 100 }), (e: unknown) => e instanceof fon.ArgumentError && e.message === "KvCache: pageRows 100: expected a positive multiple of 128 (the decode kernels' key block; a page holds whole blocks)");

@@ -30,7 +30,7 @@ export function decodeStepSource(v: Variant): string {
 
 /**
  * The split pass: attention_decode.wgsl after its header (q, the f32 partials pm, pl and pacc,
- * DECODE_PARAMS, then the K/V loaders from binding 5: K as 8-half vec4<u32> rows (up4 unpacks) and
+ * DECODE_PARAMS and s0, the first chunk's index in the partials, then the K/V loaders from binding 5: K as 8-half vec4<u32> rows (up4 unpacks) and
  * V as 4-half vec2<u32> (ldv4) with K8, else scalar or vec4 loads), attention_common.wgsl and the
  * step (decodeStepSource); subgroups enabled with SG.
  */
@@ -41,7 +41,7 @@ const decodeKernel: Kernel = {
     const kv = v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n') : kvLoaders(x, !!v.VEC, caps.f16, 5);
     const head = [
       v.SG ? 'enable subgroups;' : '',
-      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, DECODE_PARAMS),
+      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, `${DECODE_PARAMS}, s0: u32`),
       kv,
     ].join('\n');
     return preprocess(wgslSource('attention_decode'), { ...v, DECODE_STEP: decodeStepSource(v), HEADER: head, COMMON: wgslSource('attention_common') });
@@ -73,19 +73,29 @@ function splitAndCombine(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuR
   return combineDecodePartials(be, { pm, pl, pacc }, nrows, a.d, nsplit, q.dtype, 'attention', combine);
 }
 
-/** The split pass over the chunks `cut` into fresh f32 partials (split-major: pm, pl [split][row], pacc [split][row][d]). */
-function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, cut: ReturnType<typeof decodeChunks>) {
+/** The partials of `nsplit` chunks of `nrows` rows (split-major: pm, pl [split][row], pacc [split][row][d]). */
+interface Partials { pm: GpuHandle; pl: GpuHandle; pacc: GpuHandle }
+
+function allocPartials(be: WebGpuBackend, nsplit: number, nrows: number, d: number, what: string): Partials {
+  return {
+    pm: be.alloc('f32', nsplit * nrows, `${what} partial max`),
+    pl: be.alloc('f32', nsplit * nrows, `${what} partial sum`),
+    pacc: be.alloc('f32', nsplit * nrows * d, `${what} partial out`),
+  };
+}
+
+/** The split pass over the chunks `cut`, into chunks s0 … s0 + nsplit − 1 of `into` (fresh partials of nsplit chunks by default). */
+function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, cut: ReturnType<typeof decodeChunks>,
+  into?: Partials, s0 = 0): Partials & { nsplit: number } {
   const nrows = a.batch * a.heads * a.tq;
   const { lo, hi, chunk, nsplit } = cut;
-  const pm = be.alloc('f32', nsplit * nrows, 'attention decode partial max');
-  const pl = be.alloc('f32', nsplit * nrows, 'attention decode partial sum');
-  const pacc = be.alloc('f32', nsplit * nrows * a.d, 'attention decode partial out');
+  const out = into ?? allocPartials(be, nsplit, nrows, a.d, 'attention decode');
   be.rt.run({
-    kernel: decodeKernel, variant, uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit],
-    buffers: [q.h.buffer, pm.buffer, pl.buffer, pacc.buffer, k.h.buffer, v.h.buffer],
+    kernel: decodeKernel, variant, uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit, s0],
+    buffers: [q.h.buffer, out.pm.buffer, out.pl.buffer, out.pacc.buffer, k.h.buffer, v.h.buffer],
     workgroups: [nsplit, a.kvHeads, a.batch],
   });
-  return { pm, pl, pacc, nsplit };
+  return { ...out, nsplit };
 }
 
 /** The split pass's variant for q's dtype and `a` (`tune`: DecodeTune's experimental forms). */
@@ -152,10 +162,10 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
 
 /**
  * Flash-decoding over several key sets (the pages of a paged cache, ops/paged_attention.ts): each
- * part's split pass into its own partials, with about DECODE_GROUPS workgroups over all the parts,
- * the partials copied end to end (their layout is split-major), then one combine over every
- * part's chunks — a part whose visible range is empty adds a chunk of weight 0. The parts share
- * q's shape, heads and dtype; callers check decodeRows.
+ * part's split pass, with about DECODE_GROUPS workgroups each, writes its chunks into one shared
+ * set of partials after the parts before it (no copies), then one combine runs over every part's
+ * chunks — a part whose visible range is empty adds a chunk of weight 0. The parts share q's
+ * shape, heads and dtype; callers check decodeRows.
  */
 export function attentionDecodeMulti(be: WebGpuBackend, q: GpuRef, parts: readonly { k: GpuRef; v: GpuRef; args: AttentionArgs }[]): [GpuHandle, GpuHandle] {
   const a0 = parts[0].args;
@@ -163,24 +173,16 @@ export function attentionDecodeMulti(be: WebGpuBackend, q: GpuRef, parts: readon
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a0.heads / a0.kvHeads}×${a0.tq} query rows of head dim ${a0.d}`);
   const variant = decodeVariant(q.dtype, a0, rows, be.caps.subgroups);
   const nrows = a0.batch * a0.heads * a0.tq;
-  const target = be.caps.software ? DECODE_GROUPS_SOFTWARE : DECODE_GROUPS;
-  const each = Math.max(1, Math.ceil(target / (a0.batch * a0.kvHeads * parts.length)));
-  const cuts = parts.map((p) => decodeChunks(be, p.args, each));
+  // Each part's split pass is its own dispatch, and dispatches run one after another: each gets
+  // the whole DECODE_GROUPS (shorter chunks), not a share of it, or a part's few long chunks leave
+  // the GPU idle (16 pages of 65536 rows at a share each: 11.1 ms on the H200 against 0.83 ms for
+  // 512K contiguous rows, BENCHMARKS.md).
+  const cuts = parts.map((p) => decodeChunks(be, p.args));
   const total = cuts.reduce((n, c) => n + c.nsplit, 0);
-  const pm = be.alloc('f32', total * nrows, 'paged attention decode partial max');
-  const pl = be.alloc('f32', total * nrows, 'paged attention decode partial sum');
-  const pacc = be.alloc('f32', total * nrows * a0.d, 'paged attention decode partial out');
+  const partials = allocPartials(be, total, nrows, a0.d, 'paged attention decode');
   let at = 0;
-  parts.forEach((p, i) => {
-    const part = splitPass(be, variant, q, p.k, p.v, p.args, rows, cuts[i]);
-    const enc = be.rt.commandEncoder();
-    enc.copyBufferToBuffer(part.pm.buffer, 0, pm.buffer, at * nrows * 4, part.nsplit * nrows * 4);
-    enc.copyBufferToBuffer(part.pl.buffer, 0, pl.buffer, at * nrows * 4, part.nsplit * nrows * 4);
-    enc.copyBufferToBuffer(part.pacc.buffer, 0, pacc.buffer, at * nrows * a0.d * 4, part.nsplit * nrows * a0.d * 4);
-    be.free(part.pm); be.free(part.pl); be.free(part.pacc);
-    at += part.nsplit;
-  });
-  return combineDecodePartials(be, { pm, pl, pacc }, nrows, a0.d, total, q.dtype, 'paged attention');
+  parts.forEach((p, i) => { splitPass(be, variant, q, p.k, p.v, p.args, rows, cuts[i], partials, at); at += cuts[i].nsplit; });
+  return combineDecodePartials(be, partials, nrows, a0.d, total, q.dtype, 'paged attention');
 }
 
 /**

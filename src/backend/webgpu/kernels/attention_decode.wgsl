@@ -129,7 +129,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
                       &acc, &lsum);
 #endif
   }
-  decode_write_partials(split, b, kvh, c4, g, lid, &acc, &lsum);
+  decode_write_partials(P.s0 + split, b, kvh, c4, g, lid, &acc, &lsum); // s0: this call's first chunk in a shared partials buffer
 }
 
 #if VW
