@@ -2,9 +2,9 @@
  * Small validators the mechanisms' `parse` share: every error is a ConfigError naming where the
  * entry is, the key and the value, and what was expected.
  */
-import { ConfigError } from '../errors.ts';
+import { ConfigError, showValue } from '../errors.ts';
 
-export const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
+export const show = (v: unknown): string => showValue(v);
 
 /** o[key] as a boolean, `fallback` when absent. */
 export function boolOption(o: Record<string, unknown>, key: string, at: string, fallback = false): boolean {

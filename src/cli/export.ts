@@ -5,6 +5,7 @@ import type { Tokenizer } from '../io/tokenizer/tokenizer.ts';
 import { joinPath, readFileIfExists } from '../platform/files.ts';
 import { parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
+import { parseJson } from '../io/json.ts';
 
 export const EXPORT_USAGE = `usage: fon export --model DIR --out DIR --format hf [--dtype f32|bf16|f16] [--overwrite]
 
@@ -29,7 +30,7 @@ async function sourceBosToken(dir: string, tokenizer: Tokenizer): Promise<string
   if (bytes === null) return undefined;
   let json: unknown;
   try {
-    json = JSON.parse(new TextDecoder().decode(bytes));
+    json = parseJson(new TextDecoder().decode(bytes), (why) => new UsageError(why));
   } catch {
     return undefined; // the loader already read this file; a bos it cannot name falls back to eos
   }

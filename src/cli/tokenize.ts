@@ -6,6 +6,7 @@ import { TOKENIZER_FILE } from '../io/model_checkpoint.ts';
 import type { Tokenizer } from '../io/tokenizer/tokenizer.ts';
 import { joinPath, pathKind, readFileIfExists } from '../platform/files.ts';
 import { parseFlags, requireFlag, UsageError } from './args.ts';
+import { parseJson } from '../io/json.ts';
 
 export const TOKENIZE_USAGE = `usage: fon tokenize --model DIR --text TEXT [--json] [--no-special]
 
@@ -33,11 +34,7 @@ async function readText(path: string): Promise<string | null> {
 }
 
 function parseJsonFile(text: string, path: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new ArgumentError(`${path}: not valid JSON (${(e as Error).message})`);
-  }
+  return parseJson(text, (why) => new ArgumentError(`${path}: ${why}`));
 }
 
 /**

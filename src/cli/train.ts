@@ -26,6 +26,7 @@ import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { loadCorpus, type Corpus } from './corpus.ts';
 import { Progress } from './progress.ts';
+import { parseJson } from '../io/json.ts';
 
 /** The defaults `--preset tiny` trains with (other presets bring their own: train/preset_training.ts). */
 const TINY: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining('tiny').train };
@@ -130,7 +131,7 @@ async function modelConfigFrom(v: Flags): Promise<{ cfg: ModelConfig; vocabSet: 
   if (kind !== 'file') throw new UsageError(`train: --config ${v.config} ${kind === null ? 'does not exist' : 'is not a file'}; expected a model config JSON file`);
   const bytes = (await readFileIfExists(v.config))!;
   let json: unknown;
-  try { json = JSON.parse(new TextDecoder().decode(bytes)); } catch (e) { throw new UsageError(`train: --config ${v.config} is not valid JSON: ${(e as Error).message}`); }
+  json = parseJson(new TextDecoder().decode(bytes), (why) => new UsageError(`train: --config ${v.config}: ${why}`));
   const parsed = parseModelConfig(json, cfg, v.config);
   return { cfg: parsed, vocabSet: typeof json === 'object' && json !== null && Object.hasOwn(json, 'vocabSize') };
 }

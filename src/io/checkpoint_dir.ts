@@ -17,9 +17,10 @@
  * `history` lists the checkpoints this code wrote, oldest first; pruning deletes only names found
  * there, never a directory a user put beside them. Readers need only `checkpoint`.
  */
-import { FonError } from '../errors.ts';
+import { clip, FonError } from '../errors.ts';
+import { parseJson } from './json.ts';
 import {
-  TEMP_MARKER, fsyncDir, joinPath, listDir, makeDir, makeNewDir, pathKind, readFileIfExists, removePath,
+  TEMP_MARKER, fsyncDir, isRegularFile, joinPath, listDir, makeDir, makeNewDir, pathKind, readFileIfExists, removePath,
   renamePath, tempPathFor, writeFileAtomic, writeNewFileSynced,
 } from '../platform/files.ts';
 
@@ -53,16 +54,13 @@ async function readLatest(dir: string): Promise<LatestPointer | null> {
   const path = joinPath(dir, LATEST_FILE);
   const bytes = await readFileIfExists(path);
   if (bytes === null) return null;
-  let v: unknown;
-  try {
-    v = JSON.parse(new TextDecoder().decode(bytes));
-  } catch (e) {
-    throw new CheckpointError(`${path} is not JSON (${(e as Error).message}): expected {"checkpoint": "<directory name>"}`);
-  }
+  const v = parseJson(new TextDecoder().decode(bytes), (why) => new CheckpointError(`${path}: ${why}: expected {"checkpoint": "<directory name>"}`));
   const p = v as Partial<LatestPointer> | null;
   if (typeof p !== 'object' || p === null || typeof p.checkpoint !== 'string' || p.checkpoint === '') {
-    throw new CheckpointError(`${path} holds ${JSON.stringify(v)}: expected {"checkpoint": "<directory name>"}`);
+    throw new CheckpointError(`${path} holds ${clip(JSON.stringify(v) ?? String(v))}: expected {"checkpoint": "<directory name>"}`);
   }
+  // The pointer stays inside its run folder: one path component ("../other-run/step-2" would load another run).
+  checkName(`${path}: checkpoint`, p.checkpoint, []);
   const history = Array.isArray(p.history) ? p.history.filter((h): h is string => typeof h === 'string') : undefined;
   return { checkpoint: p.checkpoint, history };
 }
@@ -149,7 +147,7 @@ export async function resolveCheckpointDir(dir: string): Promise<string> {
     }
     return target;
   }
-  if ((await pathKind(joinPath(dir, CONFIG_FILE))) === 'file') return dir;
+  if (await isRegularFile(joinPath(dir, CONFIG_FILE))) return dir; // a folder or a FIFO named config.json: a FileError
   throw new CheckpointError(`no checkpoint in ${dir}: expected ${LATEST_FILE} or ${CONFIG_FILE}`);
 }
 

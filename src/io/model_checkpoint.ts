@@ -22,6 +22,7 @@ import { decodeSafetensors, safetensorsToTensors, tensorsToSafetensors } from '.
 import { loadTokenizer } from './tokenizer/tokenizer.ts';
 import type { Tokenizer } from './tokenizer/tokenizer.ts';
 import type { Optimizer } from '../train/optim.ts';
+import { parseJson } from './json.ts';
 
 export const MODEL_FILE = 'model.safetensors';
 export const TOKENIZER_FILE = 'tokenizer.json';
@@ -67,12 +68,8 @@ export interface LoadedModel {
   generation?: HfGenerationDefaults | null;
 }
 
-function parseJson(text: string, file: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new CheckpointError(`${file} is not valid JSON: ${(e as Error).message}`);
-  }
+function parseJsonFile(text: string, file: string): unknown {
+  return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
 }
 
 /**
@@ -83,9 +80,9 @@ export async function loadModel(path: string, backend: Backend): Promise<LoadedM
   if (await isHfModelDir(path)) return { ...(await loadHfModel(path, backend)), dir: path };
   const dir = await resolveCheckpointDir(path);
   const cfgFile = `${dir}/config.json`;
-  const config = parseModelConfig(parseJson(await readCheckpointText(dir, 'config.json'), cfgFile), undefined, cfgFile);
+  const config = parseModelConfig(parseJsonFile(await readCheckpointText(dir, 'config.json'), cfgFile), undefined, cfgFile);
   const tokFile = `${dir}/${TOKENIZER_FILE}`;
-  const tokenizer = loadTokenizer(parseJson(await readCheckpointText(dir, TOKENIZER_FILE), tokFile), tokFile);
+  const tokenizer = loadTokenizer(parseJsonFile(await readCheckpointText(dir, TOKENIZER_FILE), tokFile), tokFile);
   if (tokenizer.vocabSize > config.vocabSize) {
     throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${cfgFile} says vocabSize ${config.vocabSize}`);
   }
@@ -114,7 +111,7 @@ export async function loadModel(path: string, backend: Backend): Promise<LoadedM
 /** The trainer state of a checkpoint written during training, checked field by field. */
 export async function readTrainerState(dir: string): Promise<TrainerState> {
   const file = `${dir}/${TRAINER_FILE}`;
-  const state = parseJson(await readCheckpointText(dir, TRAINER_FILE), file) as Partial<TrainerState> | null;
+  const state = parseJsonFile(await readCheckpointText(dir, TRAINER_FILE), file) as Partial<TrainerState> | null;
   const ok = state !== null && typeof state === 'object' && Number.isInteger(state.step) && (state.step as number) >= 0
     && typeof state.optimizerScalars === 'object' && state.optimizerScalars !== null
     && typeof state.run === 'object' && state.run !== null;

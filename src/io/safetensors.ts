@@ -19,6 +19,7 @@ import type { Backend } from '../backend/backend.ts';
 import { getBackend } from '../backend/registry.ts';
 import { f32ToHost, hostToF32, isFloat, type AnyHostArray, type DType } from '../tensor/dtype.ts';
 import { fromHandle, type Tensor } from '../tensor/tensor.ts';
+import { parseJson } from './json.ts';
 
 /** A file that is not valid safetensors: the message names the file and what is wrong. */
 export class SafetensorsError extends FonError {}
@@ -134,9 +135,17 @@ export interface SafetensorsHeader {
 }
 
 /**
+ * The largest header FON reads: 100 MB, the limit of the reference implementation (its
+ * MAX_HEADER_SIZE), checked before the header is read (a 540 MB header of NUL bytes was once read
+ * whole before it was refused as not UTF-8). Real headers are kilobytes to a few megabytes.
+ */
+export const MAX_HEADER_BYTES = 100_000_000;
+
+/**
  * The header length from a file's first 8 bytes (`prefix`, at least 8 of them unless the file is
- * shorter), checked against the file's size in bytes. SafetensorsError, starting with `source`,
- * for a file too short for the length field or a header length beyond the file.
+ * shorter), checked against the file's size in bytes and MAX_HEADER_BYTES. SafetensorsError,
+ * starting with `source`, for a file too short for the length field or a header length beyond
+ * the file or the limit.
  */
 export function safetensorsHeaderLength(prefix: Uint8Array, fileSize: number, source = 'safetensors'): number {
   const fail = (what: string): never => { throw new SafetensorsError(`${source}: ${what}`); };
@@ -144,6 +153,7 @@ export function safetensorsHeaderLength(prefix: Uint8Array, fileSize: number, so
   const view = new DataView(prefix.buffer, prefix.byteOffset, 8);
   const headerLen = view.getUint32(0, true) + view.getUint32(4, true) * 2 ** 32;
   if (headerLen > fileSize - 8) fail(`header length ${headerLen} exceeds the file (${fileSize - 8} bytes after the 8-byte length field); the file is truncated or not safetensors`);
+  if (headerLen > MAX_HEADER_BYTES) fail(`header length ${headerLen} is above the ${MAX_HEADER_BYTES}-byte limit for a safetensors header (expected kilobytes to a few megabytes of JSON); not read`);
   return headerLen;
 }
 
@@ -163,12 +173,7 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, fileSize: number
   } catch {
     fail('header is not valid UTF-8');
   }
-  let header: unknown;
-  try {
-    header = JSON.parse(text);
-  } catch (e) {
-    fail(`header is not JSON (${(e as Error).message}): ${JSON.stringify(text.slice(0, 60))}`);
-  }
+  const header: unknown = parseJson(text, (why) => new SafetensorsError(`${source}: header is ${why}: ${JSON.stringify(text.slice(0, 60))}`));
   if (typeof header !== 'object' || header === null || Array.isArray(header)) fail(`header must be a JSON object, got ${Array.isArray(header) ? 'an array' : JSON.stringify(header)}`);
 
   const metadata: Record<string, string> = {};
@@ -178,7 +183,7 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, fileSize: number
       if (typeof info !== 'object' || info === null || Array.isArray(info)) fail(`${METADATA_KEY} must be an object of strings, got ${JSON.stringify(info)}`);
       for (const [k, v] of Object.entries(info as Record<string, unknown>)) {
         if (typeof v !== 'string') fail(`${METADATA_KEY}['${k}'] must be a string, got ${JSON.stringify(v)}`);
-        metadata[k] = v as string;
+        own(metadata, k, v as string);
       }
       continue;
     }
@@ -214,7 +219,7 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, fileSize: number
   if (covered !== dataLen) fail(`data_offsets do not cover the data section: ${dataLen - covered} bytes after the last tensor (data ends at ${covered} of ${dataLen})`);
 
   const tensors: Record<string, SafeTensorInfo> = {};
-  for (const e of entries) tensors[e.name] = e.info;
+  for (const e of entries) own(tensors, e.name, e.info);
   return { tensors, metadata, dataStart };
 }
 
@@ -228,9 +233,17 @@ export function decodeSafetensors(bytes: Uint8Array, source = 'safetensors'): De
   const header = parseSafetensorsHeader(bytes.subarray(8, 8 + headerLen), bytes.length, source);
   const tensors: Record<string, SafeTensorView> = {};
   for (const [name, { dtype, shape, begin, end }] of Object.entries(header.tensors)) {
-    tensors[name] = { dtype, shape, data: bytes.subarray(header.dataStart + begin, header.dataStart + end) };
+    own(tensors, name, { dtype, shape, data: bytes.subarray(header.dataStart + begin, header.dataStart + end) });
   }
   return { tensors, metadata: header.metadata };
+}
+
+/**
+ * record[key] = value as an own data property even for "__proto__", which plain assignment would
+ * turn into a prototype change (the tensor silently dropped); read such records with Object.hasOwn.
+ */
+function own<T>(record: Record<string, T>, key: string, value: T): void {
+  Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
 }
 
 // ---- bridges to FON tensors ----

@@ -11,6 +11,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CheckpointError } from './checkpoint_dir.ts';
+import { fileError, isRegularFile } from '../platform/files.ts';
 import {
   parseSafetensorsHeader, safeTensorToHost, safetensorsHeaderLength, SafetensorsError,
   type SafeTensorInfo, type SafeTensorView, type SafetensorsHeader,
@@ -19,13 +20,19 @@ import type { Backend } from '../backend/backend.ts';
 import { getBackend } from '../backend/registry.ts';
 import type { DType } from '../tensor/dtype.ts';
 import { fromHandle, type Tensor } from '../tensor/tensor.ts';
+import { parseJson } from './json.ts';
+
+/** Nothing at `path` is a CheckpointError; anything but a regular file a FileError (platform/files.ts isRegularFile). */
+async function regularFile(path: string): Promise<void> {
+  if (!(await isRegularFile(path))) throw new CheckpointError(`${path}: no such file`);
+}
 
 /** Reads exactly `length` bytes at `position`; a short read means the file shrank under us. */
 async function readExactly(fh: FileHandle, position: number, length: number, source: string): Promise<Uint8Array> {
   const out = new Uint8Array(length);
   let done = 0;
   while (done < length) {
-    const { bytesRead } = await fh.read(out, done, length - done, position + done);
+    const { bytesRead } = await fh.read(out, done, length - done, position + done).catch((e: unknown) => { throw fileError(source, 'cannot read', e); });
     if (bytesRead === 0) throw new SafetensorsError(`${source}: truncated: ended after ${position + done} bytes while reading ${length} bytes at ${position}`);
     done += bytesRead;
   }
@@ -53,15 +60,16 @@ export class SafetensorsFile {
    * naming it; a truncated or corrupt one a SafetensorsError (see `parseSafetensorsHeader`).
    */
   static async open(path: string): Promise<SafetensorsFile> {
+    await regularFile(path);
     let fh: FileHandle;
     try {
       fh = await open(path, 'r');
     } catch (e) {
       if (isMissing(e)) throw new CheckpointError(`${path}: no such file`);
-      throw e;
+      throw fileError(path, 'cannot read', e);
     }
     try {
-      const { size } = await fh.stat();
+      const { size } = await fh.stat().catch((e: unknown) => { throw fileError(path, 'cannot read', e); });
       const prefix = await readExactly(fh, 0, Math.min(8, size), path);
       const headerLen = safetensorsHeaderLength(prefix, size, path);
       const header = parseSafetensorsHeader(await readExactly(fh, 8, headerLen, path), size, path);
@@ -144,18 +152,14 @@ export class SafetensorsShards {
     const indexPath = join(dir, WEIGHTS_INDEX_FILE);
     let text: string;
     try {
+      await regularFile(indexPath);
       const fh = await open(indexPath, 'r');
       try { text = await fh.readFile('utf8'); } finally { await fh.close(); }
     } catch (e) {
-      if (isMissing(e)) throw new CheckpointError(`${dir} has no weights: expected ${SINGLE_WEIGHTS_FILE} or ${WEIGHTS_INDEX_FILE} (FON reads safetensors only)`);
-      throw e;
+      if (e instanceof CheckpointError) throw new CheckpointError(`${dir} has no weights: expected ${SINGLE_WEIGHTS_FILE} or ${WEIGHTS_INDEX_FILE} (FON reads safetensors only)`);
+      throw fileError(indexPath, 'cannot read', e);
     }
-    let index: unknown;
-    try {
-      index = JSON.parse(text);
-    } catch (e) {
-      throw new CheckpointError(`${indexPath} is not valid JSON: ${(e as Error).message}`);
-    }
+    const index = parseJson(text, (why) => new CheckpointError(`${indexPath}: ${why}`));
     const map = (index as { weight_map?: unknown } | null)?.weight_map;
     if (typeof map !== 'object' || map === null || Array.isArray(map)) {
       throw new CheckpointError(`${indexPath}: expected an object with "weight_map": {tensor name: shard file}, got ${JSON.stringify(index)?.slice(0, 120)}`);

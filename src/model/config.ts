@@ -6,7 +6,7 @@
 import { layoutBytesPerToken, type ModelDims } from '../attention/mechanism.ts';
 import { mechanismCache, parseLayerAttention, wantsNoPE, type LayerAttention } from '../attention/table.ts';
 import { DEPTH_KEYS, DEPTH_MODES, type DepthSpec } from '../attention/depth.ts';
-import { ConfigError } from '../errors.ts';
+import { ConfigError, showValue } from '../errors.ts';
 import type { RopeScaling } from '../nn/rope_tables.ts';
 import { checkDraftLayers, parseOrgans, type OrgansSpec } from './organs.ts';
 
@@ -115,7 +115,7 @@ const SCHEMA: Record<keyof ModelConfig, Kind> = {
   qkvBias: 'bool', tieEmbeddings: 'bool', contextLength: 'int', attention: 'attention',
 };
 
-const show = (v: unknown) => JSON.stringify(v) ?? String(v);
+const show = (v: unknown) => showValue(v);
 
 function checkAttention(v: unknown, where: string): LayerAttention[] {
   const list = Array.isArray(v) ? v : [v];

@@ -1,7 +1,8 @@
 /**
  * The Node adapter for files (DESIGN.md: Node-only code sits behind small adapters): atomic
  * writes, directory fsync, listing and removal. Everything that touches the disk for checkpoints
- * goes through here, so the format code under io/ stays free of Node APIs.
+ * goes through here, so the format code under io/ stays free of Node APIs. Every failure the
+ * system reports is a FileError naming the path and saying in words what went wrong (`fileError`).
  *
  * Atomic means: a reader sees the old file or the new one, never a part. The bytes go to a
  * temporary name beside the target, are fsynced, then renamed over the target (rename is atomic
@@ -10,6 +11,63 @@
 import { constants } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { clip, FileError, FonError } from '../errors.ts';
+
+/** The system's error codes in words, for FileError messages. */
+const REASONS: Record<string, string> = {
+  EISDIR: 'it is a folder, expected a file',
+  ENOTDIR: 'a part of the path is not a folder',
+  ELOOP: 'a loop of symbolic links',
+  ENAMETOOLONG: 'a name in the path is too long for the file system',
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  ENOENT: 'no such file or folder',
+  EEXIST: 'it exists already',
+  ENOSPC: 'no space left on the device',
+  EROFS: 'the file system is read-only',
+  EMFILE: 'too many open files',
+  ENFILE: 'too many open files',
+  EIO: 'an input/output error',
+  EBUSY: 'it is busy',
+  ENXIO: 'no such device (a socket or a FIFO without a reader?)',
+};
+
+/**
+ * The FileError for a failed file-system call on `path` ("cannot read", "cannot list", …);
+ * a FonError passes unchanged. Every adapter that touches the disk maps its failures through this.
+ */
+export function fileError(path: string, action: string, e: unknown): FonError {
+  if (e instanceof FonError) return e;
+  const code = (e as NodeJS.ErrnoException)?.code;
+  const reason = code && REASONS[code] ? `${REASONS[code]} (${code})` : code ? `${code}: ${(e as Error).message}` : String((e as Error)?.message ?? e);
+  return new FileError(`${clip(path)}: ${action}: ${reason}`);
+}
+
+/** Rejects a path the system could not take (a NUL byte, which Node reports as a TypeError) before any call. */
+export function checkPath(path: string, action: string): void {
+  if (typeof path !== 'string') throw new FileError(`${action}: expected a path as a string, got ${path === null ? 'null' : typeof path}`);
+  if (path.includes('\0')) throw new FileError(`${clip(JSON.stringify(path))}: ${action}: a path with a NUL byte`);
+}
+
+/** `fn()` (a synchronous file-system call) with its failure as a fileError naming `path`. */
+export function onPathSync<T>(path: string, action: string, fn: () => T): T {
+  checkPath(path, action);
+  try {
+    return fn();
+  } catch (e) {
+    throw fileError(path, action, e);
+  }
+}
+
+/** `fn()` with its failure as a fileError naming `path`. */
+async function onPath<T>(path: string, action: string, fn: () => Promise<T>): Promise<T> {
+  checkPath(path, action);
+  try {
+    return await fn();
+  } catch (e) {
+    throw fileError(path, action, e);
+  }
+}
 
 let tempCounter = 0;
 
@@ -34,17 +92,19 @@ function asBytes(data: Uint8Array | string): Uint8Array {
 /** Writes `data` to a new file at `path` (which must not exist) and fsyncs it. */
 export async function writeNewFileSynced(path: string, data: Uint8Array | string): Promise<void> {
   const bytes = asBytes(data);
-  const fh = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644);
-  try {
-    let done = 0;
-    while (done < bytes.length) {
-      const { bytesWritten } = await fh.write(bytes, done, bytes.length - done);
-      done += bytesWritten;
+  await onPath(path, 'cannot write', async () => {
+    const fh = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o644);
+    try {
+      let done = 0;
+      while (done < bytes.length) {
+        const { bytesWritten } = await fh.write(bytes, done, bytes.length - done);
+        done += bytesWritten;
+      }
+      await fh.sync();
+    } finally {
+      await fh.close();
     }
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
+  });
 }
 
 /**
@@ -74,7 +134,7 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string): 
   const tmp = tempPathFor(path);
   try {
     await writeNewFileSynced(tmp, data);
-    await rename(tmp, path);
+    await onPath(path, 'cannot replace', () => rename(tmp, path));
   } catch (e) {
     await rm(tmp, { force: true }).catch(() => undefined);
     throw e;
@@ -84,47 +144,62 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string): 
 
 /** mkdir -p. */
 export async function makeDir(path: string): Promise<void> {
-  await mkdir(path, { recursive: true });
+  await onPath(path, 'cannot make the folder', () => mkdir(path, { recursive: true }));
 }
 
 /** Creates a directory that must not exist yet. */
 export async function makeNewDir(path: string): Promise<void> {
-  await mkdir(path);
+  await onPath(path, 'cannot make the folder', () => mkdir(path));
 }
 
 /** Renames a file or directory (atomic within one file system). */
 export async function renamePath(from: string, to: string): Promise<void> {
-  await rename(from, to);
+  checkPath(from, 'cannot rename');
+  await onPath(to, `cannot rename ${clip(from)} to it`, () => rename(from, to));
 }
 
 /** Removes a file or a directory tree; nothing happens if it is absent. */
 export async function removePath(path: string): Promise<void> {
-  await rm(path, { recursive: true, force: true });
+  await onPath(path, 'cannot remove', () => rm(path, { recursive: true, force: true }));
 }
 
-/** What is at `path`: 'file', 'dir', 'other', or null when nothing is there. */
+/** What is at `path` (symbolic links followed): 'file', 'dir', 'other', or null when nothing is there; a FileError when the system cannot tell (a link loop, a name too long). */
 export async function pathKind(path: string): Promise<'file' | 'dir' | 'other' | null> {
+  checkPath(path, 'cannot look up');
   try {
     const s = await stat(path);
     return s.isDirectory() ? 'dir' : s.isFile() ? 'file' : 'other';
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
-    throw e;
+    throw fileError(path, 'cannot look up', e);
   }
 }
 
 /** Names in a directory (not sorted by meaning: callers sort). */
 export async function listDir(path: string): Promise<string[]> {
-  return readdir(path);
+  return onPath(path, 'cannot list the folder', () => readdir(path));
 }
 
-/** A file's bytes, or null when it does not exist (other errors pass on). */
+/**
+ * Whether a regular file is at `path` (symbolic links followed): false when nothing is there; a
+ * folder, a FIFO, a socket or a device is a FileError (opening a FIFO would wait for a writer).
+ */
+export async function isRegularFile(path: string): Promise<boolean> {
+  const kind = await pathKind(path);
+  if (kind === null) return false;
+  if (kind !== 'file') throw new FileError(`${clip(path)}: cannot read: ${kind === 'dir' ? 'it is a folder, expected a file' : 'not a regular file (a FIFO, a socket or a device)'}`);
+  return true;
+}
+
+/** A file's bytes, or null when it does not exist; a folder, a link loop or any other failure is a FileError naming it. */
 export async function readFileIfExists(path: string): Promise<Uint8Array | null> {
+  checkPath(path, 'cannot read');
+  if (!(await isRegularFile(path))) return null;
   try {
     const b = await readFile(path);
     return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-    throw e;
+    throw fileError(path, 'cannot read', e);
   }
 }

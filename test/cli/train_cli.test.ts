@@ -120,7 +120,7 @@ test('fon train --resume: flags fixed by the checkpoint, a corrupt trainer.json 
   writeFileSync(data, readFileSync(corpus, 'utf8').replace(/cat/g, 'cow'));
   assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu', '--steps', '3'), /the corpus .*strict\.txt changed since the checkpoint/);
   writeFileSync(join(out, 'step-000002', 'trainer.json'), '{oops');
-  assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu'), /trainer\.json is not valid JSON/);
+  assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu'), /trainer\.json: not valid JSON/);
   writeFileSync(join(out, 'step-000002', 'trainer.json'), '{"step": 2}');
   assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu'), /trainer\.json: expected \{"step": integer, "optimizerScalars"/);
 });

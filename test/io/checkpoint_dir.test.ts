@@ -143,7 +143,7 @@ test('resolveCheckpointDir errors name the path and what was expected', async ()
   await writeFile(join(dir, 'latest.json'), '{"checkpoint": "gone"}');
   await rejectsWith(resolveCheckpointDir(dir), `${join(dir, 'latest.json')} names checkpoint 'gone', but ${join(dir, 'gone')} is not a directory`);
   await writeFile(join(dir, 'latest.json'), '{"check');
-  await rejectsWith(resolveCheckpointDir(dir), `${join(dir, 'latest.json')} is not JSON`);
+  await rejectsWith(resolveCheckpointDir(dir), `${join(dir, 'latest.json')}: not valid JSON`);
   await writeFile(join(dir, 'latest.json'), '{"step": 3}');
   await rejectsWith(resolveCheckpointDir(dir), `holds {"step":3}: expected {"checkpoint": "<directory name>"}`);
   // A hand-written pointer without history is honoured, and its target is never pruned.

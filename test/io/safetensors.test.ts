@@ -106,7 +106,7 @@ test('each corrupt file gives its own message, naming the file', () => {
   throwsWith(() => decodeSafetensors(new Uint8Array(5), src), 'bad.safetensors: truncated: 5 bytes, but a safetensors file starts with an 8-byte header length');
   throwsWith(() => decodeSafetensors(new Uint8Array([200, 0, 0, 0, 0, 0, 0, 0, 0x7b, 0x7d]), src), 'bad.safetensors: header length 200 exceeds the file (2 bytes after the 8-byte length field)');
   throwsWith(() => decodeSafetensors(new Uint8Array([0, 0, 0, 0, 1, 0, 0, 0]), src), 'header length 4294967296 exceeds the file');
-  throwsWith(() => decodeSafetensors(rawFile('{"a": [1,'), src), /^bad\.safetensors: header is not JSON \(/);
+  throwsWith(() => decodeSafetensors(rawFile('{"a": [1,'), src), /^bad\.safetensors: header is not valid JSON \(/);
   throwsWith(() => decodeSafetensors(new Uint8Array([2, 0, 0, 0, 0, 0, 0, 0, 0xc3, 0x28]), src), 'bad.safetensors: header is not valid UTF-8');
   throwsWith(() => decodeSafetensors(rawFile('[1,2]'), src), 'header must be a JSON object, got an array');
   throwsWith(() => decodeSafetensors(rawFile('{"w":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}}', [0]), src), `bad.safetensors: tensor 'w': unknown dtype "F8_E4M3"`);
@@ -193,4 +193,16 @@ test('safetensorsToTensors: other dtypes widen, float dtype conversion, I64 out 
 
   const big = decodeSafetensors(encodeSafetensors({ ids: { dtype: 'I64', shape: [2], data: new BigInt64Array([1n, 1n << 31n]) } }), 'm.safetensors');
   throwsWith(() => safetensorsToTensors(big, { backend, source: 'm.safetensors' }), "m.safetensors: tensor 'ids': I64 value 2147483648 at index 1 does not fit FON's i32");
+});
+
+test('tensor and metadata names that are Object.prototype keys are kept as data: __proto__, constructor, toString', () => {
+  const header = '{"__metadata__": {"__proto__": "p", "constructor": "c"}, "__proto__": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}, '
+    + '"constructor": {"dtype": "U8", "shape": [1], "data_offsets": [2, 3]}, "toString": {"dtype": "U8", "shape": [1], "data_offsets": [3, 4]}}';
+  const d = decodeSafetensors(rawFile(header, [7, 8, 9, 10]), 'proto.safetensors');
+  assert.deepEqual(Object.keys(d.tensors).sort(), ['__proto__', 'constructor', 'toString']);
+  assert.deepEqual([...d.tensors['__proto__'].data], [7, 8]);
+  assert.deepEqual([...d.tensors['constructor'].data], [9]);
+  assert.deepEqual([...d.tensors['toString'].data], [10]);
+  assert.deepEqual(Object.entries(d.metadata).sort(), [['__proto__', 'p'], ['constructor', 'c']]);
+  assert.ok(Object.hasOwn(d.tensors, '__proto__') && Object.getPrototypeOf(d.tensors) === Object.prototype);
 });

@@ -1,12 +1,12 @@
 /** safetensors files read from disk tensor by tensor, single and sharded, and each bad file → its error. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { closeSync, ftruncateSync, mkdtempSync, openSync, rmSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as fon from '../../src/index.ts';
 import { CheckpointError } from '../../src/io/checkpoint_dir.ts';
-import { encodeSafetensors, SafetensorsError, type SafeTensorInput } from '../../src/io/safetensors.ts';
+import { encodeSafetensors, MAX_HEADER_BYTES, SafetensorsError, type SafeTensorInput } from '../../src/io/safetensors.ts';
 import { SafetensorsFile, SafetensorsShards } from '../../src/io/safetensors_file.ts';
 import { f32ToBf16Bits, f32ToF16Bits } from '../../src/tensor/dtype.ts';
 
@@ -83,7 +83,7 @@ test('SafetensorsFile: each bad file gives its own error, naming the file', asyn
     ['offsets', rawFile({ x: { dtype: 'F32', shape: [2], data_offsets: [4, 12] } }, new Uint8Array(8)), "tensor 'x': data_offsets [4, 12] reach past the end of the data section (8 bytes)"],
     ['gap', rawFile({ x: { dtype: 'F32', shape: [1], data_offsets: [4, 8] } }, new Uint8Array(8)), "bytes [0, 4) belong to no tensor (before 'x')"],
     ['dtype', rawFile({ x: { dtype: 'F8_E4M3', shape: [4], data_offsets: [0, 4] } }, new Uint8Array(4)), `tensor 'x': unknown dtype "F8_E4M3", FON reads`],
-    ['json', rawFile({}, new Uint8Array(0), 0), 'header is not JSON'],
+    ['json', rawFile({}, new Uint8Array(0), 0), 'header is not valid JSON'],
   ];
   for (const [name, bytes, fragment] of cases) {
     const path = write(dir, `${name}.safetensors`, bytes);
@@ -172,9 +172,28 @@ test('SafetensorsShards: a missing shard, no weights, a bad index each name the 
 
   const notJson = shardedDir();
   write(notJson, 'model.safetensors.index.json', '{"weight_map": ');
-  await rejectsWith(SafetensorsShards.openDir(notJson), CheckpointError, `${join(notJson, 'model.safetensors.index.json')} is not valid JSON`);
+  await rejectsWith(SafetensorsShards.openDir(notJson), CheckpointError, `${join(notJson, 'model.safetensors.index.json')}: not valid JSON`);
 
   const corrupt = shardedDir();
   write(corrupt, 'model-00002-of-00002.safetensors', new Uint8Array([255, 255, 255, 255, 0, 0, 0, 0, 1]));
   await rejectsWith(SafetensorsShards.openDir(corrupt), SafetensorsError, `${join(corrupt, 'model-00002-of-00002.safetensors')}: header length 4294967295 exceeds the file`);
+});
+
+test('a header length above 100 MB is refused from the 8-byte prefix, before the header is read', async () => {
+  const path = join(tmpdir(), `fon-bighead-${process.pid}.safetensors`);
+  const len = MAX_HEADER_BYTES + 8;
+  const fd = openSync(path, 'w');
+  const prefix = new Uint8Array(8);
+  new DataView(prefix.buffer).setUint32(0, len, true);
+  writeSync(fd, prefix);
+  ftruncateSync(fd, 8 + len); // a sparse file of NUL bytes: nothing written, nothing to read
+  closeSync(fd);
+  try {
+    const t0 = performance.now();
+    await assert.rejects(SafetensorsFile.open(path), (e: unknown) => e instanceof SafetensorsError
+      && e.message === `${path}: header length ${len} is above the 100000000-byte limit for a safetensors header (expected kilobytes to a few megabytes of JSON); not read`);
+    assert.ok(performance.now() - t0 < 2000, 'refused without reading 100 MB');
+  } finally {
+    rmSync(path, { force: true });
+  }
 });

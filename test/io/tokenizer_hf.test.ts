@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { uniformStream } from '../../src/ops/random.ts';
 import { BYTE_CHARS } from '../../src/io/tokenizer/byte_level.ts';
-import { compileOnigPattern, splitByPattern, type SplitBehavior } from '../../src/io/tokenizer/pretokenize.ts';
+import { compileOnigPattern, escapeRegExp, splitByPattern, type SplitBehavior } from '../../src/io/tokenizer/pretokenize.ts';
 import { loadTokenizer, parseTokenizer, trainBpe } from '../../src/io/tokenizer/tokenizer.ts';
 
 const fixture = (name: string) => JSON.parse(readFileSync(new URL(`../fixtures/tokenizer/${name}`, import.meta.url), 'utf8')) as Record<string, unknown>;
@@ -112,6 +112,24 @@ test('added tokens: lstrip, rstrip, single_word; non-special ones are always rec
   assert.deepEqual(tok.encode('a <mask> b').includes(280), false);
   assert.deepEqual(tok.encode('a [R]  b'), [id('a'), SPACE, 281, id('b')]);
   assert.deepEqual(tok.encode('cat concat cat.'), [282, ...tok.encode(' concat '), 282, id('.')]);
+});
+
+test('added tokens and Split string patterns with -, |, [, ], \\ and / load under the u flag and match literally', () => {
+  const tricky = ['<|im-start|>', 'a-b', 'x|y', '[R]', 'c\\d', '/s/', '-', '(?:', '^$', '{2}'];
+  for (const t of tricky) {
+    const re = new RegExp(escapeRegExp(t), 'gu');
+    assert.deepEqual(`..${t}..${t}`.match(re), [t, t], t);
+  }
+  const json = structuredClone(llamaJson);
+  const flags = { single_word: false, lstrip: false, rstrip: false, normalized: false, special: true };
+  const added = tricky.filter((t) => t.length > 1); // '-' alone is in the byte vocabulary: an added token of it keeps the vocabulary's id
+  added.forEach((content, i) => (json.added_tokens as object[]).push({ ...flags, id: 280 + i, content }));
+  const tok = loadTokenizer(json);
+  for (const [i, t] of added.entries()) assert.deepEqual(tok.encode(`a${t}a`, { allowSpecial: true }), [id('a'), 280 + i, id('a')], t);
+  const split = structuredClone(llamaJson);
+  split.pre_tokenizer = { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { String: 'a-b' }, behavior: 'Isolated', invert: false }, { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false }] };
+  const st = loadTokenizer(split, 'split.json');
+  assert.equal(st.decode(st.encode('xa-by')), 'xa-by');
 });
 
 test('normalizer NFC: composed and decomposed spellings give the same ids', () => {

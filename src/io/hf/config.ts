@@ -19,7 +19,7 @@
  *            before RoPE) and head_dim independent of hidden_size / heads.
  * contextLength is max_position_embeddings (n_positions for GPT-2).
  */
-import { UnsupportedError } from '../../errors.ts';
+import { showValue, UnsupportedError } from '../../errors.ts';
 import { ConfigError, DEFAULT_CONFIG, parseModelConfig, type LayerAttention, type ModelConfig, type RopeScaling } from '../../model/config.ts';
 
 /** The architectures FON reads: model_type → the transformers class of its causal LM. */
@@ -40,7 +40,7 @@ export interface HfModelConfig {
 
 type Json = Record<string, unknown>;
 
-const show = (v: unknown) => JSON.stringify(v) ?? String(v);
+const show = (v: unknown) => showValue(v);
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const SUPPORTED = Object.entries(HF_ARCHITECTURES).map(([t, c]) => `${t} (${c})`).join(', ');

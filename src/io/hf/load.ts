@@ -29,6 +29,7 @@ import { hfConfigToModelConfig, type HfArchitecture } from './config.ts';
 import { parseGenerationConfig, type HfGenerationDefaults } from './generation.ts';
 import { hfTokenizer } from './tokenizer.ts';
 import { hfWeightPlan, takeValues, type HfParamSource } from './weights.ts';
+import { parseJson } from '../json.ts';
 
 export type { HfGenerationDefaults } from './generation.ts';
 
@@ -44,18 +45,14 @@ export interface LoadedHfModel {
 
 const FLOAT_DTYPES = new Set(['F32', 'F16', 'BF16', 'F64']);
 
-function parseJson(text: string, file: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new CheckpointError(`${file} is not valid JSON: ${(e as Error).message}`);
-  }
+function parseJsonFile(text: string, file: string): unknown {
+  return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
 }
 
 async function readOptionalJson(dir: string, name: string): Promise<unknown> {
   const path = joinPath(dir, name);
   const bytes = await readFileIfExists(path);
-  return bytes === null ? undefined : parseJson(new TextDecoder().decode(bytes), path);
+  return bytes === null ? undefined : parseJsonFile(new TextDecoder().decode(bytes), path);
 }
 
 /**
@@ -122,10 +119,10 @@ async function readWeights(shards: SafetensorsShards, params: HfParamSource[], b
  */
 export async function loadHfModel(dir: string, backend: Backend): Promise<LoadedHfModel> {
   const configFile = joinPath(dir, 'config.json');
-  const { architecture, config } = hfConfigToModelConfig(parseJson(await readCheckpointText(dir, 'config.json'), configFile), configFile);
+  const { architecture, config } = hfConfigToModelConfig(parseJsonFile(await readCheckpointText(dir, 'config.json'), configFile), configFile);
 
   const tokFile = joinPath(dir, 'tokenizer.json');
-  const tokJson = parseJson(await readCheckpointText(dir, 'tokenizer.json'), tokFile);
+  const tokJson = parseJsonFile(await readCheckpointText(dir, 'tokenizer.json'), tokFile);
   const tokenizer = hfTokenizer(tokJson, await readOptionalJson(dir, 'tokenizer_config.json'), tokFile);
   if (tokenizer.vocabSize > config.vocabSize) {
     throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${configFile} says vocab_size ${config.vocabSize}`);

@@ -9,7 +9,7 @@
  * returns the model's ids only. Anything else is an UnsupportedError naming the component and the
  * file; a missing or ill-typed field is an ArgumentError naming the field.
  */
-import { ArgumentError, UnsupportedError } from '../../errors.ts';
+import { ArgumentError, showValue, UnsupportedError } from '../../errors.ts';
 import type { AddedToken } from './added_tokens.ts';
 import { BYTE_CHARS } from './byte_level.ts';
 import { BpeModel } from './bpe.ts';
@@ -32,8 +32,7 @@ const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !==
 
 function describe(v: unknown): string {
   if (v === undefined) return 'missing';
-  const text = JSON.stringify(v) ?? String(v);
-  return `${Array.isArray(v) ? 'an array' : v === null ? 'null' : typeof v} ${text.length > 60 ? text.slice(0, 57) + '...' : text}`;
+  return `${Array.isArray(v) ? 'an array' : v === null ? 'null' : typeof v} ${showValue(v, 60)}`;
 }
 
 /** Typed access to a tokenizer.json with errors that name the file and the field. */
@@ -45,7 +44,7 @@ class Fields {
   }
 
   unsupported(path: string, value: unknown, supported: string): UnsupportedError {
-    return new UnsupportedError(`${this.source}: ${path} ${JSON.stringify(value)} is not supported; FON reads ${supported}`);
+    return new UnsupportedError(`${this.source}: ${path} ${showValue(value)} is not supported; FON reads ${supported}`);
   }
 
   object(parent: JsonObject, key: string, path: string): JsonObject {

@@ -110,9 +110,13 @@ export function compileOnigPattern(pattern: string, where: string): RegExp {
   }
 }
 
-/** Escapes a literal string for use inside a JavaScript RegExp. */
+/**
+ * Escapes a literal string for use in a JavaScript RegExp with the `u` flag, outside a character
+ * class: the syntax characters and '/' only, since `u` rejects any other escape (`\-` is a
+ * SyntaxError there, which once made a token such as `<|im-start|>` unloadable).
+ */
 export function escapeRegExp(s: string): string {
-  return s.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+  return s.replace(/[\\^$.*+?()[\]{}|/]/g, '\\$&');
 }
 
 /**

@@ -13,6 +13,7 @@ import { ArgumentError } from '../../errors.ts';
 import { BYTE_CHARS } from './byte_level.ts';
 import { countWords, learnBpe } from './bpe_train.ts';
 import { byteLevelBpeJson, tokenizerFromJson, type LoadTokenizerOptions } from './hf_json.ts';
+import { parseJson } from '../json.ts';
 
 export type { LoadTokenizerOptions } from './hf_json.ts';
 
@@ -92,11 +93,6 @@ export function loadTokenizer(json: unknown, source?: string, opts?: LoadTokeniz
 
 /** A tokenizer from the text of a tokenizer.json; invalid JSON is an ArgumentError naming `source`. */
 export function parseTokenizer(text: string, source = 'tokenizer.json', opts?: LoadTokenizerOptions): Tokenizer {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    throw new ArgumentError(`${source}: not valid JSON (${(err as Error).message})`);
-  }
+  const json = parseJson(text, (why) => new ArgumentError(`${source}: ${why}`));
   return tokenizerFromJson(json, source, opts);
 }

@@ -2,22 +2,20 @@
  * The file access FON's training data needs, in one Node-only adapter (DESIGN.md: Node-only pieces
  * sit behind small adapters), so that a browser build can swap this file and keep the rest of
  * src/train/data. Everything here is plain `node:fs`; nothing above this file imports `node:*`.
+ * A failure the system reports is a FileError naming the path (platform/files.ts `fileError`).
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { createRequire } from 'node:module';
+import { fileError, onPathSync } from '../../platform/files.ts';
 
 export type PathKind = 'file' | 'folder' | 'missing' | 'other';
 
-/** What is at `p` (symbolic links followed). */
+/** What is at `p` (symbolic links followed); a FileError when the system cannot tell (a link loop, a name too long). */
 export function pathKind(p: string): PathKind {
-  let st: fs.Stats;
-  try {
-    st = fs.statSync(p);
-  } catch {
-    return 'missing';
-  }
+  const st = onPathSync(p, 'cannot look up', () => fs.statSync(p, { throwIfNoEntry: false }));
+  if (!st) return 'missing';
   return st.isFile() ? 'file' : st.isDirectory() ? 'folder' : 'other';
 }
 
@@ -28,7 +26,7 @@ export function pathKind(p: string): PathKind {
  */
 export function listFiles(folder: string): string[] {
   const out: string[] = [];
-  const names = fs.readdirSync(folder).filter((n) => !n.startsWith('.')).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const names = onPathSync(folder, 'cannot list the folder', () => fs.readdirSync(folder)).filter((n) => !n.startsWith('.')).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   for (const name of names) {
     const p = path.join(folder, name);
     const kind = pathKind(p);
@@ -49,7 +47,7 @@ export function extension(p: string): string {
  * decoded whole (TextDecoder in stream mode); a leading byte-order mark is dropped.
  */
 export async function* readTextChunks(p: string, chunkBytes = 1 << 20): AsyncGenerator<string> {
-  const handle = await fs.promises.open(p, 'r');
+  const handle = await fs.promises.open(p, 'r').catch((e: unknown) => { throw fileError(p, 'cannot read', e); });
   try {
     const decoder = new TextDecoder('utf-8');
     const buf = new Uint8Array(chunkBytes);
@@ -68,7 +66,7 @@ export async function* readTextChunks(p: string, chunkBytes = 1 << 20): AsyncGen
 
 /** A small file's whole text (the Brown Corpus files are about 20 kB each). */
 export function readSmallTextFile(p: string): string {
-  return fs.readFileSync(p, 'utf8');
+  return onPathSync(p, 'cannot read', () => fs.readFileSync(p, 'utf8'));
 }
 
 /** The folder an installed npm package lives in, or undefined when it is not installed. */
@@ -82,7 +80,7 @@ export function packageFolder(name: string): string | undefined {
 
 /** The names in a folder, sorted (code-unit order). */
 export function folderNames(folder: string): string[] {
-  return fs.readdirSync(folder).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  return onPathSync(folder, 'cannot list the folder', () => fs.readdirSync(folder)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 /** A fresh path in the system's temporary folder. */
@@ -102,8 +100,8 @@ export class AtomicFileWriter {
   constructor(target: string) {
     this.target = target;
     this.tempPath = `${target}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
-    fs.mkdirSync(path.dirname(target), { recursive: true });
-    this.fd = fs.openSync(this.tempPath, 'w');
+    onPathSync(path.dirname(target), 'cannot make the folder', () => fs.mkdirSync(path.dirname(target), { recursive: true }));
+    this.fd = onPathSync(this.tempPath, 'cannot write', () => fs.openSync(this.tempPath, 'w'));
   }
 
   write(bytes: Uint8Array): void {
@@ -124,7 +122,7 @@ export class AtomicFileWriter {
     fs.fsyncSync(this.fd);
     fs.closeSync(this.fd);
     this.fd = undefined;
-    fs.renameSync(this.tempPath, this.target);
+    onPathSync(this.target, 'cannot replace', () => fs.renameSync(this.tempPath, this.target));
   }
 
   abort(): void {
@@ -140,7 +138,7 @@ export class RandomAccessFile {
   private fd: number | undefined;
 
   constructor(readonly path: string) {
-    this.fd = fs.openSync(path, 'r');
+    this.fd = onPathSync(path, 'cannot read', () => fs.openSync(path, 'r'));
     this.size = fs.fstatSync(this.fd).size;
   }
 

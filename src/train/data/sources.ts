@@ -17,6 +17,7 @@
  */
 import { DataError } from './data_error.ts';
 import { extension, listFiles, pathKind, readTextChunks } from './files.ts';
+import { parseJson } from '../../io/json.ts';
 
 export const DOCUMENT_SEPARATOR_LINE = '<|endoftext|>';
 
@@ -87,12 +88,7 @@ async function* jsonlDocuments(file: string, chunkBytes: number): AsyncGenerator
   for await (const { text: line } of lines(file, chunkBytes, Infinity)) {
     lineNo++;
     if (line.trim().length === 0) continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch (e) {
-      throw new DataError(`${file}:${lineNo}: not valid JSON (${(e as Error).message}); expected one JSON object with a string "text" field per line`);
-    }
+    const value = parseJson(line, (why) => new DataError(`${file}:${lineNo}: ${why}; expected one JSON object with a string "text" field per line`));
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new DataError(`${file}:${lineNo}: expected a JSON object with a string "text" field, got ${Array.isArray(value) ? 'an array' : JSON.stringify(value)}`);
     }
