@@ -10,12 +10,15 @@ import { Progress } from './progress.ts';
 
 export const EVAL_USAGE = `usage: fon eval --model DIR [--file PATH] [--context N] [--stride N] [--draft-layers D] [--json]
 
-Perplexity and bits per byte of the checkpoint in DIR over PATH (text, folder or .jsonl; default:
-the built-in Brown validation split). The text is cut into windows of N tokens (default: the
-model's context); with stride = context (the default) the windows do not overlap and every token
-after the first is scored exactly once; a smaller stride scores each window's last \`stride\`
-tokens with the rest as context. Documents are joined with the end-of-text token between them and
-none after the last, so the score is the text's own (as transformers computes it on the same ids).
+Perplexity and bits per byte of the checkpoint in DIR over PATH (default: the built-in Brown
+validation split). A text file is scored as its exact text: nothing trimmed, no split at
+separator lines (a leading byte-order mark is dropped). A folder's files and a .jsonl file's
+lines are documents, joined with the end-of-text token between them and none after the last.
+The text's ids (no prefix added) are cut into windows of N tokens (default: the model's context): window i holds tokens i·stride … i·stride + N − 1 and scores the
+tokens it predicts that no earlier window scored, the last window shorter. With stride = context
+(the default) the windows do not overlap and every token after the first is scored exactly once,
+as transformers' perplexity loop does on the same ids; a smaller stride scores each window's last
+\`stride\` tokens with the rest as context.
 
 A model with organs also has its exit head (the draft organ's: the final norm and LM head after
 layer D−1) scored in the same pass, printed on a line of its own.
@@ -43,7 +46,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
   const draftLayers = v['draft-layers'] === undefined ? config.organs?.draftLayers
     : checkDraftLayers(numberFlag('eval', 'draft-layers', v['draft-layers'], 0, { integer: true }), L, 'eval: --draft-layers', (m) => new UsageError(m));
   const source = v.file ?? 'builtin:brown (validation)';
-  const store = await buildTokenStore(v.file ? readDocuments(v.file) : brownCorpus().validation, tokenizer, { separator: 'between' });
+  const store = await buildTokenStore(v.file ? readDocuments(v.file, { exact: true }) : brownCorpus().validation, tokenizer, { separator: 'between' });
   const windows = Math.max(1, Math.ceil(Math.max(0, store.length - 1 - context) / stride) + 1);
   const bar = new Progress({ label: 'eval', total: windows, unit: 'win' });
   const r = await evaluate(model, evalWindows(store, context, stride), { byteLengths: tokenByteLengths(tokenizer, config.vocabSize), batch, draftLayers: draftLayers ?? null, onProgress: (n) => bar.update(n) });

@@ -54,7 +54,9 @@ export async function exportCommand(argv: string[]): Promise<number> {
   const loaded = await loadModel(dir, await backendFromFlag('export', 'cpu'));
   try {
     const bosToken = loaded.architecture !== undefined ? await sourceBosToken(loaded.dir, loaded.tokenizer) : undefined;
-    const r = await exportHf(loaded.model, loaded.tokenizer, out, { dtype, overwrite: v.overwrite, bosToken, generation: loaded.generation });
+    // What fon generate puts before a prompt: a Hugging Face model its tokenizer's prefix, a FON model the end-of-text id.
+    const startIds = loaded.architecture !== undefined ? loaded.tokenizer.prefixIds : [loaded.tokenizer.eosId];
+    const r = await exportHf(loaded.model, loaded.tokenizer, out, { dtype, overwrite: v.overwrite, bosToken, generation: loaded.generation, startIds });
     console.log(`wrote ${r.className} (${r.parameters.toLocaleString('en-US')} parameters, ${dtype}) to ${r.dir}: ${r.files.join(', ')}`);
   } finally {
     loaded.model.dispose();

@@ -322,6 +322,9 @@ export async function trainCommand(argv: string[]): Promise<number> {
   try {
     while (trainer.step < tc.steps && !stop) {
       const r: StepResult = await trainer.trainStep();
+      // A step on the CPU backends never leaves the microtask queue (its reads resolve at once), so the
+      // SIGINT handler would wait for the next checkpoint's file writes: give the event loop a turn.
+      await new Promise<void>((resolve) => setImmediate(resolve));
       const organTerms: Record<string, number> = r.exitLoss !== undefined ? { exitLoss: r.exitLoss, distill: r.distill! } : {};
       log.push({ step: r.step, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ...organTerms });
       if (!Number.isFinite(r.loss)) throw new UsageError(`train: the loss became ${r.loss} at step ${r.step}; lower --lr (now ${tc.lr})`);

@@ -111,6 +111,39 @@ test('fon train: Ctrl-C writes a checkpoint that resumes', async () => {
   assert.equal(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint, `step-${String(step + 2).padStart(6, '0')}`);
 });
 
+test('fon train on the CPU: Ctrl-C with no checkpoint due stops after the current step, not at the next checkpoint', async () => {
+  const out = join(dir, 'interrupted-at-once');
+  const args = [FON, ...TRAIN.map((x) => (x === '6' ? '100000' : x)), '--out', out, '--eval-every', '0', '--checkpoint-every', '100000', '--warmup', '0'];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  let sentAt = 0;
+  const code = await new Promise<number | null>((resolve) => {
+    // Interrupt once training runs (the progress line shows a step); without a turn of the event loop between steps it would run all 100000.
+    const poll = setInterval(() => { if (/step \d+\/100000/.test(err)) { clearInterval(poll); sentAt = performance.now(); child.kill('SIGINT'); } }, 20);
+    child.on('exit', (c) => { clearInterval(poll); resolve(c); });
+  });
+  const waited = performance.now() - sentAt;
+  assert.equal(code, 130, err);
+  assert.ok(sentAt > 0 && waited < 15_000, `stopped ${waited.toFixed(0)} ms after SIGINT`);
+  const stopped = Number(/stopped at step (\d+)/.exec(err)?.[1]);
+  assert.ok(stopped >= 1 && stopped < 100000, err);
+  assert.equal(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint, `step-${String(stopped).padStart(6, '0')}`, 'the interrupt wrote a checkpoint of the step it stopped at');
+});
+
+test('fon eval --file scores the file\'s exact text: blank lines, trailing spaces and a separator line are kept', () => {
+  const out = join(dir, 'eval-exact');
+  assert.equal(fon(...TRAIN, '--out', out, '--steps', '1').code, 0);
+  const file = join(dir, 'exact.txt');
+  const text = '\n\n  leading blank lines\n<|endoftext|>\nsecond part   \n\n';
+  writeFileSync(file, text);
+  const r = fon('eval', '--model', out, '--file', file, '--json', '--backend', 'cpu');
+  assert.equal(r.code, 0, r.err);
+  const got = JSON.parse(r.out) as { tokens: number; bytes: number };
+  assert.equal(got.tokens, Buffer.byteLength(text) - 1, 'one byte token per byte, every one after the first scored');
+  assert.equal(got.bytes, Buffer.byteLength(text) - 1);
+});
+
 test('fon train --resume: flags fixed by the checkpoint, a corrupt trainer.json and a changed corpus are refused', () => {
   const out = join(dir, 'strict');
   const data = join(dir, 'strict.txt');

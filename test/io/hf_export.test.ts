@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import * as fon from '../../src/index.ts';
 import { exportHf, hfArchitectureFor, hfConfigText, pythonFloat } from '../../src/io/hf/export.ts';
 import { loadModel } from '../../src/io/model_checkpoint.ts';
+import { generate } from '../../src/infer/generate.ts';
 import { decodeSafetensors } from '../../src/io/safetensors.ts';
 import { SafetensorsShards } from '../../src/io/safetensors_file.ts';
 import { trainBpe, type Tokenizer } from '../../src/io/tokenizer/tokenizer.ts';
@@ -67,7 +68,7 @@ for (const arch of ARCHS) {
     const dir = join(ROOT, arch);
     const src = await loadModel(dir, cpu);
     const out = join(tmp, `fixture-${arch}`);
-    const r = await exportHf(src.model, src.tokenizer, out, { generation: src.generation });
+    const r = await exportHf(src.model, src.tokenizer, out, { generation: src.generation, startIds: src.tokenizer.prefixIds });
     assert.deepEqual([r.architecture, r.className, r.dir], [arch, CLASSES[arch], out]);
     assert.deepEqual(r.files, ['config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']);
     assert.equal(r.parameters, src.model.parameterCount());
@@ -101,8 +102,9 @@ for (const arch of ARCHS) {
       assert.deepEqual(back.generation, { eosTokenIds: [src.tokenizer.eosId] });
     }
     const eos = src.tokenizer.idToToken(src.tokenizer.eosId);
+    assert.deepEqual(back.tokenizer.prefixIds, src.tokenizer.prefixIds, 'the tokenizer\'s own prefix, unchanged');
     assert.deepEqual(readJson(join(out, 'tokenizer_config.json')), {
-      add_bos_token: false, add_eos_token: false, bos_token: eos, clean_up_tokenization_spaces: false, eos_token: eos,
+      add_bos_token: src.tokenizer.prefixIds.length > 0, add_eos_token: false, bos_token: eos, clean_up_tokenization_spaces: false, eos_token: eos,
       model_max_length: src.config.contextLength, tokenizer_class: 'PreTrainedTokenizerFast',
     });
     src.model.dispose(); back.model.dispose();
@@ -179,6 +181,28 @@ for (const [arch, c] of FON_MODELS) {
     model.dispose(); back.model.dispose();
   });
 }
+
+test('a FON model\'s export puts the end-of-text token before a prompt as fon generate does: same prompt ids, same greedy text', async () => {
+  const model = randomModel(FON_MODELS[0][1]);
+  const out = join(tmp, 'fon-start');
+  await exportHf(model, tokenizer, out);
+  const json = readJson(join(out, 'tokenizer.json'));
+  const eos = tokenizer.idToToken(tokenizer.eosId)!;
+  const template = { type: 'TemplateProcessing', single: [{ SpecialToken: { id: eos, type_id: 0 } }, { Sequence: { id: 'A', type_id: 0 } }] };
+  const post = json.post_processor.type === 'Sequence' ? json.post_processor.processors.at(-1) : json.post_processor;
+  assert.deepEqual({ type: post.type, single: post.single }, template);
+  assert.deepEqual(post.special_tokens[eos].ids, [tokenizer.eosId]);
+  assert.equal(readJson(join(out, 'tokenizer_config.json')).add_bos_token, true);
+  const back = await loadModel(out, cpu);
+  assert.deepEqual(back.tokenizer.prefixIds, [tokenizer.eosId], 'the export, read as Hugging Face, prepends what FON prepends');
+  const prompt = 'The cat sat';
+  const native = await generate(model, tokenizer, prompt, { temperature: 0, maxTokens: 8 });
+  const exported = await generate(back.model, back.tokenizer, prompt, { temperature: 0, maxTokens: 8, startIds: back.tokenizer.prefixIds });
+  assert.deepEqual(exported.ids, native.ids);
+  await assert.rejects(exportHf(model, back.tokenizer, join(tmp, 'fon-start-2'), { startIds: [] }), (e: unknown) => e instanceof fon.ArgumentError
+    && e.message === `exportHf: startIds [], but the tokenizer already puts [${tokenizer.eosId}] before a text: expected its own prefix`);
+  model.dispose(); back.model.dispose();
+});
 
 test('the keys written for a sliding Qwen layout, and a tied model has no lm_head.weight', async () => {
   const model = randomModel(FON_MODELS[1][1]);

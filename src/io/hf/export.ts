@@ -62,6 +62,14 @@ export interface HfExportOptions {
   generation?: HfGenerationDefaults | null;
   /** Largest model.safetensors file before the weights are split into shards (default 2 GiB, built in memory). */
   maxShardBytes?: number;
+  /**
+   * The ids FON puts before a prompt of this model: default [the eos id], as `generate` does for
+   * a FON model (the separator its training puts before every document); a model loaded from a
+   * Hugging Face folder passes its tokenizer's prefixIds. When the tokenizer does not already
+   * prepend them, tokenizer.json gets a TemplateProcessing post-processor that does (after the
+   * tokenizer's own, in a Sequence), so transformers encodes a prompt as FON does.
+   */
+  startIds?: readonly number[];
 }
 
 export interface HfExportResult {
@@ -311,11 +319,38 @@ function generationConfig(ids: HfTokenIds, g: HfGenerationDefaults | null | unde
   return o;
 }
 
-function tokenizerConfig(bos: string, eos: string, contextLength: number): Record<string, unknown> {
+function tokenizerConfig(bos: string, eos: string, contextLength: number, addsBos: boolean): Record<string, unknown> {
   return {
-    add_bos_token: false, add_eos_token: false, bos_token: bos, clean_up_tokenization_spaces: false, eos_token: eos,
+    add_bos_token: addsBos, add_eos_token: false, bos_token: bos, clean_up_tokenization_spaces: false, eos_token: eos,
     model_max_length: contextLength, tokenizer_class: 'PreTrainedTokenizerFast',
   };
+}
+
+/**
+ * The tokenizer's JSON with a post-processor that puts `start` before a text when its own does not
+ * (Hugging Face's TemplateProcessing: the single template is the start tokens, then the text);
+ * ArgumentError when it already prepends other ids.
+ */
+function tokenizerJsonStarting(tokenizer: Tokenizer, start: readonly number[]): Record<string, unknown> {
+  const json = tokenizer.toJSON() as Record<string, unknown>;
+  const have = tokenizer.prefixIds;
+  if (have.length === start.length && have.every((id, i) => id === start[i])) return json;
+  if (have.length > 0) throw new ArgumentError(`exportHf: startIds [${start.join(', ')}], but the tokenizer already puts [${have.join(', ')}] before a text: expected its own prefix`);
+  const tokens = start.map((id) => {
+    const t = tokenizer.idToToken(id);
+    if (t === undefined) throw new ArgumentError(`exportHf: start id ${id} has no token in the tokenizer`);
+    return t;
+  });
+  const special = (t: string) => ({ SpecialToken: { id: t, type_id: 0 } });
+  const template = {
+    type: 'TemplateProcessing',
+    single: [...tokens.map(special), { Sequence: { id: 'A', type_id: 0 } }],
+    pair: [...tokens.map(special), { Sequence: { id: 'A', type_id: 0 } }, { Sequence: { id: 'B', type_id: 1 } }],
+    special_tokens: Object.fromEntries(tokens.map((t, i) => [t, { id: t, ids: [start[i]], tokens: [t] }])),
+  };
+  const own = json.post_processor;
+  json.post_processor = own === undefined || own === null ? template : { type: 'Sequence', processors: [own, template] };
+  return json;
 }
 
 // ---- weights ----
@@ -416,6 +451,8 @@ export async function exportHf(model: Decoder, tokenizer: Tokenizer, outDir: str
   const bosToken = opts.bosToken ?? eosToken;
   const bosId = tokenizer.tokenToId(bosToken);
   if (bosId === undefined) throw new ArgumentError(`exportHf: bos token ${show(bosToken)} is not a token of the tokenizer`);
+  const start = opts.startIds ?? [tokenizer.eosId];
+  const tokenizerJson = tokenizerJsonStarting(tokenizer, start);
   if (tokenizer.vocabSize > c.vocabSize) throw new ArgumentError(`exportHf: the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocabSize is ${c.vocabSize}`);
   const ids = { bos: bosId, eos: tokenizer.eosId };
   const { architecture, json } = hfConfigFor(c, ids, dtype);
@@ -449,8 +486,8 @@ export async function exportHf(model: Decoder, tokenizer: Tokenizer, outDir: str
       const total = tensors.reduce((s, t) => s + elements(t.shape), 0);
       await write('model.safetensors.index.json', configText({ metadata: { total_parameters: total, total_size: total * bytesPer }, weight_map: weightMap }));
     }
-    await write('tokenizer.json', JSON.stringify(tokenizer.toJSON(), null, 2));
-    await write('tokenizer_config.json', `${pythonJson(tokenizerConfig(bosToken, eosToken, c.contextLength), { sortKeys: true, ensureAscii: false })}\n`);
+    await write('tokenizer.json', JSON.stringify(tokenizerJson, null, 2));
+    await write('tokenizer_config.json', `${pythonJson(tokenizerConfig(bosToken, eosToken, c.contextLength, start.length > 0), { sortKeys: true, ensureAscii: false })}\n`);
     await write('generation_config.json', configText(generationConfig(ids, opts.generation)));
     await fsyncDir(tmp);
     if (existed && (await pathKind(dir)) === 'dir') {

@@ -26,6 +26,12 @@ export interface ReadDocumentsOptions {
   maxDocumentChars?: number;
   /** Bytes read from a file at a time (default 1 MiB). */
   chunkBytes?: number;
+  /**
+   * A text file is one document of its exact text (a leading byte-order mark dropped): no split at
+   * separator lines, nothing trimmed, no length cut (`fon eval --file` scores the file as written).
+   * .jsonl lines stay documents of their own.
+   */
+  exact?: boolean;
 }
 
 const EXPECTED = 'a text file, a .jsonl file with a "text" field on each line, or a folder of them';
@@ -100,6 +106,14 @@ async function* jsonlDocuments(file: string, chunkBytes: number): AsyncGenerator
   }
 }
 
+/** A text file's whole text as one document (ReadDocumentsOptions.exact); none when the file is empty. */
+async function* exactText(file: string, chunkBytes: number): AsyncGenerator<string> {
+  const parts: string[] = [];
+  for await (const chunk of readTextChunks(file, chunkBytes)) parts.push(chunk);
+  const text = parts.join('');
+  if (text.length > 0) yield text;
+}
+
 /**
  * The documents at `path` (see the file header for the rules), in a fixed order. Throws DataError
  * when the path does not exist or holds no text at all.
@@ -113,7 +127,7 @@ export async function* readDocuments(path: string, options: ReadDocumentsOptions
   const files = kind === 'folder' ? listFiles(path) : [path];
   let count = 0;
   for (const file of files) {
-    const docs = extension(file) === '.jsonl' ? jsonlDocuments(file, chunkBytes) : textFileDocuments(file, chunkBytes, maxChars);
+    const docs = extension(file) === '.jsonl' ? jsonlDocuments(file, chunkBytes) : options.exact ? exactText(file, chunkBytes) : textFileDocuments(file, chunkBytes, maxChars);
     for await (const doc of docs) {
       count++;
       yield doc;
