@@ -21,7 +21,7 @@ import { ParamFactory } from '../nn/params.ts';
 import { pathKind, readFileIfExists, writeFileAtomic, joinPath } from '../platform/files.ts';
 import { BatchSampler, evalWindows, type EvalWindow, type TokenStore } from '../train/data/index.ts';
 import { presetTraining } from '../train/preset_training.ts';
-import { DEFAULT_TRAIN, Trainer, type StepResult, type TrainConfig } from '../train/trainer.ts';
+import { DEFAULT_TRAIN, parseTrainConfig, Trainer, type StepResult, type TrainConfig } from '../train/trainer.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { loadCorpus, type Corpus } from './corpus.ts';
@@ -227,7 +227,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     if (typeof spec.data !== 'string' || typeof spec.tokenizer !== 'string' || typeof spec.train !== 'object' || spec.train === null) {
       throw new UsageError(`train: --resume: ${dir}/trainer.json has no run description ("run": {"data", "tokenizer", "train"})`);
     }
-    const t = spec.train;
+    const t = spec.train = parseTrainConfig(spec.train, `${dir}/trainer.json: run.train`); // a resumed run is held to the flags' rules
     if (v.steps !== undefined) {
       t.steps = numberFlag('train', 'steps', v.steps, t.steps, { integer: true, min: Math.max(1, state.step) });
       if (t.steps < t.warmup) throw new UsageError(`train: --steps ${t.steps} is shorter than the run's warm-up of ${t.warmup} steps`);

@@ -11,7 +11,7 @@
  * a Hugging Face model folder (io/hf/load.ts), told apart by its config.json.
  */
 import type { Backend } from '../backend/backend.ts';
-import { FonError } from '../errors.ts';
+import { clip, FonError, showValue } from '../errors.ts';
 import { Decoder } from '../model/decoder.ts';
 import { parseModelConfig, type ModelConfig } from '../model/config.ts';
 import { ParamFactory } from '../nn/params.ts';
@@ -115,7 +115,11 @@ export async function readTrainerState(dir: string): Promise<TrainerState> {
   const ok = state !== null && typeof state === 'object' && Number.isInteger(state.step) && (state.step as number) >= 0
     && typeof state.optimizerScalars === 'object' && state.optimizerScalars !== null
     && typeof state.run === 'object' && state.run !== null;
-  if (!ok) throw new CheckpointError(`${file}: expected {"step": integer, "optimizerScalars": {...}, "run": {...}}, got ${JSON.stringify(state)?.slice(0, 200)}`);
+  if (!ok) throw new CheckpointError(`${file}: expected {"step": integer, "optimizerScalars": {...}, "run": {...}}, got ${showValue(state, 200)}`);
+  for (const [k, x] of Object.entries(state.optimizerScalars as Record<string, unknown>)) {
+    const bad = typeof x !== 'number' || !Number.isFinite(x) || x < 0 || (k === 't' && !Number.isInteger(x));
+    if (bad) throw new CheckpointError(`${file}: optimizerScalars '${clip(k, 80)}' = ${showValue(x)}: expected ${k === 't' ? 'an integer' : 'a finite number'} ≥ 0`);
+  }
   return state as TrainerState;
 }
 

@@ -14,7 +14,7 @@
  * (weights, optimizer moments and step count), so a run stopped at step s and resumed follows the
  * uninterrupted run's loss curve.
  */
-import { ArgumentError } from '../errors.ts';
+import { ArgumentError, clip, ConfigError, showValue } from '../errors.ts';
 import { tensor } from '../ops/creation.ts';
 import { add, mul } from '../ops/elementwise.ts';
 import { concat, reshape } from '../ops/layout.ts';
@@ -60,6 +60,37 @@ export const DEFAULT_TRAIN: TrainConfig = {
   lr: 3e-3, minLr: 3e-4, warmup: 50, weightDecay: 0.1, beta1: 0.9, beta2: 0.95, gradClip: 1.0,
   evalEvery: 200, evalWindows: 64, checkpointEvery: 200, seed: 1337,
 };
+
+/** Each TrainConfig field's rule: an integer or any number, and its range (the flags' rules, src/cli/train.ts). */
+const TRAIN_RULES: Record<keyof TrainConfig, { integer: boolean; min: number; max?: number; below?: number }> = {
+  steps: { integer: true, min: 1 }, batchSize: { integer: true, min: 1 }, accumulate: { integer: true, min: 1 }, context: { integer: true, min: 1 },
+  lr: { integer: false, min: 0 }, minLr: { integer: false, min: 0 }, warmup: { integer: true, min: 0 }, weightDecay: { integer: false, min: 0 },
+  beta1: { integer: false, min: 0, below: 1 }, beta2: { integer: false, min: 0, below: 1 }, gradClip: { integer: false, min: 0 },
+  evalEvery: { integer: true, min: 0 }, evalWindows: { integer: true, min: 1 }, checkpointEvery: { integer: true, min: 0 }, seed: { integer: true, min: 0 },
+};
+
+/**
+ * A TrainConfig read from a file (a checkpoint's trainer.json on resume), held to the rules its
+ * flags are: every field present, a finite number of its range, warmup ≤ steps, no other key. A
+ * ConfigError names `where`, the key and the value. The Trainer checks the rest against the
+ * model (`checkTrainConfig`: context ≤ its context length, lr > 0, minLr ≤ lr).
+ */
+export function parseTrainConfig(value: unknown, where: string): TrainConfig {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(`${where}: expected an object of training settings, got ${showValue(value)}`);
+  const o = value as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!Object.hasOwn(TRAIN_RULES, k)) throw new ConfigError(`${where}: unknown key '${clip(k, 80)}'; expected ${Object.keys(TRAIN_RULES).join(', ')}`);
+  const out = {} as TrainConfig;
+  for (const [k, r] of Object.entries(TRAIN_RULES) as [keyof TrainConfig, (typeof TRAIN_RULES)[keyof TrainConfig]][]) {
+    const v = o[k];
+    const range = `${r.integer ? 'an integer' : 'a number'} ≥ ${r.min}${r.below !== undefined ? ` and < ${r.below}` : ''}`;
+    if (typeof v !== 'number' || !Number.isFinite(v) || (r.integer && !Number.isInteger(v)) || v < r.min || (r.below !== undefined && v >= r.below)) {
+      throw new ConfigError(`${where}: '${k}' = ${v === undefined ? 'missing' : showValue(v)}: expected ${range}`);
+    }
+    out[k] = v;
+  }
+  if (out.warmup > out.steps) throw new ConfigError(`${where}: 'warmup' = ${out.warmup}: expected at most 'steps' = ${out.steps}`);
+  return out;
+}
 
 /** A source of training batches whose step-th batch is a pure function of the step. */
 export interface Batches {

@@ -158,6 +158,29 @@ test('fon train --resume: flags fixed by the checkpoint, a corrupt trainer.json 
   assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu'), /trainer\.json: expected \{"step": integer, "optimizerScalars"/);
 });
 
+test('fon train --resume holds trainer.json to the flags\' rules: bad optimizer scalars and training settings are named, not run', () => {
+  const out = join(dir, 'tampered');
+  assert.equal(fon(...TRAIN, '--out', out, '--steps', '2', '--eval-every', '0').code, 0);
+  const file = join(out, 'step-000002', 'trainer.json');
+  const good = readFileSync(file, 'utf8');
+  const tamper = (edit: (s: { optimizerScalars: Record<string, unknown>; run: { train: Record<string, unknown> } }) => void, want: string) => {
+    const s = JSON.parse(good);
+    edit(s);
+    writeFileSync(file, JSON.stringify(s));
+    const r = fon('train', '--out', out, '--resume', '--backend', 'cpu', '--steps', '3');
+    assert.equal(r.code, 2, r.err);
+    assert.equal(r.err.trim(), `fon: ${want}`);
+  };
+  tamper((s) => { s.optimizerScalars.lr = {}; }, `${file}: optimizerScalars 'lr' = {}: expected a finite number ≥ 0`);
+  tamper((s) => { s.optimizerScalars.t = 1.5; }, `${file}: optimizerScalars 't' = 1.5: expected an integer ≥ 0`);
+  tamper((s) => { s.run.train.beta1 = null; }, `${file}: run.train: 'beta1' = null: expected a number ≥ 0 and < 1`);
+  tamper((s) => { delete s.run.train.lr; }, `${file}: run.train: 'lr' = missing: expected a number ≥ 0`);
+  tamper((s) => { s.run.train.batchSize = 2.5; }, `${file}: run.train: 'batchSize' = 2.5: expected an integer ≥ 1`);
+  tamper((s) => { s.run.train.extra = 1; }, `${file}: run.train: unknown key 'extra'; expected steps, batchSize, accumulate, context, lr, minLr, warmup, weightDecay, beta1, beta2, gradClip, evalEvery, evalWindows, checkpointEvery, seed`);
+  writeFileSync(file, good);
+  assert.equal(fon('train', '--out', out, '--resume', '--backend', 'cpu', '--steps', '3', '--final-eval-windows', '1').code, 0, 'the untouched state resumes');
+});
+
 test('fon: bad input gets one clear line and exit code 2', () => {
   assertCleanError(fon('train', '--data', join(dir, 'nope.txt'), '--out', join(dir, 'x1'), '--backend', 'cpu'), /corpus .*nope\.txt does not exist/);
   const empty = join(dir, 'empty.txt');
