@@ -8,7 +8,7 @@ import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { Progress } from './progress.ts';
 
-export const EVAL_USAGE = `usage: fon eval --model DIR [--file PATH] [--context N] [--stride N] [--draft-layers D] [--json]
+export const EVAL_USAGE = `usage: fon eval --model DIR [--file PATH] [--context N] [--stride N] [--draft-layers D] [--json] [--allow-non-finite]
 
 Perplexity and bits per byte of the checkpoint in DIR over PATH (default: the built-in Brown
 validation split). A text file is scored as its exact text: nothing trimmed, no split at
@@ -28,17 +28,19 @@ options:
                      (default: the model's organs.draftLayers, none without organs)
   --batch N          windows per forward pass (default 8)
   --backend NAME     cpu, wasm, webgpu or auto (default)
-  --json             print the result as one JSON object`;
+  --json             print the result as one JSON object
+  --allow-non-finite load weights that hold NaN or ±Inf (by default an error names the tensor)`;
 
 export async function evalCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('eval', argv, {
     model: { type: 'string' }, file: { type: 'string' }, context: { type: 'string' }, stride: { type: 'string' },
     batch: { type: 'string' }, backend: { type: 'string' }, json: { type: 'boolean' }, 'draft-layers': { type: 'string' },
+    'allow-non-finite': { type: 'boolean' },
   });
   if (v.help) { console.log(EVAL_USAGE); return 0; }
   const dir = requireFlag('eval', 'model', v.model);
   const backend = await backendFromFlag('eval', v.backend);
-  const { model, tokenizer, config } = await loadModel(dir, backend);
+  const { model, tokenizer, config } = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'] });
   const context = numberFlag('eval', 'context', v.context, config.contextLength, { integer: true, min: 1, max: config.contextLength });
   const stride = numberFlag('eval', 'stride', v.stride, context, { integer: true, min: 1, max: context });
   const batch = numberFlag('eval', 'batch', v.batch, 8, { integer: true, min: 1 });

@@ -22,7 +22,8 @@ all. Loads on the CPU.
 options:
   --format hf        the output format (only hf)
   --dtype D          weight dtype: f32 (default, exact), bf16 or f16
-  --overwrite        replace --out when it exists and is not empty`;
+  --overwrite        replace --out when it exists and is not empty
+  --allow-non-finite load weights that hold NaN or ±Inf (by default an error names the tensor)`;
 
 /** The bos token a Hugging Face source folder's tokenizer_config.json names, when the tokenizer has it. */
 async function sourceBosToken(dir: string, tokenizer: Tokenizer): Promise<string | undefined> {
@@ -42,6 +43,7 @@ async function sourceBosToken(dir: string, tokenizer: Tokenizer): Promise<string
 export async function exportCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('export', argv, {
     model: { type: 'string' }, out: { type: 'string' }, format: { type: 'string' }, dtype: { type: 'string' }, overwrite: { type: 'boolean' },
+    'allow-non-finite': { type: 'boolean' },
   });
   if (v.help) { console.log(EXPORT_USAGE); return 0; }
   const dir = requireFlag('export', 'model', v.model);
@@ -51,7 +53,7 @@ export async function exportCommand(argv: string[]): Promise<number> {
   const dtype = (v.dtype ?? 'f32') as HfExportDType;
   if (!HF_EXPORT_DTYPES.includes(dtype)) throw new UsageError(`export: --dtype ${JSON.stringify(v.dtype)}: expected one of ${HF_EXPORT_DTYPES.join(', ')}`);
   await checkExportTarget(out, v.overwrite); // before the model loads
-  const loaded = await loadModel(dir, await backendFromFlag('export', 'cpu'));
+  const loaded = await loadModel(dir, await backendFromFlag('export', 'cpu'), { allowNonFinite: v['allow-non-finite'] });
   try {
     const bosToken = loaded.architecture !== undefined ? await sourceBosToken(loaded.dir, loaded.tokenizer) : undefined;
     // What fon generate puts before a prompt: a Hugging Face model its tokenizer's prefix, a FON model the end-of-text id.

@@ -27,6 +27,7 @@ options:
   --stop TEXT        stop before TEXT (repeatable)
   --truncate         keep the end of a prompt longer than the context (with a warning) instead of failing
   --backend NAME     cpu, wasm, webgpu or auto (default)
+  --allow-non-finite load weights that hold NaN or ±Inf (by default an error names the tensor)
   --draft-revise     draft–revise decoding (the default for a model with organs): layers 0 … D−1
                      and the exit head draft, the rest verify each draft in one pass; greedy
                      output is identical to plain decoding, sampled output has its distribution
@@ -68,7 +69,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('generate', argv, {
     model: { type: 'string' }, prompt: { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
     'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
-    stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, stats: { type: 'boolean' },
+    stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, stats: { type: 'boolean' }, 'allow-non-finite': { type: 'boolean' },
     'draft-revise': { type: 'boolean' }, 'no-draft-revise': { type: 'boolean' }, 'draft-layers': { type: 'string' }, gamma: { type: 'string' },
     'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' },
   });
@@ -80,7 +81,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
   const draftWindow = v['draft-window'] === undefined ? undefined : numberFlag('generate', 'draft-window', v['draft-window'], 0, { integer: true, min: 1 });
   const pageRows = v['page-rows'] === undefined ? undefined : checkPageRows(numberFlag('generate', 'page-rows', v['page-rows'], 0, { integer: true }), 'generate: --page-rows', (m) => new UsageError(m));
   const backend = await backendFromFlag('generate', v.backend);
-  const loaded = await loadModel(dir, backend);
+  const loaded = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'] });
   const { model, tokenizer } = loaded;
   const L = model.config.nLayers;
   const draftLayers = v['draft-layers'] === undefined ? undefined : checkDraftLayers(numberFlag('generate', 'draft-layers', v['draft-layers'], 0, { integer: true }), L, 'generate: --draft-layers', (m) => new UsageError(m));

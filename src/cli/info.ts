@@ -6,19 +6,23 @@ import { loadModel } from '../io/model_checkpoint.ts';
 import { parseFlags, requireFlag } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 
-export const INFO_USAGE = `usage: fon info --model DIR [--json]
+export const INFO_USAGE = `usage: fon info --model DIR [--json] [--allow-non-finite]
 
 Prints the model's parameter count, model config, tokenizer size, KV-cache bytes per token (f32
 and f16 caches; before eviction; with Depth-Attention also without it, which is the same), each
 layer's mechanism with what it notes (FPA: dead-key eviction or stack decoding) and the organs
 (draft layers and exit head, with their training weights). DIR is a FON checkpoint or a Hugging
-Face folder (then its architecture too, and the config as FON maps it). Loads on the CPU.`;
+Face folder (then its architecture too, and the config as FON maps it). Loads on the CPU.
+
+options:
+  --json             print it as one JSON object
+  --allow-non-finite load weights that hold NaN or ±Inf (by default an error names the tensor)`;
 
 export async function infoCommand(argv: string[]): Promise<number> {
-  const { values: v } = parseFlags('info', argv, { model: { type: 'string' }, json: { type: 'boolean' } });
+  const { values: v } = parseFlags('info', argv, { model: { type: 'string' }, json: { type: 'boolean' }, 'allow-non-finite': { type: 'boolean' } });
   if (v.help) { console.log(INFO_USAGE); return 0; }
   const dir = requireFlag('info', 'model', v.model);
-  const { model, tokenizer, config, dir: ckpt, architecture } = await loadModel(dir, await backendFromFlag('info', 'cpu'));
+  const { model, tokenizer, config, dir: ckpt, architecture } = await loadModel(dir, await backendFromFlag('info', 'cpu'), { allowNonFinite: v['allow-non-finite'] });
   const info = {
     checkpoint: ckpt,
     ...(architecture ? { huggingFace: architecture } : {}),

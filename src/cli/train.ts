@@ -59,11 +59,13 @@ training (defaults of --preset tiny in parentheses; small and base bring their o
   --final-eval-windows N     validation windows in the final evaluation (default: all)
   --stop-after N             stop after step N as Ctrl-C would (checkpoint written, resumable)
   --sample                   print a generated sample at the end
+  --allow-non-finite         with --resume or --init-from: load weights that hold NaN or ±Inf
   --sample-tokens N          its length (default 200)`;
 
 const FLAGS = {
   data: { type: 'string' }, out: { type: 'string' }, preset: { type: 'string' }, config: { type: 'string' },
   tokenizer: { type: 'string' }, backend: { type: 'string' }, resume: { type: 'boolean' }, overwrite: { type: 'boolean' },
+  'allow-non-finite': { type: 'boolean' },
   steps: { type: 'string' }, batch: { type: 'string' }, accumulate: { type: 'string' }, context: { type: 'string' },
   lr: { type: 'string' }, 'min-lr': { type: 'string' }, warmup: { type: 'string' }, 'weight-decay': { type: 'string' },
   'grad-clip': { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-windows': { type: 'string' },
@@ -237,7 +239,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     t.evalWindows = numberFlag('train', 'eval-windows', v['eval-windows'], t.evalWindows, { integer: true, min: 1 });
     t.checkpointEvery = numberFlag('train', 'checkpoint-every', v['checkpoint-every'], t.checkpointEvery, { integer: true, min: 0 });
     backend = await backendFromFlag('train', v.backend);
-    const loaded = await loadModel(dir, backend);
+    const loaded = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'] });
     ({ model, tokenizer } = loaded);
     resumeDir = loaded.dir;
     corpus = await loadCorpus(spec.data);
@@ -250,7 +252,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
       const clash = (['preset', 'config', 'tokenizer'] as const).filter((k) => v[k] !== undefined);
       if (clash.length) throw new UsageError(`train: --init-from ${v['init-from']} brings the model's config and tokenizer; drop ${clash.map((k) => `--${k}`).join(', ')}`);
       backend = await backendFromFlag('train', v.backend);
-      const init = await loadModel(v['init-from'], backend);
+      const init = await loadModel(v['init-from'], backend, { allowNonFinite: v['allow-non-finite'] });
       ({ model, tokenizer } = init);
       const train = trainConfigFrom(v, model.config.contextLength);
       corpus = await loadCorpus(data);

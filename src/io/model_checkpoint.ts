@@ -72,12 +72,18 @@ function parseJsonFile(text: string, file: string): unknown {
   return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
 }
 
+/** How a model is loaded. */
+export interface LoadModelOptions {
+  /** Load weights that hold NaN or ±Inf (by default a SafetensorsError names the tensor and the count). */
+  allowNonFinite?: boolean;
+}
+
 /**
  * Loads the model and tokenizer of a checkpoint (an output directory or a checkpoint directory),
  * or of a Hugging Face model folder (weights in f32).
  */
-export async function loadModel(path: string, backend: Backend): Promise<LoadedModel> {
-  if (await isHfModelDir(path)) return { ...(await loadHfModel(path, backend)), dir: path };
+export async function loadModel(path: string, backend: Backend, opts: LoadModelOptions = {}): Promise<LoadedModel> {
+  if (await isHfModelDir(path)) return { ...(await loadHfModel(path, backend, opts)), dir: path };
   const dir = await resolveCheckpointDir(path);
   const cfgFile = `${dir}/config.json`;
   const config = parseModelConfig(parseJsonFile(await readCheckpointText(dir, 'config.json'), cfgFile), undefined, cfgFile);
@@ -87,7 +93,7 @@ export async function loadModel(path: string, backend: Backend): Promise<LoadedM
     throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${cfgFile} says vocabSize ${config.vocabSize}`);
   }
   const modelFile = `${dir}/${MODEL_FILE}`;
-  const weights = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, MODEL_FILE), modelFile), { backend, source: modelFile });
+  const weights = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, MODEL_FILE), modelFile), { backend, source: modelFile, finite: !opts.allowNonFinite });
   const f = new ParamFactory({ backend, weights, source: modelFile });
   try {
     let model: Decoder;

@@ -278,6 +278,8 @@ export interface SafetensorsToTensorsOptions {
    * tensors keep their dtype. Without it each tensor keeps its file dtype bit for bit.
    */
   dtype?: DType;
+  /** Refuse a float tensor holding NaN or ±Inf (a SafetensorsError naming it); default false. */
+  finite?: boolean;
 }
 
 /** `bytes` as a typed array of `dtype`: a view when aligned, else a copy. */
@@ -317,15 +319,37 @@ function hostArrayOf(name: string, t: SafeTensorView, source: string): { host: A
  * other dtypes convert as `hostArrayOf` says, and `dtype` (a float dtype) converts a float tensor.
  * `name` and `source` name it in errors.
  */
-export function safeTensorToHost(name: string, t: SafeTensorView, opts: { dtype?: DType; source?: string } = {}): { host: AnyHostArray; dtype: DType } {
+export function safeTensorToHost(name: string, t: SafeTensorView, opts: { dtype?: DType; source?: string; finite?: boolean } = {}): { host: AnyHostArray; dtype: DType } {
   requireLittleEndian('safeTensorToHost');
   if (opts.dtype !== undefined && !isFloat(opts.dtype)) throw new SafetensorsError(`safetensorsToTensors: dtype '${opts.dtype}' converts float tensors and must be f32, f16 or bf16`);
   let { host, dtype } = hostArrayOf(name, t, opts.source ?? 'safetensors');
+  if (opts.finite) requireFinite(name, host, dtype, opts.source ?? 'safetensors');
   if (opts.dtype !== undefined && isFloat(dtype) && dtype !== opts.dtype) {
     host = f32ToHost(hostToF32(host, dtype), opts.dtype);
     dtype = opts.dtype;
   }
   return { host, dtype };
+}
+
+/**
+ * NaN or ±Inf in a float tensor (checked on the stored bits: an all-ones exponent) is a
+ * SafetensorsError naming the tensor, how many values and the first; a checkpoint that holds them
+ * would load and fail later, far from the cause ("Sampler: logits[0] is NaN").
+ */
+function requireFinite(name: string, host: AnyHostArray, dtype: DType, source: string): void {
+  if (!isFloat(dtype)) return;
+  let count = 0, first = -1;
+  if (dtype === 'f32') {
+    const f = host as Float32Array;
+    for (let i = 0; i < f.length; i++) if (!Number.isFinite(f[i])) { count++; if (first < 0) first = i; }
+  } else {
+    const bits = host as Uint16Array, mask = dtype === 'f16' ? 0x7c00 : 0x7f80;
+    for (let i = 0; i < bits.length; i++) if ((bits[i] & mask) === mask) { count++; if (first < 0) first = i; }
+  }
+  if (count > 0) {
+    const v = hostToF32(host.subarray(first, first + 1) as AnyHostArray, dtype)[0];
+    throw new SafetensorsError(`${source}: tensor '${name}' holds ${count} non-finite value${count === 1 ? '' : 's'} of ${host.length} (the first, at index ${first}, is ${v}); pass allowNonFinite (--allow-non-finite) to load it anyway`);
+  }
 }
 
 /**
@@ -337,9 +361,14 @@ export function safetensorsToTensors(decoded: DecodedSafetensors, opts: Safetens
   if (opts.dtype !== undefined && !isFloat(opts.dtype)) throw new SafetensorsError(`safetensorsToTensors: dtype '${opts.dtype}' converts float tensors and must be f32, f16 or bf16`);
   const b = opts.backend ?? getBackend();
   const out: Record<string, Tensor> = {};
-  for (const [name, t] of Object.entries(decoded.tensors)) {
-    const { host, dtype } = safeTensorToHost(name, t, { dtype: opts.dtype, source: opts.source });
-    out[name] = fromHandle(b, b.upload(host, dtype), t.shape, dtype);
+  try {
+    for (const [name, t] of Object.entries(decoded.tensors)) {
+      const { host, dtype } = safeTensorToHost(name, t, { dtype: opts.dtype, source: opts.source, finite: opts.finite });
+      out[name] = fromHandle(b, b.upload(host, dtype), t.shape, dtype);
+    }
+  } catch (e) {
+    for (const x of Object.values(out)) x.dispose();
+    throw e;
   }
   return out;
 }

@@ -92,13 +92,13 @@ function checkTensors(shards: SafetensorsShards, params: HfParamSource[], isIgno
 }
 
 /** Reads every planned tensor once, as f32, and cuts it into the FON parameters that come from it. */
-async function readWeights(shards: SafetensorsShards, params: HfParamSource[], backend: Backend): Promise<Record<string, Tensor>> {
+async function readWeights(shards: SafetensorsShards, params: HfParamSource[], backend: Backend, finite: boolean): Promise<Record<string, Tensor>> {
   const byTensor = new Map<string, HfParamSource[]>();
   for (const p of params) byTensor.set(p.tensor, [...(byTensor.get(p.tensor) ?? []), p]);
   const weights: Record<string, Tensor> = {};
   try {
     for (const [name, uses] of byTensor) {
-      const { host, dtype } = safeTensorToHost(name, await shards.read(name), { source: shards.info(name)!.file });
+      const { host, dtype } = safeTensorToHost(name, await shards.read(name), { source: shards.info(name)!.file, finite });
       const values = hostToF32(host, dtype);
       for (const p of uses) weights[p.param] = tensor(takeValues(values, p.tensorShape, p.take), p.shape, { backend });
     }
@@ -117,7 +117,7 @@ async function readWeights(shards: SafetensorsShards, params: HfParamSource[], b
  * missing or of the wrong shape (ShapeError: its name, the expected and the found shape), a
  * truncated or corrupt safetensors file (SafetensorsError).
  */
-export async function loadHfModel(dir: string, backend: Backend): Promise<LoadedHfModel> {
+export async function loadHfModel(dir: string, backend: Backend, opts: { allowNonFinite?: boolean } = {}): Promise<LoadedHfModel> {
   const configFile = joinPath(dir, 'config.json');
   const { architecture, config } = hfConfigToModelConfig(parseJsonFile(await readCheckpointText(dir, 'config.json'), configFile), configFile);
 
@@ -136,7 +136,7 @@ export async function loadHfModel(dir: string, backend: Backend): Promise<Loaded
   try {
     const plan = hfWeightPlan(architecture, config, shards.names());
     checkTensors(shards, plan.params, plan.isIgnorable, configFile);
-    weights = await readWeights(shards, plan.params, backend);
+    weights = await readWeights(shards, plan.params, backend, !opts.allowNonFinite);
   } finally {
     await shards.close();
   }
