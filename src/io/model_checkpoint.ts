@@ -13,7 +13,7 @@
 import type { Backend } from '../backend/backend.ts';
 import { clip, FonError, showValue } from '../errors.ts';
 import { Decoder } from '../model/decoder.ts';
-import { parseModelConfig, type ModelConfig } from '../model/config.ts';
+import { checkpointConfigJson, parseModelConfig, requireEveryKey, type ModelConfig } from '../model/config.ts';
 import { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { readCheckpointFile, readCheckpointText, resolveCheckpointDir, writeCheckpointDir, CheckpointError } from './checkpoint_dir.ts';
@@ -47,7 +47,7 @@ export interface SaveOptions {
 /** Writes checkpoint `name` (e.g. "step-000200") under `outDir` and points latest.json at it. */
 export async function saveCheckpoint(outDir: string, name: string, model: Decoder, tokenizer: Tokenizer, opts: SaveOptions = {}): Promise<string> {
   const files: Record<string, Uint8Array | string> = {
-    'config.json': JSON.stringify(model.config, null, 2) + '\n',
+    'config.json': JSON.stringify(checkpointConfigJson(model.config), null, 2) + '\n',
     [MODEL_FILE]: await tensorsToSafetensors(Object.fromEntries(model.namedParameters()), { format: 'pt', producer: 'fon' }),
     [TOKENIZER_FILE]: JSON.stringify(tokenizer.toJSON()),
   };
@@ -86,7 +86,9 @@ export async function loadModel(path: string, backend: Backend, opts: LoadModelO
   if (await isHfModelDir(path)) return { ...(await loadHfModel(path, backend, opts)), dir: path };
   const dir = await resolveCheckpointDir(path);
   const cfgFile = `${dir}/config.json`;
-  const config = parseModelConfig(parseJsonFile(await readCheckpointText(dir, 'config.json'), cfgFile), undefined, cfgFile);
+  const cfgJson = parseJsonFile(await readCheckpointText(dir, 'config.json'), cfgFile);
+  const config = parseModelConfig(cfgJson, undefined, cfgFile); // unknown keys and bad values first
+  requireEveryKey(cfgJson, cfgFile);
   const tokFile = `${dir}/${TOKENIZER_FILE}`;
   const tokenizer = loadTokenizer(parseJsonFile(await readCheckpointText(dir, TOKENIZER_FILE), tokFile), tokFile);
   if (tokenizer.vocabSize > config.vocabSize) {

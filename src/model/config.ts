@@ -198,6 +198,25 @@ export function parseModelConfig(overrides: unknown, base: ModelConfig = DEFAULT
   return c;
 }
 
+/**
+ * The config as a checkpoint writes it: every key, Depth-Attention and organs as null when off, so
+ * that a reader can tell a key that was removed from one left at its default (`requireEveryKey`).
+ */
+export function checkpointConfigJson(c: ModelConfig): Record<string, unknown> {
+  return Object.fromEntries(Object.keys(SCHEMA).map((k) => [k, (c as unknown as Record<string, unknown>)[k] ?? null]));
+}
+
+/**
+ * A checkpoint's config.json must hold every key `checkpointConfigJson` writes: a missing one
+ * would load as the default (a local layer read as full, another normEps or context), a
+ * different model without a word. ConfigError naming the file and the keys.
+ */
+export function requireEveryKey(json: unknown, where: string): void {
+  if (json === null || typeof json !== 'object' || Array.isArray(json)) return; // parseModelConfig names it
+  const missing = Object.keys(SCHEMA).filter((k) => !Object.hasOwn(json, k));
+  if (missing.length) throw new ConfigError(`${where}: missing ${missing.map((k) => `'${k}'`).join(', ')}: a checkpoint's config holds every key (one left out would load as its default, another model)`);
+}
+
 /** Upper bounds far above any real model, so a typo (1e9) fails here instead of allocating. */
 const MAX = {
   vocabSize: 1 << 24, dModel: 1 << 16, nLayers: 1024, nHeads: 1024, nKvHeads: 1024, headDim: 1024, mlpHidden: 1 << 18, contextLength: 1 << 21,

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as fon from '../../src/index.ts';
-import { parseModelConfig } from '../../src/model/config.ts';
+import { checkpointConfigJson, parseModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { loadModel, loadTrainerState, saveCheckpoint } from '../../src/io/model_checkpoint.ts';
@@ -44,8 +44,15 @@ test('checkpoint: an extra tensor, a vocabulary mismatch and a missing file are 
   const named = Object.fromEntries(await Promise.all(m.namedParameters().map(async ([n, t]) => [n, { dtype: 'F32' as const, shape: [...t.shape], data: (await t.data()) as Float32Array }])));
   writeFileSync(join(dir, 'model.safetensors'), encodeSafetensors({ ...named, 'layers.9.attn.q.weight': { dtype: 'F32', shape: [1], data: new Float32Array(1) } }));
   await assert.rejects(loadModel(out, cpu), /model\.safetensors has tensors the config does not use: layers\.9\.attn\.q\.weight/);
-  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...cfg, vocabSize: 100 }));
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...checkpointConfigJson(cfg), vocabSize: 100 }));
   await assert.rejects(loadModel(out, cpu), /tokenizer\.json has 257 tokens but .*config\.json says vocabSize 100/);
+  // A key left out would load as its default (a different model): every key the writer writes must be there.
+  const { attention: _a, normEps: _n, depth: _d, ...partial } = checkpointConfigJson(cfg);
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(partial));
+  await assert.rejects(loadModel(out, cpu), (e: unknown) => e instanceof fon.ConfigError
+    && e.message === `${join(dir, 'config.json')}: missing 'depth', 'normEps', 'attention': a checkpoint's config holds every key (one left out would load as its default, another model)`);
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(checkpointConfigJson(cfg)));
+  assert.deepEqual(JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')).organs, null, 'organs off is written as null');
   const opt = new AdamW(m.parameters());
   await assert.rejects(loadTrainerState(dir, opt, cpu), /trainer\.json/);
   m.dispose(); opt.dispose();
