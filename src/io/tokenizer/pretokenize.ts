@@ -8,9 +8,12 @@
  *     JavaScript, so it is spelled out; `\S` outside a class likewise (inside a class `\S` stays
  *     JavaScript's, the one case left approximate);
  *   - `^` and `$` are line anchors in Ruby syntax (before/after '\n' only) and are spelled so.
- * Anything JavaScript still cannot compile is an UnsupportedError naming the pattern.
+ * Anything JavaScript still cannot compile is an UnsupportedError naming the pattern, and so is a
+ * pattern that could backtrack exponentially (regex_backtracking.ts): a hostile tokenizer.json must
+ * not hang every encode.
  */
-import { UnsupportedError } from '../../errors.ts';
+import { showValue, UnsupportedError } from '../../errors.ts';
+import { exponentialBacktracking } from './regex_backtracking.ts';
 
 /** GPT-2's split pattern, the one Hugging Face's ByteLevel pre-tokenizer uses when `use_regex` is on. */
 export const GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -40,7 +43,9 @@ export function compileOnigPattern(pattern: string, where: string): RegExp {
   const groupIsCaseless: boolean[] = [];
   let caseless = 0;
   const unsupported = (what: string) =>
-    new UnsupportedError(`${where}: regex ${JSON.stringify(pattern)} uses ${what}, which FON cannot translate to JavaScript`);
+    new UnsupportedError(`${where}: regex ${showValue(pattern, 200)} uses ${what}, which FON cannot translate to JavaScript`);
+  const blowUp = exponentialBacktracking(pattern);
+  if (blowUp !== undefined) throw new UnsupportedError(`${where}: regex ${showValue(pattern, 200)} is refused: it has ${blowUp}; FON runs only patterns without nested repetition`);
   for (let i = 0; i < pattern.length;) {
     const c = pattern[i];
     if (c === '\\') {
