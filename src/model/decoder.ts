@@ -17,6 +17,7 @@
  * layer range at given positions (each layer's record returned) → logits (the final norm and LM
  * head, which is also the exit head at layer D).
  */
+import type { Backend } from '../backend/backend.ts';
 import { depthCandidates, depthSources, type LayerRecord } from '../attention/depth.ts';
 import type { LayerKv, MechanismBudget } from '../attention/mechanism.ts';
 import { arange, tensor } from '../ops/creation.ts';
@@ -71,14 +72,24 @@ export interface LayerRun {
  */
 export interface RangeOutput { x: Tensor; records: (LayerRecord | undefined)[] }
 
+/** The RoPE tables' first length, in positions: 4,096 rows are 32 KB (cos and sin) per pair of dimensions. */
+const ROPE_FIRST_POSITIONS = 4096;
+
 export class Decoder extends Module {
   readonly embed: Embedding;
   readonly posEmbed?: Embedding;
   readonly layers: Block[];
   readonly norm: Norm;
   readonly head?: Linear;
-  /** RoPE tables for every position of the context, made once. */
-  private readonly rope?: { cos: Tensor; sin: Tensor };
+  /**
+   * RoPE tables for positions 0 … rope.positions − 1, grown on demand (doubling, at most the
+   * context): a config claiming a context of 2²¹ must not build gigabytes of tables before any
+   * position is asked for. Each position's row is the same whatever the table's length, and
+   * outgrown tables are kept until dispose(), since a graph awaiting backward may still read them.
+   */
+  private rope?: { cos: Tensor; sin: Tensor; positions: number };
+  private readonly outgrownRope: Tensor[] = [];
+  private readonly backend: Backend;
 
   constructor(readonly config: ModelConfig, f: ParamFactory) {
     super();
@@ -89,10 +100,24 @@ export class Decoder extends Module {
     for (let i = 0; i < c.nLayers; i++) this.layers.push(this.child(new Block(f, `layers.${i}`, c, layerAttention(c, i))));
     this.norm = this.child(new Norm(f, 'norm', c.norm, c.dModel, c.normEps));
     if (!c.tieEmbeddings) this.head = this.child(new Linear(f, 'lm_head', c.dModel, c.vocabSize));
-    if (c.positions === 'rope') {
-      const t = ropeTables(c.contextLength, c.headDim, c.ropeTheta, f.backend, c.ropeScaling);
-      this.rope = { cos: keep(t.cos), sin: keep(t.sin) };
+    this.backend = f.backend;
+  }
+
+  /** How many positions the RoPE tables hold now (0 before the first call, or without RoPE). */
+  get ropePositions(): number {
+    return this.rope?.positions ?? 0;
+  }
+
+  /** The RoPE tables' rows for positions pos … pos + t − 1, growing the tables when they are too short. */
+  private ropeRows(pos: number, t: number): { cos: Tensor; sin: Tensor } {
+    const c = this.config;
+    if (this.rope === undefined || pos + t > this.rope.positions) {
+      const positions = Math.min(c.contextLength, Math.max(pos + t, 2 * (this.rope?.positions ?? 0), ROPE_FIRST_POSITIONS));
+      const made = ropeTables(positions, c.headDim, c.ropeTheta, this.backend, c.ropeScaling);
+      if (this.rope) this.outgrownRope.push(this.rope.cos, this.rope.sin);
+      this.rope = { cos: keep(made.cos), sin: keep(made.sin), positions };
     }
+    return { cos: narrow(this.rope.cos, 0, pos, t), sin: narrow(this.rope.sin, 0, pos, t) };
   }
 
   /** Checks ids (B, T) i32 at positions pos … against the context; the shared prologue of forward and the organs. */
@@ -129,7 +154,7 @@ export class Decoder extends Module {
     if (run.cache && run.cache.length !== L) throw new ArgumentError(`Decoder.runLayers: cache has ${run.cache.length} layers, the model ${L}`);
     return tidy(() => {
       const ctx: PositionContext = { pos: run.pos };
-      if (this.rope) { ctx.cos = narrow(this.rope.cos, 0, run.pos, t); ctx.sin = narrow(this.rope.sin, 0, run.pos, t); }
+      if (this.config.positions === 'rope') Object.assign(ctx, this.ropeRows(run.pos, t));
       const depth = this.config.depth;
       const records: (LayerRecord | undefined)[] = Array.from({ length: L }, (_, i) => run.records?.[i]);
       for (let i = from; i < to; i++) {
@@ -187,6 +212,9 @@ export class Decoder extends Module {
     super.dispose();
     this.rope?.cos.dispose();
     this.rope?.sin.dispose();
+    for (const t of this.outgrownRope) t.dispose();
+    this.rope = undefined;
+    this.outgrownRope.length = 0;
   }
 
   /**

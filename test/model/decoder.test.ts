@@ -117,3 +117,28 @@ test('decoder: positions past the context and bad ids are errors', () => {
   assert.throws(() => m.forward(fon.zeros([1, 3], { backend: cpu })), /ids must be i32 \(B, T\), got f32 \[1,3\]/);
   m.dispose();
 });
+
+test('RoPE tables grow on demand: none at construction, 4,096 rows first, doubling, never past the context; rows past a growth equal a fresh model\'s', async () => {
+  const huge = { vocabSize: 40, dModel: 16, nLayers: 1, nHeads: 1, nKvHeads: 1, headDim: 1024, mlpHidden: 16, contextLength: 2 ** 21 };
+  const big = new Decoder(parseModelConfig(huge), new ParamFactory({ backend: cpu, seed: 1 })); // 8 GB of tables if made up front
+  assert.equal(big.ropePositions, 0);
+  big.dispose();
+  const cfg = parseModelConfig({ vocabSize: 40, dModel: 8, nLayers: 1, nHeads: 1, nKvHeads: 1, headDim: 8, mlpHidden: 8, contextLength: 10000 });
+  const grown = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 2 }));
+  const fresh = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 2 }));
+  const x = ids(1, 4, 3);
+  fon.tidy(() => grown.forward(x)).dispose();
+  assert.equal(grown.ropePositions, 4096);
+  const a = grown.forward(x, { pos: 4094 }); // positions 4094 … 4097 cross the first table's end
+  assert.equal(grown.ropePositions, 8192);
+  const b = fresh.forward(x, { pos: 4094 });
+  assert.equal(fresh.ropePositions, 4098);
+  assert.deepEqual(await a.data(), await b.data());
+  fon.tidy(() => grown.forward(x, { pos: 9996 })).dispose();
+  assert.equal(grown.ropePositions, 10000);
+  // RoPE is relative: without a cache, the same ids at positions 4094 … give the logits of positions 0 … (to f32 rounding of the angles).
+  await close(a, fon.tidy(() => fresh.forward(x)), 1e-3, 'shifted positions');
+  [a, b, x].forEach((t) => t.dispose());
+  grown.dispose();
+  fresh.dispose();
+});
