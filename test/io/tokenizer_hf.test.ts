@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { uniformStream } from '../../src/ops/random.ts';
+import { ArgumentError } from '../../src/errors.ts';
 import { BYTE_CHARS } from '../../src/io/tokenizer/byte_level.ts';
 import { compileOnigPattern, escapeRegExp, splitByPattern, type SplitBehavior } from '../../src/io/tokenizer/pretokenize.ts';
 import { loadTokenizer, parseTokenizer, trainBpe } from '../../src/io/tokenizer/tokenizer.ts';
@@ -210,4 +211,19 @@ test('post-processors: the ids a text is given in front (TemplateProcessing, Rob
   assert.throws(() => withPost({ ...template, single: [{ SpecialToken: { id: '<nope>', type_id: 0 } }] }),
     /post\.json: field "post_processor\.single\[0\]\.SpecialToken\.id" is string "<nope>"; expected a token of the vocabulary or of special_tokens/);
   assert.throws(() => withPost({ type: 'TemplateProcessing', single: 'A' }), /post_processor\.single.*expected an array of template pieces/);
+});
+
+test('a vocabulary that cannot back its own references is refused at load: an empty model.vocab, merges of missing tokens, prefix ids no token has', () => {
+  const load = (json: object) => () => loadTokenizer(json, 'bad.json');
+  const model = llamaJson.model as Record<string, unknown>;
+  assert.throws(load({ ...llamaJson, model: { ...model, vocab: {} } }), (e: unknown) =>
+    e instanceof ArgumentError && /^bad\.json: field "model\.vocab" is .*; expected at least one token/.test(e.message));
+  assert.throws(load({ ...llamaJson, model: { ...model, vocab: { a: 0 }, merges: ['a b'] } }), (e: unknown) =>
+    e instanceof ArgumentError && e.message === 'bad.json: model.merges[0] ("a", "b") needs the token "b", which is not in model.vocab');
+  const post = llamaJson.post_processor as { special_tokens: Record<string, { ids: number[] }> };
+  const listed = structuredClone(post);
+  listed.special_tokens['<|begin_of_text|>'].ids = [9999];
+  assert.throws(load({ ...llamaJson, post_processor: listed }), (e: unknown) =>
+    e instanceof ArgumentError && /^bad\.json: post_processor puts the id 9999 before every text, but no token of model\.vocab or added_tokens has that id \(the vocabulary holds 280 ids\)$/.test(e.message));
+  assert.throws(load({ ...llamaJson, post_processor: { type: 'RobertaProcessing', sep: ['</s>', 2], cls: ['<s>', -1] } }), /post_processor puts the id -1 before every text/);
 });

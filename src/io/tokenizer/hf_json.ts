@@ -138,6 +138,7 @@ function readModel(f: Fields, root: JsonObject): BpeModel {
     if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) throw f.bad(`model.vocab[${JSON.stringify(token)}]`, id, 'a non-negative integer id');
     vocab.set(token, id);
   }
+  if (vocab.size === 0) throw f.bad('model.vocab', vocabJson, 'at least one token (a byte-level vocabulary holds the byte characters)');
   const mergesJson = model.merges;
   if (!Array.isArray(mergesJson)) throw f.bad('model.merges', mergesJson, 'an array of "a b" strings or [a, b] pairs');
   const merges = mergesJson.map((m, i): [string, string] => {
@@ -252,6 +253,10 @@ export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts
   const addedTokens = readAddedTokens(f, json.added_tokens, model);
   const idOf = (content: string) => addedTokens.find((t) => t.content === content)?.id ?? model.vocab.get(content);
   const prefixIds = readPostProcessor(f, json.post_processor, 'post_processor', idOf);
+  const ids = new Set([...model.vocab.values(), ...addedTokens.map((t) => t.id)]);
+  for (const id of prefixIds) {
+    if (!ids.has(id)) throw new ArgumentError(`${source}: post_processor puts the id ${id} before every text, but no token of model.vocab or added_tokens has that id (the vocabulary holds ${ids.size} ids)`);
+  }
   let eosId: number | undefined;
   if (opts.eosToken !== undefined) {
     eosId = idOf(opts.eosToken);
