@@ -22,14 +22,28 @@ test.after(() => rmSync(dir, { recursive: true, force: true }));
 
 const reference = (arch: string) => JSON.parse(readFileSync(join(FIX, arch, 'reference.json'), 'utf8')) as { perplexity: number; scored_tokens: number; eval_bytes: number };
 
-test('fon eval --model HF_DIR --file F --context 128 --json reproduces transformers\' perplexity (non-overlapping windows of 128)', (t) => {
+test('fon eval --model HF_DIR --file F --context 128 --json reproduces transformers\' perplexity (non-overlapping windows of 128, the last shorter)', (t) => {
   for (const arch of ['gpt2', 'llama', 'mistral', 'qwen2', 'qwen3']) {
     const r = fon_('eval', '--model', join(FIX, arch), '--file', EVAL_TEXT, '--context', '128', '--json', '--backend', 'cpu');
     assert.equal(r.code, 0, r.err);
     const got = JSON.parse(r.out), want = reference(arch);
     assert.equal(got.tokens, want.scored_tokens, `${arch}: scored tokens`);
     const rel = Math.abs(got.perplexity - want.perplexity) / want.perplexity;
-    assert.ok(rel < 1e-3, `${arch}: perplexity ${got.perplexity} vs transformers ${want.perplexity} (relative ${rel})`);
+    assert.ok(rel < 1e-5, `${arch}: perplexity ${got.perplexity} vs transformers ${want.perplexity} (relative ${rel})`);
+    t.diagnostic(`${arch}: fon eval ${got.perplexity.toFixed(4)} vs transformers ${want.perplexity.toFixed(4)} (relative ${rel.toExponential(2)})`);
+  }
+});
+
+test('fon eval --file scores the exact text as transformers does: blank lines, trailing spaces, CRLF, tabs and separator lines kept; sliding windows (stride 60) with the last shorter', (t) => {
+  const file = join(FIX, 'eval_exact.txt');
+  for (const arch of ['gpt2', 'llama']) {
+    const want = JSON.parse(readFileSync(join(FIX, arch, 'exact_reference.json'), 'utf8')) as { perplexity: number; scored_tokens: number; eval_bytes: number; context: number; stride: number };
+    const r = fon_('eval', '--model', join(FIX, arch), '--file', file, '--context', String(want.context), '--stride', String(want.stride), '--json', '--backend', 'cpu');
+    assert.equal(r.code, 0, r.err);
+    const got = JSON.parse(r.out);
+    assert.equal(got.tokens, want.scored_tokens, `${arch}: scored tokens`);
+    const rel = Math.abs(got.perplexity - want.perplexity) / want.perplexity;
+    assert.ok(rel < 1e-5, `${arch}: perplexity ${got.perplexity} vs transformers ${want.perplexity} (relative ${rel})`);
     t.diagnostic(`${arch}: fon eval ${got.perplexity.toFixed(4)} vs transformers ${want.perplexity.toFixed(4)} (relative ${rel.toExponential(2)})`);
   }
 });

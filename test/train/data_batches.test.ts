@@ -77,6 +77,10 @@ test('evalWindows scores every id after the first exactly once, in order, for an
   }
   const windows = [...evalWindows(positions(31), 10)];
   assert.deepEqual(windows.map((w) => [w.inputs[0], w.scoredFrom]), [[0, 0], [10, 0], [20, 0]], 'non-overlapping by default');
+  // transformers' loop: starts at multiples of the stride, the last window shorter, ending at the store's end.
+  const cut = (n: number, T: number, stride?: number) => [...evalWindows(positions(n), T, stride)].map((w) => [w.inputs[0], w.inputs.length, w.scoredFrom]);
+  assert.deepEqual(cut(36, 10), [[0, 10, 0], [10, 10, 0], [20, 10, 0], [30, 5, 0]]);
+  assert.deepEqual(cut(20, 10, 4), [[0, 10, 0], [4, 10, 6], [8, 10, 6], [12, 7, 6]]);
 });
 
 test('bad arguments and a store too short for one window', () => {

@@ -120,11 +120,12 @@ export interface EvalWindow {
 }
 
 /**
- * Evaluation windows in store order: starts 0, stride, 2·stride, …, then one last window ending at
- * the store's end. Targets already scored by an earlier window are marked by `scoredFrom`, so that
- * summing the loss over `targets[scoredFrom…]` of every window scores each id after the first
- * exactly once. stride = T (the default) gives non-overlapping windows; a smaller stride gives each
- * scored id more context (sliding-window perplexity).
+ * Evaluation windows in store order, as transformers' perplexity loop cuts them: window i feeds the
+ * ids at i·stride … i·stride + T − 1 and predicts the id after each, the last window shorter (it
+ * ends at the store's end). Targets already scored by an earlier window are marked by
+ * `scoredFrom`, so that summing the loss over `targets[scoredFrom…]` of every window scores each id
+ * after the first exactly once. stride = T (the default) gives non-overlapping windows; a smaller
+ * stride gives each scored id more context (sliding-window perplexity).
  */
 export function* evalWindows(store: TokenStore, context: number, stride = context): Generator<EvalWindow> {
   positiveInteger('evalWindows', 'context', context);
@@ -136,18 +137,10 @@ export function* evalWindows(store: TokenStore, context: number, stride = contex
     const ids = store.read(start, T + 1);
     return { inputs: ids.slice(0, T), targets: ids.slice(1), scoredFrom };
   };
-  if (n - 1 <= context) {
-    yield window(0, n - 1, 0);
-    return;
-  }
   let scoredUpTo = 0; // targets at store positions 1 … scoredUpTo are done
-  let start = 0;
-  for (; start + context + 1 <= n; start += stride) {
-    yield window(start, context, scoredUpTo - start);
-    scoredUpTo = start + context;
-  }
-  if (scoredUpTo < n - 1) {
-    const last = n - 1 - context;
-    yield window(last, context, scoredUpTo - last);
+  for (let start = 0; scoredUpTo < n - 1; start += stride) {
+    const T = Math.min(context, n - 1 - start);
+    yield window(start, T, scoredUpTo - start);
+    scoredUpTo = start + T;
   }
 }
