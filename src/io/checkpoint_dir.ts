@@ -17,7 +17,7 @@
  * `history` lists the checkpoints this code wrote, oldest first; pruning deletes only names found
  * there, never a directory a user put beside them. Readers need only `checkpoint`.
  */
-import { clip, FonError } from '../errors.ts';
+import { clip, FonError, showValue } from '../errors.ts';
 import { parseJson } from './json.ts';
 import {
   TEMP_MARKER, fsyncDir, isRegularFile, joinPath, listDir, makeDir, makeNewDir, pathKind, readFileIfExists, removePath,
@@ -45,7 +45,7 @@ export interface WriteCheckpointOptions {
 /** A checkpoint or file name: one path component, not reserved, not a temporary name. */
 function checkName(what: string, name: string, reserved: readonly string[]): void {
   if (typeof name !== 'string' || name === '' || name === '.' || name === '..' || /[\\/\0]/.test(name) || name.includes(TEMP_MARKER) || reserved.includes(name)) {
-    throw new CheckpointError(`${what} ${JSON.stringify(name)} is not allowed: expected one path component without '/', '\\' or '${TEMP_MARKER}'${reserved.length ? `, not ${reserved.join(' or ')}` : ''}`);
+    throw new CheckpointError(`${what} ${showValue(name)} is not allowed: expected one path component without '/', '\\' or '${TEMP_MARKER}'${reserved.length ? `, not ${reserved.join(' or ')}` : ''}`);
   }
 }
 

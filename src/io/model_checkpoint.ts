@@ -29,6 +29,8 @@ export const TOKENIZER_FILE = 'tokenizer.json';
 export const OPTIMIZER_FILE = 'optimizer.safetensors';
 export const TRAINER_FILE = 'trainer.json';
 
+const TRAINER_KEYS = ['step', 'optimizerScalars', 'run'];
+
 /** What training needs beyond the weights to continue exactly where it stopped. */
 export interface TrainerState {
   step: number;
@@ -124,6 +126,7 @@ export async function readTrainerState(dir: string): Promise<TrainerState> {
     && typeof state.optimizerScalars === 'object' && state.optimizerScalars !== null
     && typeof state.run === 'object' && state.run !== null;
   if (!ok) throw new CheckpointError(`${file}: expected {"step": integer, "optimizerScalars": {...}, "run": {...}}, got ${showValue(state, 200)}`);
+  for (const k of Object.keys(state)) if (!TRAINER_KEYS.includes(k)) throw new CheckpointError(`${file}: unknown key '${clip(k, 80)}'; expected ${TRAINER_KEYS.join(', ')}`);
   for (const [k, x] of Object.entries(state.optimizerScalars as Record<string, unknown>)) {
     const bad = typeof x !== 'number' || !Number.isFinite(x) || x < 0 || (k === 't' && !Number.isInteger(x));
     if (bad) throw new CheckpointError(`${file}: optimizerScalars '${clip(k, 80)}' = ${showValue(x)}: expected ${k === 't' ? 'an integer' : 'a finite number'} ≥ 0`);
@@ -134,7 +137,7 @@ export async function readTrainerState(dir: string): Promise<TrainerState> {
 /** Restores the optimizer moments and step count saved beside `state`. */
 export async function loadOptimizerState(dir: string, state: TrainerState, optimizer: Optimizer, backend: Backend): Promise<void> {
   const optFile = `${dir}/${OPTIMIZER_FILE}`;
-  const tensors: Record<string, Tensor> = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, OPTIMIZER_FILE), optFile), { backend, source: optFile });
+  const tensors: Record<string, Tensor> = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, OPTIMIZER_FILE), optFile), { backend, source: optFile, finite: true });
   try {
     optimizer.loadStateDict({ tensors, scalars: state.optimizerScalars });
   } catch (e) {

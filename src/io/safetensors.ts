@@ -14,7 +14,7 @@
  * All multi-byte values are little-endian, as the format says; typed arrays use the host's byte
  * order, so the tensor bridges below refuse to run on a big-endian host.
  */
-import { FonError, UnsupportedError } from '../errors.ts';
+import { clip, FonError, showValue, UnsupportedError } from '../errors.ts';
 import type { Backend } from '../backend/backend.ts';
 import { getBackend } from '../backend/registry.ts';
 import { f32ToHost, hostToF32, isFloat, type AnyHostArray, type DType } from '../tensor/dtype.ts';
@@ -174,32 +174,32 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, fileSize: number
     fail('header is not valid UTF-8');
   }
   const header: unknown = parseJson(text, (why) => new SafetensorsError(`${source}: header is ${why}: ${JSON.stringify(text.slice(0, 60))}`));
-  if (typeof header !== 'object' || header === null || Array.isArray(header)) fail(`header must be a JSON object, got ${Array.isArray(header) ? 'an array' : JSON.stringify(header)}`);
+  if (typeof header !== 'object' || header === null || Array.isArray(header)) fail(`header must be a JSON object, got ${Array.isArray(header) ? 'an array' : showValue(header)}`);
 
   const metadata: Record<string, string> = {};
   const entries: { name: string; info: SafeTensorInfo }[] = [];
   for (const [name, info] of Object.entries(header as Record<string, unknown>)) {
     if (name === METADATA_KEY) {
-      if (typeof info !== 'object' || info === null || Array.isArray(info)) fail(`${METADATA_KEY} must be an object of strings, got ${JSON.stringify(info)}`);
+      if (typeof info !== 'object' || info === null || Array.isArray(info)) fail(`${METADATA_KEY} must be an object of strings, got ${showValue(info)}`);
       for (const [k, v] of Object.entries(info as Record<string, unknown>)) {
-        if (typeof v !== 'string') fail(`${METADATA_KEY}['${k}'] must be a string, got ${JSON.stringify(v)}`);
+        if (typeof v !== 'string') fail(`${METADATA_KEY}['${clip(k, 80)}'] must be a string, got ${showValue(v)}`);
         own(metadata, k, v as string);
       }
       continue;
     }
-    const where = `tensor '${name}'`;
-    if (typeof info !== 'object' || info === null) fail(`${where}: expected an object with dtype, shape and data_offsets, got ${JSON.stringify(info)}`);
+    const where = `tensor '${clip(name, 120)}'`;
+    if (typeof info !== 'object' || info === null) fail(`${where}: expected an object with dtype, shape and data_offsets, got ${showValue(info)}`);
     const { dtype, shape, data_offsets: offsets } = info as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-    if (!isSafeDType(dtype)) fail(`${where}: unknown dtype ${JSON.stringify(dtype)}, FON reads ${SAFE_DTYPES.join(', ')}`);
-    if (!Array.isArray(shape) || !shape.every(isDim)) fail(`${where}: bad shape ${JSON.stringify(shape)}, expected an array of non-negative integers`);
+    if (!isSafeDType(dtype)) fail(`${where}: unknown dtype ${showValue(dtype, 40)}, FON reads ${SAFE_DTYPES.join(', ')}`);
+    if (!Array.isArray(shape) || !shape.every(isDim)) fail(`${where}: bad shape ${showValue(shape)}, expected an array of non-negative integers`);
     if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isDim) || offsets[0] > offsets[1]) {
-      fail(`${where}: bad data_offsets ${JSON.stringify(offsets)}, expected [begin, end] with 0 <= begin <= end`);
+      fail(`${where}: bad data_offsets ${showValue(offsets)}, expected [begin, end] with 0 <= begin <= end`);
     }
     const [begin, end] = offsets as [number, number];
     const d = dtype as SafeDType;
     const s = shape as number[];
     const want = elementCount(s) * SAFE_DTYPE_BYTES[d];
-    if (end - begin !== want) fail(`${where}: shape [${s.join(', ')}] of ${d} needs ${want} bytes, but data_offsets [${begin}, ${end}] hold ${end - begin}`);
+    if (end - begin !== want) fail(`${where}: shape [${clip(s.join(', '), 120)}] of ${d} needs ${want} bytes, but data_offsets [${begin}, ${end}] hold ${end - begin}`);
     entries.push({ name, info: { dtype: d, shape: [...s], begin, end } });
   }
 
@@ -210,9 +210,9 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, fileSize: number
   let covered = 0;
   let last = '';
   for (const { name, info: { begin, end } } of entries) {
-    if (end > dataLen) fail(`tensor '${name}': data_offsets [${begin}, ${end}] reach past the end of the data section (${dataLen} bytes): the file is truncated or the offsets are wrong`);
-    if (begin < covered) fail(`tensors '${last}' and '${name}' overlap: '${name}' begins at byte ${begin}, before ${covered} where '${last}' ends`);
-    if (begin > covered) fail(`data_offsets do not cover the data section: bytes [${covered}, ${begin}) belong to no tensor (before '${name}')`);
+    if (end > dataLen) fail(`tensor '${clip(name, 120)}': data_offsets [${begin}, ${end}] reach past the end of the data section (${dataLen} bytes): the file is truncated or the offsets are wrong`);
+    if (begin < covered) fail(`tensors '${clip(last, 120)}' and '${clip(name, 120)}' overlap: '${clip(name, 120)}' begins at byte ${begin}, before ${covered} where '${clip(last, 120)}' ends`);
+    if (begin > covered) fail(`data_offsets do not cover the data section: bytes [${covered}, ${begin}) belong to no tensor (before '${clip(name, 120)}')`);
     covered = end;
     last = name;
   }
@@ -306,7 +306,7 @@ function hostArrayOf(name: string, t: SafeTensorView, source: string): { host: A
       const out = new Int32Array(src.length);
       for (let i = 0; i < src.length; i++) {
         const v = src[i];
-        if (v > 2147483647n || v < -2147483648n) throw new SafetensorsError(`${source}: tensor '${name}': I64 value ${v} at index ${i} does not fit FON's i32`);
+        if (v > 2147483647n || v < -2147483648n) throw new SafetensorsError(`${source}: tensor '${clip(name, 120)}': I64 value ${v} at index ${i} does not fit FON's i32`);
         out[i] = Number(v);
       }
       return { host: out, dtype: 'i32' };
@@ -348,7 +348,7 @@ function requireFinite(name: string, host: AnyHostArray, dtype: DType, source: s
   }
   if (count > 0) {
     const v = hostToF32(host.subarray(first, first + 1) as AnyHostArray, dtype)[0];
-    throw new SafetensorsError(`${source}: tensor '${name}' holds ${count} non-finite value${count === 1 ? '' : 's'} of ${host.length} (the first, at index ${first}, is ${v}); pass allowNonFinite (--allow-non-finite) to load it anyway`);
+    throw new SafetensorsError(`${source}: tensor '${clip(name, 120)}' holds ${count} non-finite value${count === 1 ? '' : 's'} of ${host.length} (the first, at index ${first}, is ${v}); pass allowNonFinite (--allow-non-finite) to load it anyway`);
   }
 }
 

@@ -10,6 +10,7 @@
  */
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import { clip, showValue } from '../errors.ts';
 import { CheckpointError } from './checkpoint_dir.ts';
 import { fileError, isRegularFile } from '../platform/files.ts';
 import {
@@ -119,7 +120,7 @@ export const WEIGHTS_INDEX_FILE = 'model.safetensors.index.json';
 /** A shard name from an index: one plain file name, so an index cannot point outside its folder. */
 function checkShardName(name: unknown, tensor: string, where: string): string {
   if (typeof name !== 'string' || name === '' || name === '.' || name === '..' || /[\\/\0]/.test(name)) {
-    throw new CheckpointError(`${where}: weight_map['${tensor}'] = ${JSON.stringify(name)}: expected a file name in the same folder`);
+    throw new CheckpointError(`${where}: weight_map['${clip(tensor, 120)}'] = ${showValue(name)}: expected a file name in the same folder`);
   }
   return name;
 }
@@ -162,7 +163,7 @@ export class SafetensorsShards {
     const index = parseJson(text, (why) => new CheckpointError(`${indexPath}: ${why}`));
     const map = (index as { weight_map?: unknown } | null)?.weight_map;
     if (typeof map !== 'object' || map === null || Array.isArray(map)) {
-      throw new CheckpointError(`${indexPath}: expected an object with "weight_map": {tensor name: shard file}, got ${JSON.stringify(index)?.slice(0, 120)}`);
+      throw new CheckpointError(`${indexPath}: expected an object with "weight_map": {tensor name: shard file}, got ${showValue(index)}`);
     }
     const byShard = new Map<string, string[]>();
     for (const [tensor, shard] of Object.entries(map as Record<string, unknown>)) {

@@ -5,7 +5,7 @@
  * State tensors (f32) live beside the parameters; `stateDict()` exposes them for checkpoints and
  * `loadStateDict()` copies what it is given, so two optimizers never share state.
  */
-import { ArgumentError } from '../errors.ts';
+import { ArgumentError, clip, showValue } from '../errors.ts';
 import { clone } from '../ops/cast.ts';
 import { zerosLike } from '../ops/creation.ts';
 import { zeroGrad } from '../ops/grad.ts';
@@ -117,10 +117,18 @@ export class AdamW extends BaseOptimizer {
     return { tensors, scalars: { t: this.t, lr: this.lr } };
   }
 
+  /** Takes exactly what stateDict gives: m.i and v.i for every parameter, and the scalars t and lr; anything else is an ArgumentError. */
   loadStateDict(state: { tensors: Record<string, Tensor>; scalars: Record<string, number> }): void {
+    const n = this.params.length;
+    const extra = Object.keys(state.tensors).filter((k) => !/^[mv]\.(0|[1-9]\d*)$/.test(k) || Number(k.slice(2)) >= n);
+    if (extra.length) throw new ArgumentError(`optimizer state: unexpected tensor '${clip(extra[0], 80)}'${extra.length > 1 ? ` (and ${extra.length - 1} more)` : ''}; AdamW holds m.0 … m.${n - 1} and v.0 … v.${n - 1}`);
+    for (let i = 0; i < n; i++) for (const key of [`m.${i}`, `v.${i}`]) if (!state.tensors[key]) throw new ArgumentError(`optimizer state: '${key}' is missing`);
+    for (const k of Object.keys(state.scalars)) if (k !== 't' && k !== 'lr') throw new ArgumentError(`optimizer state: unknown scalar '${clip(k, 80)}'; AdamW holds t and lr`);
+    const t = state.scalars.t;
+    if (!Number.isInteger(t) || t < 0) throw new ArgumentError(`optimizer state: t = ${showValue(t)}; expected the number of steps taken, an integer ≥ 0`);
     copyState(this.m, state.tensors, 'm');
     copyState(this.v, state.tensors, 'v');
-    this.t = state.scalars.t ?? 0;
+    this.t = t;
     if (state.scalars.lr !== undefined) this.lr = state.scalars.lr;
   }
 

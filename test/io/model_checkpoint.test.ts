@@ -57,3 +57,21 @@ test('checkpoint: an extra tensor, a vocabulary mismatch and a missing file are 
   await assert.rejects(loadTrainerState(dir, opt, cpu), /trainer\.json/);
   m.dispose(); opt.dispose();
 });
+
+test('checkpoint: trainer.json with an unknown key, and optimizer moments holding NaN, are refused on resume', async () => {
+  const out = mkdtempSync(join(tmpdir(), 'fon-ckpt-'));
+  const m = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 9 }));
+  const opt = new AdamW(m.parameters(), { lr: 1e-2 });
+  const st = opt.stateDict();
+  const dir = await saveCheckpoint(out, 'step-000000', m, tok, { optimizer: opt, trainer: { step: 0, optimizerScalars: st.scalars, run: {} } });
+  const trainer = JSON.parse(readFileSync(join(dir, 'trainer.json'), 'utf8'));
+  writeFileSync(join(dir, 'trainer.json'), JSON.stringify({ ...trainer, stepp: 3 }));
+  await assert.rejects(loadTrainerState(dir, opt, cpu), (e: unknown) => e instanceof fon.FonError
+    && e.message === `${join(dir, 'trainer.json')}: unknown key 'stepp'; expected step, optimizerScalars, run`);
+  writeFileSync(join(dir, 'trainer.json'), JSON.stringify(trainer));
+  const moments = Object.fromEntries(await Promise.all(Object.entries(st.tensors).map(async ([n, t]) => [n, { dtype: 'F32' as const, shape: [...t.shape], data: new Float32Array(await t.data()) }])));
+  moments['v.2'].data[1] = NaN;
+  writeFileSync(join(dir, 'optimizer.safetensors'), encodeSafetensors(moments));
+  await assert.rejects(loadTrainerState(dir, opt, cpu), /optimizer\.safetensors: tensor 'v\.2' holds 1 non-finite value of \d+ \(the first, at index 1, is NaN\)/);
+  m.dispose(); opt.dispose();
+});

@@ -21,6 +21,7 @@ import * as fon from '../../src/index.ts';
 import { ConfigError, kvBytesPerToken, parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
+import { ropeTables } from '../../src/nn/rope_tables.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
 import { depthCandidates, depthMixMacsPerToken, depthSources, type LayerRecord } from '../../src/attention/depth.ts';
 import { denseAttention } from '../../src/attention/dense.ts';
@@ -120,8 +121,7 @@ test('logits of a 4-layer model (stride 2, window 1; QK-norm, RoPE, GQA) equal a
   const x = ids(2, 8, 5);
   const [B, T] = x.shape;
   const { nHeads: H, nKvHeads: G, headDim: D } = cfg;
-  const cos = fon.narrow((m as unknown as { rope: { cos: fon.Tensor } }).rope.cos, 0, 0, T);
-  const sin = fon.narrow((m as unknown as { rope: { sin: fon.Tensor } }).rope.sin, 0, 0, T);
+  const { cos, sin } = ropeTables(T, D, cfg.ropeTheta, cpu, cfg.ropeScaling);
   const heads = (y: fon.Tensor, n: number) => fon.reshape(y, [B, T, n, D]);
   const toBhtd = (y: fon.Tensor) => fon.permute(y, [0, 2, 1, 3]);
   let h = m.embed.forward(x);

@@ -49,7 +49,7 @@ test("loadStateDict copies: loading its own state, or another optimizer's, share
   assert.equal(ob.stateDict().scalars.t, 1);
 });
 
-test('loadStateDict rejects a wrong shape, dtype or backend and changes nothing', () => {
+test('loadStateDict rejects a wrong shape, dtype or backend, a missing or extra tensor, an unknown scalar or a bad t, and changes nothing', () => {
   const cpu = new CpuBackend();
   const p = withGrad([1, 2], [1, 1], cpu);
   const opt = new AdamW([p]);
@@ -59,6 +59,10 @@ test('loadStateDict rejects a wrong shape, dtype or backend and changes nothing'
   assert.throws(() => opt.loadStateDict(bad({ 'v.0': fon.zeros([2], { dtype: 'f16', backend: cpu }) })), /'v.0' has dtype f16, expected f32/);
   assert.throws(() => opt.loadStateDict(bad({ 'm.0': fon.zeros([2], { backend: new CpuBackend() }) })), /lives on backend/);
   assert.throws(() => opt.loadStateDict({ tensors: {}, scalars: {} }), /'m.0' is missing/);
+  assert.throws(() => opt.loadStateDict(bad({ 'm.1': fon.zeros([2], { backend: cpu }) })), /^ArgumentError: optimizer state: unexpected tensor 'm.1'; AdamW holds m.0 … m.0 and v.0 … v.0$/);
+  assert.throws(() => opt.loadStateDict({ tensors: good.tensors, scalars: { ...good.scalars, a: 1 } }), /unknown scalar 'a'; AdamW holds t and lr/);
+  assert.throws(() => opt.loadStateDict({ tensors: good.tensors, scalars: { lr: 1 } }), /t = undefined; expected the number of steps taken, an integer ≥ 0/);
+  assert.throws(() => opt.loadStateDict({ tensors: good.tensors, scalars: { t: 1.5, lr: 1 } }), /t = 1.5;/);
   opt.step();
   assert.ok(Math.abs(p.dataSync()[0] - (1 * (1 - 1e-3 * 0.01) - 1e-3)) < 1e-6, 'the optimizer still works with its own state');
 });

@@ -30,7 +30,7 @@
  * The folder is written atomically: into `<out>.tmp-<pid>-<n>` beside it, each file fsynced, then
  * renamed to `<out>`; a failure part-way removes the temporary folder and leaves `<out>` as it was.
  */
-import { ArgumentError, UnsupportedError } from '../../errors.ts';
+import { ArgumentError, showValue, UnsupportedError } from '../../errors.ts';
 import { layerAttention, type ModelConfig, type RopeScaling } from '../../model/config.ts';
 import { mechanismHfExport } from '../../attention/table.ts';
 import type { HfAttentionKind } from '../../attention/mechanism.ts';
@@ -148,12 +148,10 @@ function pythonJson(v: unknown, opts: { sortKeys: boolean; ensureAscii: boolean 
 /** How transformers writes config.json and generation_config.json. */
 const configText = (o: object) => `${pythonJson(o, { sortKeys: true, ensureAscii: true })}\n`;
 
-const show = (v: unknown) => JSON.stringify(v) ?? String(v);
-
 const LLAMA_LIKE = 'LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM';
 
 function cannot(key: string, value: unknown, supports: string): UnsupportedError {
-  return new UnsupportedError(`cannot export as a Hugging Face model: '${key}' = ${show(value)}; ${supports}`);
+  return new UnsupportedError(`cannot export as a Hugging Face model: '${key}' = ${showValue(value)}; ${supports}`);
 }
 
 /**
@@ -442,15 +440,15 @@ export async function checkExportTarget(outDir: string, overwrite = false): Prom
  */
 export async function exportHf(model: Decoder, tokenizer: Tokenizer, outDir: string, opts: HfExportOptions = {}): Promise<HfExportResult> {
   const dtype = opts.dtype ?? 'f32';
-  if (!HF_EXPORT_DTYPES.includes(dtype)) throw new ArgumentError(`exportHf: dtype ${show(dtype)}: expected one of ${HF_EXPORT_DTYPES.join(', ')}`);
+  if (!HF_EXPORT_DTYPES.includes(dtype)) throw new ArgumentError(`exportHf: dtype ${showValue(dtype)}: expected one of ${HF_EXPORT_DTYPES.join(', ')}`);
   const maxShard = opts.maxShardBytes ?? DEFAULT_MAX_SHARD_BYTES;
-  if (!Number.isSafeInteger(maxShard) || maxShard < 1) throw new ArgumentError(`exportHf: maxShardBytes ${show(opts.maxShardBytes)}: expected a positive integer`);
+  if (!Number.isSafeInteger(maxShard) || maxShard < 1) throw new ArgumentError(`exportHf: maxShardBytes ${showValue(opts.maxShardBytes)}: expected a positive integer`);
   const c = model.config;
   const eosToken = tokenizer.idToToken(tokenizer.eosId);
   if (eosToken === undefined) throw new ArgumentError(`exportHf: the tokenizer's eos id ${tokenizer.eosId} has no token`);
   const bosToken = opts.bosToken ?? eosToken;
   const bosId = tokenizer.tokenToId(bosToken);
-  if (bosId === undefined) throw new ArgumentError(`exportHf: bos token ${show(bosToken)} is not a token of the tokenizer`);
+  if (bosId === undefined) throw new ArgumentError(`exportHf: bos token ${showValue(bosToken)} is not a token of the tokenizer`);
   const start = opts.startIds ?? [tokenizer.eosId];
   const tokenizerJson = tokenizerJsonStarting(tokenizer, start);
   if (tokenizer.vocabSize > c.vocabSize) throw new ArgumentError(`exportHf: the tokenizer has ${tokenizer.vocabSize} tokens but the model's vocabSize is ${c.vocabSize}`);

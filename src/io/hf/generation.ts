@@ -4,6 +4,7 @@
  * file's other keys (beam search, length penalties, bookkeeping) are not sampling settings FON
  * has and are left out; a known key of the wrong type is a ConfigError naming it.
  */
+import { showValue } from '../../errors.ts';
 import { ConfigError } from '../../model/config.ts';
 
 export interface HfGenerationDefaults {
@@ -17,17 +18,15 @@ export interface HfGenerationDefaults {
   eosTokenIds?: number[];
 }
 
-const show = (v: unknown) => JSON.stringify(v) ?? String(v);
-
 /** The defaults in a parsed generation_config.json; `vocabSize` bounds the stop ids; `where` names the file. */
 export function parseGenerationConfig(json: unknown, vocabSize: number, where = 'generation_config.json'): HfGenerationDefaults {
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ConfigError(`${where}: expected a JSON object, got ${show(json)?.slice(0, 80)}`);
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ConfigError(`${where}: expected a JSON object, got ${showValue(json)?.slice(0, 80)}`);
   const o = json as Record<string, unknown>;
   const out: HfGenerationDefaults = {};
   const field = (key: string, ok: (v: unknown) => boolean, expected: string): unknown => {
     const v = o[key];
     if (v === undefined || v === null) return undefined;
-    if (!ok(v)) throw new ConfigError(`${where}: '${key}' = ${show(v)}: expected ${expected}`);
+    if (!ok(v)) throw new ConfigError(`${where}: '${key}' = ${showValue(v)}: expected ${expected}`);
     return v;
   };
   const num = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
