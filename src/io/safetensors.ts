@@ -94,10 +94,14 @@ export function encodeSafetensors(tensors: Record<string, SafeTensorInput>, meta
   entries.sort(([an, a], [bn, b]) => SAFE_DTYPE_BYTES[b.dtype] - SAFE_DTYPE_BYTES[a.dtype] || (an < bn ? -1 : an > bn ? 1 : 0));
 
   const header: Record<string, unknown> = {};
-  if (metadata !== undefined) header[METADATA_KEY] = { ...metadata };
+  if (metadata !== undefined) {
+    const meta: Record<string, string> = {};
+    for (const [k, v] of Object.entries(metadata)) own(meta, k, v);
+    header[METADATA_KEY] = meta;
+  }
   let offset = 0;
   for (const [name, t] of entries) {
-    header[name] = { dtype: t.dtype, shape: [...t.shape], data_offsets: [offset, offset + t.data.byteLength] };
+    own(header, name, { dtype: t.dtype, shape: [...t.shape], data_offsets: [offset, offset + t.data.byteLength] }); // '__proto__' too
     offset += t.data.byteLength;
   }
   const json = new TextEncoder().encode(JSON.stringify(header));

@@ -205,4 +205,9 @@ test('tensor and metadata names that are Object.prototype keys are kept as data:
   assert.deepEqual([...d.tensors['toString'].data], [10]);
   assert.deepEqual(Object.entries(d.metadata).sort(), [['__proto__', 'p'], ['constructor', 'c']]);
   assert.ok(Object.hasOwn(d.tensors, '__proto__') && Object.getPrototypeOf(d.tensors) === Object.prototype);
+  // …and written back: the encoder keeps them too (a plain assignment of '__proto__' would set the header's prototype and drop the tensor).
+  const back = decodeSafetensors(encodeSafetensors(Object.fromEntries(Object.entries(d.tensors).map(([n, t]) => [n, { dtype: t.dtype, shape: t.shape, data: t.data }])), d.metadata), 'again.safetensors');
+  assert.deepEqual(Object.keys(back.tensors).sort(), ['__proto__', 'constructor', 'toString']);
+  assert.deepEqual([...back.tensors['__proto__'].data], [7, 8]);
+  assert.deepEqual(Object.entries(back.metadata).sort(), [['__proto__', 'p'], ['constructor', 'c']]);
 });
