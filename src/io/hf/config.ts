@@ -19,7 +19,7 @@
  *            before RoPE) and head_dim independent of hidden_size / heads.
  * contextLength is max_position_embeddings (n_positions for GPT-2).
  */
-import { showValue, UnsupportedError } from '../../errors.ts';
+import { clip, showValue, UnsupportedError } from '../../errors.ts';
 import { ConfigError, DEFAULT_CONFIG, parseModelConfig, type LayerAttention, type ModelConfig, type RopeScaling } from '../../model/config.ts';
 
 /** The architectures FON reads: model_type → the transformers class of its causal LM. */
@@ -145,15 +145,15 @@ export function hfArchitecture(json: unknown, where = 'config.json'): HfArchitec
   const listed = (classes ?? []) as string[];
   if (type !== undefined && type !== null) {
     if (typeof type !== 'string') throw new ConfigError(`${where}: 'model_type' = ${show(type)}: expected a string`);
-    if (!Object.hasOwn(HF_ARCHITECTURES, type)) throw new UnsupportedError(`${where}: architecture '${type}'${listed.length ? ` (${listed.join(', ')})` : ''} is not supported; FON reads ${SUPPORTED}`);
+    if (!Object.hasOwn(HF_ARCHITECTURES, type)) throw new UnsupportedError(`${where}: architecture '${clip(String(type), 80)}'${listed.length ? ` (${clip(listed.join(', '), 200)})` : ''} is not supported; FON reads ${SUPPORTED}`);
     const arch = type as HfArchitecture;
     const other = listed.find((c) => c !== HF_ARCHITECTURES[arch]);
-    if (other !== undefined) throw new UnsupportedError(`${where}: architecture '${other}' is not supported; FON reads ${SUPPORTED}`);
+    if (other !== undefined) throw new UnsupportedError(`${where}: architecture '${clip(String(other), 80)}' is not supported; FON reads ${SUPPORTED}`);
     return arch;
   }
   if (listed.length === 0) throw new ConfigError(`${where}: neither 'model_type' nor 'architectures' says which architecture this is; FON reads ${SUPPORTED}`);
   const found = Object.entries(HF_ARCHITECTURES).find(([, c]) => c === listed[0]);
-  if (!found) throw new UnsupportedError(`${where}: architecture '${listed[0]}' is not supported; FON reads ${SUPPORTED}`);
+  if (!found) throw new UnsupportedError(`${where}: architecture '${clip(String(listed[0]), 80)}' is not supported; FON reads ${SUPPORTED}`);
   return found[0] as HfArchitecture;
 }
 

@@ -6,7 +6,7 @@
  * `merge_all`), so ids agree with `tokenizers` for the same vocab and merges. A per-word cache
  * makes repeated words cost one Map lookup.
  */
-import { ArgumentError, UnsupportedError } from '../../errors.ts';
+import { ArgumentError, showValue, UnsupportedError } from '../../errors.ts';
 import { BYTE_CHARS, byteLevelToBytes, bytesToByteLevel } from './byte_level.ts';
 
 /** Ids must stay below this so a pair (a, b) packs into one number a·ID_LIMIT + b. */
@@ -54,7 +54,7 @@ export class BpeModel {
     this.vocab = spec.vocab;
     const tokens: Array<string | undefined> = [];
     for (const [token, id] of spec.vocab) {
-      if (!Number.isInteger(id) || id < 0) throw new ArgumentError(`${where}: model.vocab[${JSON.stringify(token)}] is ${id}; expected a non-negative integer id`);
+      if (!Number.isInteger(id) || id < 0) throw new ArgumentError(`${where}: model.vocab[${showValue(token)}] is ${id}; expected a non-negative integer id`);
       if (id >= ID_LIMIT) throw new UnsupportedError(`${where}: model.vocab id ${id} is too large; FON supports ids below ${ID_LIMIT}`);
       tokens[id] = token;
     }
@@ -65,11 +65,11 @@ export class BpeModel {
       const right = spec.vocab.get(b);
       const merged = spec.vocab.get(a + b);
       const missing = left === undefined ? a : right === undefined ? b : merged === undefined ? a + b : null;
-      if (missing !== null) throw new ArgumentError(`${where}: model.merges[${rank}] (${JSON.stringify(a)}, ${JSON.stringify(b)}) needs the token ${JSON.stringify(missing)}, which is not in model.vocab`);
+      if (missing !== null) throw new ArgumentError(`${where}: model.merges[${rank}] (${showValue(a)}, ${showValue(b)}) needs the token ${showValue(missing)}, which is not in model.vocab`);
       // A pair listed twice keeps its last rank, as Hugging Face's HashMap collect does.
       this.mergeMap.set(left! * ID_LIMIT + right!, rank * ID_LIMIT + merged!);
     });
-    if (spec.unkToken !== null && !spec.vocab.has(spec.unkToken)) throw new ArgumentError(`${where}: model.unk_token ${JSON.stringify(spec.unkToken)} is not in model.vocab`);
+    if (spec.unkToken !== null && !spec.vocab.has(spec.unkToken)) throw new ArgumentError(`${where}: model.unk_token ${showValue(spec.unkToken)} is not in model.vocab`);
     this.unkId = spec.unkToken === null ? -1 : spec.vocab.get(spec.unkToken)!;
     this.fuseUnk = spec.fuseUnk;
     this.ignoreMerges = spec.ignoreMerges;

@@ -5,7 +5,7 @@
  * file names none. Qwen2-style files name <|im_end|> although <|endoftext|> is also present, so
  * the config, when there is one, says which id ends a turn.
  */
-import { ArgumentError } from '../../errors.ts';
+import { ArgumentError, showValue } from '../../errors.ts';
 import type { LoadTokenizerOptions } from './hf_json.ts';
 
 /** The loader options a parsed tokenizer_config.json implies; `source` names the file in errors. */
@@ -20,5 +20,5 @@ export function tokenizerConfigOptions(json: unknown, source = 'tokenizer_config
     const content = (eos as Record<string, unknown>).content as string;
     return content.length > 0 ? { eosToken: content } : {};
   }
-  throw new ArgumentError(`${source}: field "eos_token" is ${JSON.stringify(eos)}; expected a string, an object with a string "content", or null`);
+  throw new ArgumentError(`${source}: field "eos_token" is ${showValue(eos)}; expected a string, an object with a string "content", or null`);
 }

@@ -135,7 +135,7 @@ function readModel(f: Fields, root: JsonObject): BpeModel {
   const vocabJson = f.object(model, 'vocab', 'model.vocab');
   const vocab = new Map<string, number>();
   for (const [token, id] of Object.entries(vocabJson)) {
-    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) throw f.bad(`model.vocab[${JSON.stringify(token)}]`, id, 'a non-negative integer id');
+    if (typeof id !== 'number' || !Number.isInteger(id) || id < 0) throw f.bad(`model.vocab[${showValue(token)}]`, id, 'a non-negative integer id');
     vocab.set(token, id);
   }
   if (vocab.size === 0) throw f.bad('model.vocab', vocabJson, 'at least one token (a byte-level vocabulary holds the byte characters)');
@@ -260,7 +260,7 @@ export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts
   let eosId: number | undefined;
   if (opts.eosToken !== undefined) {
     eosId = idOf(opts.eosToken);
-    if (eosId === undefined) throw new ArgumentError(`${source}: eosToken ${JSON.stringify(opts.eosToken)} is neither an added token nor in model.vocab`);
+    if (eosId === undefined) throw new ArgumentError(`${source}: eosToken ${showValue(opts.eosToken)} is neither an added token nor in model.vocab`);
   } else {
     for (const name of END_OF_TEXT_NAMES) if ((eosId = idOf(name)) !== undefined) break;
     if (eosId === undefined) throw new ArgumentError(`${source}: no end-of-text token found (looked for ${END_OF_TEXT_NAMES.join(', ')}); pass { eosToken } to name it`);

@@ -15,6 +15,7 @@
  * of about that size, cut at line ends where a line end exists, each piece counted as a document:
  * it costs one separator token per piece and keeps memory bounded whatever the file.
  */
+import { showValue } from '../../errors.ts';
 import { DataError } from './data_error.ts';
 import { extension, listFiles, pathKind, readTextChunks } from './files.ts';
 import { parseJson } from '../../io/json.ts';
@@ -96,7 +97,7 @@ async function* jsonlDocuments(file: string, chunkBytes: number): AsyncGenerator
     if (line.trim().length === 0) continue;
     const value = parseJson(line, (why) => new DataError(`${file}:${lineNo}: ${why}; expected one JSON object with a string "text" field per line`));
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-      throw new DataError(`${file}:${lineNo}: expected a JSON object with a string "text" field, got ${Array.isArray(value) ? 'an array' : JSON.stringify(value)}`);
+      throw new DataError(`${file}:${lineNo}: expected a JSON object with a string "text" field, got ${Array.isArray(value) ? 'an array' : showValue(value)}`);
     }
     const text = (value as { text?: unknown }).text;
     if (typeof text !== 'string') {
