@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { initBackend } from '../../src/backend/registry.ts';
 import { resolveCheckpointDir } from '../../src/io/checkpoint_dir.ts';
 import { loadModel, readTrainerState } from '../../src/io/model_checkpoint.ts';
+import { uniformStream } from '../../src/ops/random.ts';
 
 /** bin/fon.js, run in a child process of this Node. */
 const FON = join(import.meta.dirname, '../../bin/fon.js');
@@ -49,18 +50,6 @@ export interface TrialOptions {
   onTrial?: (index: number, outcome: TrialOutcome, detail: string) => void;
 }
 
-/** A small seeded stream of uniform numbers in [0, 1) (mulberry32). */
-function uniform(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const stepOf = (name: string) => Number(/^step-(\d+)$/.exec(name)?.[1] ?? NaN);
 
 /** The checkpoint latest.json names, checked to load whole; a message when it does not. */
@@ -81,7 +70,7 @@ async function checkLatest(out: string): Promise<{ step: number } | { problem: s
 
 /** Runs the trials (see the file header) and counts their outcomes. */
 export async function runInterruptTrials(opts: TrialOptions): Promise<TrialReport> {
-  const rand = uniform(opts.seed);
+  const rand = uniformStream(opts.seed);
   const maxDelay = opts.maxDelayMs ?? 2500;
   const corpus = join(opts.dir, 'corpus.txt');
   const sentences = ['The cat sat on the mat.', 'A dog ran in the park.', 'We read books at night.', 'Rain fell on the old town.'];

@@ -19,20 +19,9 @@ import { initBackend } from '../../src/backend/registry.ts';
 import { FonError } from '../../src/errors.ts';
 import { resolveCheckpointDir } from '../../src/io/checkpoint_dir.ts';
 import { loadModel, loadOptimizerState, readTrainerState } from '../../src/io/model_checkpoint.ts';
+import { uniformStream } from '../../src/ops/random.ts';
 import { AdamW } from '../../src/train/optim.ts';
 import { parseTrainConfig } from '../../src/train/trainer.ts';
-
-/** A small seeded stream of uniform numbers in [0, 1) (mulberry32). */
-export function uniform(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The valid folders cases start from: name → path (made by dev/fuzz/loader_bases.ts). */
 export type Bases = Record<'checkpoint' | 'hfSingle' | 'hfSharded', string>;
@@ -201,7 +190,7 @@ function filesUnder(dir: string, prefix = ''): string[] {
 
 /** Makes case `index` of `seed` under `scratch` (emptied first). */
 export function makeCase(seed: number, index: number, bases: Bases, scratch: string): LoaderCase {
-  const rand = uniform((seed * 1_000_003 + index * 7919) >>> 0);
+  const rand = uniformStream((seed * 1_000_003 + index * 7919) >>> 0);
   const baseNames = Object.keys(bases) as (keyof Bases)[];
   const base = baseNames[Math.floor(rand() * baseNames.length)];
   rmSync(scratch, { recursive: true, force: true });
