@@ -24,6 +24,7 @@ import { zeros } from '../ops/creation.ts';
 import { layerAttention, modelDims, type ModelConfig } from '../model/config.ts';
 import { keep } from '../tensor/scope.ts';
 import type { FloatDType } from '../tensor/dtype.ts';
+import type { Tensor } from '../tensor/tensor.ts';
 
 export interface KvCacheOptions {
   /** Positions a page holds (a positive multiple of 128); default defaultPageRows (the whole length in one page up to 64K positions). */
@@ -68,13 +69,23 @@ export class KvCache {
           const pages = new PagedKv(this.pool, maxLength);
           slot = { k: pages.k[0], v: pages.v[0], pages };
         } else {
-          slot = { k: keep(zeros(shape, { backend, dtype })), v: keep(zeros(shape, { backend, dtype })) };
+          const k = keep(zeros(shape, { backend, dtype }));
+          let v: Tensor;
+          try { v = keep(zeros(shape, { backend, dtype })); } catch (e) { k.dispose(); throw e; }
+          slot = { k, v };
         }
         layers.push(slot); // from here dispose() frees it, whatever fails next
+        // Each state joins the slot as it is made, so a failure part-way leaves nothing dispose() cannot reach.
         const perPosition = Object.entries(layout.perPosition);
-        if (perPosition.length) slot.state = Object.fromEntries(perPosition.map(([name, heads]) => [name, keep(zeros([batch, heads, maxLength, 1], { backend, dtype: 'f32' }))]));
+        if (perPosition.length) {
+          const state: NonNullable<LayerKv['state']> = (slot.state = {});
+          for (const [name, heads] of perPosition) state[name] = keep(zeros([batch, heads, maxLength, 1], { backend, dtype: 'f32' }));
+        }
         const side = Object.entries(layout.side);
-        if (side.length) slot.side = Object.fromEntries(side.map(([name, make]) => [name, make(slot)]));
+        if (side.length) {
+          const made: NonNullable<LayerKv['side']> = (slot.side = {});
+          for (const [name, make] of side) made[name] = make(slot);
+        }
       }
     } catch (e) {
       this.dispose(); // what the layers before took, and the pool

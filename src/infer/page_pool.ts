@@ -93,12 +93,15 @@ export class PagePool {
   /** A page for a sequence: a freed one if there is one, else a new one. */
   take(): KvPage {
     if (this.disposed) throw new ArgumentError('PagePool: taken from after dispose()');
-    this.used++;
     const reused = this.free.pop();
-    if (reused) return reused;
+    if (reused) { this.used++; return reused; }
     const { batch, kvHeads, headDim, dtype } = this.geometry;
     const shape = [batch, kvHeads, this.pageRows, headDim];
-    return { k: keep(zeros(shape, { backend: this.backend, dtype })), v: keep(zeros(shape, { backend: this.backend, dtype })) };
+    const k = keep(zeros(shape, { backend: this.backend, dtype }));
+    let v: Tensor;
+    try { v = keep(zeros(shape, { backend: this.backend, dtype })); } catch (e) { k.dispose(); throw e; } // no half page left behind
+    this.used++;
+    return { k, v };
   }
 
   /** A page back to the pool, for reuse. */

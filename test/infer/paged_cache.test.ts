@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import { cachedStep, generate, generationCache, generationDtype } from '../../src/infer/generate.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
+import { CpuBackend } from '../../src/backend/cpu/backend.ts';
 import { PagePool, defaultPageRows } from '../../src/infer/page_pool.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import type { Backend } from '../../src/index.ts';
@@ -158,5 +159,28 @@ test('page sizes and pools: errors name the value', () => {
   assert.equal(defaultPageRows(100, { batch: 1, kvHeads: 8, headDim: 128, dtype: 'f16' }), 100, 'one page of the whole length');
   assert.equal(defaultPageRows(1 << 20, { batch: 1, kvHeads: 8, headDim: 128, dtype: 'f16' }), 65536);
   assert.equal(defaultPageRows(1 << 20, { batch: 4, kvHeads: 32, headDim: 128, dtype: 'f32' }), 4096, '256 MiB a page tensor at most');
+  m.dispose();
+});
+
+test('a cache whose allocation fails at any point gives back everything it took (pages, k, v, per-position states)', () => {
+  const be = new CpuBackend();
+  const m = loudModel(organsConfig({ attention: [{ type: 'full' }, { type: 'fpa' }, { type: 'full' }] }, 257, 64), be);
+  const before = be.memory().liveBytes;
+  const fill = be.fill.bind(be);
+  // The cache's allocations in order: layer 0's first page (k, v), layer 1 (fpa) k, v, φ, ℓ and walk, layer 2's page (k, v).
+  const layerOf = [0, 0, 1, 1, 1, 1, 1, 2, 2];
+  for (const [i, layer] of layerOf.entries()) {
+    let calls = 0;
+    be.fill = (...args: Parameters<typeof be.fill>) => {
+      if (++calls === i + 1) throw new fon.DeviceError('webgpu: out of memory (injected)');
+      return fill(...args);
+    };
+    assert.throws(() => new KvCache(m.config, 1, 64, be, 'f32'), (e: unknown) => e instanceof fon.DeviceError && e.message.includes(`layer ${layer} (`) && e.message.includes('could not take its cache'), `allocation ${i + 1}`);
+    be.fill = fill;
+    assert.equal(be.memory().liveBytes, before, `allocation ${i + 1} failing: everything taken before it was given back`);
+  }
+  const fine = new KvCache(m.config, 1, 64, be, 'f32');
+  fine.dispose();
+  assert.equal(be.memory().liveBytes, before);
   m.dispose();
 });
