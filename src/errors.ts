@@ -54,6 +54,7 @@ export function clip(text: string, max = 200): string {
 export function showValue(v: unknown, max = 120): string {
   if (typeof v === 'string') return v.length > max ? `${JSON.stringify(v.slice(0, max))}… (${v.length} characters)` : JSON.stringify(v);
   if (typeof v === 'bigint') return clip(`${v}n`, max);
+  if (typeof v === 'number') return String(v); // NaN and ±Infinity as themselves, not JSON's null
   let text: string | undefined;
   try {
     text = JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? `${x}n` : x));

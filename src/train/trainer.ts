@@ -14,7 +14,7 @@
  * (weights, optimizer moments and step count), so a run stopped at step s and resumed follows the
  * uninterrupted run's loss curve.
  */
-import { ArgumentError, clip, ConfigError, showValue } from '../errors.ts';
+import { ArgumentError, clip, ConfigError, type FonError, showValue } from '../errors.ts';
 import { tensor } from '../ops/creation.ts';
 import { add, mul } from '../ops/elementwise.ts';
 import { concat, reshape } from '../ops/layout.ts';
@@ -69,6 +69,21 @@ const TRAIN_RULES: Record<keyof TrainConfig, { integer: boolean; min: number; ma
   evalEvery: { integer: true, min: 0 }, evalWindows: { integer: true, min: 1 }, checkpointEvery: { integer: true, min: 0 }, seed: { integer: true, min: 0 },
 };
 
+/** Every TrainConfig field of `o` held to TRAIN_RULES (present, a finite number of its range) and warmup ≤ steps; `fail` makes the error naming `where`, the key and the value. */
+function checkRules(o: Record<string, unknown>, where: string, fail: (message: string) => FonError): TrainConfig {
+  const out = {} as TrainConfig;
+  for (const [k, r] of Object.entries(TRAIN_RULES) as [keyof TrainConfig, (typeof TRAIN_RULES)[keyof TrainConfig]][]) {
+    const v = o[k];
+    const range = `${r.integer ? 'an integer' : 'a number'} ≥ ${r.min}${r.below !== undefined ? ` and < ${r.below}` : ''}`;
+    if (typeof v !== 'number' || !Number.isFinite(v) || (r.integer && !Number.isInteger(v)) || v < r.min || (r.below !== undefined && v >= r.below)) {
+      throw fail(`${where}: '${k}' = ${v === undefined ? 'missing' : showValue(v)}: expected ${range}`);
+    }
+    out[k] = v;
+  }
+  if (out.warmup > out.steps) throw fail(`${where}: 'warmup' = ${out.warmup}: expected at most 'steps' = ${out.steps}`);
+  return out;
+}
+
 /**
  * A TrainConfig read from a file (a checkpoint's trainer.json on resume), held to the rules its
  * flags are: every field present, a finite number of its range, warmup ≤ steps, no other key. A
@@ -79,17 +94,7 @@ export function parseTrainConfig(value: unknown, where: string): TrainConfig {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(`${where}: expected an object of training settings, got ${showValue(value)}`);
   const o = value as Record<string, unknown>;
   for (const k of Object.keys(o)) if (!Object.hasOwn(TRAIN_RULES, k)) throw new ConfigError(`${where}: unknown key '${clip(k, 80)}'; expected ${Object.keys(TRAIN_RULES).join(', ')}`);
-  const out = {} as TrainConfig;
-  for (const [k, r] of Object.entries(TRAIN_RULES) as [keyof TrainConfig, (typeof TRAIN_RULES)[keyof TrainConfig]][]) {
-    const v = o[k];
-    const range = `${r.integer ? 'an integer' : 'a number'} ≥ ${r.min}${r.below !== undefined ? ` and < ${r.below}` : ''}`;
-    if (typeof v !== 'number' || !Number.isFinite(v) || (r.integer && !Number.isInteger(v)) || v < r.min || (r.below !== undefined && v >= r.below)) {
-      throw new ConfigError(`${where}: '${k}' = ${v === undefined ? 'missing' : showValue(v)}: expected ${range}`);
-    }
-    out[k] = v;
-  }
-  if (out.warmup > out.steps) throw new ConfigError(`${where}: 'warmup' = ${out.warmup}: expected at most 'steps' = ${out.steps}`);
-  return out;
+  return checkRules(o, where, (m) => new ConfigError(m));
 }
 
 /** A source of training batches whose step-th batch is a pure function of the step. */
@@ -110,12 +115,11 @@ export interface StepResult {
   distill?: number;
 }
 
+/** A TrainConfig given in code, checked before training: the same rules as parseTrainConfig (an ArgumentError), then against the model: context ≤ its context length, lr > 0, minLr ≤ lr. */
 export function checkTrainConfig(c: TrainConfig, contextLength: number): void {
-  const positive = ['steps', 'batchSize', 'accumulate', 'context'] as const;
-  for (const k of positive) if (!Number.isInteger(c[k]) || c[k] < 1) throw new ArgumentError(`train: ${k} = ${c[k]}: expected a positive integer`);
+  checkRules(c as unknown as Record<string, unknown>, 'train', (m) => new ArgumentError(m));
   if (c.context > contextLength) throw new ArgumentError(`train: context ${c.context} passes the model's context length ${contextLength}`);
-  if (!(c.lr > 0) || !(c.minLr >= 0) || c.minLr > c.lr) throw new ArgumentError(`train: need lr > 0 and 0 ≤ minLr ≤ lr, got lr ${c.lr}, minLr ${c.minLr}`);
-  if (!Number.isInteger(c.warmup) || c.warmup < 0 || c.warmup > c.steps) throw new ArgumentError(`train: warmup ${c.warmup} must be an integer in [0, steps = ${c.steps}]`);
+  if (!(c.lr > 0) || c.minLr > c.lr) throw new ArgumentError(`train: need lr > 0 and 0 ≤ minLr ≤ lr, got lr ${c.lr}, minLr ${c.minLr}`);
 }
 
 export class Trainer {

@@ -40,8 +40,12 @@ test('trainer: 2 accumulated micro-batches of 2 equal one batch of 4', async () 
 test('trainer: bad hyper-parameters are named', () => {
   const m = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 2 }));
   assert.throws(() => new Trainer(m, batches(2, 16), { ...DEFAULT_TRAIN, context: 32 }), /context 32 passes the model's context length 16/);
-  assert.throws(() => new Trainer(m, batches(2, 16), { ...DEFAULT_TRAIN, context: 16, steps: 10, warmup: 20 }), /warmup 20 must be an integer in \[0, steps = 10\]/);
+  assert.throws(() => new Trainer(m, batches(2, 16), { ...DEFAULT_TRAIN, context: 16, steps: 10, warmup: 20 }), /^ArgumentError: train: 'warmup' = 20: expected at most 'steps' = 10$/);
   assert.throws(() => new Trainer(m, batches(2, 16), { ...DEFAULT_TRAIN, context: 16, lr: 1e-4, minLr: 1e-3 }), /need lr > 0 and 0 ≤ minLr ≤ lr/);
+  // The rules a resumed trainer.json is held to hold for a config given in code too.
+  assert.throws(() => new Trainer(m, batches(2, 16), { ...DEFAULT_TRAIN, context: 16, beta1: 1 }), /^ArgumentError: train: 'beta1' = 1: expected a number ≥ 0 and < 1$/);
+  assert.throws(() => new Trainer(m, batches(2, 16), { ...DEFAULT_TRAIN, context: 16, gradClip: NaN }), /^ArgumentError: train: 'gradClip' = NaN: expected a number ≥ 0$/);
+  assert.throws(() => new Trainer(m, batches(2, 16), { ...DEFAULT_TRAIN, context: 16, steps: 2.5 }), /^ArgumentError: train: 'steps' = 2.5: expected an integer ≥ 1$/);
   m.dispose();
 });
 
