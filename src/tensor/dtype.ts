@@ -2,7 +2,7 @@
  * Storage dtypes and the host-side conversions between them. Compute always accumulates in f32
  * (DESIGN.md, "Numerics and dtypes"); f16 and bf16 are storage formats converted on load/store.
  */
-import { DTypeError } from '../errors.ts';
+import { DeviceError, DTypeError } from '../errors.ts';
 
 export type DType = 'f32' | 'f16' | 'bf16' | 'i32' | 'u8';
 export type FloatDType = 'f32' | 'f16' | 'bf16';
@@ -31,11 +31,17 @@ export function assertDType(value: string, where: string): DType {
 }
 
 export function allocHost(dtype: DType, size: number): AnyHostArray {
-  switch (dtype) {
-    case 'f32': return new Float32Array(size);
-    case 'i32': return new Int32Array(size);
-    case 'u8': return new Uint8Array(size);
-    case 'f16': case 'bf16': return new Uint16Array(size);
+  try {
+    switch (dtype) {
+      case 'f32': return new Float32Array(size);
+      case 'i32': return new Int32Array(size);
+      case 'u8': return new Uint8Array(size);
+      case 'f16': case 'bf16': return new Uint16Array(size);
+    }
+  } catch (e) {
+    // The engine's RangeError ("Array buffer allocation failed", "Invalid typed array length") as FON's out-of-memory error.
+    if (e instanceof RangeError) throw new DeviceError(`host memory: cannot allocate ${size} ${dtype} values (${((size * bytesPerElement(dtype)) / 2 ** 30).toFixed(2)} GiB): ${e.message}`);
+    throw e;
   }
 }
 

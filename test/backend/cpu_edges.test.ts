@@ -9,6 +9,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { CpuBackend } from '../../src/backend/cpu/backend.ts';
+import { DeviceError } from '../../src/errors.ts';
+import { zeros } from '../../src/ops/creation.ts';
 import { initBackend, registerBackendFactory, setBackend, getBackend } from '../../src/backend/registry.ts';
 import type { Backend } from '../../src/backend/backend.ts';
 import { floatToI32, floatToU8, roundTo } from '../../src/tensor/dtype.ts';
@@ -86,4 +88,9 @@ test("'auto' destroys and forgets a software webgpu backend it skipped", async (
   assert.equal(destroyed, 1);
   assert.throws(() => setBackend('webgpu'), /not initialised/);
   assert.notEqual(getBackend(), soft);
+});
+
+test('a host allocation the engine refuses is a DeviceError naming the size, not a RangeError', () => {
+  assert.throws(() => zeros([2 ** 33], { backend: cpu }), (e: unknown) => e instanceof DeviceError
+    && /^host memory: cannot allocate 8589934592 f32 values \(32\.00 GiB\): /.test(e.message));
 });
