@@ -111,7 +111,7 @@ test('fon train: Ctrl-C writes a checkpoint that resumes', async () => {
   assert.equal(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint, `step-${String(step + 2).padStart(6, '0')}`);
 });
 
-test('fon train on the CPU: Ctrl-C with no checkpoint due stops after the current step, not at the next checkpoint', async () => {
+test('fon train on the CPU: Ctrl-C with no checkpoint due stops after the current step, not at the next checkpoint', async (t) => {
   const out = join(dir, 'interrupted-at-once');
   const args = [FON, ...TRAIN.map((x) => (x === '6' ? '100000' : x)), '--out', out, '--eval-every', '0', '--checkpoint-every', '100000', '--warmup', '0'];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -126,6 +126,7 @@ test('fon train on the CPU: Ctrl-C with no checkpoint due stops after the curren
   const waited = performance.now() - sentAt;
   assert.equal(code, 130, err);
   assert.ok(sentAt > 0 && waited < 15_000, `stopped ${waited.toFixed(0)} ms after SIGINT`);
+  t.diagnostic(`exited ${waited.toFixed(0)} ms after SIGINT`);
   const stopped = Number(/stopped at step (\d+)/.exec(err)?.[1]);
   assert.ok(stopped >= 1 && stopped < 100000, err);
   assert.equal(JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')).checkpoint, `step-${String(stopped).padStart(6, '0')}`, 'the interrupt wrote a checkpoint of the step it stopped at');
