@@ -21,8 +21,8 @@ import { clip } from '../../errors.ts';
 
 /** Why the pattern is refused, in words for a message, or undefined when it is safe to run. */
 export function exponentialBacktracking(pattern: string): string | undefined {
-  /** One open group: whether its body so far holds a quantifier or an alternation. */
-  const open: Array<{ ambiguous: boolean }> = [{ ambiguous: false }];
+  /** The open groups: where each began, and whether its body so far holds a quantifier or an alternation. */
+  const open: Array<{ start: number; ambiguous: boolean }> = [{ start: 0, ambiguous: false }];
   /** The atom a following quantifier applies to: its source start, and whether it is an ambiguous group. */
   let last: { start: number; ambiguous: boolean } | undefined;
   for (let i = 0; i < pattern.length;) {
@@ -45,16 +45,16 @@ export function exponentialBacktracking(pattern: string): string | undefined {
       continue;
     }
     if (c === '(') {
-      open.push({ ambiguous: false });
+      open.push({ start, ambiguous: false });
       i = groupBodyStart(pattern, i);
       last = undefined;
       continue;
     }
     if (c === ')') {
-      const group = open.length > 1 ? open.pop()! : { ambiguous: false };
+      const group = open.length > 1 ? open.pop()! : { start: 0, ambiguous: false };
       if (group.ambiguous) open[open.length - 1].ambiguous = true;
       i++;
-      last = { start: groupStart(pattern, i - 1), ambiguous: group.ambiguous };
+      last = { start: group.start, ambiguous: group.ambiguous };
       continue;
     }
     if (c === '|') {
@@ -99,19 +99,6 @@ function groupBodyStart(pattern: string, open: number): number {
   if (pattern[open + 1] !== '?') return open + 1;
   const m = /^\(\?(?:<[=!]|<[^>]*>|[A-Za-z-]*[:=!]?)/.exec(pattern.slice(open, open + 80));
   return open + (m?.[0].length ?? 2);
-}
-
-/** The index of the `(` that the `)` at `close` ends (escapes and classes skipped). */
-function groupStart(pattern: string, close: number): number {
-  const starts: number[] = [];
-  for (let j = 0; j < close; j++) {
-    const c = pattern[j];
-    if (c === '\\') j++;
-    else if (c === '[') j = classEnd(pattern, j) - 1;
-    else if (c === '(') starts.push(j);
-    else if (c === ')') starts.pop();
-  }
-  return starts.pop() ?? 0;
 }
 
 /** The quantifier at `i` (`*`, `+`, `?`, `{n}`, `{n,}`, `{n,m}`, `{,m}`, each with an optional lazy `?` or possessive `+`), or undefined when `i` holds none. */
