@@ -17,9 +17,8 @@ import { initBackend } from '../../src/backend/registry.ts';
 import { resolveCheckpointDir } from '../../src/io/checkpoint_dir.ts';
 import { loadModel, readTrainerState } from '../../src/io/model_checkpoint.ts';
 import { uniformStream } from '../../src/ops/random.ts';
+import { FON, TINY_MODEL_CONFIG, writeSentenceCorpus } from '../../test/cli/fon_process.ts';
 
-/** bin/fon.js, run in a child process of this Node. */
-const FON = join(import.meta.dirname, '../../bin/fon.js');
 
 export type TrialOutcome =
   | 'SIGKILL before the first checkpoint'
@@ -73,10 +72,9 @@ export async function runInterruptTrials(opts: TrialOptions): Promise<TrialRepor
   const rand = uniformStream(opts.seed);
   const maxDelay = opts.maxDelayMs ?? 2500;
   const corpus = join(opts.dir, 'corpus.txt');
-  const sentences = ['The cat sat on the mat.', 'A dog ran in the park.', 'We read books at night.', 'Rain fell on the old town.'];
-  writeFileSync(corpus, Array.from({ length: 400 }, (_, i) => sentences[(i * 7) % 4]).join(' '));
+  writeSentenceCorpus(corpus, ['The cat sat on the mat.', 'A dog ran in the park.', 'We read books at night.', 'Rain fell on the old town.'], 400, 7);
   const config = join(opts.dir, 'model.json');
-  writeFileSync(config, JSON.stringify({ dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32, contextLength: 32 }));
+  writeFileSync(config, JSON.stringify(TINY_MODEL_CONFIG));
   const out = join(opts.dir, 'run');
   const freshFor = (steps: number) => ['train', '--data', corpus, '--config', config, '--tokenizer', 'byte', '--steps', String(steps), '--batch', '2',
     '--backend', 'cpu', '--eval-every', '0', '--checkpoint-every', '1', '--warmup', '0', '--out', out];

@@ -9,6 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { cpSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { FON, TINY_MODEL_CONFIG } from '../../test/cli/fon_process.ts';
 import type { Bases, CaseOutcome } from './loader_cases.ts';
 
 const ROOT = join(import.meta.dirname, '../..');
@@ -45,8 +46,8 @@ export function makeBases(dir: string): Bases {
   const corpus = join(dir, 'corpus.txt');
   writeFileSync(corpus, 'The cat sat on the mat. A dog ran in the park. '.repeat(40));
   const config = join(dir, 'model.json');
-  writeFileSync(config, JSON.stringify({ dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32, contextLength: 32 }));
-  const r = spawnSync(process.execPath, [join(ROOT, 'bin/fon.js'), 'train', '--data', corpus, '--config', config, '--tokenizer', 'bpe:300', '--steps', '2',
+  writeFileSync(config, JSON.stringify(TINY_MODEL_CONFIG));
+  const r = spawnSync(process.execPath, [FON, 'train', '--data', corpus, '--config', config, '--tokenizer', 'bpe:300', '--steps', '2',
     '--batch', '2', '--backend', 'cpu', '--eval-every', '0', '--checkpoint-every', '1', '--final-eval-windows', '1', '--out', run], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`making the checkpoint base failed: ${r.stderr}`);
   const hf = (name: string) => {
@@ -70,7 +71,7 @@ function classify(outcome: CaseOutcome): { outcomeClass: string; defect: boolean
 
 /** `fon info --model DIR` on a case: the class gains " (CLI: exit N)", or becomes a defect when the CLI crashes, hangs or prints a stack trace. */
 function throughCli(folder: string, r: CaseResult): Partial<CaseResult> {
-  const p = spawnSync(process.execPath, [join(ROOT, 'bin/fon.js'), 'info', '--model', folder], { encoding: 'utf8', timeout: 60_000 });
+  const p = spawnSync(process.execPath, [FON, 'info', '--model', folder], { encoding: 'utf8', timeout: 60_000 });
   const stack = /\n\s+at /.test(p.stderr);
   if ((p.status === 0 || p.status === 2) && !stack) return { outcomeClass: `${r.outcomeClass} (CLI: exit ${p.status})` };
   return { outcomeClass: `through the CLI: ${p.status === null ? `killed (${p.signal})` : `exit ${p.status}`}${stack ? ' with a stack trace' : ''}`, defect: true, detail: p.stderr.slice(0, 600) };

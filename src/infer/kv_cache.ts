@@ -16,7 +16,7 @@
  * cache holds, `dispose` frees it. `length` is the number of positions written.
  */
 import { mechanismCache } from '../attention/table.ts';
-import { checkPageRows, defaultPageRows, PagedKv, PagePool } from './page_pool.ts';
+import { checkPageRows, defaultPageRows, PagedKv, PagePool, zeroKvPair } from './page_pool.ts';
 import type { LayerKv } from '../attention/mechanism.ts';
 import type { Backend } from '../backend/backend.ts';
 import { ArgumentError, DeviceError } from '../errors.ts';
@@ -24,7 +24,6 @@ import { zeros } from '../ops/creation.ts';
 import { layerAttention, modelDims, type ModelConfig } from '../model/config.ts';
 import { keep } from '../tensor/scope.ts';
 import type { FloatDType } from '../tensor/dtype.ts';
-import type { Tensor } from '../tensor/tensor.ts';
 
 export interface KvCacheOptions {
   /** Positions a page holds (a positive multiple of 128); default defaultPageRows (the whole length in one page up to 64K positions). */
@@ -69,10 +68,7 @@ export class KvCache {
           const pages = new PagedKv(this.pool, maxLength);
           slot = { k: pages.k[0], v: pages.v[0], pages };
         } else {
-          const k = keep(zeros(shape, { backend, dtype }));
-          let v: Tensor;
-          try { v = keep(zeros(shape, { backend, dtype })); } catch (e) { k.dispose(); throw e; }
-          slot = { k, v };
+          slot = zeroKvPair(shape, backend, dtype);
         }
         layers.push(slot); // from here dispose() frees it, whatever fails next
         // Each state joins the slot as it is made, so a failure part-way leaves nothing dispose() cannot reach.

@@ -31,6 +31,17 @@ export interface PageGeometry { batch: number; kvHeads: number; headDim: number;
 /** One page: k and v (B, Hkv, P, D). */
 export interface KvPage { k: Tensor; v: Tensor }
 
+/** A zeroed k and v of `shape`, kept past every scope; when v cannot be made, k is given back (no half pair left behind). */
+export function zeroKvPair(shape: readonly number[], backend: Backend, dtype: FloatDType): KvPage {
+  const k = keep(zeros(shape, { backend, dtype }));
+  try {
+    return { k, v: keep(zeros(shape, { backend, dtype })) };
+  } catch (e) {
+    k.dispose();
+    throw e;
+  }
+}
+
 /**
  * The default page rows for caches of `maxLength` positions: the whole length in one page where
  * it fits in MAX_PAGE_ROWS rows and PAGE_BYTES a tensor (the cache is then one contiguous k and v
@@ -97,11 +108,9 @@ export class PagePool {
     if (reused) { this.used++; return reused; }
     const { batch, kvHeads, headDim, dtype } = this.geometry;
     const shape = [batch, kvHeads, this.pageRows, headDim];
-    const k = keep(zeros(shape, { backend: this.backend, dtype }));
-    let v: Tensor;
-    try { v = keep(zeros(shape, { backend: this.backend, dtype })); } catch (e) { k.dispose(); throw e; } // no half page left behind
+    const page = zeroKvPair(shape, this.backend, dtype);
     this.used++;
-    return { k, v };
+    return page;
   }
 
   /** A page back to the pool, for reuse. */

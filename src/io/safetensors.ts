@@ -21,6 +21,9 @@ import { f32ToHost, hostToF32, isFloat, type AnyHostArray, type DType } from '..
 import { fromHandle, type Tensor } from '../tensor/tensor.ts';
 import { parseJson } from './json.ts';
 
+/** A tensor name as messages quote it: cut, since a hostile header may hold a name of any length. */
+const shown = (name: string) => clip(name, 120);
+
 /** A file that is not valid safetensors: the message names the file and what is wrong. */
 export class SafetensorsError extends FonError {}
 
@@ -191,7 +194,7 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, fileSize: number
       }
       continue;
     }
-    const where = `tensor '${clip(name, 120)}'`;
+    const where = `tensor '${shown(name)}'`;
     if (typeof info !== 'object' || info === null) fail(`${where}: expected an object with dtype, shape and data_offsets, got ${showValue(info)}`);
     const { dtype, shape, data_offsets: offsets } = info as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
     if (!isSafeDType(dtype)) fail(`${where}: unknown dtype ${showValue(dtype, 40)}, FON reads ${SAFE_DTYPES.join(', ')}`);
@@ -214,9 +217,9 @@ export function parseSafetensorsHeader(headerBytes: Uint8Array, fileSize: number
   let covered = 0;
   let last = '';
   for (const { name, info: { begin, end } } of entries) {
-    if (end > dataLen) fail(`tensor '${clip(name, 120)}': data_offsets [${begin}, ${end}] reach past the end of the data section (${dataLen} bytes): the file is truncated or the offsets are wrong`);
-    if (begin < covered) fail(`tensors '${clip(last, 120)}' and '${clip(name, 120)}' overlap: '${clip(name, 120)}' begins at byte ${begin}, before ${covered} where '${clip(last, 120)}' ends`);
-    if (begin > covered) fail(`data_offsets do not cover the data section: bytes [${covered}, ${begin}) belong to no tensor (before '${clip(name, 120)}')`);
+    if (end > dataLen) fail(`tensor '${shown(name)}': data_offsets [${begin}, ${end}] reach past the end of the data section (${dataLen} bytes): the file is truncated or the offsets are wrong`);
+    if (begin < covered) fail(`tensors '${shown(last)}' and '${shown(name)}' overlap: '${shown(name)}' begins at byte ${begin}, before ${covered} where '${shown(last)}' ends`);
+    if (begin > covered) fail(`data_offsets do not cover the data section: bytes [${covered}, ${begin}) belong to no tensor (before '${shown(name)}')`);
     covered = end;
     last = name;
   }
@@ -310,7 +313,7 @@ function hostArrayOf(name: string, t: SafeTensorView, source: string): { host: A
       const out = new Int32Array(src.length);
       for (let i = 0; i < src.length; i++) {
         const v = src[i];
-        if (v > 2147483647n || v < -2147483648n) throw new SafetensorsError(`${source}: tensor '${clip(name, 120)}': I64 value ${v} at index ${i} does not fit FON's i32`);
+        if (v > 2147483647n || v < -2147483648n) throw new SafetensorsError(`${source}: tensor '${shown(name)}': I64 value ${v} at index ${i} does not fit FON's i32`);
         out[i] = Number(v);
       }
       return { host: out, dtype: 'i32' };
@@ -352,7 +355,7 @@ function requireFinite(name: string, host: AnyHostArray, dtype: DType, source: s
   }
   if (count > 0) {
     const v = hostToF32(host.subarray(first, first + 1) as AnyHostArray, dtype)[0];
-    throw new SafetensorsError(`${source}: tensor '${clip(name, 120)}' holds ${count} non-finite value${count === 1 ? '' : 's'} of ${host.length} (the first, at index ${first}, is ${v}); pass allowNonFinite (--allow-non-finite) to load it anyway`);
+    throw new SafetensorsError(`${source}: tensor '${shown(name)}' holds ${count} non-finite value${count === 1 ? '' : 's'} of ${host.length} (the first, at index ${first}, is ${v}); pass allowNonFinite (--allow-non-finite) to load it anyway`);
   }
 }
 

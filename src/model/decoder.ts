@@ -17,7 +17,6 @@
  * layer range at given positions (each layer's record returned) → logits (the final norm and LM
  * head, which is also the exit head at layer D).
  */
-import type { Backend } from '../backend/backend.ts';
 import { depthCandidates, depthSources, type LayerRecord } from '../attention/depth.ts';
 import type { LayerKv, MechanismBudget } from '../attention/mechanism.ts';
 import { arange, tensor } from '../ops/creation.ts';
@@ -82,14 +81,13 @@ export class Decoder extends Module {
   readonly norm: Norm;
   readonly head?: Linear;
   /**
-   * RoPE tables for positions 0 … rope.positions − 1, grown on demand (doubling, at most the
+   * RoPE tables (T, D/2) for positions 0 … T − 1, grown on demand (doubling, at most the
    * context): a config claiming a context of 2²¹ must not build gigabytes of tables before any
    * position is asked for. Each position's row is the same whatever the table's length, and
    * outgrown tables are kept until dispose(), since a graph awaiting backward may still read them.
    */
-  private rope?: { cos: Tensor; sin: Tensor; positions: number };
+  private rope?: { cos: Tensor; sin: Tensor };
   private readonly outgrownRope: Tensor[] = [];
-  private readonly backend: Backend;
 
   constructor(readonly config: ModelConfig, f: ParamFactory) {
     super();
@@ -100,24 +98,25 @@ export class Decoder extends Module {
     for (let i = 0; i < c.nLayers; i++) this.layers.push(this.child(new Block(f, `layers.${i}`, c, layerAttention(c, i))));
     this.norm = this.child(new Norm(f, 'norm', c.norm, c.dModel, c.normEps));
     if (!c.tieEmbeddings) this.head = this.child(new Linear(f, 'lm_head', c.dModel, c.vocabSize));
-    this.backend = f.backend;
   }
 
   /** How many positions the RoPE tables hold now (0 before the first call, or without RoPE). */
   get ropePositions(): number {
-    return this.rope?.positions ?? 0;
+    return this.rope?.cos.shape[0] ?? 0;
   }
 
   /** The RoPE tables' rows for positions pos … pos + t − 1, growing the tables when they are too short. */
   private ropeRows(pos: number, t: number): { cos: Tensor; sin: Tensor } {
     const c = this.config;
-    if (this.rope === undefined || pos + t > this.rope.positions) {
-      const positions = Math.min(c.contextLength, Math.max(pos + t, 2 * (this.rope?.positions ?? 0), ROPE_FIRST_POSITIONS));
-      const made = ropeTables(positions, c.headDim, c.ropeTheta, this.backend, c.ropeScaling);
+    const have = this.ropePositions;
+    if (pos + t > have) {
+      const positions = Math.min(c.contextLength, Math.max(pos + t, 2 * have, ROPE_FIRST_POSITIONS));
+      const made = ropeTables(positions, c.headDim, c.ropeTheta, this.embed.weight.backend, c.ropeScaling);
       if (this.rope) this.outgrownRope.push(this.rope.cos, this.rope.sin);
-      this.rope = { cos: keep(made.cos), sin: keep(made.sin), positions };
+      this.rope = { cos: keep(made.cos), sin: keep(made.sin) };
     }
-    return { cos: narrow(this.rope.cos, 0, pos, t), sin: narrow(this.rope.sin, 0, pos, t) };
+    const { cos, sin } = this.rope!;
+    return { cos: narrow(cos, 0, pos, t), sin: narrow(sin, 0, pos, t) };
   }
 
   /** Checks ids (B, T) i32 at positions pos … against the context; the shared prologue of forward and the organs. */

@@ -47,11 +47,8 @@ function stateLike(p: Tensor): Tensor {
   return keep(noGrad(() => zerosLike(p, { dtype: 'f32' })));
 }
 
-/**
- * Replaces the state tensors `into` with copies of `from[prefix.i]`, after checking every one
- * (shape, f32, backend) so a bad state dict changes nothing.
- */
-function copyState(into: Tensor[], from: Record<string, Tensor>, prefix: string): void {
+/** Checks `from[prefix.i]` for every state tensor of `into`: present, of its shape, f32, on its backend. */
+function checkState(into: readonly Tensor[], from: Record<string, Tensor>, prefix: string): void {
   into.forEach((t, i) => {
     const key = `${prefix}.${i}`;
     const src = from[key];
@@ -60,6 +57,10 @@ function copyState(into: Tensor[], from: Record<string, Tensor>, prefix: string)
     if (src.dtype !== 'f32') throw new ArgumentError(`optimizer state: '${key}' has dtype ${src.dtype}, expected f32`);
     if (src.backend !== t.backend) throw new ArgumentError(`optimizer state: '${key}' lives on backend '${src.backend.name}', the parameters on '${t.backend.name}'; move it with toBackend() first`);
   });
+}
+
+/** Replaces the state tensors `into` with copies of `from[prefix.i]`; called after checkState, so a bad state dict changes nothing. */
+function copyState(into: Tensor[], from: Record<string, Tensor>, prefix: string): void {
   into.forEach((t, i) => {
     const copy = keep(noGrad(() => clone(from[`${prefix}.${i}`])));
     t.dispose();
@@ -122,7 +123,8 @@ export class AdamW extends BaseOptimizer {
     const n = this.params.length;
     const extra = Object.keys(state.tensors).filter((k) => !/^[mv]\.(0|[1-9]\d*)$/.test(k) || Number(k.slice(2)) >= n);
     if (extra.length) throw new ArgumentError(`optimizer state: unexpected tensor '${clip(extra[0], 80)}'${extra.length > 1 ? ` (and ${extra.length - 1} more)` : ''}; AdamW holds m.0 … m.${n - 1} and v.0 … v.${n - 1}`);
-    for (let i = 0; i < n; i++) for (const key of [`m.${i}`, `v.${i}`]) if (!state.tensors[key]) throw new ArgumentError(`optimizer state: '${key}' is missing`);
+    checkState(this.m, state.tensors, 'm');
+    checkState(this.v, state.tensors, 'v');
     for (const k of Object.keys(state.scalars)) if (k !== 't' && k !== 'lr') throw new ArgumentError(`optimizer state: unknown scalar '${clip(k, 80)}'; AdamW holds t and lr`);
     const t = state.scalars.t;
     if (!Number.isInteger(t) || t < 0) throw new ArgumentError(`optimizer state: t = ${showValue(t)}; expected the number of steps taken, an integer ≥ 0`);
@@ -170,6 +172,7 @@ export class SGD extends BaseOptimizer {
   }
 
   loadStateDict(state: { tensors: Record<string, Tensor>; scalars: Record<string, number> }): void {
+    checkState(this.buf, state.tensors, 'buf');
     copyState(this.buf, state.tensors, 'buf');
     this.t = state.scalars.t ?? 0;
     if (state.scalars.lr !== undefined) this.lr = state.scalars.lr;

@@ -9,6 +9,9 @@ import { join } from 'node:path';
 /** bin/fon.js, for tests that spawn it themselves (signals, streaming). */
 export const FON = join(import.meta.dirname, '../../bin/fon.js');
 
+/** The tiny model config the CLI tests and the dev/fuzz harnesses train (one layer, d = 16, context 32). */
+export const TINY_MODEL_CONFIG = { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32, contextLength: 32 };
+
 export interface FonRun { code: number | null; out: string; err: string }
 
 /** `fon ...args`, waited for (two minutes at most). */

@@ -10,13 +10,13 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync, trun
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadTokenizer } from '../../src/io/tokenizer/tokenizer.ts';
-import { fon, FON, writeSentenceCorpus } from './fon_process.ts';
+import { fon, FON, TINY_MODEL_CONFIG, writeSentenceCorpus } from './fon_process.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fon-cli-'));
 const corpus = join(dir, 'corpus.txt');
 writeSentenceCorpus(corpus, ['The cat sat on the mat.', 'A dog ran in the park.', 'We read books at night.', 'Rain fell on the old town.'], 400, 7);
 const config = join(dir, 'model.json');
-writeFileSync(config, JSON.stringify({ dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 32, contextLength: 32 }));
+writeFileSync(config, JSON.stringify(TINY_MODEL_CONFIG));
 const TRAIN = ['train', '--data', corpus, '--config', config, '--tokenizer', 'byte', '--steps', '6', '--batch', '2', '--backend', 'cpu', '--eval-every', '3', '--eval-windows', '2', '--checkpoint-every', '0', '--final-eval-windows', '4'];
 
 

@@ -20,7 +20,7 @@ export interface HfGenerationDefaults {
 
 /** The defaults in a parsed generation_config.json; `vocabSize` bounds the stop ids; `where` names the file. */
 export function parseGenerationConfig(json: unknown, vocabSize: number, where = 'generation_config.json'): HfGenerationDefaults {
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ConfigError(`${where}: expected a JSON object, got ${showValue(json)?.slice(0, 80)}`);
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new ConfigError(`${where}: expected a JSON object, got ${showValue(json, 80)}`);
   const o = json as Record<string, unknown>;
   const out: HfGenerationDefaults = {};
   const field = (key: string, ok: (v: unknown) => boolean, expected: string): unknown => {

@@ -253,10 +253,6 @@ export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts
   const addedTokens = readAddedTokens(f, json.added_tokens, model);
   const idOf = (content: string) => addedTokens.find((t) => t.content === content)?.id ?? model.vocab.get(content);
   const prefixIds = readPostProcessor(f, json.post_processor, 'post_processor', idOf);
-  const ids = new Set([...model.vocab.values(), ...addedTokens.map((t) => t.id)]);
-  for (const id of prefixIds) {
-    if (!ids.has(id)) throw new ArgumentError(`${source}: post_processor puts the id ${id} before every text, but no token of model.vocab or added_tokens has that id (the vocabulary holds ${ids.size} ids)`);
-  }
   let eosId: number | undefined;
   if (opts.eosToken !== undefined) {
     eosId = idOf(opts.eosToken);
@@ -266,7 +262,11 @@ export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts
     if (eosId === undefined) throw new ArgumentError(`${source}: no end-of-text token found (looked for ${END_OF_TEXT_NAMES.join(', ')}); pass { eosToken } to name it`);
   }
   const parts: TokenizerParts = { json: structuredClone(json), normalize, addedTokens, preTokenize, model, eosId, prefixIds };
-  return new ByteLevelBpeTokenizer(parts);
+  const tokenizer = new ByteLevelBpeTokenizer(parts);
+  for (const id of prefixIds) {
+    if (tokenizer.idToToken(id) === undefined) throw new ArgumentError(`${source}: post_processor puts the id ${id} before every text, but no token of model.vocab or added_tokens has that id (the vocabulary holds ${tokenizer.vocabSize} ids)`);
+  }
+  return tokenizer;
 }
 
 /**
