@@ -139,7 +139,9 @@ import { parseArgs } from 'node:util';
 import { attention as cpuAttention } from '../../src/backend/cpu/attention.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { WebGpuBackend, type GpuHandle, type GpuRef } from '../../src/backend/webgpu/backend.ts';
-import { attentionBackward, attentionBlocked, attentionPlain, attentionTc, blockedRows, tcEligible, tcKernel } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward, attentionBlocked, attentionDelta, attentionPlain } from '../../src/backend/webgpu/kernels/attention.ts';
+import { aluBackwardPlan, blockedRows } from '../../src/backend/webgpu/kernels/attention_plan.ts';
+import { attentionTc, attentionTcBackward, tcBackwardEligible, tcEligible, tcKernel, type TcBackwardVariant } from '../../src/backend/webgpu/kernels/attention_tc.ts';
 import { attentionDecode, decodeRows } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attentionBackward as cpuAttentionBackward } from '../../src/backend/cpu/attention.ts';
@@ -152,6 +154,7 @@ const { values: flags } = parseArgs({
     decode: { type: 'string', default: '16384,131072' },
     only: { type: 'string' },
     shape: { type: 'string' },
+    backward: { type: 'string' },
   },
 });
 
@@ -268,15 +271,15 @@ function must(src: string, re: RegExp, to: string): string {
   if (!re.test(src)) throw new Error(`dev/kernels/attention.ts: the one-pass kernel no longer has ${re}; update the patch`);
   return src.replace(re, to);
 }
-const tc6 = (be: WebGpuBackend, a: AttentionArgs) => tcEligible(be, 'f16', a.d);
+const tc6 = (be: WebGpuBackend, a: AttentionArgs) => tcEligible(be.caps, 'f16', a.d);
 
 // t3–t6 and d1–d2 run src's kernels with the variant options that reproduce each version.
 const VERSIONS: Version[] = [
   { name: 'p1', kind: 'prefill', usable: () => true, run: attentionPlain },
-  { name: 't3', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: false, loadArg: true, kPad: 0 }) },
-  { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: true, loadArg: true, kPad: 0 }) },
-  { name: 't5', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 0 }) },
-  { name: 't6', kind: 'prefill', usable: (be, a) => tcEligible(be, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, kPad: 0 }) },
+  { name: 't3', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: false, loadArg: true, kPad: 0 }) },
+  { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: true, loadArg: true, kPad: 0 }) },
+  { name: 't5', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 0 }) },
+  { name: 't6', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, kPad: 0 }) },
   // t9 (src): t5 with the staged K/V rows padded by 8 halves (KPAD, as the GEMM's tiles); t12: t6
   // (one pass) padded the same way; t13: t9 with 4 subgroups.
   { name: 't9', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 8 }) },
@@ -296,20 +299,20 @@ const VERSIONS: Version[] = [
   { name: 'aExp', kind: 'prefill', usable: tc6, run: tcPatched('a_exp', noExp, false) },
   { name: 'aMMA', kind: 'prefill', usable: tc6, run: tcPatched('a_mma', (src) => noQK(noPV(src)), false) },
   { name: 'aSkel', kind: 'prefill', usable: tc6, run: tcPatched('a_skel', (src) => noStage(noQK(noPV(src))), false) },
-  { name: 'aV', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('a_v', noV) },
-  { name: 'aK', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('a_k', noK) },
-  { name: 'aKV', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('a_kv', (src) => noK(noV(src))) },
-  { name: 'cL', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('c_l', noLredMerge) },
-  { name: 'cD', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('c_d', noLred) },
-  { name: 'cV', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: decodePatched('c_v', (src) => foldP(noLred(src))) },
+  { name: 'aV', kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0 && be.caps.subgroups, run: decodePatched('a_v', noV) },
+  { name: 'aK', kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0 && be.caps.subgroups, run: decodePatched('a_k', noK) },
+  { name: 'aKV', kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0 && be.caps.subgroups, run: decodePatched('a_kv', (src) => noK(noV(src))) },
+  { name: 'cL', kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0 && be.caps.subgroups, run: decodePatched('c_l', noLredMerge) },
+  { name: 'cD', kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0 && be.caps.subgroups, run: decodePatched('c_d', noLred) },
+  { name: 'cV', kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0 && be.caps.subgroups, run: decodePatched('c_v', (src) => foldP(noLred(src))) },
   { name: 'd0', kind: 'decode', usable: () => true, run: attentionPlain },
-  { name: 'd1', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, undefined, false) },
-  { name: 'd2', kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a) },
+  { name: 'd1', kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, undefined, false) },
+  { name: 'd2', kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0 && be.caps.subgroups, run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a) },
   // d2 with other workgroup totals (DECODE_GROUPS was 1024 for d2; 660 since 2026-11-30T13Z): fewer workgroups stream fewer K rows
   // per SM at once (each lane reads a whole 256-byte K row in 16-byte pieces, so a warp's 32 rows
   // must stay in L1 across the row's 16 loads), more workgroups hide more latency.
   ...[256, 512, 660, 1320, 2048].map((g): Version => ({
-    name: `d2g${g}`, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
+    name: `d2g${g}`, kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, Math.max(1, Math.round(g / (a.batch * a.kvHeads)))),
   })),
   // d5: d2 with each K row loaded a step ahead (PF); d6: 256 keys a step (workgroups of 256);
@@ -325,7 +328,7 @@ const VERSIONS: Version[] = [
   ...([['d5', { prefetch: true }], ['d6', { wg: 256 }], ['d7', { prefetch: true, wg: 256 }], ['d8', { combineCols: 32 }], ['aC', { noCombine: true }],
     ['d9', { vEarly: true }], ['d10', { combineUnroll: true }], ['d11', { combineCols: 32, combineUnroll: true }], ['d12', { vEarly: true, combineCols: 32, combineUnroll: true }],
     ['d13', { vMid: true }], ['d14', { lsumOnce: false }], ['d15', { vMid: true, lsumOnce: false }]] as const).flatMap(([name, tune]) => [0, 660].map((g): Version => ({
-    name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be, a) > 0 && be.caps.subgroups,
+    name: g ? `${name}g${g}` : name, kind: 'decode', usable: (be, a) => decodeRows(be.caps, a) > 0 && be.caps.subgroups,
     run: (be, q, k, v, a) => attentionDecode(be, q, k, v, a, g ? Math.max(1, Math.round(g / (a.batch * a.kvHeads))) : undefined, true, tune),
   }))),
   // rN: the read ceiling (timing only; run of 2026-11-30T13:3x at 128K: r660 0.140 ms, r2112 0.130,
@@ -390,7 +393,7 @@ function fwdBwd(fwd: (be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: Att
   return (be: WebGpuBackend, x: GpuRef[], a: AttentionArgs): GpuHandle[] => {
     const [o, l] = fwd(be, x[0], x[1], x[2], a);
     const f32 = (h: GpuHandle): GpuRef => ({ h, shape: [], dtype: 'f32' });
-    return [o, l, ...attentionBackward(be, x[0], x[1], x[2], f32(o), f32(l), x[3], a, blocked)];
+    return [o, l, ...attentionBackward(be, x[0], x[1], x[2], f32(o), f32(l), x[3], a, blocked ? aluBackwardPlan(be.caps, a, 'f32', 'f32') : { dq: 'plain', dkdv: 'plain' })];
   };
 }
 
@@ -437,6 +440,86 @@ async function trainTime(be: WebGpuBackend, ver: TrainVersion, a: AttentionArgs)
   return ts[1] / n;
 }
 
+// ------------------------------------------------------------------- f16 backward (--backward)
+
+/**
+ * A backward version at the prefill shapes (f16, causal, B = 1, H = 32, D = 128): dq, dk, dv from
+ * q, k, v, dO, the forward's out and lse and delta = rowsum(dO∘O), precomputed once outside the
+ * timing (what attentionBackward's DELTA pass adds is not in these figures).
+ */
+interface BackwardVersion { name: string; usable(be: WebGpuBackend, a: AttentionArgs): boolean; run(be: WebGpuBackend, x: GpuRef[], o: GpuRef, lse: GpuHandle, delta: GpuHandle, a: AttentionArgs): GpuHandle[] }
+
+const tcBwd = (variant: Partial<TcBackwardVariant>): BackwardVersion['run'] => (be, x, _o, lse, delta, a) => attentionTcBackward(be, x[0], x[1], x[2], x[3], lse, delta, a, variant);
+
+/**
+ *   ab1  attention_blocked.wgsl DQ and DKDV with packed 16-bit tiles (the ALU backward, src's
+ *        default before the tensor-core passes; timed with its own DELTA pass).
+ *   tb1  attention_tc_backward.wgsl, 4 subgroups, k/v fragments held in registers.   ← src
+ *   tb2  tb1 with the DKDV k/v fragments loaded again at every use (KRELOAD).
+ *   tb3  tb1 with 2 subgroups a workgroup.
+ */
+const BACKWARD_VERSIONS: BackwardVersion[] = [
+  { name: 'ab1', usable: () => true, run: (be, x, o, lse, _delta, a) => attentionBackward(be, x[0], x[1], x[2], o, { h: lse, shape: [], dtype: 'f32' }, x[3], a, aluBackwardPlan(be.caps, a, 'f16', 'f16')) },
+  { name: 'tb1', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({}) },
+  { name: 'tb2', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ kReload: true }) },
+  { name: 'tb3', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ nsg: 2 }) },
+];
+
+/** Inputs of a backward version: q, k, v, dO (f16), the CPU forward's out and lse, and delta. */
+function backwardInputs(be: WebGpuBackend, a: AttentionArgs, withCpu: boolean) {
+  const n = a.batch * a.heads * a.tq * a.d, nk = a.batch * a.kvHeads * a.tk * a.d;
+  const host = [normalArray(1, n), normalArray(2, nk), normalArray(3, nk), normalArray(4, n)].map((h) => f32ToHost(h, 'f16'));
+  const refs = host.map((h) => ({ h: be.upload(h, 'f16'), shape: [], dtype: 'f16' as const }));
+  const c = (h: ReturnType<typeof f32ToHost>, dtype: 'f16' | 'f32' = 'f16') => ({ h, shape: [], dtype });
+  let o: ReturnType<typeof f32ToHost>, l: ReturnType<typeof f32ToHost>;
+  if (withCpu) [o, l] = cpuAttention(c(host[0]), c(host[1]), c(host[2]), a);
+  else {
+    const [oh, lh] = attentionTc(be, refs[0], refs[1], refs[2], a);
+    return { host, refs, o: { h: oh, shape: [], dtype: 'f16' as const }, lse: lh, delta: attentionDelta(be, { h: oh, shape: [], dtype: 'f16' }, refs[3], a), want: null };
+  }
+  const of = hostToF32(o, 'f16'), g = hostToF32(host[3], 'f16');
+  const delta = Float32Array.from({ length: n / a.d }, (_, r) => { let s = 0; for (let e = 0; e < a.d; e++) s += g[r * a.d + e] * of[r * a.d + e]; return s; });
+  const want = cpuAttentionBackward(c(host[0]), c(host[1]), c(host[2]), c(o), c(l, 'f32'), c(host[3]), a);
+  return { host, refs, o: { h: be.upload(o, 'f16'), shape: [], dtype: 'f16' as const }, lse: be.upload(l, 'f32'), delta: be.upload(delta, 'f32'), want };
+}
+
+async function runBackward(be: WebGpuBackend, sizes: number[], pick: Set<string> | null): Promise<void> {
+  const small = args(1, 4, 2, 300, 300, 128);
+  for (const ver of BACKWARD_VERSIONS) {
+    if (pick && !pick.has(ver.name)) continue;
+    try {
+      let err = 'n/a';
+      if (ver.usable(be, small)) {
+        const x = backwardInputs(be, small, true);
+        const got = ver.run(be, x.refs, x.o, x.lse, x.delta, small);
+        let worst = 0;
+        for (let i = 0; i < 3; i++) {
+          const g = hostToF32(await be.read(got[i], 'f16', x.want![i].length), 'f16'), w = hostToF32(x.want![i], 'f16');
+          for (let j = 0; j < w.length; j++) worst = Math.max(worst, Number.isNaN(g[j]) ? Infinity : Math.abs(g[j] - w[j]) / (1 + Math.abs(w[j])));
+        }
+        err = worst.toExponential(2);
+        for (const h of [...got, x.o.h, x.lse, x.delta, ...x.refs.map((r) => r.h)]) be.free(h);
+      }
+      const cells: string[] = [];
+      for (const t of sizes) {
+        const a = args(1, 32, 32, t, t, 128);
+        if (!ver.usable(be, a)) { cells.push(`${t}: n/a`); continue; }
+        const x = backwardInputs(be, a, false);
+        const once = () => { for (const h of ver.run(be, x.refs, x.o, x.lse, x.delta, a)) be.free(h); };
+        const batch = async (n: number) => { const t0 = performance.now(); for (let i = 0; i < n; i++) once(); await be.sync(); return performance.now() - t0; };
+        let n = 1;
+        let ms = await batch(n);
+        while (ms < 250 && n < 100_000) { n = Math.ceil(n * Math.min(10, 300 / Math.max(ms, 0.5))); ms = await batch(n); }
+        const ts = [await batch(n), await batch(n), await batch(n)].sort((p, q) => p - q);
+        const per = ts[1] / n, flops = 2.5 * (4 * t * t * 128 * 32) / 2;
+        cells.push(`${t}: ${per.toFixed(3)} ms (${(flops / per / 1e9).toFixed(1)} TFLOP/s)`);
+        for (const h of [x.o.h, x.lse, x.delta, ...x.refs.map((r) => r.h)]) be.free(h);
+      }
+      console.log(`${ver.name.padEnd(3)} max err ${err.padEnd(9)} ${cells.join('  ')}`);
+    } catch (e) { console.log(`${ver.name.padEnd(3)} failed: ${(e as Error).message.split('\n')[0]}`); }
+  }
+}
+
 const be = await WebGpuBackend.create();
 console.log(`attention kernels on ${be.caps.adapterName} (f16 ${be.caps.f16}, subgroup matrix ${be.caps.subgroupMatrix ? 'yes' : 'no'}, workgroup memory ${be.caps.maxWorkgroupStorage} B)`);
 if (flags.shape) {
@@ -457,6 +540,11 @@ if (flags.shape) {
   process.exit(0);
 }
 const pick = flags.only ? new Set(flags.only.split(',')) : null;
+if (flags.backward) {
+  await runBackward(be, flags.backward.split(',').filter(Boolean).map(Number), pick);
+  be.destroy();
+  process.exit(0);
+}
 const prefill = flags.prefill.split(',').filter(Boolean).map(Number), decode = flags.decode.split(',').filter(Boolean).map(Number);
 for (const ver of VERSIONS) {
   if (pick && !pick.has(ver.name)) continue;

@@ -20,7 +20,9 @@ import type { AttentionArgs } from '../../src/backend/backend.ts';
 import * as cpu from '../../src/backend/cpu/attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import type { GpuCaps } from '../../src/backend/webgpu/device.ts';
-import { attentionBackward, attentionBlocked, attentionPlain, blockedPlan, attentionTc, blockedRows, tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
+import { attentionBackward, attentionBlocked, attentionPlain } from '../../src/backend/webgpu/kernels/attention.ts';
+import { aluBackwardPlan, blockedPlan, blockedRows } from '../../src/backend/webgpu/kernels/attention_plan.ts';
+import { attentionTc, attentionTcBackward, tcBackwardEligible, tcEligible, type TcBackwardVariant } from '../../src/backend/webgpu/kernels/attention_tc.ts';
 import { attentionDecode, decodeRows, type DecodeTune } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import { attention, kvWrite } from '../../src/ops/attention.ts';
 import * as fon from '../../src/index.ts';
@@ -148,7 +150,7 @@ const DECODE: Case[] = [
 
 test('attention decode (split + combine) vs CPU: GQA, window, several chunks, scalar loads (D = 6), 8-half loads, subgroup and tree maxima, kvLength 0, f16, bf16 [webgpu]', { skip }, async () => {
   for (const c of DECODE) {
-    assert.ok(decodeRows(gpu!, argsOf(c)) > 0, `decode kernel should take ${JSON.stringify(c)}`);
+    assert.ok(decodeRows(gpu!.caps, argsOf(c)) > 0, `decode kernel should take ${JSON.stringify(c)}`);
     for (const splits of [1, 3]) {
       for (const sg of gpu!.caps.subgroups ? [false, true] : [false]) await checkForward(c, (x) => attentionDecode(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, splits, sg));
     }
@@ -171,7 +173,7 @@ test('attention decode, K rows in 16-byte loads (K8) vs CPU: GQA, window, kvLeng
   for (const c of DECODE_K8) {
     const dtype = c.dtype ?? 'f32';
     if (dtype === 'f16' && !gpu!.caps.f16) continue;
-    assert.ok(decodeRows(gpu!, argsOf(c)) > 0, `the decode kernel should take ${JSON.stringify(c)}`);
+    assert.ok(decodeRows(gpu!.caps, argsOf(c)) > 0, `the decode kernel should take ${JSON.stringify(c)}`);
     // Every tuning at one split count (40 where the blocks allow the combine's four-split loop, else 3), and the default at one split.
     const many = c.tk > 40 * 128 ? 40 : 3;
     const runs: Array<[number, DecodeTune]> = [[1, {}], ...K8_TUNINGS.map((t): [number, DecodeTune] => [many, t])];
@@ -180,6 +182,8 @@ test('attention decode, K rows in 16-byte loads (K8) vs CPU: GQA, window, kvLeng
   }
   assert.ok(ran >= 2);
 });
+
+const PLAIN_BACKWARD = { dq: 'plain', dkdv: 'plain' } as const;
 
 const BACKWARD: Case[] = [
   { b: 1, h: 2, hkv: 2, tq: 19, tk: 19, d: 12 },
@@ -214,7 +218,12 @@ test('attention backward vs CPU: dq, dk, dv with GQA sums, window, kvLength < Tk
     const [o, l] = cpu.attention(cref(x.host[0], dtype), cref(x.host[1], dtype), cref(x.host[2], dtype), x.a);
     const want = cpu.attentionBackward(cref(x.host[0], dtype), cref(x.host[1], dtype), cref(x.host[2], dtype), cref(o, dtype), cref(l, 'f32'), cref(x.host[3], dtype), x.a);
     const oRef = { h: gpu!.upload(o, dtype), shape: [], dtype }, lRef = { h: gpu!.upload(l, 'f32'), shape: [], dtype: 'f32' as const };
-    const got = attentionBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], oRef, lRef, x.refs[3], x.a, blocked, pack);
+    const plan = blocked ? aluBackwardPlan(gpu!.caps, x.a, dtype, dtype) : PLAIN_BACKWARD;
+    const { result: got, dispatches } = gpu!.rt.recordDispatches(() => attentionBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], oRef, lRef, x.refs[3], x.a, plan, pack));
+    // The runtime's dispatch log shows the planned kernels ran (packing dispatches of bf16 outputs aside).
+    const kernel = (k: string) => (k === 'blocked' ? 'attention_blocked' : 'attention_plain');
+    assert.deepEqual(dispatches.filter((d) => d.kernel.startsWith('attention_')).map((d) => `${d.kernel}${d.variant.DQ ? ' DQ' : ''}${d.variant.DKDV ? ' DKDV' : ''}${d.variant.DELTA ? ' DELTA' : ''}`),
+      ['attention_plain DELTA', `${kernel(plan.dq)} DQ`, `${kernel(plan.dkdv)} DKDV`], `${JSON.stringify(c)} ${JSON.stringify(plan)}: dispatches`);
     const tol = dtype === 'f32' ? 1e-4 : TOL[dtype];
     for (let i = 0; i < 3; i++) await compare(got[i], dtype, want[i], tol, `${JSON.stringify(c)} ${blocked ? 'blocked' : 'plain'}${pack ? ' packed' : ''} ${['dq', 'dk', 'dv'][i]}`);
     for (const h of [...got, oRef.h, lRef.h, ...x.refs.map((r) => r.h)]) gpu!.free(h);
@@ -260,7 +269,7 @@ test('attention op on the device: forward, gradients and decode through kvWrite 
 });
 
 test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength < Tk, not causal, cut-off blocks, 4 and 8 subgroups, large score spreads, q held or reloaded, both load forms, K/V rows padded or not [webgpu]', { skip }, async (t) => {
-  if (!tcEligible(gpu!, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core forward cannot run here`); return; }
+  if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core forward cannot run here`); return; }
   const cases: Case[] = [
     { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
     { b: 1, h: 4, hkv: 1, tq: 77, tk: 130, d: 128, kvLength: 120, window: 50 },
@@ -280,4 +289,46 @@ test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength <
       await checkForward({ ...c, dtype: 'f16' }, (x) => attentionTc(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, variant), 8e-3);
     }
   }
+});
+
+test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 128, window, kvLength < Tk, not causal, cut-off blocks of queries and keys, large score spreads, 2 and 4 subgroups, k/v fragments held or reloaded; refused past its tiles [webgpu]', { skip }, async (t) => {
+  if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core backward cannot run here`); return; }
+  const cases: Case[] = [
+    { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
+    { b: 1, h: 4, hkv: 1, tq: 77, tk: 130, d: 128, kvLength: 120, window: 50 },
+    { b: 2, h: 2, hkv: 2, tq: 33, tk: 33, d: 32, causal: false },
+    { b: 1, h: 2, hkv: 1, tq: 16, tk: 300, d: 128 },
+    { b: 1, h: 2, hkv: 2, tq: 40, tk: 17, d: 48, causal: false },
+    { b: 1, h: 2, hkv: 1, tq: 300, tk: 300, d: 64, qScale: 12 },
+    { b: 1, h: 2, hkv: 2, tq: 150, tk: 200, d: 128, qScale: 6, window: 90 },
+  ];
+  const variants: Partial<TcBackwardVariant>[] = [{}, { kReload: true }, { nsg: 2 }];
+  for (const c of cases) {
+    const x = inputs({ ...c, dtype: 'f16' }, 21, true);
+    assert.ok(tcBackwardEligible(gpu!.caps, 'f16', 'f16', x.a), `the tensor-core backward should take ${JSON.stringify(c)}`);
+    const h = (i: number) => cref(x.host[i], 'f16');
+    const [o, l] = cpu.attention(h(0), h(1), h(2), x.a);
+    const oF16 = o;
+    const want = cpu.attentionBackward(h(0), h(1), h(2), cref(oF16, 'f16'), cref(l, 'f32'), h(3), x.a);
+    // delta = rowsum(dO ∘ O) in f32, as the DELTA kernel computes it.
+    const dO = hostToF32(x.host[3], 'f16'), oo = hostToF32(oF16, 'f16');
+    const delta = Float32Array.from({ length: dO.length / c.d }, (_, r) => { let s = 0; for (let e = 0; e < c.d; e++) s += dO[r * c.d + e] * oo[r * c.d + e]; return s; });
+    const lseH = gpu!.upload(l, 'f32'), deltaH = gpu!.upload(delta, 'f32');
+    for (const variant of variants) {
+      const got = attentionTcBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], x.refs[3], lseH, deltaH, x.a, variant);
+      for (let i = 0; i < 3; i++) await compare(got[i], 'f16', want[i], 1e-2, `${JSON.stringify(c)} ${JSON.stringify(variant)} ${['dq', 'dk', 'dv'][i]}`);
+      for (const g of got) gpu!.free(g);
+    }
+    // The dispatching backward takes the same kernels (with its own delta).
+    const oRef = { h: gpu!.upload(oF16, 'f16'), shape: [], dtype: 'f16' as const }, lRef = { h: lseH, shape: [], dtype: 'f32' as const };
+    const { result: got, dispatches } = gpu!.rt.recordDispatches(() => attentionBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], oRef, lRef, x.refs[3], x.a));
+    assert.deepEqual(dispatches.map((d) => `${d.kernel}${d.variant.DQ ? ' DQ' : ''}${d.variant.DKDV ? ' DKDV' : ''}${d.variant.DELTA ? ' DELTA' : ''}`),
+      ['attention_plain DELTA', 'attention_tc_backward DQ', 'attention_tc_backward DKDV'], `${JSON.stringify(c)}: the dispatches of attentionBackward`);
+    for (let i = 0; i < 3; i++) await compare(got[i], 'f16', want[i], 1e-2, `${JSON.stringify(c)} attentionBackward ${['dq', 'dk', 'dv'][i]}`);
+    for (const g of [...got, oRef.h, lseH, deltaH, ...x.refs.map((r) => r.h)]) gpu!.free(g);
+  }
+  const a = argsOf({ b: 1, h: 1, hkv: 1, tq: 20, tk: 20, d: 256 });
+  assert.equal(tcBackwardEligible(gpu!.caps, 'f16', 'f16', a), false, 'head dim 256 does not fit the backward tiles in 48 KB');
+  assert.equal(tcBackwardEligible(gpu!.caps, 'f16', 'f16', { ...a, d: 64, tq: 15 }), false, 'fewer than 16 query rows');
+  assert.equal(tcBackwardEligible(gpu!.caps, 'bf16', 'bf16', { ...a, d: 64 }), false, 'bf16 has no tensor-core path');
 });

@@ -18,7 +18,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { blockedRows } from '../../src/backend/webgpu/kernels/attention.ts';
+import { blockedRows } from '../../src/backend/webgpu/kernels/attention_plan.ts';
 import { foxAttention, foxAttentionBackward, foxBlockedDispatches } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';

@@ -13,7 +13,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { tcEligible } from '../../src/backend/webgpu/kernels/attention.ts';
+import { tcEligible } from '../../src/backend/webgpu/kernels/attention_tc.ts';
 import { foxAttention, foxFpaOptions, foxTcDispatches } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, type AnyHostArray } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
@@ -34,7 +34,7 @@ const CASES: (FoxShape & { wide?: boolean })[] = [
 ];
 
 test('FoX forward on tensor cores vs CPU: out, lse; Tq < Tk, kvLength < Tk, GQA, cut-off blocks, D 32 to 256, wide forget gates [webgpu]', { skip }, async (t) => {
-  if (!tcEligible(gpu!, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernel cannot run here`); return; }
+  if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernel cannot run here`); return; }
   const was = foxFpaOptions.tensorCores;
   foxFpaOptions.tensorCores = true;
   try {

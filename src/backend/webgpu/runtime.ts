@@ -79,6 +79,9 @@ function explicitLayout(device: GPUDevice, code: string, label: string): { layou
   return { layout: device.createBindGroupLayout({ entries, label }), kinds };
 }
 
+/** One dispatch as recordDispatches logs it. */
+export interface DispatchRecord { kernel: string; variant: Variant; workgroups: [number, number, number] }
+
 export class GpuRuntime {
   readonly pool: BufferPool;
   private pipelines = new Map<string, GPUComputePipeline>();
@@ -106,6 +109,8 @@ export class GpuRuntime {
   private uncaptured: string | null = null;
   /** Dispatches recorded since creation (for FON_DEBUG and tests). */
   totalDispatches = 0;
+  /** The dispatch log while one is kept (recordDispatches). */
+  private log: DispatchRecord[] | null = null;
   /** GPU time per kernel while profiling (startProfile … stopProfile; profile.ts). */
   private profiler: GpuProfiler | null = null;
 
@@ -208,8 +213,25 @@ export class GpuRuntime {
     if (this.profiler) { this.pass.end(); this.pass = null; }
     this.dispatches++;
     this.totalDispatches++;
+    this.log?.push({ kernel: d.kernel.name, variant: d.variant, workgroups: [x, y, z] });
     if (this.debug === '1') console.error(`[webgpu] ${d.kernel.name} ${variantKey} ${x}x${y}x${z}`);
     if (this.dispatches >= FLUSH_DISPATCHES) this.flush();
+  }
+
+  /**
+   * Runs fn and returns, beside its result, every dispatch it recorded in order: how tests learn
+   * which kernel ran (and with which variant and grid) without counters in the kernels' hosts.
+   * Logs nest: an inner call's dispatches also appear in the outer one's.
+   */
+  recordDispatches<T>(fn: () => T): { result: T; dispatches: DispatchRecord[] } {
+    const outer = this.log, mine: DispatchRecord[] = [];
+    this.log = mine;
+    try {
+      return { result: fn(), dispatches: mine };
+    } finally {
+      outer?.push(...mine);
+      this.log = outer;
+    }
   }
 
   /** The pending encoder, with any compute pass ended (for copies). */

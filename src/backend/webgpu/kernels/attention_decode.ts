@@ -17,6 +17,7 @@ import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
 import type { AttentionArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
+import type { GpuCaps } from '../device.ts';
 import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Variant } from '../wgsl.ts';
@@ -108,12 +109,12 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
 }
 
 /** Query rows one decode workgroup serves (the whole GQA group's), or 0 when the decode kernel does not take the call. */
-export function decodeRows(be: WebGpuBackend, a: AttentionArgs): number {
+export function decodeRows(caps: GpuCaps, a: AttentionArgs): number {
   const rows = (a.heads / a.kvHeads) * a.tq;
   if (rows > 16 || a.d > 256) return 0;
   const rm = pow2AtLeast(rows, 1), dm = pow2AtLeast(a.d, 16);
   const bytes = (2 * rm * dm + 2 * rm * 128 + 3 * rm) * 4;
-  return bytes <= be.caps.maxWorkgroupStorage ? rows : 0;
+  return bytes <= caps.maxWorkgroupStorage ? rows : 0;
 }
 
 /**
@@ -154,7 +155,7 @@ function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { l
 
 /** Flash-decoding (split + combine); callers check decodeRows. Exported for tests and dev/kernels. */
 export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
-  const rows = decodeRows(be, a);
+  const rows = decodeRows(be.caps, a);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
   const combine = { cols: tune.combineCols, unroll: tune.combineUnroll, noCombine: tune.noCombine };
   return splitAndCombine(be, decodeVariant(q.dtype, a, rows, subgroups, tune), q, k, v, a, rows, splits, combine);
@@ -169,7 +170,7 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
  */
 export function attentionDecodeMulti(be: WebGpuBackend, q: GpuRef, parts: readonly { k: GpuRef; v: GpuRef; args: AttentionArgs }[]): [GpuHandle, GpuHandle] {
   const a0 = parts[0].args;
-  const rows = decodeRows(be, a0);
+  const rows = decodeRows(be.caps, a0);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a0.heads / a0.kvHeads}×${a0.tq} query rows of head dim ${a0.d}`);
   const variant = decodeVariant(q.dtype, a0, rows, be.caps.subgroups);
   const nrows = a0.batch * a0.heads * a0.tq;

@@ -48,7 +48,9 @@ import type { GpuCaps } from '../device.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
-import { attentionTc, blockedPitch, blockedPlan, blockedRows, blockedTiles, rowLoaders, tcEligible, type BlockedPass } from './attention.ts';
+import { blockedTiles, rowLoaders } from './attention.ts';
+import { blockedPitch, blockedPlan, blockedRows, type BlockedPass } from './attention_plan.ts';
+import { attentionTc, tcEligible } from './attention_tc.ts';
 import { checkGrid, dt, f32in, f32out, pow2AtLeast } from './attention_common.ts';
 import { viaStorable } from './elementwise.ts';
 import { concat, copyStrided } from './layout.ts';
@@ -284,7 +286,7 @@ const takesDecode = (be: WebGpuBackend, a: FoxAttentionArgs, tile?: Tile) => til
 export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('foxAttention', { c });
   if (takesDecode(be, a, tile)) return foxDecode(be, q, k, v, c, a);
-  if (tile === undefined && foxFpaOptions.tensorCores && a.batch * a.heads * a.tq > 0 && a.tq >= 16 && tcEligible(be, q.dtype, a.d)) {
+  if (tile === undefined && foxFpaOptions.tensorCores && a.batch * a.heads * a.tq > 0 && a.tq >= 16 && tcEligible(be.caps, q.dtype, a.d)) {
     foxTcDispatches.fwd++;
     return attentionTc(be, q, k, v, { ...a, causal: true, window: 0 }, {}, c);
   }

@@ -1,0 +1,80 @@
+/**
+ * Which WebGPU attention kernel runs for a call: a pure function of the device's capabilities, the
+ * call's geometry and its dtypes, so that the choice is tested without a GPU
+ * (test/backend/attention_plan.test.ts) and the kernels' hosts only follow it.
+ *
+ * Forward: flash-decoding where the query rows of a GQA group are few (decodeRows), tensor cores for
+ * f16 with 16×16×16 subgroup matrices and at least 16 query rows, the register-blocked ALU kernel
+ * where its tiles fit, else the plain tiled one. Backward: tensor cores for both passes (dq, dk/dv)
+ * where f16 q/k/v and dO and the tiles allow, else each pass on its own: register-blocked where its
+ * tiles fit, else plain.
+ */
+import type { DType } from '../../../tensor/dtype.ts';
+import type { AttentionArgs } from '../../backend.ts';
+import type { GpuCaps } from '../device.ts';
+import { pow2AtLeast } from './attention_common.ts';
+import { decodeRows } from './attention_decode.ts';
+import { tcBackwardEligible, tcEligible } from './attention_tc.ts';
+
+export type AttentionForwardKernel = 'decode' | 'tensor-cores' | 'blocked' | 'plain';
+export type AttentionBackwardKernel = 'tensor-cores' | 'blocked' | 'plain';
+
+/** The forward kernel for q, k, v of dtype x. */
+export function attentionForwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType): AttentionForwardKernel {
+  if (decodeRows(caps, a) > 0) return 'decode';
+  if (a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
+  if (blockedRows(caps, a.d, 'fwd', x) > 0) return 'blocked';
+  return 'plain';
+}
+
+/** The kernels of the backward's dq and dk/dv passes for q, k, v of dtype x and dO of dtype g. */
+export function attentionBackwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType, g: DType): { dq: AttentionBackwardKernel; dkdv: AttentionBackwardKernel } {
+  if (tcBackwardEligible(caps, x, g, a)) return { dq: 'tensor-cores', dkdv: 'tensor-cores' };
+  return aluBackwardPlan(caps, a, x, g);
+}
+
+/** The backward's passes in f32 arithmetic: register-blocked where that pass's tiles fit, else plain. */
+export function aluBackwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType, g: DType): { dq: AttentionBackwardKernel; dkdv: AttentionBackwardKernel } {
+  return {
+    dq: blockedRows(caps, a.d, 'dq', x, g) > 0 ? 'blocked' : 'plain',
+    dkdv: blockedRows(caps, a.d, 'dkdv', x, g) > 0 ? 'blocked' : 'plain',
+  };
+}
+
+// ------------------------------------------------------------------ register-blocked tiles
+
+/** A pass of the register-blocked kernels (attention_blocked.wgsl). */
+export type BlockedPass = 'fwd' | 'dq' | 'dkdv';
+
+/** Row pitch of the blocked kernels' tiles: the head dim rounded up to a power of two ≥ 32. */
+export const blockedPitch = (d: number) => pow2AtLeast(d, 32);
+
+/**
+ * How a blocked pass runs for head dim d: row-threads TR (4·TR query rows per workgroup of 8·TR
+ * invocations; dq and dk/dv take TR = 8), the largest whose tiles fit this device's workgroup memory
+ * less `reserve` bytes, and whether the q/k/v tiles (px) and dO's (pg) are kept as packed 16-bit
+ * values (only when the inputs are 16-bit and f32 tiles do not fit); tr 0 where nothing fits (then
+ * the attention_plain.wgsl kernels run). `x` and `g` are the dtypes of q/k/v and of dO.
+ */
+export function blockedPlan(caps: GpuCaps, d: number, pass: BlockedPass, x: DType = 'f32', g: DType = x, reserve = 0): { tr: number; px: boolean; pg: boolean } {
+  if (d === 0 || d > 128) return { tr: 0, px: false, pg: false };
+  const dp = blockedPitch(d) / 4 + 1, bk = 32;
+  const fits = (tr: number, px: boolean, pg: boolean) => {
+    const bq = 4 * tr, tx = px ? 8 : 16, tg = pg ? 8 : 16;
+    const bytes = pass === 'fwd' ? (bq * dp + 2 * bk * dp) * tx + (bq * (bk / 4 + 1) + bq * 2) * 16
+      : pass === 'dq' ? (bq * dp + 2 * bk * dp) * tx + bq * dp * tg + bq * (bk / 4 + 1) * 16
+        : (bq * dp + 2 * bk * dp) * tx + bq * dp * tg + 2 * bk * (bq / 4 + 1) * 16;
+    return bytes + reserve <= caps.maxWorkgroupStorage && 8 * tr <= caps.maxInvocations;
+  };
+  const canX = x !== 'f32', canG = pass !== 'fwd' && g !== 'f32';
+  for (const [px, pg] of [[false, false], [canX, false], [canX, canG]]) {
+    for (const tr of pass === 'fwd' ? [16, 8] : [8]) if (fits(tr, px, pg)) return { tr, px, pg };
+  }
+  return { tr: 0, px: false, pg: false };
+}
+
+/** Row-threads of a blocked pass (blockedPlan's tr): 0 where its tiles do not fit. */
+export function blockedRows(caps: GpuCaps, d: number, pass: BlockedPass, x: DType = 'f32', g: DType = x): number {
+  return blockedPlan(caps, d, pass, x, g).tr;
+}
+

@@ -1,0 +1,263 @@
+/**
+ * Attention on tensor cores (`chromium-experimental-subgroup-matrix`, 16×16×16 f16→f32 with
+ * 32-wide subgroups): the forward (attention_tc.wgsl) and the backward's dq and dk/dv passes
+ * (attention_tc_backward.wgsl), for f16 q, k, v (and dO) of head dim a multiple of 16. Subgroup
+ * matrices cannot run on SwiftShader: test/backend/webgpu_attention.test.ts checks these against
+ * the CPU reference on a device that has them (the H200), and skips them, named, elsewhere.
+ */
+import { UnsupportedError } from '../../../errors.ts';
+import type { DType } from '../../../tensor/dtype.ts';
+import type { AttentionArgs } from '../../backend.ts';
+import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
+import type { GpuCaps } from '../device.ts';
+import type { Kernel } from '../runtime.ts';
+import { wgslSource } from '../sources.ts';
+import { preprocess } from '../wgsl.ts';
+import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
+import { PARAMS, checkGrid, uniforms } from './attention_common.ts';
+
+export const ATTENTION_TC_FILES = ['attention_tc', 'attention_tc_backward'];
+
+/** Whether the tensor-core forward takes f16 inputs of head dim d on this device. */
+export function tcEligible(caps: GpuCaps, dtype: DType, d: number): boolean {
+  if (dtype !== 'f16' || !tensorCores16(caps)) return false;
+  if (d % 16 !== 0 || d === 0 || d > 256) return false;
+  return tcSmem(4, d, TC_KPAD) <= caps.maxWorkgroupStorage;
+}
+
+const TC_BK = 32;
+/**
+ * Halves of padding after each staged K/V row of the tensor-core forward. Unpadded rows of head dim
+ * 128 lie 256 bytes apart, so the 16 rows of a fragment load start on the same banks: padding by 8
+ * took 16K prefill on the H200 from 81.8 to 31.0 ms (dev/kernels/attention.ts t5 → t9).
+ */
+const TC_KPAD = 8;
+
+/** Subgroups per workgroup of the tensor-core forward (16 query rows each): 8 where memory allows, else 4. */
+function tcSubgroups(caps: GpuCaps, d: number): number {
+  return tcSmem(8, d, TC_KPAD) <= caps.maxWorkgroupStorage && 256 <= caps.maxInvocations ? 8 : 4;
+}
+
+/** Workgroup bytes of the tensor-core forward: K and V blocks (rows of d + kPad halves), S and P, 1/l and α per row, FoX's c of a block. */
+function tcSmem(nsg: number, d: number, kPad: number): number {
+  return 2 * TC_BK * (d + kPad) * 2 + nsg * 16 * TC_BK * (4 + 2) + 2 * nsg * 16 * 4 + 4 + TC_BK * 4;
+}
+
+/**
+ * Unrolled subgroup-matrix code for head dim d (no matrix lives in an indexed array): the q
+ * fragments, the scores of a key block, the O accumulators, P·V, ONEPASS's rescale of O and the
+ * epilogue.
+ */
+function tcBody(d: number, qReload: boolean, boolArg: boolean): Record<string, string> {
+  const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>', A = 'subgroup_matrix_result<f32, 16, 16>';
+  const { load, store } = matrixCode(boolArg);
+  const nd = d / 16;
+  const qload: string[] = [], scores: string[] = [`    {`, `      var s0 = ${A}();`, `      var s1 = ${A}();`];
+  const oinit: string[] = [], pv: string[] = [], rescale: string[] = [], epilogue: string[] = [];
+  for (let i = 0; i < nd; i++) {
+    const qi = load(L, '&q16', `(qrow0 + rb) * D + ${16 * i}u`, false, 'D');
+    if (qReload) scores.push(`      let q${i} = ${qi};`);
+    else qload.push(`  let q${i} = ${qi};`);
+    scores.push(`      s0 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `${16 * i}u`, true, 'KD')}, s0);`);
+    scores.push(`      s1 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `16u * KD + ${16 * i}u`, true, 'KD')}, s1);`);
+    oinit.push(`  var o${i} = ${A}();`);
+    // Tiles alternate between the two halves of the subgroup's scratch: tile i + 2 is stored only
+    // after two barriers past tile i's load.
+    const at = `sbase + ${256 * (i % 2)}u`;
+    rescale.push(`      ${store('&Ss', at, `o${i}`, false, '16u')};`, '      workgroupBarrier();', `      scale_tile(sg, lane, ${at});`,
+      '      workgroupBarrier();', `      o${i} = ${load(A, '&Ss', at, false, '16u')};`);
+    epilogue.push(`  ${store('&Ss', 'sg * SP', `o${i}`, false, '16u')};`, '  workgroupBarrier();', `  put_tile(sg, lane, qrow0, rb, ${16 * i}u);`, '  workgroupBarrier();');
+  }
+  scores.push(`      ${store('&Ss', 'sbase', 's0', true, '16u')};`, `      ${store('&Ss', 'sbase + 256u', 's1', true, '16u')};`, '    }');
+  for (let kk = 0; kk < TC_BK / 16; kk++) pv.push(`    let p${kk} = ${load(L, '&Ps', `sbase + ${256 * kk}u`, true, '16u')};`);
+  for (let n = 0; n < nd; n++) {
+    for (let kk = 0; kk < TC_BK / 16; kk++) {
+      pv.push(`    o${n} = subgroupMatrixMultiplyAccumulate(p${kk}, ${load(R, '&KV', `BK * KD + ${16 * kk}u * KD + ${16 * n}u`, false, 'KD')}, o${n});`);
+    }
+  }
+  return { QLOAD: qload.join('\n'), SCORES: scores.join('\n'), OINIT: oinit.join('\n'), PV: pv.join('\n'), RESCALE: rescale.join('\n'), STORE: epilogue.join('\n') };
+}
+
+export const tcKernel: Kernel = {
+  name: 'attention_tc',
+  source: (v) => {
+    const head = [
+      'diagnostic(off, chromium.subgroup_matrix_uniformity);',
+      'enable f16;',
+      'enable subgroups;',
+      'enable chromium_experimental_subgroup_matrix;',
+      `struct Params { ${PARAMS} }`,
+      '@group(0) @binding(0) var<uniform> P: Params;',
+      '@group(0) @binding(1) var<storage, read> q16: array<f16>;',
+      '@group(0) @binding(2) var<storage, read> k8: array<vec4<u32>>;',
+      '@group(0) @binding(3) var<storage, read> v8: array<vec4<u32>>;',
+      '@group(0) @binding(4) var<storage, read_write> out: array<f16>;',
+      '@group(0) @binding(5) var<storage, read_write> lse: array<f32>;',
+      v.FOX ? '@group(0) @binding(6) var<storage, read> cg: array<f32>;' : '',
+    ].join('\n');
+    return preprocess(wgslSource('attention_tc'), {
+      ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common'), BIAS: v.FOX ? ' + cq - Ck[c]' : '',
+    });
+  },
+};
+
+/**
+ * Tensor-core forward variants (dev/kernels/attention.ts t3–t6): subgroups per workgroup; one
+ * pass with the lazy rescale of O, or two (row maxima first); whether q fragments are loaded
+ * again for every key block instead of held in registers (fewer registers, more loads); the older
+ * bool-argument form of the subgroup-matrix loads (subgroup_matrix.ts); the padding of the staged
+ * K/V rows in halves (TC_KPAD; 0 is the unpadded t5).
+ */
+export interface TcVariant { nsg: number; onePass: boolean; qReload: boolean; loadArg: boolean; kPad: number }
+
+export function tcVariant(caps: GpuCaps, d: number): TcVariant {
+  // One pass is experimental: NaNs on the H200 (attention_tc.wgsl).
+  return { nsg: tcSubgroups(caps, d), onePass: false, qReload: false, loadArg: false, kPad: TC_KPAD };
+}
+
+/**
+ * The tensor-core forward (callers check tcEligible); with `foxC` (f32 c per query head and key,
+ * causal only) FoX's forward (fox_fpa_attention.ts). Exported for tests and dev/kernels/attention.ts.
+ */
+export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}, foxC?: GpuRef): [GpuHandle, GpuHandle] {
+  const { nsg, onePass, qReload, loadArg, kPad } = { ...tcVariant(be.caps, a.d), ...variant };
+  if (!tcEligible(be.caps, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
+  if (tcSmem(nsg, a.d, kPad) > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention with ${nsg} subgroups and rows padded by ${kPad} halves needs ${tcSmem(nsg, a.d, kPad)} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
+  const rows = a.batch * a.heads * a.tq;
+  const gx = Math.ceil(a.tq / (16 * nsg));
+  checkGrid('attention', gx, a.heads, a.batch);
+  const out = be.alloc('f16', rows * a.d, 'attention');
+  const lse = be.alloc('f32', rows, 'attention lse');
+  be.rt.run({
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, FOX: !!foxC },
+    uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...(foxC ? [foxC.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
+  });
+  return [out, lse];
+}
+
+// ------------------------------------------------------------------------------------ backward
+
+/** Subgroups a workgroup of the tensor-core backward passes (16 query rows or keys each). */
+const TC_BWD_NSG = 4;
+
+/** Workgroup bytes of a tensor-core backward pass: a 32-row block of two tensors, S and dP (f32), the f16 products, row statistics. */
+function tcBackwardSmem(pass: 'dq' | 'dkdv', nsg: number, d: number, kPad: number): number {
+  const tiles = 2 * 32 * (d + kPad) * 2, sp = 16 * 32;
+  return tiles + nsg * sp * 4 * 2 + nsg * sp * 2 * (pass === 'dq' ? 1 : 2) + (pass === 'dq' ? 0 : 2 * 32 * 4);
+}
+
+/**
+ * Whether the tensor-core backward takes these inputs: q, k, v and dO in f16 on a device with
+ * 16×16×16 f16 subgroup matrices, head dim a multiple of 16 up to 256 whose tiles fit, and at least
+ * 16 query rows and 16 keys (a cut-off last block moves back inside them).
+ */
+export function tcBackwardEligible(caps: GpuCaps, x: DType, g: DType, a: AttentionArgs): boolean {
+  if (x !== 'f16' || g !== 'f16' || !tensorCores16(caps)) return false;
+  if (a.d % 16 !== 0 || a.d === 0 || a.d > 256 || a.tq < 16 || a.tk < 16) return false;
+  return tcBackwardSmem('dkdv', TC_BWD_NSG, a.d, TC_KPAD) <= caps.maxWorkgroupStorage && 32 * TC_BWD_NSG <= caps.maxInvocations;
+}
+
+/**
+ * Tensor-core backward variants (dev/kernels/attention.ts): subgroups a workgroup; whether DKDV
+ * loads its k and v fragments again at every use instead of holding them (16 fewer matrices in
+ * registers); the padding of staged rows in halves.
+ */
+export interface TcBackwardVariant { nsg: number; kReload: boolean; kPad: number }
+
+export const TC_BACKWARD_DEFAULT: TcBackwardVariant = { nsg: TC_BWD_NSG, kReload: false, kPad: TC_KPAD };
+
+/** The unrolled subgroup-matrix code of one backward pass for head dim d (see attention_tc_backward.wgsl). */
+function tcBackwardBody(pass: 'dq' | 'dkdv', d: number, reload: boolean): Record<string, string> {
+  const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>', A = 'subgroup_matrix_result<f32, 16, 16>';
+  const { load, store } = matrixCode(false);
+  const nd = d / 16;
+  const row0 = pass === 'dq' ? 'qrow0 + rb' : 'kvrow0 + kb';
+  const frag = (src: 'a' | 'b', i: number) => load(L, `&f${src}`, `(${row0}) * D + ${16 * i}u`, false, 'D');
+  const frags: string[] = [], products: string[] = ['{'], update: string[] = ['{'], accinit: string[] = [], stores: string[] = [];
+  for (let i = 0; i < nd; i++) {
+    if (reload) continue;
+    frags.push(`  let a${i} = ${frag('a', i)};`, `  let b${i} = ${frag('b', i)};`);
+  }
+  const fa = (i: number) => (reload ? frag('a', i) : `a${i}`), fb = (i: number) => (reload ? frag('b', i) : `b${i}`);
+  // S (Sᵀ) from the first staged tensor, dP (dPᵀ) from the second: 32 staged rows in two halves.
+  for (const [acc, src, at, scratch] of [['s', fa, '0u', '&Ss'], ['d', fb, '32u * KD', '&Ds']] as const) {
+    products.push(`  var ${acc}0 = ${A}();`, `  var ${acc}1 = ${A}();`);
+    for (let i = 0; i < nd; i++) {
+      products.push(`  ${acc}0 = subgroupMatrixMultiplyAccumulate(${src(i)}, ${load(R, '&T', `${at} + ${16 * i}u`, true, 'KD')}, ${acc}0);`);
+      products.push(`  ${acc}1 = subgroupMatrixMultiplyAccumulate(${src(i)}, ${load(R, '&T', `${at} + 16u * KD + ${16 * i}u`, true, 'KD')}, ${acc}1);`);
+    }
+    products.push(`  ${store(scratch, 'sbase', `${acc}0`, true, '16u')};`, `  ${store(scratch, 'sbase + 256u', `${acc}1`, true, '16u')};`);
+  }
+  products.push('}');
+  // dQ += dS·K (DQ); dV += Pᵀ·dO and dK += dSᵀ·Q (DKDV).
+  const updates: [string, string, string][] = pass === 'dq' ? [['o', '&Ps', '0u']] : [['v', '&Pt', '32u * KD'], ['k', '&Dt', '0u']];
+  for (const [acc, scratch, at] of updates) {
+    update.push(`  let ${acc}p0 = ${load(L, scratch, 'sbase', true, '16u')};`, `  let ${acc}p1 = ${load(L, scratch, 'sbase + 256u', true, '16u')};`);
+    for (let n = 0; n < nd; n++) {
+      update.push(`  ${acc}${n}x = subgroupMatrixMultiplyAccumulate(${acc}p0, ${load(R, '&T', `${at} + ${16 * n}u`, false, 'KD')}, ${acc}${n}x);`);
+      update.push(`  ${acc}${n}x = subgroupMatrixMultiplyAccumulate(${acc}p1, ${load(R, '&T', `${at} + 16u * KD + ${16 * n}u`, false, 'KD')}, ${acc}${n}x);`);
+    }
+    for (let n = 0; n < nd; n++) {
+      accinit.push(`  var ${acc}${n}x = ${A}();`);
+      const put = pass === 'dq' ? `put_tile(sg, lane, qrow0, rb, ${16 * n}u)` : `put_tile(sg, lane, kvrow0, kb, ${16 * n}u, ${acc === 'k' ? 0 : 1}u)`;
+      stores.push(`  ${store('&Ss', 'sg * SP', `${acc}${n}x`, false, '16u')};`, '  workgroupBarrier();', `  ${put};`, '  workgroupBarrier();');
+    }
+  }
+  update.push('}');
+  return { FRAGS: frags.join('\n'), PRODUCTS: products.join('\n'), UPDATE: update.join('\n'), ACCINIT: accinit.join('\n'), STORE: stores.join('\n') };
+}
+
+export const tcBackwardKernel: Kernel = {
+  name: 'attention_tc_backward',
+  source: (v) => {
+    const dkdv = !!v.DKDV;
+    const head = [
+      'diagnostic(off, chromium.subgroup_matrix_uniformity);',
+      'enable f16;',
+      'enable subgroups;',
+      'enable chromium_experimental_subgroup_matrix;',
+      `struct Params { ${PARAMS} }`,
+      '@group(0) @binding(0) var<uniform> P: Params;',
+      // Fragment sources (DQ: q, dO; DKDV: k, v), then the staged pair (DQ: k, v; DKDV: q, dO).
+      '@group(0) @binding(1) var<storage, read> fa: array<f16>;',
+      '@group(0) @binding(2) var<storage, read> fb: array<f16>;',
+      '@group(0) @binding(3) var<storage, read> x8a: array<vec4<u32>>;',
+      '@group(0) @binding(4) var<storage, read> x8b: array<vec4<u32>>;',
+      '@group(0) @binding(5) var<storage, read> lse: array<f32>;',
+      '@group(0) @binding(6) var<storage, read> delta: array<f32>;',
+      '@group(0) @binding(7) var<storage, read_write> y16a: array<f16>;',
+      dkdv ? '@group(0) @binding(8) var<storage, read_write> y16b: array<f16>;' : '',
+    ].join('\n');
+    return preprocess(wgslSource('attention_tc_backward'), {
+      ...v, ...tcBackwardBody(dkdv ? 'dkdv' : 'dq', v.D as number, !!v.KRELOAD), HEADER: head, COMMON: wgslSource('attention_common'),
+    });
+  },
+};
+
+/**
+ * dq, dk, dv on tensor cores from f16 q, k, v, dO and the f32 lse and delta (rowsum dO∘O) of the
+ * forward (callers check tcBackwardEligible). Exported for tests and dev/kernels/attention.ts.
+ */
+export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, lse: GpuHandle, delta: GpuHandle, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}): [GpuHandle, GpuHandle, GpuHandle] {
+  const { nsg, kReload, kPad } = { ...TC_BACKWARD_DEFAULT, ...variant };
+  if (!tcBackwardEligible(be.caps, q.dtype, g.dtype, a)) throw new UnsupportedError(`webgpu: the tensor-core attention backward does not take ${q.dtype} inputs (dO ${g.dtype}) of head dim ${a.d} with ${a.tq} query rows and ${a.tk} keys on ${be.caps.adapterName}`);
+  const need = tcBackwardSmem('dkdv', nsg, a.d, kPad);
+  if (need > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention backward with ${nsg} subgroups and rows padded by ${kPad} halves needs ${need} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
+  const rows = a.batch * a.heads * a.tq, kvSize = a.batch * a.kvHeads * a.tk * a.d;
+  const gq = Math.ceil(a.tq / (16 * nsg)), gk = Math.ceil(a.tk / (16 * nsg));
+  checkGrid('attention backward', gq, gk, a.heads, a.batch);
+  const u = uniforms(a);
+  const dq = be.alloc('f16', rows * a.d, 'attention dq');
+  const dk = be.alloc('f16', kvSize, 'attention dk');
+  const dv = be.alloc('f16', kvSize, 'attention dv');
+  const base = { D: a.d, NSG: nsg, KPAD: kPad };
+  be.rt.run({
+    kernel: tcBackwardKernel, variant: { ...base, DQ: true },
+    uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, lse.buffer, delta.buffer, dq.buffer], workgroups: [gq, a.heads, a.batch],
+  });
+  be.rt.run({
+    kernel: tcBackwardKernel, variant: { ...base, DKDV: true, KRELOAD: kReload },
+    uniforms: u, buffers: [k.h.buffer, v.h.buffer, q.h.buffer, g.h.buffer, lse.buffer, delta.buffer, dk.buffer, dv.buffer], workgroups: [gk, a.kvHeads, a.batch],
+  });
+  return [dq, dk, dv];
+}

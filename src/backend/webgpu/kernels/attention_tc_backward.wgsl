@@ -1,0 +1,221 @@
+// Flash attention backward on tensor cores (`chromium_experimental_subgroup_matrix`): f16 q, k, v
+// and dO, f32 lse and delta (rowsum dO∘O, attention_plain.wgsl DELTA), f32 accumulation, f16 dq,
+// dk, dv. Two programs, FlashAttention-2's split (no float atomics):
+//
+//   DQ    a workgroup of NSG subgroups takes 16·NSG query rows of one (batch, head); subgroup sg owns
+//         16 of them, whose q and dO fragments (D/16 left matrices each) stay in registers. Per key
+//         block of BK = 32 keys inside the causal/window bound, staged in workgroup memory:
+//         S = q·Kᵀ and dP = dO·Vᵀ (MMA) → workgroup memory, where each row's lane pair turns them
+//         into dS = P∘(dP − delta) with P = exp2(S·scale·log2 e − lse·log2 e), stored as f16; then
+//         dQ += dS·K (MMA). dq = scale·dQ.
+//   DKDV  a workgroup of NSG subgroups takes 16·NSG keys of one (batch, kv head); subgroup sg owns 16,
+//         whose k and v fragments stay in registers (KRELOAD: loaded again from global memory at
+//         every use, fewer registers). For each query head of the GQA group, per query block of
+//         BQ = 32 rows that can see the workgroup's keys, staged with its dO rows, lse and delta:
+//         Sᵀ = k·Qᵀ and dPᵀ = v·dOᵀ → workgroup memory, each key's lane pair makes Pᵀ and dSᵀ (f16);
+//         dV += Pᵀ·dO and dK += dSᵀ·Q (MMA). dk = scale·dK.
+//
+// Masks: the attention_common.wgsl rule (`visible`) on blocks the bound cuts, none on blocks every
+// pair of which is visible. Query blocks (DKDV) and key blocks (DQ) start at multiples of their
+// size, so a block outside a row's (a key's) visible range adds exact zeros: the rows (keys) a
+// cut-off last block's subgroup shares with a neighbour, moved back to end at tq (tk) as in
+// attention_tc.wgsl (hence tq ≥ 16 and tk ≥ 16), get bitwise the same values from both.
+//
+// Matrix offsets derive from subgroup_id: hence the diagnostic(off, ...) in the header.
+{{HEADER}}
+{{COMMON}}
+
+const NSG = {{NSG}}u;
+const WG = NSG * 32u;
+const D = {{D}}u;
+const D8 = D / 8u;
+const KD = D + {{KPAD}}u;
+const LOG2E = 1.4426950408889634;
+// Per subgroup: 16 rows × 32 columns of S and dP (f32) and of the f16 products, column-major with
+// 16 rows a column: the lane pair of row r (lanes 2r, 2r + 1, alternate columns) reads 32 banks.
+const SP = 16u * 32u;
+var<workgroup> Ss: array<f32, NSG * SP>;
+var<workgroup> Ds: array<f32, NSG * SP>;
+
+fn put8(at: u32, w: vec4<u32>) {
+  let h0 = bitcast<vec2<f16>>(w.x); let h1 = bitcast<vec2<f16>>(w.y);
+  let h2 = bitcast<vec2<f16>>(w.z); let h3 = bitcast<vec2<f16>>(w.w);
+  T[at] = h0.x; T[at + 1u] = h0.y; T[at + 2u] = h1.x; T[at + 3u] = h1.y;
+  T[at + 4u] = h2.x; T[at + 5u] = h2.y; T[at + 6u] = h3.x; T[at + 7u] = h3.y;
+}
+
+#if DQ
+// Key block: K rows at T[0, BK·KD), V rows at T[BK·KD, 2·BK·KD), rows past kvlen as zeros.
+const BQ = NSG * 16u;
+const BK = 32u;
+var<workgroup> T: array<f16, 2u * BK * KD>;
+var<workgroup> Ps: array<f16, NSG * SP>;
+
+fn stage_keys(lid: u32, kbase8: u32, k0: u32) {
+  for (var e = lid; e < BK * D8; e += WG) {
+    let j = e / D8;
+    let c8 = e % D8;
+    var kw = vec4<u32>(0u);
+    var vw = vec4<u32>(0u);
+    if (k0 + j < P.kvlen) {
+      let o = kbase8 + (k0 + j) * D8 + c8;
+      kw = x8a[o];
+      vw = x8b[o];
+    }
+    put8(j * KD + c8 * 8u, kw);
+    put8(BK * KD + j * KD + c8 * 8u, vw);
+  }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sg: u32,
+        @builtin(subgroup_invocation_id) lane: u32) {
+  let h = wid.y;
+  let b = wid.z;
+  // Longest rows (under causal masking) first.
+  let i0 = (nw.x - 1u - wid.x) * BQ;
+  let qrow0 = (b * P.h + h) * P.tq;
+  let kbase8 = (b * P.hkv + h / P.group) * P.tk * D8;
+  let rb = min(i0 + sg * 16u, P.tq - 16u);
+{{FRAGS}}
+
+  let pmin = i32(min(i0, P.tq - 16u)) + P.qoff;
+  let pmax = i32(min(i0 + BQ, P.tq)) - 1 + P.qoff;
+  var hi = i32(P.kvlen);
+  if (P.causal != 0u) { hi = min(hi, pmax + 1); }
+  var lo = 0;
+  if (P.window != 0u) { lo = max(0, pmin - i32(P.window) + 1); }
+  let kfirst = u32(lo) / BK * BK;
+  let kend = u32(max(hi, lo));
+
+  let r = lane / 2u;
+  let par = lane % 2u;
+  let row = rb + r;
+  let sbase = sg * SP;
+  let sc = P.scale * LOG2E;
+  let lse2 = lse[qrow0 + row] * LOG2E;
+  let dl = delta[qrow0 + row];
+
+{{ACCINIT}}
+  for (var k0 = kfirst; k0 < kend; k0 += BK) {
+    workgroupBarrier();
+    stage_keys(lid, kbase8, k0);
+    workgroupBarrier();
+{{PRODUCTS}}
+    workgroupBarrier();
+    let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
+    for (var c = par; c < BK; c += 2u) {
+      let at = sbase + c * 16u + r;
+      var p = 0.0;
+      if (full || visible(row, k0 + c)) { p = exp2(Ss[at] * sc - lse2); }
+      Ps[at] = f16(p * (Ds[at] - dl));
+    }
+    workgroupBarrier();
+{{UPDATE}}
+  }
+{{STORE}}
+}
+
+// Writes the 16 × 16 tile the subgroup left row-major in Ss[sg·SP…] to dq rows rb…rb+15, columns
+// col…col+15, times the softmax scale.
+fn put_tile(sg: u32, lane: u32, qrow0: u32, rb: u32, col: u32) {
+  for (var e = lane; e < 256u; e += 32u) {
+    y16a[(qrow0 + rb + e / 16u) * D + col + e % 16u] = f16(Ss[sg * SP + e] * P.scale);
+  }
+}
+#endif
+
+#if DKDV
+// Query block: q rows at T[0, BQ·KD), dO rows at T[BQ·KD, 2·BQ·KD), rows past tq as zeros; their
+// lse (log2 units) and delta.
+const BKV = NSG * 16u;
+const BQ = 32u;
+var<workgroup> T: array<f16, 2u * BQ * KD>;
+var<workgroup> Pt: array<f16, NSG * SP>;
+var<workgroup> Dt: array<f16, NSG * SP>;
+var<workgroup> RowL: array<f32, BQ>;
+var<workgroup> RowD: array<f32, BQ>;
+
+fn stage_rows(lid: u32, qrow0: u32, i0: u32) {
+  for (var e = lid; e < BQ * D8; e += WG) {
+    let i = e / D8;
+    let c8 = e % D8;
+    var qw = vec4<u32>(0u);
+    var gw = vec4<u32>(0u);
+    if (i0 + i < P.tq) {
+      let o = (qrow0 + i0 + i) * D8 + c8;
+      qw = x8a[o];
+      gw = x8b[o];
+    }
+    put8(i * KD + c8 * 8u, qw);
+    put8(BQ * KD + i * KD + c8 * 8u, gw);
+  }
+  for (var i = lid; i < BQ; i += WG) {
+    var l = 0.0;
+    var dl = 0.0;
+    if (i0 + i < P.tq) { l = lse[qrow0 + i0 + i] * LOG2E; dl = delta[qrow0 + i0 + i]; }
+    RowL[i] = l;
+    RowD[i] = dl;
+  }
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
+  let g = wid.y;
+  let b = wid.z;
+  // Keys first in the grid: under causal masking they have the most query rows.
+  let j0 = wid.x * BKV;
+  let kvrow0 = (b * P.hkv + g) * P.tk;
+  let kb = min(j0 + sg * 16u, P.tk - 16u);
+{{FRAGS}}
+
+  // Query rows that can see some key of the workgroup's [klo, khi), from a multiple of BQ.
+  let klo = min(j0, P.tk - 16u);
+  let khi = min(j0 + BKV, P.tk);
+  let rows = query_rows(klo, khi - klo);
+  let ifirst = u32(max(rows.x, 0)) / BQ * BQ;
+  let iend = select(ifirst, u32(rows.y), rows.y > rows.x);
+
+  let r = lane / 2u;
+  let par = lane % 2u;
+  let key = kb + r;
+  let sbase = sg * SP;
+  let sc = P.scale * LOG2E;
+
+{{ACCINIT}}
+  for (var hh = 0u; hh < P.group; hh++) {
+    let qrow0 = (b * P.h + g * P.group + hh) * P.tq;
+    for (var i0 = ifirst; i0 < iend; i0 += BQ) {
+      workgroupBarrier();
+      stage_rows(lid, qrow0, i0);
+      workgroupBarrier();
+{{PRODUCTS}}
+      workgroupBarrier();
+      let p0 = i32(i0) + P.qoff;
+      let full = i0 + BQ <= P.tq && khi <= P.kvlen && (P.causal == 0u || i32(khi) - 1 <= p0) && (P.window == 0u || i32(klo) > p0 + i32(BQ) - 1 - i32(P.window));
+      for (var c = par; c < BQ; c += 2u) {
+        let at = sbase + c * 16u + r;
+        var p = 0.0;
+        if (full || visible(i0 + c, key)) { p = exp2(Ss[at] * sc - RowL[c]); }
+        Pt[at] = f16(p);
+        Dt[at] = f16(p * (Ds[at] - RowD[c]));
+      }
+      workgroupBarrier();
+{{UPDATE}}
+    }
+  }
+{{STORE}}
+}
+
+// Writes the 16 × 16 tile the subgroup left row-major in Ss[sg·SP…] to rows kb…kb+15, columns
+// col…col+15 of dk (which = 0, times the softmax scale) or dv (which = 1).
+fn put_tile(sg: u32, lane: u32, kvrow0: u32, kb: u32, col: u32, which: u32) {
+  for (var e = lane; e < 256u; e += 32u) {
+    let at = (kvrow0 + kb + e / 16u) * D + col + e % 16u;
+    let x = Ss[sg * SP + e];
+    if (which == 0u) { y16a[at] = f16(x * P.scale); } else { y16b[at] = f16(x); }
+  }
+}
+#endif

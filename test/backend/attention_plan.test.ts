@@ -1,0 +1,52 @@
+/**
+ * Which WebGPU attention kernel runs (src/backend/webgpu/kernels/attention_plan.ts), from
+ * capabilities alone: no GPU needed. The device descriptions are the H200's as Dawn reports it
+ * (f16, 16×16×16 subgroup matrices, 32-wide subgroups, 48 KB of workgroup memory) and
+ * SwiftShader's (no f16, no subgroup matrices, 32 KB).
+ *
+ *   node --import tsx --test test/backend/attention_plan.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { AttentionArgs } from '../../src/backend/backend.ts';
+import type { GpuCaps } from '../../src/backend/webgpu/device.ts';
+import { attentionBackwardPlan, attentionForwardPlan } from '../../src/backend/webgpu/kernels/attention_plan.ts';
+
+const base: GpuCaps = {
+  f16: true, subgroups: true, subgroupMinSize: 32, subgroupMaxSize: 32, subgroupMatrix: { m: 16, n: 16, k: 16 }, timestamps: true,
+  maxBinding: 2 ** 31 - 4, maxBuffer: 2 ** 34, maxWorkgroupStorage: 49152, maxInvocations: 1024, minUniformAlignment: 256, adapterName: 'h200-like', software: false,
+};
+const H200 = base;
+const SWIFTSHADER: GpuCaps = { ...base, f16: false, subgroupMatrix: null, subgroupMinSize: 4, subgroupMaxSize: 4, maxWorkgroupStorage: 32768, maxInvocations: 256, adapterName: 'swiftshader-like', software: true };
+/** Subgroup matrices of another shape (8×8×8), which the kernels do not take. */
+const OTHER_MMA: GpuCaps = { ...base, subgroupMatrix: { m: 8, n: 8, k: 8 }, adapterName: 'mma-8x8' };
+
+const args = (tq: number, tk: number, d: number, heads = 32, kvHeads = 32): AttentionArgs =>
+  ({ batch: 1, heads, kvHeads, tq, tk, d, kvLength: tk, qOffset: tk - tq, causal: true, window: 0, scale: 1 / Math.sqrt(d) });
+
+test('attention forward plan: decode for few query rows a GQA group, tensor cores for f16 with subgroup matrices, blocked where tiles fit, plain else', () => {
+  assert.equal(attentionForwardPlan(H200, args(1, 4096, 128, 32, 8), 'f16'), 'decode');
+  assert.equal(attentionForwardPlan(H200, args(4, 4096, 128, 32, 8), 'f16'), 'decode', '4 heads a group × 4 rows = 16 rows');
+  assert.equal(attentionForwardPlan(H200, args(5, 4096, 128, 32, 8), 'f16'), 'blocked', '20 rows a group, but fewer than the 16 query rows a tensor-core tile needs');
+  assert.equal(attentionForwardPlan(H200, args(16, 4096, 128, 32, 8), 'f16'), 'tensor-cores');
+  assert.equal(attentionForwardPlan(H200, args(4096, 4096, 128), 'f16'), 'tensor-cores');
+  assert.equal(attentionForwardPlan(H200, args(4096, 4096, 128), 'bf16'), 'blocked', 'no bf16 subgroup matrices');
+  assert.equal(attentionForwardPlan(H200, args(4096, 4096, 24), 'f16'), 'blocked', 'head dim not a multiple of 16');
+  assert.equal(attentionForwardPlan(H200, args(4096, 4096, 128), 'f32'), 'plain', 'f32 tiles of head dim 128 do not fit 48 KB');
+  assert.equal(attentionForwardPlan(OTHER_MMA, args(4096, 4096, 128), 'f16'), 'blocked');
+  assert.equal(attentionForwardPlan(SWIFTSHADER, args(4096, 4096, 64), 'f16'), 'blocked');
+  assert.equal(attentionForwardPlan(SWIFTSHADER, args(4096, 4096, 256), 'f32'), 'plain');
+});
+
+test('attention backward plan: tensor cores for both passes with f16 inputs and gradient, else each pass blocked where its tiles fit', () => {
+  const tc = { dq: 'tensor-cores', dkdv: 'tensor-cores' };
+  assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 128), 'f16', 'f16'), tc);
+  assert.deepEqual(attentionBackwardPlan(H200, args(16, 16, 64), 'f16', 'f16'), tc);
+  assert.deepEqual(attentionBackwardPlan(H200, args(15, 300, 64), 'f16', 'f16'), { dq: 'blocked', dkdv: 'blocked' }, 'fewer than 16 query rows');
+  assert.deepEqual(attentionBackwardPlan(H200, args(300, 15, 64), 'f16', 'f16'), { dq: 'blocked', dkdv: 'blocked' }, 'fewer than 16 keys');
+  assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 128), 'f16', 'f32'), { dq: 'blocked', dkdv: 'plain' }, 'an f32 dO: no tensor cores, and its dk/dv tile cannot be packed');
+  assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 256), 'f16', 'f16'), { dq: 'plain', dkdv: 'plain' }, 'head dim 256: no tiles fit 48 KB');
+  assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 128), 'bf16', 'bf16'), { dq: 'blocked', dkdv: 'blocked' });
+  assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, args(4096, 4096, 128), 'f16', 'f16'), { dq: 'plain', dkdv: 'plain' });
+  assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, args(4096, 4096, 32), 'f32', 'f32'), { dq: 'blocked', dkdv: 'blocked' });
+});
