@@ -457,12 +457,18 @@ const tcBwd = (variant: Partial<TcBackwardVariant>): BackwardVersion['run'] => (
  *   tb1  attention_tc_backward.wgsl, 4 subgroups, k/v fragments held in registers.   ← src
  *   tb2  tb1 with the DKDV k/v fragments loaded again at every use (KRELOAD).
  *   tb3  tb1 with 2 subgroups a workgroup.
+ *   tb4  tb1 with 16 query rows a DKDV step (half the staging and scratch).
+ *   tb5  tb4 with 8 subgroups a DKDV workgroup (128 keys: half the q/dO staging per key).
+ *   tb6  tb5 with the k/v fragments reloaded (KRELOAD).
  */
 const BACKWARD_VERSIONS: BackwardVersion[] = [
   { name: 'ab1', usable: () => true, run: (be, x, o, lse, _delta, a) => attentionBackward(be, x[0], x[1], x[2], o, { h: lse, shape: [], dtype: 'f32' }, x[3], a, aluBackwardPlan(be.caps, a, 'f16', 'f16')) },
   { name: 'tb1', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({}) },
   { name: 'tb2', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ kReload: true }) },
   { name: 'tb3', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ nsg: 2 }) },
+  { name: 'tb4', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ kvRows: 16 }) },
+  { name: 'tb5', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ kvNsg: 8, kvRows: 16 }) },
+  { name: 'tb6', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ kvNsg: 8, kvRows: 16, kReload: true }) },
 ];
 
 /** Inputs of a backward version: q, k, v, dO (f16), the CPU forward's out and lse, and delta. */
@@ -512,7 +518,14 @@ async function runBackward(be: WebGpuBackend, sizes: number[], pick: Set<string>
         while (ms < 250 && n < 100_000) { n = Math.ceil(n * Math.min(10, 300 / Math.max(ms, 0.5))); ms = await batch(n); }
         const ts = [await batch(n), await batch(n), await batch(n)].sort((p, q) => p - q);
         const per = ts[1] / n, flops = 2.5 * (4 * t * t * 128 * 32) / 2;
-        cells.push(`${t}: ${per.toFixed(3)} ms (${(flops / per / 1e9).toFixed(1)} TFLOP/s)`);
+        // GPU time per kernel of one call (timestamp queries, one pass a dispatch).
+        let split = '';
+        if (be.caps.timestamps) {
+          be.rt.startProfile();
+          once();
+          split = ` [${(await be.rt.stopProfile()).map((r) => `${r.kernel}${r.variant.includes('"DQ"') ? ' DQ' : r.variant.includes('"DKDV"') ? ' DKDV' : ''} ${r.ms.toFixed(2)}`).join(', ')}]`;
+        }
+        cells.push(`${t}: ${per.toFixed(3)} ms (${(flops / per / 1e9).toFixed(1)} TFLOP/s)${split}`);
         for (const h of [x.o.h, x.lse, x.delta, ...x.refs.map((r) => r.h)]) be.free(h);
       }
       console.log(`${ver.name.padEnd(3)} max err ${err.padEnd(9)} ${cells.join('  ')}`);

@@ -291,7 +291,7 @@ test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength <
   }
 });
 
-test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 128, window, kvLength < Tk, not causal, cut-off blocks of queries and keys, large score spreads, 2 and 4 subgroups, k/v fragments held or reloaded; refused past its tiles [webgpu]', { skip }, async (t) => {
+test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 128, window, kvLength < Tk, not causal, cut-off blocks of queries and keys, large score spreads, 2, 4 and 8 subgroups, 16 or 32 query rows a dk/dv step, k/v fragments held or reloaded; refused past its tiles [webgpu]', { skip }, async (t) => {
   if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core backward cannot run here`); return; }
   const cases: Case[] = [
     { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
@@ -302,7 +302,7 @@ test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 1
     { b: 1, h: 2, hkv: 1, tq: 300, tk: 300, d: 64, qScale: 12 },
     { b: 1, h: 2, hkv: 2, tq: 150, tk: 200, d: 128, qScale: 6, window: 90 },
   ];
-  const variants: Partial<TcBackwardVariant>[] = [{}, { kReload: true }, { nsg: 2 }];
+  const variants: Partial<TcBackwardVariant>[] = [{}, { kReload: true }, { nsg: 2 }, { kvRows: 16 }, { kvNsg: 8, kvRows: 16 }];
   for (const c of cases) {
     const x = inputs({ ...c, dtype: 'f16' }, 21, true);
     assert.ok(tcBackwardEligible(gpu!.caps, 'f16', 'f16', x.a), `the tensor-core backward should take ${JSON.stringify(c)}`);

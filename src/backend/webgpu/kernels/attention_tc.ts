@@ -140,10 +140,14 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
 /** Subgroups a workgroup of the tensor-core backward passes (16 query rows or keys each). */
 const TC_BWD_NSG = 4;
 
-/** Workgroup bytes of a tensor-core backward pass: a 32-row block of two tensors, S and dP (f32), the f16 products, row statistics. */
-function tcBackwardSmem(pass: 'dq' | 'dkdv', nsg: number, d: number, kPad: number): number {
-  const tiles = 2 * 32 * (d + kPad) * 2, sp = 16 * 32;
-  return tiles + nsg * sp * 4 * 2 + nsg * sp * 2 * (pass === 'dq' ? 1 : 2) + (pass === 'dq' ? 0 : 2 * 32 * 4);
+/**
+ * Workgroup bytes of a tensor-core backward pass: a block of `rows` staged rows of two tensors
+ * (DQ: 32 keys of K and V; DKDV: the query block of q and dO), S and dP (f32) and the f16 products
+ * of each subgroup's 16 × rows tile, DKDV's row statistics.
+ */
+function tcBackwardSmem(pass: 'dq' | 'dkdv', nsg: number, d: number, kPad: number, rows = 32): number {
+  const tiles = 2 * rows * (d + kPad) * 2, sp = 16 * rows;
+  return tiles + nsg * sp * 4 * 2 + nsg * sp * 2 * (pass === 'dq' ? 1 : 2) + (pass === 'dq' ? 0 : 2 * rows * 4);
 }
 
 /**
@@ -158,16 +162,17 @@ export function tcBackwardEligible(caps: GpuCaps, x: DType, g: DType, a: Attenti
 }
 
 /**
- * Tensor-core backward variants (dev/kernels/attention.ts): subgroups a workgroup; whether DKDV
+ * Tensor-core backward variants (dev/kernels/attention.ts): subgroups a DQ workgroup; whether DKDV
  * loads its k and v fragments again at every use instead of holding them (16 fewer matrices in
- * registers); the padding of staged rows in halves.
+ * registers); the padding of staged rows in halves; subgroups a DKDV workgroup and the query rows
+ * it stages a step (16 or 32).
  */
-export interface TcBackwardVariant { nsg: number; kReload: boolean; kPad: number }
+export interface TcBackwardVariant { nsg: number; kReload: boolean; kPad: number; kvNsg: number; kvRows: number }
 
-export const TC_BACKWARD_DEFAULT: TcBackwardVariant = { nsg: TC_BWD_NSG, kReload: false, kPad: TC_KPAD };
+export const TC_BACKWARD_DEFAULT: TcBackwardVariant = { nsg: TC_BWD_NSG, kReload: false, kPad: TC_KPAD, kvNsg: TC_BWD_NSG, kvRows: 32 };
 
 /** The unrolled subgroup-matrix code of one backward pass for head dim d (see attention_tc_backward.wgsl). */
-function tcBackwardBody(pass: 'dq' | 'dkdv', d: number, reload: boolean): Record<string, string> {
+function tcBackwardBody(pass: 'dq' | 'dkdv', d: number, reload: boolean, cols: number): Record<string, string> {
   const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>', A = 'subgroup_matrix_result<f32, 16, 16>';
   const { load, store } = matrixCode(false);
   const nd = d / 16;
@@ -179,23 +184,26 @@ function tcBackwardBody(pass: 'dq' | 'dkdv', d: number, reload: boolean): Record
     frags.push(`  let a${i} = ${frag('a', i)};`, `  let b${i} = ${frag('b', i)};`);
   }
   const fa = (i: number) => (reload ? frag('a', i) : `a${i}`), fb = (i: number) => (reload ? frag('b', i) : `b${i}`);
-  // S (Sᵀ) from the first staged tensor, dP (dPᵀ) from the second: 32 staged rows in two halves.
-  for (const [acc, src, at, scratch] of [['s', fa, '0u', '&Ss'], ['d', fb, '32u * KD', '&Ds']] as const) {
-    products.push(`  var ${acc}0 = ${A}();`, `  var ${acc}1 = ${A}();`);
+  // S (Sᵀ) from the first staged tensor, dP (dPᵀ) from the second: `cols` staged rows, in halves of 16.
+  const halves = cols / 16;
+  for (const [acc, src, at, scratch] of [['s', fa, '0u', '&Ss'], ['d', fb, `${cols}u * KD`, '&Ds']] as const) {
+    for (let hf = 0; hf < halves; hf++) products.push(`  var ${acc}${hf} = ${A}();`);
     for (let i = 0; i < nd; i++) {
-      products.push(`  ${acc}0 = subgroupMatrixMultiplyAccumulate(${src(i)}, ${load(R, '&T', `${at} + ${16 * i}u`, true, 'KD')}, ${acc}0);`);
-      products.push(`  ${acc}1 = subgroupMatrixMultiplyAccumulate(${src(i)}, ${load(R, '&T', `${at} + 16u * KD + ${16 * i}u`, true, 'KD')}, ${acc}1);`);
+      for (let hf = 0; hf < halves; hf++) {
+        products.push(`  ${acc}${hf} = subgroupMatrixMultiplyAccumulate(${src(i)}, ${load(R, '&T', `${at} + ${16 * hf}u * KD + ${16 * i}u`, true, 'KD')}, ${acc}${hf});`);
+      }
     }
-    products.push(`  ${store(scratch, 'sbase', `${acc}0`, true, '16u')};`, `  ${store(scratch, 'sbase + 256u', `${acc}1`, true, '16u')};`);
+    for (let hf = 0; hf < halves; hf++) products.push(`  ${store(scratch, `sbase + ${256 * hf}u`, `${acc}${hf}`, true, '16u')};`);
   }
   products.push('}');
   // dQ += dS·K (DQ); dV += Pᵀ·dO and dK += dSᵀ·Q (DKDV).
-  const updates: [string, string, string][] = pass === 'dq' ? [['o', '&Ps', '0u']] : [['v', '&Pt', '32u * KD'], ['k', '&Dt', '0u']];
+  const updates: [string, string, string][] = pass === 'dq' ? [['o', '&Ps', '0u']] : [['v', '&Pt', `${cols}u * KD`], ['k', '&Dt', '0u']];
   for (const [acc, scratch, at] of updates) {
-    update.push(`  let ${acc}p0 = ${load(L, scratch, 'sbase', true, '16u')};`, `  let ${acc}p1 = ${load(L, scratch, 'sbase + 256u', true, '16u')};`);
+    for (let hf = 0; hf < halves; hf++) update.push(`  let ${acc}p${hf} = ${load(L, scratch, `sbase + ${256 * hf}u`, true, '16u')};`);
     for (let n = 0; n < nd; n++) {
-      update.push(`  ${acc}${n}x = subgroupMatrixMultiplyAccumulate(${acc}p0, ${load(R, '&T', `${at} + ${16 * n}u`, false, 'KD')}, ${acc}${n}x);`);
-      update.push(`  ${acc}${n}x = subgroupMatrixMultiplyAccumulate(${acc}p1, ${load(R, '&T', `${at} + 16u * KD + ${16 * n}u`, false, 'KD')}, ${acc}${n}x);`);
+      for (let hf = 0; hf < halves; hf++) {
+        update.push(`  ${acc}${n}x = subgroupMatrixMultiplyAccumulate(${acc}p${hf}, ${load(R, '&T', `${at} + ${16 * hf}u * KD + ${16 * n}u`, false, 'KD')}, ${acc}${n}x);`);
+      }
     }
     for (let n = 0; n < nd; n++) {
       accinit.push(`  var ${acc}${n}x = ${A}();`);
@@ -229,7 +237,7 @@ export const tcBackwardKernel: Kernel = {
       dkdv ? '@group(0) @binding(8) var<storage, read_write> y16b: array<f16>;' : '',
     ].join('\n');
     return preprocess(wgslSource('attention_tc_backward'), {
-      ...v, ...tcBackwardBody(dkdv ? 'dkdv' : 'dq', v.D as number, !!v.KRELOAD), HEADER: head, COMMON: wgslSource('attention_common'),
+      ...v, ...tcBackwardBody(dkdv ? 'dkdv' : 'dq', v.D as number, !!v.KRELOAD, v.SC as number), HEADER: head, COMMON: wgslSource('attention_common'),
     });
   },
 };
@@ -239,24 +247,24 @@ export const tcBackwardKernel: Kernel = {
  * forward (callers check tcBackwardEligible). Exported for tests and dev/kernels/attention.ts.
  */
 export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, lse: GpuHandle, delta: GpuHandle, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}): [GpuHandle, GpuHandle, GpuHandle] {
-  const { nsg, kReload, kPad } = { ...TC_BACKWARD_DEFAULT, ...variant };
+  const { nsg, kReload, kPad, kvNsg, kvRows } = { ...TC_BACKWARD_DEFAULT, ...variant };
+  if (kvRows !== 16 && kvRows !== 32) throw new UnsupportedError(`webgpu: the tensor-core attention backward stages 16 or 32 query rows a step, not ${kvRows}`);
   if (!tcBackwardEligible(be.caps, q.dtype, g.dtype, a)) throw new UnsupportedError(`webgpu: the tensor-core attention backward does not take ${q.dtype} inputs (dO ${g.dtype}) of head dim ${a.d} with ${a.tq} query rows and ${a.tk} keys on ${be.caps.adapterName}`);
-  const need = tcBackwardSmem('dkdv', nsg, a.d, kPad);
-  if (need > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention backward with ${nsg} subgroups and rows padded by ${kPad} halves needs ${need} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
+  const need = Math.max(tcBackwardSmem('dq', nsg, a.d, kPad), tcBackwardSmem('dkdv', kvNsg, a.d, kPad, kvRows));
+  if (need > be.caps.maxWorkgroupStorage || 32 * Math.max(nsg, kvNsg) > be.caps.maxInvocations) throw new UnsupportedError(`webgpu: the tensor-core attention backward with ${nsg} and ${kvNsg} subgroups (${kvRows} query rows a dk/dv step) and rows padded by ${kPad} halves needs ${need} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
   const rows = a.batch * a.heads * a.tq, kvSize = a.batch * a.kvHeads * a.tk * a.d;
-  const gq = Math.ceil(a.tq / (16 * nsg)), gk = Math.ceil(a.tk / (16 * nsg));
+  const gq = Math.ceil(a.tq / (16 * nsg)), gk = Math.ceil(a.tk / (16 * kvNsg));
   checkGrid('attention backward', gq, gk, a.heads, a.batch);
   const u = uniforms(a);
   const dq = be.alloc('f16', rows * a.d, 'attention dq');
   const dk = be.alloc('f16', kvSize, 'attention dk');
   const dv = be.alloc('f16', kvSize, 'attention dv');
-  const base = { D: a.d, NSG: nsg, KPAD: kPad };
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { ...base, DQ: true },
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: 32, DQ: true },
     uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, lse.buffer, delta.buffer, dq.buffer], workgroups: [gq, a.heads, a.batch],
   });
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { ...base, DKDV: true, KRELOAD: kReload },
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload },
     uniforms: u, buffers: [k.h.buffer, v.h.buffer, q.h.buffer, g.h.buffer, lse.buffer, delta.buffer, dk.buffer, dv.buffer], workgroups: [gk, a.kvHeads, a.batch],
   });
   return [dq, dk, dv];

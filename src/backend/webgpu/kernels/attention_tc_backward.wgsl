@@ -11,7 +11,7 @@
 //   DKDV  a workgroup of NSG subgroups takes 16·NSG keys of one (batch, kv head); subgroup sg owns 16,
 //         whose k and v fragments stay in registers (KRELOAD: loaded again from global memory at
 //         every use, fewer registers). For each query head of the GQA group, per query block of
-//         BQ = 32 rows that can see the workgroup's keys, staged with its dO rows, lse and delta:
+//         BQ = 16 or 32 rows that can see the workgroup's keys, staged with its dO rows, lse and delta:
 //         Sᵀ = k·Qᵀ and dPᵀ = v·dOᵀ → workgroup memory, each key's lane pair makes Pᵀ and dSᵀ (f16);
 //         dV += Pᵀ·dO and dK += dSᵀ·Q (MMA). dk = scale·dK.
 //
@@ -31,9 +31,11 @@ const D = {{D}}u;
 const D8 = D / 8u;
 const KD = D + {{KPAD}}u;
 const LOG2E = 1.4426950408889634;
-// Per subgroup: 16 rows × 32 columns of S and dP (f32) and of the f16 products, column-major with
-// 16 rows a column: the lane pair of row r (lanes 2r, 2r + 1, alternate columns) reads 32 banks.
-const SP = 16u * 32u;
+// Per subgroup: 16 rows × SC columns (DQ: the BK keys; DKDV: the BQ query rows) of S and dP (f32)
+// and of the f16 products, column-major with 16 rows a column: the lane pair of row r (lanes 2r,
+// 2r + 1, alternate columns) reads 32 banks.
+const SC = {{SC}}u;
+const SP = 16u * SC;
 var<workgroup> Ss: array<f32, NSG * SP>;
 var<workgroup> Ds: array<f32, NSG * SP>;
 
@@ -130,7 +132,7 @@ fn put_tile(sg: u32, lane: u32, qrow0: u32, rb: u32, col: u32) {
 // Query block: q rows at T[0, BQ·KD), dO rows at T[BQ·KD, 2·BQ·KD), rows past tq as zeros; their
 // lse (log2 units) and delta.
 const BKV = NSG * 16u;
-const BQ = 32u;
+const BQ = SC;
 var<workgroup> T: array<f16, 2u * BQ * KD>;
 var<workgroup> Pt: array<f16, NSG * SP>;
 var<workgroup> Dt: array<f16, NSG * SP>;
