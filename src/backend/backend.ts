@@ -7,6 +7,7 @@
  * `Kernels` is the op table's backend half: a backend that misses one is a compile error.
  * A backend that lacks a kernel for a dtype throws UnsupportedError naming the op and the backend.
  */
+import type { Precision } from '../tensor/autocast.ts';
 import type { AnyHostArray, DType, FloatDType } from '../tensor/dtype.ts';
 
 /** A kernel's view of a tensor: the backend's own handle plus what the op layer knows of it. */
@@ -188,8 +189,18 @@ export interface Kernels<H> {
   sgd(param: Ref<H>, grad: Ref<H>, buf: Ref<H>, args: SGDArgs): void;
 }
 
+/** What mixed-precision training (tensor/autocast.ts) can use on a backend, and which of it runs fastest. */
+export interface PrecisionSupport {
+  offered: readonly Precision[];
+  fastest: Precision;
+  /** Why a precision is missing from `offered` (named in the error), where one is. */
+  missing?: string;
+}
+
 export interface Backend<H = unknown> extends Kernels<H> {
   readonly name: string;
+  /** The training precisions this backend computes (f32 always). */
+  precisions(): PrecisionSupport;
   /** Copies host data into a new handle; the array's length is the element count. */
   upload(data: AnyHostArray, dtype: DType): H;
   /** Reads a handle back; the one await on the hot path (STYLE.md §11). */

@@ -22,6 +22,7 @@ import { pathKind, readFileIfExists, writeFileAtomic, joinPath } from '../platfo
 import { BatchSampler, evalWindows, type EvalWindow, type TokenStore } from '../train/data/index.ts';
 import { presetTraining } from '../train/preset_training.ts';
 import { DEFAULT_TRAIN, parseTrainConfig, Trainer, type StepResult, type TrainConfig } from '../train/trainer.ts';
+import { PRECISIONS, type Precision } from '../tensor/autocast.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { loadCorpus, type Corpus } from './corpus.ts';
@@ -47,6 +48,9 @@ data and model:
   --init-from DIR            start from the weights, config and tokenizer of a model: a FON checkpoint or a Hugging Face
                              folder (fine-tuning; --preset, --config and --tokenizer do not apply; --lr defaults to 1e-4)
   --backend NAME             cpu, wasm, webgpu or auto (default: a hardware GPU, else wasm)
+  --precision P              f32, bf16 or f16: matmuls and attention in P, master weights, optimizer state and
+                             reductions in f32, f16 with dynamic loss scaling; checkpoints stay f32 (default auto:
+                             the backend's fastest, f16 on a GPU with f16 tensor cores, else f32)
   --resume                   continue the run in DIR from its last checkpoint, exactly (data, model, tokenizer and
                              hyper-parameters come from the checkpoint; --steps, --backend and the evaluation,
                              checkpoint and sample flags may be given)
@@ -71,7 +75,7 @@ const FLAGS = {
   'grad-clip': { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-windows': { type: 'string' },
   'checkpoint-every': { type: 'string' }, seed: { type: 'string' }, 'final-eval-windows': { type: 'string' },
   sample: { type: 'boolean' }, 'stop-after': { type: 'string' }, 'sample-tokens': { type: 'string' },
-  'init-from': { type: 'string' },
+  'init-from': { type: 'string' }, precision: { type: 'string' },
 } as const;
 
 type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
@@ -92,7 +96,7 @@ interface RunSpec {
 }
 
 /** Flags a resumed run takes from its checkpoint; giving them with --resume is an error. */
-const FIXED_BY_CHECKPOINT = ['data', 'preset', 'config', 'tokenizer', 'init-from', 'batch', 'accumulate', 'context', 'lr', 'min-lr', 'warmup', 'weight-decay', 'grad-clip', 'seed', 'overwrite'] as const;
+const FIXED_BY_CHECKPOINT = ['data', 'preset', 'config', 'tokenizer', 'init-from', 'batch', 'accumulate', 'context', 'lr', 'min-lr', 'warmup', 'weight-decay', 'grad-clip', 'seed', 'precision', 'overwrite'] as const;
 
 /** FNV-1a over 1024 ids spread evenly through the store (and its length). */
 function storeChecksum(store: TokenStore): number {
@@ -110,6 +114,13 @@ interface LogEntry { step: number; [k: string]: number | string }
 /** Fine-tuning from --init-from: a learning rate for weights that are already trained. */
 const INIT_FROM_TRAIN: Partial<TrainConfig> = { lr: 1e-4, minLr: 1e-5 };
 
+/** --precision: f32, bf16, f16 or auto (the default: the backend's fastest). */
+function precisionFlag(s: string | undefined): Precision | 'auto' {
+  if (s === undefined) return 'auto';
+  if (!(PRECISIONS as readonly string[]).includes(s) && s !== 'auto') throw new UsageError(`train: --precision ${s}: expected ${PRECISIONS.join(', ')} or auto`);
+  return s as Precision | 'auto';
+}
+
 /** Flags over the preset's training defaults (or INIT_FROM_TRAIN's) over DEFAULT_TRAIN. */
 function trainConfigFrom(v: Flags, context: number): TrainConfig {
   const n = (name: keyof Flags, fallback: number, o: { integer?: boolean; min?: number; max?: number } = {}) => numberFlag('train', name, v[name], fallback, o);
@@ -122,6 +133,7 @@ function trainConfigFrom(v: Flags, context: number): TrainConfig {
     weightDecay: n('weight-decay', d.weightDecay, { min: 0 }), beta1: d.beta1, beta2: d.beta2, gradClip: n('grad-clip', d.gradClip, { min: 0 }),
     evalEvery: n('eval-every', d.evalEvery, { integer: true, min: 0 }), evalWindows: n('eval-windows', d.evalWindows, { integer: true, min: 1 }),
     checkpointEvery: n('checkpoint-every', d.checkpointEvery, { integer: true, min: 0 }), seed: n('seed', d.seed, { integer: true, min: 0 }),
+    precision: precisionFlag(v.precision),
   };
 }
 
@@ -282,16 +294,20 @@ export async function trainCommand(argv: string[]): Promise<number> {
     if (was.backend !== backend.name) say(`warning: the run was trained on ${was.backend} and resumes on ${backend.name}: the loss curve will differ by rounding (pass --backend ${was.backend} to continue exactly)`);
   }
   spec.fingerprint = fingerprint;
-  const trainer = new Trainer(model, new BatchSampler(stores.train, { batch: tc.batchSize, context: tc.context, seed: tc.seed }), tc);
+  const resumed = resumeDir ? await readTrainerState(resumeDir) : null;
+  const trainer = new Trainer(model, new BatchSampler(stores.train, { batch: tc.batchSize, context: tc.context, seed: tc.seed }), tc, resumed?.lossScale);
+  // The run description keeps the precision the steps really take ('auto' resolved), so a resume on
+  // another backend continues in it (or says it cannot).
+  tc.precision = trainer.precision;
   let log: LogEntry[] = [];
   if (resumeDir) {
-    const state = await readTrainerState(resumeDir);
+    const state = resumed!;
     await loadOptimizerState(resumeDir, state, trainer.optimizer, backend);
     trainer.step = state.step;
     log = await readLog(outDir, state.step);
   }
   const byteLengths = tokenByteLengths(tokenizer, model.config.vocabSize);
-  say(`model: ${(model.parameterCount() / 1e6).toFixed(2)}M parameters, ${model.config.nLayers} layers, d=${model.config.dModel}; backend ${backend.name}; `
+  say(`model: ${(model.parameterCount() / 1e6).toFixed(2)}M parameters, ${model.config.nLayers} layers, d=${model.config.dModel}; backend ${backend.name}, precision ${trainer.precision}; `
     + `data ${spec.data}: ${stores.train.length} training and ${stores.validation.length} validation tokens`);
 
   let savedStep = -1;
@@ -299,7 +315,10 @@ export async function trainCommand(argv: string[]): Promise<number> {
     savedStep = trainer.step;
     const name = `step-${String(trainer.step).padStart(6, '0')}`;
     const opt = trainer.optimizer.stateDict();
-    await saveCheckpoint(outDir, name, model, tokenizer, { optimizer: trainer.optimizer, trainer: { step: trainer.step, optimizerScalars: opt.scalars, run: spec as unknown as Record<string, unknown> } });
+    await saveCheckpoint(outDir, name, model, tokenizer, {
+      optimizer: trainer.optimizer,
+      trainer: { step: trainer.step, optimizerScalars: opt.scalars, run: spec as unknown as Record<string, unknown>, ...(trainer.lossScale ? { lossScale: trainer.lossScale.state() } : {}) },
+    });
     await writeLog(outDir, log);
     await plot(outDir, log);
   };
@@ -328,7 +347,9 @@ export async function trainCommand(argv: string[]): Promise<number> {
       // SIGINT handler would wait for the next checkpoint's file writes: give the event loop a turn.
       await new Promise<void>((resolve) => setImmediate(resolve));
       const organTerms: Record<string, number> = r.exitLoss !== undefined ? { exitLoss: r.exitLoss, distill: r.distill! } : {};
-      log.push({ step: r.step, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ...organTerms });
+      // f16: the loss scale after the step, and whether its update was skipped for an overflow.
+      const scaling: Record<string, number> = trainer.lossScale ? { lossScale: trainer.lossScale.scale, ...(r.skipped ? { skipped: 1 } : {}) } : {};
+      log.push({ step: r.step, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ...organTerms, ...scaling });
       if (!Number.isFinite(r.loss)) throw new UsageError(`train: the loss became ${r.loss} at step ${r.step}; lower --lr (now ${tc.lr})`);
       bar.update(r.step * tokensPerStep, { step: `${r.step}/${tc.steps}`, loss: r.loss.toFixed(3), ...(r.exitLoss !== undefined ? { exit: r.exitLoss.toFixed(3), kl: r.distill!.toPrecision(3) } : {}) });
       const last = r.step === tc.steps;

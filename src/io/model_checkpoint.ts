@@ -10,6 +10,7 @@
  * `loadModel` needs the first three; `fon train --resume` needs all five. `loadModel` also reads
  * a Hugging Face model folder (io/hf/load.ts), told apart by its config.json.
  */
+import { parseLossScale, type LossScaleState } from '../train/loss_scale.ts';
 import type { Backend } from '../backend/backend.ts';
 import { clip, FonError, showValue } from '../errors.ts';
 import { Decoder } from '../model/decoder.ts';
@@ -29,7 +30,7 @@ export const TOKENIZER_FILE = 'tokenizer.json';
 export const OPTIMIZER_FILE = 'optimizer.safetensors';
 export const TRAINER_FILE = 'trainer.json';
 
-const TRAINER_KEYS = ['step', 'optimizerScalars', 'run'];
+const TRAINER_KEYS = ['step', 'optimizerScalars', 'run', 'lossScale'];
 
 /** What training needs beyond the weights to continue exactly where it stopped. */
 export interface TrainerState {
@@ -37,6 +38,8 @@ export interface TrainerState {
   optimizerScalars: Record<string, number>;
   /** The training config and data description of the run (JSON). */
   run: Record<string, unknown>;
+  /** f16 training's dynamic loss scale (train/loss_scale.ts); absent in f32 and bf16. */
+  lossScale?: LossScaleState;
 }
 
 export interface SaveOptions {
@@ -130,6 +133,14 @@ export async function readTrainerState(dir: string): Promise<TrainerState> {
   for (const [k, x] of Object.entries(state.optimizerScalars as Record<string, unknown>)) {
     const bad = typeof x !== 'number' || !Number.isFinite(x) || x < 0 || (k === 't' && !Number.isInteger(x));
     if (bad) throw new CheckpointError(`${file}: optimizerScalars '${clip(k, 80)}' = ${showValue(x)}: expected ${k === 't' ? 'an integer' : 'a finite number'} ≥ 0`);
+  }
+  if (state.lossScale !== undefined) {
+    try {
+      state.lossScale = parseLossScale(state.lossScale, `${file}: lossScale`);
+    } catch (e) {
+      if (e instanceof FonError) throw new CheckpointError(e.message);
+      throw e;
+    }
   }
   return state as TrainerState;
 }

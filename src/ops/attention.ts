@@ -7,6 +7,8 @@
 import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
 import type { AttentionArgs } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
+import { autocastDType } from '../tensor/autocast.ts';
+import { viaLowPrecision } from './cast.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { backendOf, fmt, ref, requireFloat, wrap } from './run.ts';
 
@@ -77,6 +79,8 @@ export function attentionMulti(q: Tensor, parts: readonly AttentionPart[]): Tens
 
 /** q (B, H, Tq, D), k and v (B, Hkv, Tk, D) with H % Hkv == 0 → (B, H, Tq, D). Softmax statistics in f32. */
 export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
+  const low = autocastDType();
+  if (low && q.dtype === 'f32') return viaLowPrecision(low, [q, k, v], ([ql, kl, vl]) => attention(ql, kl, vl, opts));
   const b = backendOf('attention', q, k, v);
   const args = attentionArgs(q, k, v, opts);
   const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args);

@@ -20,6 +20,8 @@
 import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
 import type { FoxAttentionArgs } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
+import { autocastDType } from '../tensor/autocast.ts';
+import { viaLowPrecision } from './cast.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { backendOf, fmt, ref, requireDType, requireFloat, wrap } from './run.ts';
 
@@ -62,6 +64,8 @@ export function requireF32Shape(op: string, what: string, t: Tensor, want: reado
  * scale·q·kᵀ + c[p_i] − c[j]. Differentiable in q, k, v and c.
  */
 export function foxAttention(q: Tensor, k: Tensor, v: Tensor, c: Tensor, opts: FoxAttentionOptions = {}): Tensor {
+  const low = autocastDType();
+  if (low && q.dtype === 'f32') return viaLowPrecision(low, [q, k, v], ([ql, kl, vl]) => foxAttention(ql, kl, vl, c, opts));
   const b = backendOf('foxAttention', q, k, v, c);
   const args = foxAttentionArgs('foxAttention', q, k, v, opts);
   requireF32Shape('foxAttention', 'c (cumulative log forget gate)', c, [args.batch, args.heads, args.tk], `(B, H, Tk) for ${describe(q, k, v)}`);

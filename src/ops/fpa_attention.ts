@@ -21,6 +21,8 @@
  */
 import type { Tensor } from '../tensor/tensor.ts';
 import { record } from '../tensor/autograd.ts';
+import { autocastDType } from '../tensor/autocast.ts';
+import { viaLowPrecision } from './cast.ts';
 import { foxAttentionArgs, requireF32Shape, type FoxAttentionOptions } from './fox_attention.ts';
 import { backendOf, fmt, ref, wrap } from './run.ts';
 
@@ -32,6 +34,8 @@ export type FpaAttentionOptions = FoxAttentionOptions;
  * → (B, H, Tq, D). Differentiable in all six inputs.
  */
 export function fpaAttention(q: Tensor, k: Tensor, v: Tensor, phi: Tensor, level: Tensor, lambda: Tensor, opts: FpaAttentionOptions = {}): Tensor {
+  const low = autocastDType();
+  if (low && q.dtype === 'f32') return viaLowPrecision(low, [q, k, v], ([ql, kl, vl]) => fpaAttention(ql, kl, vl, phi, level, lambda, opts));
   const b = backendOf('fpaAttention', q, k, v, phi, level, lambda);
   const args = foxAttentionArgs('fpaAttention', q, k, v, opts);
   const why = `(B, Hkv, Tk) for q ${fmt(q.shape)} and k ${fmt(k.shape)}`;

@@ -1,13 +1,19 @@
 /** Batched matrix multiply with optional transposes and batch broadcasting, and its gradient. */
 import { ShapeError } from '../errors.ts';
 import { record } from '../tensor/autograd.ts';
+import { autocastDType } from '../tensor/autocast.ts';
 import type { FloatDType } from '../tensor/dtype.ts';
+import { cast } from './cast.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { add } from './elementwise.ts';
 import { broadcastTo, reshape, sumTo } from './layout.ts';
 import { backendOf, broadcastShapes, disposing, fmt, ref, requireFloat, requireSameDType, sizeOf, wrap } from './run.ts';
 
-export interface MatmulOptions { transA?: boolean; transB?: boolean }
+export interface MatmulOptions {
+  transA?: boolean; transB?: boolean;
+  /** The result's dtype (default the operands'): f16 operands with an f32 result under autocast. Accumulation is f32 regardless. */
+  outDType?: FloatDType;
+}
 
 /**
  * C = op(A)·op(B) over the last two axes; leading axes broadcast (NumPy rules). Rank-1 operands
@@ -29,11 +35,14 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
   const ea = aB === batch || aB === 1 ? a : expandBatch(a, batchShape);
   const eb = bB === batch || bB === 1 ? b : expandBatch(b, batchShape);
   const outShape = [...batchShape, m, n];
+  const outDType = opts.outDType ?? (a.dtype as FloatDType);
   const out = wrap(be, be.matmul(ref(ea), ref(eb), {
-    batch, m, n, k: ka, transA, transB, batchA: ea.size / (m * ka) || 1, batchB: eb.size / (kb * n) || 1, outDType: a.dtype as FloatDType,
-  }), outShape, a.dtype);
+    batch, m, n, k: ka, transA, transB, batchA: ea.size / (m * ka) || 1, batchB: eb.size / (kb * n) || 1, outDType,
+  }), outShape, outDType);
   disposing(null, ...(ea !== a ? [ea] : []), ...(eb !== b ? [eb] : []));
-  return record('matmul', out, [a, b], (g, [sa, sb]) => {
+  return record('matmul', out, [a, b], (g0, [sa, sb]) => {
+    // A result of another dtype than the operands' sends its gradient back in theirs.
+    const g = g0.dtype === sa.dtype ? g0 : cast(g0, sa.dtype);
     // dA = g·op(B)ᵀ (or its transpose), dB = op(A)ᵀ·g (or its transpose)
     const da = a.requiresGrad ? (transA ? matmul(sb, g, { transA: transB, transB: true }) : matmul(g, sb, { transB: !transB })) : null;
     const db = b.requiresGrad ? (transB ? matmul(g, sa, { transA: true, transB: transA }) : matmul(sa, g, { transA: !transA })) : null;
@@ -45,11 +54,19 @@ function expandBatch(x: Tensor, batchShape: readonly number[]): Tensor {
   return broadcastTo(x, [...batchShape, ...x.shape.slice(-2)]);
 }
 
-/** x·W (+ bias): x (…, in), weight (in, out) or, with transposed weights as in PyTorch, (out, in). */
+/**
+ * x·W (+ bias): x (…, in), weight (in, out) or, with transposed weights as in PyTorch, (out, in).
+ * Inside an autocast scope, f32 x and W are multiplied as copies in its dtype, the result in f32.
+ */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor, weightIsOutIn = true): Tensor {
   const inF = x.shape[x.rank - 1];
   const x2 = reshape(x, [-1, inF]);
-  const y2 = matmul(x2, weight, { transB: weightIsOutIn });
+  const low = autocastDType();
+  let y2: Tensor;
+  if (low && x.dtype === 'f32' && weight.dtype === 'f32') {
+    const xl = cast(x2, low), wl = cast(weight, low);
+    y2 = disposing(matmul(xl, wl, { transB: weightIsOutIn, outDType: 'f32' }), xl, wl);
+  } else y2 = matmul(x2, weight, { transB: weightIsOutIn });
   const outF = y2.shape[1];
   const y = disposing(reshape(y2, [...x.shape.slice(0, -1), outF]), x2, y2);
   return bias ? disposing(add(y, bias), y) : y;

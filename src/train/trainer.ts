@@ -14,14 +14,16 @@
  * (weights, optimizer moments and step count), so a run stopped at step s and resumed follows the
  * uninterrupted run's loss curve.
  */
-import { ArgumentError, clip, ConfigError, type FonError, showValue } from '../errors.ts';
+import { ArgumentError, clip, ConfigError, type FonError, showValue, UnsupportedError } from '../errors.ts';
 import { tensor } from '../ops/creation.ts';
 import { add, mul } from '../ops/elementwise.ts';
 import { concat, reshape } from '../ops/layout.ts';
 import type { Decoder } from '../model/decoder.ts';
+import { autocast, PRECISIONS, type Precision } from '../tensor/autocast.ts';
 import { noGrad, tidy } from '../tensor/scope.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { clipGradNorm } from './clip.ts';
+import { clipGradNorm, gradNorm } from './clip.ts';
+import { DynamicLossScale, type LossScaleState } from './loss_scale.ts';
 import { AdamW } from './optim.ts';
 import { layerKeepMasks, trainingLoss } from './organ_loss.ts';
 import { warmupCosine, type Schedule } from './schedule.ts';
@@ -53,16 +55,22 @@ export interface TrainConfig {
   checkpointEvery: number;
   /** Seeds initialisation and the batch order. */
   seed: number;
+  /**
+   * Matmuls and attention in f32, bf16 or f16 (tensor/autocast.ts; master weights, optimizer state
+   * and reductions stay f32; f16 adds dynamic loss scaling); 'auto': the backend's fastest.
+   */
+  precision: Precision | 'auto';
 }
 
 export const DEFAULT_TRAIN: TrainConfig = {
   steps: 1000, batchSize: 16, accumulate: 1, context: 256,
   lr: 3e-3, minLr: 3e-4, warmup: 50, weightDecay: 0.1, beta1: 0.9, beta2: 0.95, gradClip: 1.0,
-  evalEvery: 200, evalWindows: 64, checkpointEvery: 200, seed: 1337,
+  evalEvery: 200, evalWindows: 64, checkpointEvery: 200, seed: 1337, precision: 'auto',
 };
 
 /** Each TrainConfig field's rule: an integer or any number, and its range (the flags' rules, src/cli/train.ts). */
-const TRAIN_RULES: Record<keyof TrainConfig, { integer: boolean; min: number; max?: number; below?: number }> = {
+type NumericSetting = Exclude<keyof TrainConfig, 'precision'>;
+const TRAIN_RULES: Record<NumericSetting, { integer: boolean; min: number; max?: number; below?: number }> = {
   steps: { integer: true, min: 1 }, batchSize: { integer: true, min: 1 }, accumulate: { integer: true, min: 1 }, context: { integer: true, min: 1 },
   lr: { integer: false, min: 0 }, minLr: { integer: false, min: 0 }, warmup: { integer: true, min: 0 }, weightDecay: { integer: false, min: 0 },
   beta1: { integer: false, min: 0, below: 1 }, beta2: { integer: false, min: 0, below: 1 }, gradClip: { integer: false, min: 0 },
@@ -72,7 +80,7 @@ const TRAIN_RULES: Record<keyof TrainConfig, { integer: boolean; min: number; ma
 /** Every TrainConfig field of `o` held to TRAIN_RULES (present, a finite number of its range) and warmup ≤ steps; `fail` makes the error naming `where`, the key and the value. */
 function checkRules(o: Record<string, unknown>, where: string, fail: (message: string) => FonError): TrainConfig {
   const out = {} as TrainConfig;
-  for (const [k, r] of Object.entries(TRAIN_RULES) as [keyof TrainConfig, (typeof TRAIN_RULES)[keyof TrainConfig]][]) {
+  for (const [k, r] of Object.entries(TRAIN_RULES) as [NumericSetting, (typeof TRAIN_RULES)[NumericSetting]][]) {
     const v = o[k];
     const range = `${r.integer ? 'an integer' : 'a number'} ≥ ${r.min}${r.below !== undefined ? ` and < ${r.below}` : ''}`;
     if (typeof v !== 'number' || !Number.isFinite(v) || (r.integer && !Number.isInteger(v)) || v < r.min || (r.below !== undefined && v >= r.below)) {
@@ -81,6 +89,10 @@ function checkRules(o: Record<string, unknown>, where: string, fail: (message: s
     out[k] = v;
   }
   if (out.warmup > out.steps) throw fail(`${where}: 'warmup' = ${out.warmup}: expected at most 'steps' = ${out.steps}`);
+  // A run description from before precisions existed trained in f32.
+  const p = o.precision ?? 'f32';
+  if (typeof p !== 'string' || ![...PRECISIONS, 'auto'].includes(p)) throw fail(`${where}: 'precision' = ${showValue(p)}: expected ${[...PRECISIONS, 'auto'].join(', ')}`);
+  out.precision = p as Precision | 'auto';
   return out;
 }
 
@@ -93,7 +105,7 @@ function checkRules(o: Record<string, unknown>, where: string, fail: (message: s
 export function parseTrainConfig(value: unknown, where: string): TrainConfig {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ConfigError(`${where}: expected an object of training settings, got ${showValue(value)}`);
   const o = value as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (!Object.hasOwn(TRAIN_RULES, k)) throw new ConfigError(`${where}: unknown key '${clip(k, 80)}'; expected ${Object.keys(TRAIN_RULES).join(', ')}`);
+  for (const k of Object.keys(o)) if (!Object.hasOwn(TRAIN_RULES, k) && k !== 'precision') throw new ConfigError(`${where}: unknown key '${clip(k, 80)}'; expected ${[...Object.keys(TRAIN_RULES), 'precision'].join(', ')}`);
   return checkRules(o, where, (m) => new ConfigError(m));
 }
 
@@ -113,6 +125,8 @@ export interface StepResult {
   exitLoss?: number;
   /** With organs: KL(sg(p_L) ‖ p_D), mean over positions. */
   distill?: number;
+  /** f16: the gradients overflowed at this loss scale, so the update was skipped (and the scale halved). */
+  skipped?: boolean;
 }
 
 /** A TrainConfig given in code, checked before training: the same rules as parseTrainConfig (an ArgumentError), then against the model: context ≤ its context length, lr > 0, minLr ≤ lr. */
@@ -125,12 +139,22 @@ export function checkTrainConfig(c: TrainConfig, contextLength: number): void {
 export class Trainer {
   readonly optimizer: AdamW;
   readonly schedule: Schedule;
+  /** The precision the steps run in (config.precision, 'auto' resolved against the backend). */
+  readonly precision: Precision;
+  /** f16's dynamic loss scale (null in f32 and bf16); its state is saved with the trainer. */
+  readonly lossScale: DynamicLossScale | null;
   /** Optimizer steps done (the next step to run). */
   step = 0;
 
-  constructor(readonly model: Decoder, readonly batches: Batches, readonly config: TrainConfig) {
+  constructor(readonly model: Decoder, readonly batches: Batches, readonly config: TrainConfig, lossScale?: LossScaleState) {
     checkTrainConfig(config, model.config.contextLength);
     const c = config;
+    const support = model.embed.weight.backend.precisions();
+    this.precision = c.precision === 'auto' ? support.fastest : c.precision;
+    if (!support.offered.includes(this.precision)) {
+      throw new UnsupportedError(`train: precision '${this.precision}' is not offered by the ${model.embed.weight.backend.name} backend${support.missing ? ` (${support.missing})` : ''}; it offers ${support.offered.join(', ')}`);
+    }
+    this.lossScale = this.precision === 'f16' ? new DynamicLossScale(lossScale) : null;
     // Decoupled weight decay on matrices only (norm weights, biases and 1-D tensors are not decayed).
     this.optimizer = new AdamW(model.parameters(), { lr: c.lr, betas: [c.beta1, c.beta2], weightDecay: c.weightDecay });
     this.optimizer.decayMask = model.parameters().map((p) => p.rank >= 2);
@@ -153,10 +177,12 @@ export class Trainer {
       const l = tidy(() => {
         const x = tensor(inputs, [c.batchSize, c.context], { backend: b, dtype: 'i32' });
         const y = tensor(targets, [c.batchSize, c.context], { backend: b, dtype: 'i32' });
-        const parts = trainingLoss(this.model, x, y, { layerKeep });
+        const parts = autocast(this.precision, () => trainingLoss(this.model, x, y, { layerKeep }));
         // Each micro-batch's loss counts 1/accumulate, so the summed gradient is the mean's and
-        // clipping sees the same norm as one batch of accumulate × batchSize.
-        (c.accumulate === 1 ? parts.loss : mul(parts.loss, 1 / c.accumulate)).backward();
+        // clipping sees the same norm as one batch of accumulate × batchSize; in f16 the loss scale
+        // multiplies it too (the gradients are unscaled in the optimizer step).
+        const weight = (this.lossScale?.scale ?? 1) / c.accumulate;
+        (weight === 1 ? parts.loss : mul(parts.loss, weight)).backward();
         const reported = [parts.ce, ...(organs ? [parts.exitCe!, parts.distill!] : [])].map((t) => reshape(t.detach(), [1]));
         const d = reported.length === 1 ? reported[0] : concat(reported);
         return total ? add(total, d) : d;
@@ -164,6 +190,7 @@ export class Trainer {
       if (total && total !== l) total.dispose();
       total = l;
     }
+    if (this.lossScale) return this.scaledStep(total!, lr);
     const norm = c.gradClip > 0 ? clipGradNorm(this.optimizer.params, c.gradClip) : null;
     this.optimizer.step();
     this.optimizer.zeroGrad();
@@ -175,6 +202,34 @@ export class Trainer {
     this.step++;
     const r: StepResult = { step: this.step, loss: host[0] / c.accumulate, lr, gradNorm, tokens: c.accumulate * c.batchSize * c.context };
     if (organs) { r.exitLoss = host[1] / c.accumulate; r.distill = host[2] / c.accumulate; }
+    return r;
+  }
+
+  /**
+   * The end of an f16 step: the norm of the scaled gradients is read back before the update (the
+   * one read of the step, with the losses); a non-finite norm skips the update and halves the
+   * scale, a finite one unscales and clips through AdamW's gradient multiplier.
+   */
+  private async scaledStep(total: Tensor, lr: number): Promise<StepResult> {
+    const c = this.config, scaler = this.lossScale!;
+    const norm = gradNorm(this.optimizer.params);
+    const stats = noGrad(() => tidy(() => concat([total, reshape(norm, [1])])));
+    const host = await stats.data();
+    for (const t of [stats, total, norm]) t.dispose();
+    const scaled = host[host.length - 1];
+    const finite = Number.isFinite(scaled);
+    const trueNorm = scaled / scaler.scale;
+    if (finite) {
+      const clipBy = c.gradClip > 0 ? Math.min(1, c.gradClip / (trueNorm + 1e-6)) : 1;
+      this.optimizer.gradScale = clipBy / scaler.scale;
+      this.optimizer.step();
+      this.optimizer.gradScale = 1;
+    }
+    this.optimizer.zeroGrad();
+    scaler.update(finite);
+    this.step++;
+    const r: StepResult = { step: this.step, loss: host[0] / c.accumulate, lr, gradNorm: finite ? trueNorm : NaN, tokens: c.accumulate * c.batchSize * c.context, skipped: !finite };
+    if (this.model.config.organs) { r.exitLoss = host[1] / c.accumulate; r.distill = host[2] / c.accumulate; }
     return r;
   }
 

@@ -159,6 +159,31 @@ test('fon train --resume: flags fixed by the checkpoint, a corrupt trainer.json 
   assertCleanError(fon('train', '--out', out, '--resume', '--backend', 'cpu'), /trainer\.json: expected \{"step": integer, "optimizerScalars"/);
 });
 
+test('fon train --precision f16: the loss scale is saved and a stopped run resumes exactly; a bad or changed precision is refused', () => {
+  const a = join(dir, 'f16-straight'), b = join(dir, 'f16-resumed');
+  const F16 = [...TRAIN, '--precision', 'f16', '--steps', '4'];
+  const straight = fon(...F16, '--out', a);
+  assert.equal(straight.code, 0, straight.err);
+  assert.match(straight.err, /backend cpu, precision f16;/);
+  const log = readFileSync(join(a, 'log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  assert.ok(log.filter((e) => e.loss !== undefined).every((e) => e.lossScale === 65536 && e.skipped === undefined), 'every step taken at the initial scale');
+  const state = JSON.parse(readFileSync(join(a, 'step-000004', 'trainer.json'), 'utf8'));
+  assert.deepEqual(state.lossScale, { scale: 65536, goodSteps: 4 });
+  assert.equal(state.run.train.precision, 'f16');
+  assert.equal(fon(...F16, '--out', b, '--stop-after', '2').code, 130);
+  assertCleanError(fon('train', '--out', b, '--resume', '--backend', 'cpu', '--precision', 'f32'), /drop --precision/);
+  const resumed = fon('train', '--out', b, '--resume', '--backend', 'cpu', '--final-eval-windows', '4');
+  assert.equal(resumed.code, 0, resumed.err);
+  assert.equal(readFileSync(join(b, 'log.jsonl'), 'utf8'), readFileSync(join(a, 'log.jsonl'), 'utf8'));
+  assert.deepEqual(readFileSync(join(b, 'step-000004', 'model.safetensors')), readFileSync(join(a, 'step-000004', 'model.safetensors')));
+  assertCleanError(fon(...TRAIN, '--out', join(dir, 'f64'), '--precision', 'f64'), /train: --precision f64: expected f32, bf16, f16 or auto/);
+  const file = join(b, 'step-000004', 'trainer.json');
+  const s = JSON.parse(readFileSync(file, 'utf8'));
+  s.lossScale.scale = -1;
+  writeFileSync(file, JSON.stringify(s));
+  assertCleanError(fon('train', '--out', b, '--resume', '--backend', 'cpu', '--steps', '5'), /trainer\.json: lossScale: 'scale' = -1: expected a finite number ≥ 1/);
+});
+
 test('fon train --resume holds trainer.json to the flags\' rules: bad optimizer scalars and training settings are named, not run', () => {
   const out = join(dir, 'tampered');
   assert.equal(fon(...TRAIN, '--out', out, '--steps', '2', '--eval-every', '0').code, 0);
@@ -177,7 +202,8 @@ test('fon train --resume holds trainer.json to the flags\' rules: bad optimizer 
   tamper((s) => { s.run.train.beta1 = null; }, `${file}: run.train: 'beta1' = null: expected a number ≥ 0 and < 1`);
   tamper((s) => { delete s.run.train.lr; }, `${file}: run.train: 'lr' = missing: expected a number ≥ 0`);
   tamper((s) => { s.run.train.batchSize = 2.5; }, `${file}: run.train: 'batchSize' = 2.5: expected an integer ≥ 1`);
-  tamper((s) => { s.run.train.extra = 1; }, `${file}: run.train: unknown key 'extra'; expected steps, batchSize, accumulate, context, lr, minLr, warmup, weightDecay, beta1, beta2, gradClip, evalEvery, evalWindows, checkpointEvery, seed`);
+  tamper((s) => { s.run.train.extra = 1; }, `${file}: run.train: unknown key 'extra'; expected steps, batchSize, accumulate, context, lr, minLr, warmup, weightDecay, beta1, beta2, gradClip, evalEvery, evalWindows, checkpointEvery, seed, precision`);
+  tamper((s) => { s.run.train.precision = 'f8'; }, `${file}: run.train: 'precision' = "f8": expected f32, bf16, f16, auto`);
   writeFileSync(file, good);
   assert.equal(fon('train', '--out', out, '--resume', '--backend', 'cpu', '--steps', '3', '--final-eval-windows', '1').code, 0, 'the untouched state resumes');
 });

@@ -67,7 +67,7 @@ test('checkpoint: trainer.json with an unknown key, and optimizer moments holdin
   const trainer = JSON.parse(readFileSync(join(dir, 'trainer.json'), 'utf8'));
   writeFileSync(join(dir, 'trainer.json'), JSON.stringify({ ...trainer, stepp: 3 }));
   await assert.rejects(loadTrainerState(dir, opt, cpu), (e: unknown) => e instanceof fon.FonError
-    && e.message === `${join(dir, 'trainer.json')}: unknown key 'stepp'; expected step, optimizerScalars, run`);
+    && e.message === `${join(dir, 'trainer.json')}: unknown key 'stepp'; expected step, optimizerScalars, run, lossScale`);
   writeFileSync(join(dir, 'trainer.json'), JSON.stringify(trainer));
   const moments = Object.fromEntries(await Promise.all(Object.entries(st.tensors).map(async ([n, t]) => [n, { dtype: 'F32' as const, shape: [...t.shape], data: new Float32Array(await t.data()) }])));
   moments['v.2'].data[1] = NaN;

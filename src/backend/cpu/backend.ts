@@ -3,7 +3,7 @@
  * other backend is checked against, so clarity wins over speed here; `wasm` is the fast CPU path.
  */
 import type { AnyHostArray, DType } from '../../tensor/dtype.ts';
-import type { Backend } from '../backend.ts';
+import type { Backend, PrecisionSupport } from '../backend.ts';
 import { adamw, sgd } from './optim.ts';
 import { attention, attentionBackward, kvWrite } from './attention.ts';
 import { foxAttention, foxAttentionBackward } from './fox_attention.ts';
@@ -18,6 +18,11 @@ import { logsumexp, reduce, scan, softmax, softmaxBackward, sort } from './reduc
 
 export class CpuBackend implements Backend<CpuHandle> {
   readonly name: string = 'cpu';
+
+  /** Every precision (16-bit values are rounded on store and computed in f32); f32 is fastest, as no kernel here is faster in 16 bits. */
+  precisions(): PrecisionSupport {
+    return { offered: ['f32', 'bf16', 'f16'], fastest: 'f32' };
+  }
   private live = new Set<CpuHandle>();
 
   /** Every handle a kernel returns passes through here, so `memory()` sees it. */

@@ -6,7 +6,8 @@
  */
 import { DeviceError } from '../../errors.ts';
 import { bytesPerElement, type AnyHostArray, type DType } from '../../tensor/dtype.ts';
-import type { Backend, Ref } from '../backend.ts';
+import type { Backend, PrecisionSupport, Ref } from '../backend.ts';
+import { tensorCores16 } from './kernels/subgroup_matrix.ts';
 import { requestDevice, type GpuCaps } from './device.ts';
 import { GpuRuntime } from './runtime.ts';
 import { loadSources } from './sources.ts';
@@ -21,12 +22,26 @@ export interface GpuHandle {
 }
 export type GpuRef = Ref<GpuHandle>;
 
-type KernelTable = Omit<Backend<GpuHandle>, 'name' | 'upload' | 'read' | 'readSync' | 'free' | 'sync' | 'memory' | 'destroy'>;
+type KernelTable = Omit<Backend<GpuHandle>, 'name' | 'upload' | 'read' | 'readSync' | 'free' | 'sync' | 'memory' | 'destroy' | 'precisions'>;
 
 export class WebGpuBackend implements Backend<GpuHandle> {
   readonly name = 'webgpu';
   readonly caps: GpuCaps;
   private destroyed = false;
+
+  /**
+   * f32 and bf16 everywhere; f16 with `shader-f16`. Fastest: f16 where the tensor cores take it
+   * (matmul_tc.wgsl, attention_tc*.wgsl), else f32 (16-bit storage saves bandwidth but the ALU
+   * kernels compute in f32 and pack and unpack on top).
+   */
+  precisions(): PrecisionSupport {
+    const f16 = this.caps.f16;
+    return {
+      offered: f16 ? ['f32', 'bf16', 'f16'] : ['f32', 'bf16'],
+      fastest: f16 && tensorCores16(this.caps) ? 'f16' : 'f32',
+      ...(f16 ? {} : { missing: `${this.caps.adapterName} lacks shader-f16` }),
+    };
+  }
 
   private constructor(readonly rt: GpuRuntime) {
     this.caps = rt.caps;
