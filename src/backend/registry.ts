@@ -5,6 +5,8 @@
 import { ArgumentError, UnsupportedError } from '../errors.ts';
 import type { Backend } from './backend.ts';
 import { CpuBackend } from './cpu/backend.ts';
+import { timeKernels } from './kernel_timing.ts';
+import { debugLevel } from '../platform/debug.ts';
 
 export type BackendName = 'cpu' | 'wasm' | 'webgpu';
 const ready = new Map<string, Backend>();
@@ -14,6 +16,11 @@ let current: Backend | null = null;
 
 type Factory = () => Promise<Backend>;
 const factories = new Map<string, Factory>([['cpu', async () => new CpuBackend()]]);
+
+/** FON_DEBUG=2: the CPU backends' kernel calls timed (WebGPU times its own dispatches). */
+function withDebug(b: Backend): Backend {
+  return debugLevel() >= 2 && b.name !== 'webgpu' ? timeKernels(b) : b;
+}
 
 /** Lets the wasm and webgpu modules register themselves without the core importing Node-only code. */
 export function registerBackendFactory(name: string, factory: Factory): void {
@@ -51,7 +58,7 @@ export async function initBackend(name: BackendName | 'auto'): Promise<Backend> 
   if (!f) throw new ArgumentError(`initBackend: unknown backend '${name}', expected one of ${[...factories.keys()].join(', ')} (import its module first)`);
   let p = starting.get(name);
   if (!p) {
-    p = f().then((b) => { ready.set(name, b); return b; }).finally(() => { starting.delete(name); });
+    p = f().then((b) => { ready.set(name, withDebug(b)); return b; }).finally(() => { starting.delete(name); });
     starting.set(name, p);
   }
   return p;
@@ -71,7 +78,7 @@ export function setBackend(b: Backend | BackendName): Backend {
 export function getBackend(): Backend {
   if (!current) {
     let cpu = ready.get('cpu');
-    if (!cpu) { cpu = new CpuBackend(); ready.set('cpu', cpu); }
+    if (!cpu) { cpu = withDebug(new CpuBackend()); ready.set('cpu', cpu); }
     current = cpu;
   }
   return current;

@@ -2,6 +2,7 @@
  * The seam between ops and backends: checks that inputs live on one backend, hands the kernel
  * its Refs, and wraps returned handles as tensors. Shape helpers every op shares live here too.
  */
+import { debugLevel, debugLine } from '../platform/debug.ts';
 import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
 import type { Backend, Ref } from '../backend/backend.ts';
 import { isFloat, type DType } from '../tensor/dtype.ts';
@@ -16,6 +17,7 @@ export function ref(t: Tensor): Ref<unknown> {
 export function backendOf(op: string, ...ts: Tensor[]): Backend {
   const b = ts[0].backend;
   for (const t of ts) if (t.backend !== b) throw new ArgumentError(`${op}: tensors live on different backends ('${b.name}' and '${t.backend.name}'); move one with toBackend()`);
+  if (debugLevel() >= 1) debugLine(`[fon] ${op} on ${b.name}: ${ts.map((t) => `${t.dtype}${fmt(t.shape)}`).join(' ')}`);
   return b;
 }
 

@@ -28,8 +28,11 @@ export class GpuProfiler {
   private pending: Batch[] = [];
   private totals = new Map<string, { dispatches: number; ns: bigint }>();
 
-  /** `perSubmit`: the most dispatches the runtime records between submits (two queries each). */
-  constructor(private device: GPUDevice, perSubmit: number) {
+  /**
+   * `perSubmit`: the most dispatches the runtime records between submits (two queries each);
+   * `echo` hears each dispatch's time as it comes back (FON_DEBUG=2).
+   */
+  constructor(private device: GPUDevice, perSubmit: number, private echo?: (kernel: string, variant: string, ms: number) => void) {
     this.querySet = device.createQuerySet({ type: 'timestamp', count: 2 * perSubmit });
     this.resolve = device.createBuffer({ size: 2 * perSubmit * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
   }
@@ -61,6 +64,7 @@ export class GpuProfiler {
           row.dispatches++;
           row.ns += ns;
           this.totals.set(labels[d], row);
+          if (this.echo) { const [kernel, variant] = labels[d].split('\u0000'); this.echo(kernel, variant, Number(ns) / 1e6); }
         }
         staging.unmap();
       }, () => { /* device lost: the runtime reports it */ }).finally(() => {
@@ -69,6 +73,11 @@ export class GpuProfiler {
       });
       this.pending.push(batch);
     };
+  }
+
+  /** Forgets the totals so far (a profile starting while FON_DEBUG=2 already times every dispatch). */
+  reset(): void {
+    this.totals.clear();
   }
 
   /** Every kernel's time since the last `take`, slowest first; clears the totals. */

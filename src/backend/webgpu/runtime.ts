@@ -9,7 +9,7 @@
  * that buffer's previous contents).
  */
 import { ArgumentError, DeviceError, UnsupportedError } from '../../errors.ts';
-import { env } from '../../platform/env.ts';
+import { debugLevel, debugLine } from '../../platform/debug.ts';
 import type { GpuCaps } from './device.ts';
 import { BufferPool } from './pool.ts';
 import { GpuProfiler, type KernelTime } from './profile.ts';
@@ -98,8 +98,8 @@ export class GpuRuntime {
   private pass: GPUComputePassEncoder | null = null;
   /** The pipeline last set in `pass` (a pass keeps it across dispatches, so it is set only when it changes). */
   private passPipeline: GPUComputePipeline | null = null;
-  /** FON_DEBUG, read once: the environment lookup costs host time on every dispatch otherwise. */
-  private readonly debug = env('FON_DEBUG');
+  /** FON_DEBUG's level (platform/debug.ts): ≥ 1 prints dispatches, ≥ 2 their GPU times, ≥ 3 the WGSL of new pipelines. */
+  private readonly debug = debugLevel();
   private ringCpu = new Uint32Array(RING_BYTES / 4);
   private ringUsed = 0;
   /** The uniform ring: one buffer, rewritten per submit (queue order makes reuse safe). */
@@ -118,6 +118,10 @@ export class GpuRuntime {
     this.pool = new BufferPool(device, caps.maxBuffer, caps.maxBinding);
     device.lost.then((info) => { this.lostReason = `${info.reason}: ${info.message}`; });
     device.onuncapturederror = (e) => { this.uncaptured ??= e.error.message; };
+    if (this.debug >= 2) {
+      if (caps.timestamps) this.profiler = new GpuProfiler(device, FLUSH_DISPATCHES, (k, v, ms) => debugLine(`[webgpu] ${ms.toFixed(3)} ms GPU ${k} ${v}`));
+      else debugLine(`[webgpu] FON_DEBUG=2: ${caps.adapterName} has no timestamp-query, so kernel times are not available`);
+    }
   }
 
   private checkAlive(): void {
@@ -128,7 +132,7 @@ export class GpuRuntime {
     let p = this.pipelines.get(key);
     if (!p) {
       const code = kernel.source(variant, this.caps);
-      if (this.debug === '3') console.error(`// ${key}\n${code}`);
+      if (this.debug >= 3) debugLine(`// ${key}\n${code}`);
       const module = this.device.createShaderModule({ code, label: kernel.name });
       const explicit = explicitLayout(this.device, code, key);
       const layout = explicit ? this.device.createPipelineLayout({ bindGroupLayouts: [explicit.layout], label: key }) : 'auto';
@@ -214,7 +218,7 @@ export class GpuRuntime {
     this.dispatches++;
     this.totalDispatches++;
     this.log?.push({ kernel: d.kernel.name, variant: d.variant, workgroups: [x, y, z] });
-    if (this.debug === '1') console.error(`[webgpu] ${d.kernel.name} ${variantKey} ${x}x${y}x${z}`);
+    if (this.debug >= 1) debugLine(`[webgpu] ${d.kernel.name} ${variantKey} ${x}x${y}x${z}`);
     if (this.dispatches >= FLUSH_DISPATCHES) this.flush();
   }
 
@@ -341,7 +345,8 @@ export class GpuRuntime {
     if (!this.caps.timestamps) throw new UnsupportedError(`webgpu: profiling needs the timestamp-query feature, which ${this.caps.adapterName} does not offer`);
     this.flush();
     // A submit holds at most FLUSH_DISPATCHES dispatches, so the query set is sized for that many.
-    this.profiler ??= new GpuProfiler(this.device, FLUSH_DISPATCHES);
+    if (this.profiler) this.profiler.reset();
+    else this.profiler = new GpuProfiler(this.device, FLUSH_DISPATCHES);
   }
 
   /** GPU time per kernel since startProfile, slowest first; dispatches run untimed again after it. */
@@ -349,13 +354,15 @@ export class GpuRuntime {
     const p = this.profiler;
     if (!p) throw new ArgumentError('webgpu: stopProfile without startProfile');
     this.flush();
-    this.profiler = null;
+    // Under FON_DEBUG=2 the profiler stays: it times every dispatch for the debug lines.
+    const keep = this.debug >= 2;
+    if (!keep) this.profiler = null;
     try {
       const rows = await p.take();
       this.checkAlive(); // a lost device leaves read-backs unanswered: its totals would be partial
       return rows;
     } finally {
-      p.destroy();
+      if (!keep) p.destroy();
     }
   }
 
