@@ -5,9 +5,12 @@
  * enable_gqa) on the same GPU in the same run (bench/torch_attention.py) when python3 has torch.
  * Prints a markdown table with the ratio FON speed / PyTorch speed and writes JSON.
  *
- *   node --import tsx bench/attention.ts [--prefill 1024,...,65536] [--backward 1024,...,65536]
+ *   node --import tsx bench/attention.ts [--prefill 1024,...,65536] [--backward 1024,...,65536] [--masked 16384]
  *                                        [--decode 4096,...,262144] [--decode-paged 262144,1048576]
  *                                        [--page-rows 65536] [--json bench/results_attention_h200.json]
+ *
+ * `--masked` times the causal forward with a block mask keeping about a quarter of the causal
+ * blocks (attention/block_mask.ts), reported against the full causal forward at the same length.
  *
  * Decode reads one contiguous K and V where they fit a WebGPU binding (2 GiB) and through the
  * paged cache's pages otherwise (1M cached tokens: 16 pages of 65536); `--decode-paged` times the
@@ -22,6 +25,7 @@ import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
 import { attention } from '../src/ops/attention.ts';
+import { blockMask, type BlockMask } from '../src/attention/block_mask.ts';
 import { attentionPaged } from '../src/ops/paged_attention.ts';
 import { checkPageRows } from '../src/infer/page_pool.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
@@ -32,6 +36,7 @@ const { values: flags } = parseArgs({
     prefill: { type: 'string', default: '1024,2048,4096,8192,16384,32768,65536' },
     backward: { type: 'string', default: '1024,2048,4096,8192,16384,32768,65536' },
     decode: { type: 'string', default: '4096,16384,65536,131072,262144' },
+    masked: { type: 'string', default: '16384' },
     'decode-paged': { type: 'string', default: '' },
     'page-rows': { type: 'string', default: '65536' },
     json: { type: 'string' },
@@ -41,7 +46,7 @@ const { values: flags } = parseArgs({
 const H = 32, HKV = 8, D = 128;
 const sizes = (s: string) => s.split(',').filter(Boolean).map(Number);
 
-interface Case { key: string; op: 'prefill' | 'prefill_fwd_bwd' | 'decode' | 'decode_paged'; t: number }
+interface Case { key: string; op: 'prefill' | 'prefill_fwd_bwd' | 'prefill_masked' | 'decode' | 'decode_paged'; t: number }
 
 const PAGE_ROWS = checkPageRows(Number(flags['page-rows']), '--page-rows');
 /** The largest K or V one binding takes on WebGPU (maxStorageBufferBindingSize ≈ 2 GiB). */
@@ -50,6 +55,7 @@ const BINDING = 2 ** 31 - 4;
 const cases: Case[] = [
   ...sizes(flags.prefill).map((t): Case => ({ key: `prefill-${t}`, op: 'prefill', t })),
   ...sizes(flags.backward).map((t): Case => ({ key: `fwdbwd-${t}`, op: 'prefill_fwd_bwd', t })),
+  ...sizes(flags.masked).map((t): Case => ({ key: `masked-${t}`, op: 'prefill_masked', t })),
   ...sizes(flags.decode).map((t): Case => (HKV * t * D * 2 <= BINDING ? { key: `decode-${t}`, op: 'decode', t } : { key: `decode-${t}`, op: 'decode_paged', t })),
   ...sizes(flags['decode-paged']).map((t): Case => ({ key: `decode_paged-${t}`, op: 'decode_paged', t })),
 ];
@@ -57,9 +63,19 @@ const cases: Case[] = [
 /** FLOPs (prefill: causal, the backward counted as 2.5× the forward) or bytes of K and V read (decode). */
 function work(c: Case): { amount: number; unit: string; scale: number } {
   const fwd = (4 * c.t * c.t * D * H) / 2;
-  if (c.op === 'prefill') return { amount: fwd, unit: 'TFLOP/s', scale: 1e12 };
+  if (c.op === 'prefill' || c.op === 'prefill_masked') return { amount: fwd, unit: 'TFLOP/s', scale: 1e12 };
   if (c.op === 'prefill_fwd_bwd') return { amount: 3.5 * fwd, unit: 'TFLOP/s', scale: 1e12 };
   return { amount: 2 * HKV * c.t * D * 2, unit: 'GB/s', scale: 1e9 };
+}
+
+/**
+ * A block mask keeping about a quarter of the causal blocks (every head alike): each query block's
+ * diagonal blocks and a fixed hash-chosen quarter of the rest, as a block-sparse selector would.
+ */
+function quarterMask(t: number): BlockMask {
+  const m = blockMask({ batch: 1, heads: 1, tq: t, tk: t }, (_b, _h, qb, kb) => kb >= 2 * qb || ((qb * 2654435761 + kb * 40503) >>> 0) % 4 === 0);
+  console.error(`  masked-${t}: the mask keeps ${m.visited} of ${m.predicateBlocks} causal blocks (${(m.visited / m.predicateBlocks).toFixed(3)})`);
+  return m;
 }
 
 /** ms per call of a case (timeBatched: batches of ≥ 250 ms of GPU work, median of 3). */
@@ -72,9 +88,10 @@ async function timeCase(b: Backend, c: Case): Promise<number> {
   const k = fon.randn(kvShape, { seed: 2, ...opts, requiresGrad: grad });
   const v = fon.randn(kvShape, { seed: 3, ...opts, requiresGrad: grad });
   const g = grad ? fon.randn(q.shape, { seed: 4, ...opts }) : null;
+  const mask = c.op === 'prefill_masked' ? quarterMask(c.t) : undefined;
   const once = () => {
     fon.tidy(() => {
-      const o = attention(q, k, v);
+      const o = attention(q, k, v, { mask });
       if (g) fon.backward(o, g);
     });
     if (grad) for (const t of [q, k, v]) { t.grad?.dispose(); t.grad = null; }
@@ -112,7 +129,7 @@ async function main(): Promise<void> {
   const python = findPython('torch', ['python3', '/usr/bin/python3']);
   const refs = new Map<string, number>();
   if (python) {
-    const res = runPython(python, new URL('./torch_attention.py', import.meta.url).pathname, cases.map((c) => ({ ...c, h: H, hkv: HKV, d: D }))) as { key: string; ms: number }[] | null;
+    const res = runPython(python, new URL('./torch_attention.py', import.meta.url).pathname, cases.filter((c) => c.op !== 'prefill_masked').map((c) => ({ ...c, h: H, hkv: HKV, d: D }))) as { key: string; ms: number }[] | null;
     for (const r of res ?? []) refs.set(r.key, r.ms);
   } else console.log('(no PyTorch found: reference column left empty)');
   const rows: Row[] = [];
@@ -130,6 +147,10 @@ async function main(): Promise<void> {
   console.log('|---|---|---|---|---|---|---|');
   for (const r of rows) {
     console.log(`| ${r.op} | ${r.tokens} | ${r.ms.toFixed(3)} | ${f(r.fon)} ${r.unit} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torch !== undefined ? `${f(r.torch)} ${r.unit}` : '—'} | ${r.ratio !== undefined ? `${r.ratio.toFixed(3)}×` : '—'} |`);
+  }
+  for (const r of rows.filter((x) => x.op === 'prefill_masked')) {
+    const full = rows.find((x) => x.op === 'prefill' && x.tokens === r.tokens);
+    if (full) console.log(`\nblock mask keeping a quarter of the causal blocks at ${r.tokens}: ${r.ms.toFixed(3)} ms against ${full.ms.toFixed(3)} ms for full causal attention = ${(r.ms / full.ms).toFixed(3)}×`);
   }
   if (flags.json) {
     const results = { date: new Date().toISOString(), adapter: caps.adapterName, shapes: { batch: 1, heads: H, kvHeadsDecode: HKV, headDim: D, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows };

@@ -69,7 +69,16 @@ export interface AttentionArgs {
   tq: number; tk: number; d: number;
   kvLength: number; qOffset: number;
   causal: boolean; window: number; scale: number;
+  /**
+   * With a block mask (attention/block_mask.ts; its i32 table travels as the kernel's `mask` ref):
+   * key j is visible to query i only if, besides the rule above, the mask keeps key block
+   * ⌊j/64⌋ for query block ⌊i/128⌋ of that query head (h modulo a shared mask's one head).
+   */
+  mask?: MaskArgs;
 }
+
+/** The shape of a block mask's table (attention/block_mask.ts). */
+export interface MaskArgs { heads: number; qBlocks: number; kBlocks: number; byKeyOffset: number }
 
 /**
  * Causal attention with a per-pair additive term (FoX: a forget-gate bias; FPA: a first-passage
@@ -151,7 +160,7 @@ export interface Kernels<H> {
    * Softmax attention: out (batch, heads, tq, d) of q's dtype and the logsumexp of each row's
    * scaled scores (batch, heads, tq) in f32 (−∞ for a row that sees no key; its out row is 0).
    */
-  attention(q: Ref<H>, k: Ref<H>, v: Ref<H>, args: AttentionArgs): [H, H];
+  attention(q: Ref<H>, k: Ref<H>, v: Ref<H>, args: AttentionArgs, mask?: Ref<H>): [H, H];
   /**
    * Optional: q against several key sets at once (the pages of a paged KV cache), each with its
    * own AttentionArgs (q's shape alike in all), as one softmax over all their visible keys →
@@ -160,7 +169,7 @@ export interface Kernels<H> {
    */
   attentionMulti?(q: Ref<H>, parts: readonly { k: Ref<H>; v: Ref<H>; args: AttentionArgs }[]): [H, H] | undefined;
   /** Returns dq, dk, dv (dk, dv summed over the query heads sharing a kv head; zero past kvLength). */
-  attentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: AttentionArgs): [H, H, H];
+  attentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: AttentionArgs, mask?: Ref<H>): [H, H, H];
   /**
    * FoX attention (specs/fpa_depth.md §1): scores scale·q_i·k_j + c[p_i] − c[j], c (batch, heads, tk)
    * f32 the cumulative log forget gate per query head. Returns out (q's dtype) and the row

@@ -9,6 +9,8 @@ import type { AttentionArgs } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
 import { autocastDType } from '../tensor/autocast.ts';
 import { viaLowPrecision } from './cast.ts';
+import { tensor } from './creation.ts';
+import type { BlockMask } from '../attention/block_mask.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { backendOf, fmt, ref, requireFloat, wrap } from './run.ts';
 
@@ -21,6 +23,11 @@ export interface AttentionOptions {
   scale?: number;
   /** Keys along k/v's T axis that are valid (a KV cache may be longer); default k.shape[2]. */
   kvLength?: number;
+  /**
+   * A block mask (attention/block_mask.ts) built for this call's geometry: only the key blocks it
+   * keeps for each query block are visited (forward and backward).
+   */
+  mask?: BlockMask;
 }
 
 function describe(q: Tensor, k: Tensor, v: Tensor): string {
@@ -48,12 +55,26 @@ function attentionArgs(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions &
   return { batch, heads, kvHeads, tq, tk, d, kvLength, qOffset, causal: opts.causal ?? true, window: w ?? 0, scale };
 }
 
+/** The mask's geometry against the call's (a ShapeError naming both where they differ) and its table as an i32 tensor. */
+function maskInput(m: BlockMask, a: AttentionArgs, q: Tensor, k: Tensor): { args: AttentionArgs; table: Tensor } {
+  const want = { batch: a.batch, tq: a.tq, tk: a.tk, kvLength: a.kvLength, qOffset: a.qOffset, causal: a.causal, window: a.window };
+  const got = { batch: m.batch, tq: m.tq, tk: m.tk, kvLength: m.kvLength, qOffset: m.qOffset, causal: m.causal, window: m.window };
+  const off = (Object.keys(want) as (keyof typeof want)[]).filter((key) => want[key] !== got[key]);
+  if (off.length || (m.heads !== 1 && m.heads !== a.heads)) {
+    const what = off.length ? off.map((key) => `${key} ${got[key]} (attention: ${want[key]})`).join(', ') : `heads ${m.heads} (attention: 1 or ${a.heads})`;
+    throw new ShapeError(`attention: the block mask was built for another call: ${what}; q ${fmt(q.shape)}, k ${fmt(k.shape)}`);
+  }
+  const table = tensor(m.table, [m.table.length], { dtype: 'i32', backend: q.backend });
+  return { args: { ...a, mask: { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset } }, table };
+}
+
 /**
  * The forward of `attention` with its per-row logsumexp (B, H, Tq) f32, no autograd: the pieces
  * paged attention merges (ops/paged_attention.ts). `qOffset` puts query i at position qOffset + i
  * of the keys' axis (default kvLength − Tq); a row that sees no key has lse −∞ or below −1e30.
  */
 export function attentionWithLse(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions & { qOffset?: number } = {}): [Tensor, Tensor] {
+  if (opts.mask) throw new ArgumentError('attentionWithLse: block masks are taken by attention() only');
   const b = backendOf('attention', q, k, v);
   const args = attentionArgs(q, k, v, opts);
   const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args);
@@ -68,6 +89,7 @@ export interface AttentionPart { k: Tensor; v: Tensor; opts: AttentionOptions & 
  * backend has one (Backend.attentionMulti: webgpu's decode); undefined otherwise. No autograd.
  */
 export function attentionMulti(q: Tensor, parts: readonly AttentionPart[]): Tensor | undefined {
+  if (parts.some((p) => p.opts.mask)) throw new ArgumentError('attentionMulti: block masks are taken by attention() only');
   const b = backendOf('attention', q, ...parts.flatMap((p) => [p.k, p.v]));
   if (!b.attentionMulti) return undefined;
   const refs = parts.map((p) => ({ k: ref(p.k), v: ref(p.v), args: attentionArgs(q, p.k, p.v, p.opts) }));
@@ -82,14 +104,17 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
   const low = autocastDType();
   if (low && q.dtype === 'f32') return viaLowPrecision(low, [q, k, v], ([ql, kl, vl]) => attention(ql, kl, vl, opts));
   const b = backendOf('attention', q, k, v);
-  const args = attentionArgs(q, k, v, opts);
-  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args);
+  const plain = attentionArgs(q, k, v, opts);
+  const masked = opts.mask ? maskInput(opts.mask, plain, q, k) : null;
+  const args = masked?.args ?? plain, table = masked?.table;
+  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args, table && ref(table));
   const out = wrap(b, oh, q.shape, q.dtype);
   const lse = wrap(b, lh, [args.batch, args.heads, args.tq], 'f32');
-  record('attention', out, [q, k, v], (g, [qs, ks, vs, os, ls]) => {
-    const [dq, dk, dv] = b.attentionBackward(ref(qs), ref(ks), ref(vs), ref(os), ref(ls), ref(g), args);
+  record('attention', out, [q, k, v], (g, [qs, ks, vs, os, ls, ts]) => {
+    const [dq, dk, dv] = b.attentionBackward(ref(qs), ref(ks), ref(vs), ref(os), ref(ls), ref(g), args, ts && ref(ts));
     return [wrap(b, dq, qs.shape, qs.dtype), wrap(b, dk, ks.shape, ks.dtype), wrap(b, dv, vs.shape, vs.dtype)];
-  }, [q, k, v, out, lse]);
+  }, [q, k, v, out, lse, ...(table ? [table] : [])]);
+  table?.dispose();
   lse.dispose();
   return out;
 }

@@ -48,7 +48,20 @@ export function finishRow(s: Float32Array, m: number, first: number, n: number, 
   return m + Math.log(l);
 }
 
-export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs): [CpuHandle, CpuHandle] {
+/**
+ * With a block mask: which key blocks query block ⌊i/128⌋ of (b, h) keeps (1 or 0 per block of 64
+ * keys), else null (every key block).
+ */
+export function keptKeyBlocks(mask: CpuRef | undefined, a: AttentionArgs, b: number, h: number, i: number): Uint8Array | null {
+  if (!mask || !a.mask) return null;
+  const m = a.mask, t = mask.h as Int32Array;
+  const at = ((b * m.heads + (m.heads === 1 ? 0 : h)) * m.qBlocks + Math.floor(i / 128)) * (m.kBlocks + 1);
+  const kept = new Uint8Array(m.kBlocks);
+  for (let n = 0; n < t[at]; n++) kept[t[at + 1 + n] >> 1] = 1;
+  return kept;
+}
+
+export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs, mask?: CpuRef): [CpuHandle, CpuHandle] {
   const qv = f32(q), kv = f32(k), vv = f32(v);
   const { batch, heads, kvHeads, tq, tk, d, scale } = a;
   const group = heads / kvHeads;
@@ -62,20 +75,22 @@ export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs): [C
       const row = (b * heads + h) * tq + i;
       const qo = row * d;
       const [lo, hi] = visibleKeys(a.qOffset + i, a);
-      if (hi <= lo) { lse[row] = -Infinity; continue; }
+      const kept = keptKeyBlocks(mask, a, b, h, i);
       let m = -Infinity;
       for (let j = lo; j < hi; j++) {
-        const x = dot(qv, qo, kv, kvBase + j * d, d) * scale;
+        // A key the block mask drops scores −∞ (weight exactly 0).
+        const x = kept && !kept[j >> 6] ? -Infinity : dot(qv, qo, kv, kvBase + j * d, d) * scale;
         s[j - lo] = x;
         if (x > m) m = x;
       }
+      if (m === -Infinity) { lse[row] = -Infinity; continue; }
       lse[row] = finishRow(s, m, lo, hi - lo, vv, kvBase, d, acc, out, qo);
     }
   }
   return [store(out, q.dtype), lse];
 }
 
-export function attentionBackward(q: CpuRef, k: CpuRef, v: CpuRef, o: CpuRef, lse: CpuRef, dout: CpuRef, a: AttentionArgs): [CpuHandle, CpuHandle, CpuHandle] {
+export function attentionBackward(q: CpuRef, k: CpuRef, v: CpuRef, o: CpuRef, lse: CpuRef, dout: CpuRef, a: AttentionArgs, mask?: CpuRef): [CpuHandle, CpuHandle, CpuHandle] {
   const qv = f32(q), kv = f32(k), vv = f32(v), ov = f32(o), lv = f32(lse), gv = f32(dout);
   const { batch, heads, kvHeads, tq, tk, d, scale } = a;
   const group = heads / kvHeads;
@@ -87,11 +102,13 @@ export function attentionBackward(q: CpuRef, k: CpuRef, v: CpuRef, o: CpuRef, ls
       const row = (b * heads + h) * tq + i;
       const qo = row * d;
       const [lo, hi] = visibleKeys(a.qOffset + i, a);
-      if (hi <= lo) continue;
+      const kept = keptKeyBlocks(mask, a, b, h, i);
+      if (hi <= lo || lv[row] === -Infinity) continue;
       let delta = 0;
       for (let c = 0; c < d; c++) delta += gv[qo + c] * ov[qo + c];
       acc.fill(0);
       for (let j = lo; j < hi; j++) {
+        if (kept && !kept[j >> 6]) continue;
         const ko = kvBase + j * d;
         const p = Math.exp(dot(qv, qo, kv, ko, d) * scale - lv[row]);
         const dp = dot(gv, qo, vv, ko, d);

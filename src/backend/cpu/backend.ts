@@ -69,8 +69,8 @@ export class CpuBackend implements Backend<CpuHandle> {
   sort: Backend<CpuHandle>['sort'] = (x, r, c, d) => this.trackAll(sort(x, r, c, d));
   cast: Backend<CpuHandle>['cast'] = (x, to) => this.track(cast(x, to));
   fill: Backend<CpuHandle>['fill'] = (n, v, d) => this.track(fill(n, v, d));
-  attention: Backend<CpuHandle>['attention'] = (q, k, v, a) => this.trackAll(attention(q, k, v, a));
-  attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, l, g, a) => this.trackAll(attentionBackward(q, k, v, o, l, g, a));
+  attention: Backend<CpuHandle>['attention'] = (q, k, v, a, m) => this.trackAll(attention(q, k, v, a, m));
+  attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, l, g, a, m) => this.trackAll(attentionBackward(q, k, v, o, l, g, a, m));
   foxAttention: Backend<CpuHandle>['foxAttention'] = (q, k, v, c, a) => this.trackAll(foxAttention(q, k, v, c, a));
   foxAttentionBackward: Backend<CpuHandle>['foxAttentionBackward'] = (q, k, v, c, o, l, g, a) => this.trackAll(foxAttentionBackward(q, k, v, c, o, l, g, a));
   fpaAttention: Backend<CpuHandle>['fpaAttention'] = (q, k, v, f, lv, lam, a) => this.trackAll(fpaAttention(q, k, v, f, lv, lam, a));

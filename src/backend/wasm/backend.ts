@@ -129,10 +129,11 @@ export class WasmBackend extends CpuBackend {
     return hs;
   }
 
-  override attention: Backend<CpuHandle>['attention'] = (q, k, v, args) =>
-    this.trackEach(this.attentionKernels?.forward(q, k, v, args) ?? cpuAttention(q, k, v, args));
-  override attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, lse, g, args) =>
-    this.trackEach(this.attentionKernels?.backward(q, k, v, o, lse, g, args) ?? cpuAttentionBackward(q, k, v, o, lse, g, args));
+  // A block mask runs the CPU reference (the SIMD kernels do not read masks yet).
+  override attention: Backend<CpuHandle>['attention'] = (q, k, v, args, mask) =>
+    this.trackEach((mask ? null : this.attentionKernels?.forward(q, k, v, args)) ?? cpuAttention(q, k, v, args, mask));
+  override attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, lse, g, args, mask) =>
+    this.trackEach((mask ? null : this.attentionKernels?.backward(q, k, v, o, lse, g, args)) ?? cpuAttentionBackward(q, k, v, o, lse, g, args, mask));
 
   override destroy(): void {
     super.destroy();

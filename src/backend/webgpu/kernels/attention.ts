@@ -143,11 +143,11 @@ export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: Gpu
   return [out, lse];
 }
 
-export function attention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs): [GpuHandle, GpuHandle] {
+export function attention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, mask?: GpuRef): [GpuHandle, GpuHandle] {
   if (a.batch * a.heads * a.tq === 0) return [be.alloc(q.dtype, 0, 'attention'), be.alloc('f32', 0, 'attention lse')];
   switch (attentionForwardPlan(be.caps, a, q.dtype)) {
     case 'decode': return attentionDecode(be, q, k, v, a);
-    case 'tensor-cores': return attentionTc(be, q, k, v, a);
+    case 'tensor-cores': return attentionTc(be, q, k, v, a, {}, undefined, mask);
     case 'blocked': return attentionBlocked(be, q, k, v, a);
     case 'plain': return attentionPlain(be, q, k, v, a);
   }
@@ -171,14 +171,15 @@ export function attentionDelta(be: WebGpuBackend, o: GpuRef, g: GpuRef, a: Atten
  */
 export function attentionBackward(
   be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: AttentionArgs,
-  plan: { dq: AttentionBackwardKernel; dkdv: AttentionBackwardKernel } = attentionBackwardPlan(be.caps, a, q.dtype, g.dtype), pack = false,
+  plan: { dq: AttentionBackwardKernel; dkdv: AttentionBackwardKernel } = attentionBackwardPlan(be.caps, a, q.dtype, g.dtype), pack = false, mask?: GpuRef,
 ): [GpuHandle, GpuHandle, GpuHandle] {
   const delta = attentionDelta(be, o, g, a);
   try {
     if (plan.dq === 'tensor-cores' || plan.dkdv === 'tensor-cores') {
       if (plan.dq !== plan.dkdv) throw new UnsupportedError(`webgpu: the tensor-core attention backward runs dq and dk/dv together, not with ${plan.dq === 'tensor-cores' ? plan.dkdv : plan.dq}`);
-      return attentionTcBackward(be, q, k, v, g, lse.h, delta, a);
+      return attentionTcBackward(be, q, k, v, g, lse.h, delta, a, {}, mask);
     }
+    if (mask) throw new UnsupportedError(`webgpu: block masks run on the tensor-core attention backward, not the ${plan.dq}/${plan.dkdv} kernels`);
     return aluBackward(be, q, k, v, lse, g, delta, a, plan.dq === 'blocked', plan.dkdv === 'blocked', pack);
   } finally {
     be.free(delta);
@@ -240,9 +241,9 @@ export function kvWrite(be: WebGpuBackend, cache: GpuRef, x: GpuRef, a: KvWriteA
 
 export function attentionKernels(be: WebGpuBackend): Pick<KernelTable, 'attention' | 'attentionMulti' | 'attentionBackward' | 'kvWrite'> {
   return {
-    attention: (q, k, v, a) => attention(be, q, k, v, a),
+    attention: (q, k, v, a, m) => attention(be, q, k, v, a, m),
     attentionMulti: (q, parts) => (decodeRows(be.caps, parts[0].args) > 0 ? attentionDecodeMulti(be, q, parts) : undefined),
-    attentionBackward: (q, k, v, o, lse, g, a) => attentionBackward(be, q, k, v, o, lse, g, a),
+    attentionBackward: (q, k, v, o, lse, g, a, m) => attentionBackward(be, q, k, v, o, lse, g, a, undefined, false, m),
     kvWrite: (cache, x, a) => kvWrite(be, cache, x, a),
   };
 }

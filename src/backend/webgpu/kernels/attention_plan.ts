@@ -9,6 +9,7 @@
  * where f16 q/k/v and dO and the tiles allow, else each pass on its own: register-blocked where its
  * tiles fit, else plain.
  */
+import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
 import type { AttentionArgs } from '../../backend.ts';
 import type { GpuCaps } from '../device.ts';
@@ -21,6 +22,10 @@ export type AttentionBackwardKernel = 'tensor-cores' | 'blocked' | 'plain';
 
 /** The forward kernel for q, k, v of dtype x. */
 export function attentionForwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType): AttentionForwardKernel {
+  if (a.mask) {
+    if (a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
+    throw new UnsupportedError(`webgpu: block masks run on the tensor-core attention kernels (f16 q, k, v of head dim a multiple of 16, at least 16 query rows, 16×16×16 f16 subgroup matrices); ${caps.adapterName} with ${x} inputs of head dim ${a.d} and ${a.tq} query rows does not take them`);
+  }
   if (decodeRows(caps, a) > 0) return 'decode';
   if (a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
   if (blockedRows(caps, a.d, 'fwd', x) > 0) return 'blocked';
@@ -30,6 +35,7 @@ export function attentionForwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType):
 /** The kernels of the backward's dq and dk/dv passes for q, k, v of dtype x and dO of dtype g. */
 export function attentionBackwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType, g: DType): { dq: AttentionBackwardKernel; dkdv: AttentionBackwardKernel } {
   if (tcBackwardEligible(caps, x, g, a)) return { dq: 'tensor-cores', dkdv: 'tensor-cores' };
+  if (a.mask) throw new UnsupportedError(`webgpu: block masks run on the tensor-core attention kernels; the backward on ${caps.adapterName} with ${x} inputs (dO ${g}) of head dim ${a.d}, ${a.tq} query rows and ${a.tk} keys does not take them`);
   return aluBackwardPlan(caps, a, x, g);
 }
 

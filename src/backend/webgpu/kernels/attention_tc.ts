@@ -15,8 +15,14 @@ import { wgslSource } from '../sources.ts';
 import { preprocess } from '../wgsl.ts';
 import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
 import { PARAMS, checkGrid, uniforms } from './attention_common.ts';
+import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../../../attention/block_mask.ts';
 
-export const ATTENTION_TC_FILES = ['attention_tc', 'attention_tc_backward'];
+export const ATTENTION_TC_FILES = ['attention_tc', 'attention_tc_backward', 'attention_mask'];
+
+/** A block mask's uniforms after PARAMS (AttentionArgs.mask), and its block sizes as WGSL constants. */
+const MASK_PARAMS = 'mheads: u32, mqblocks: u32, mkblocks: u32, mbykey: u32';
+const MASK_CONSTS = `const MASK_QB = ${MASK_Q_BLOCK}u;\nconst MASK_KB = ${MASK_K_BLOCK}u;`;
+const maskUniforms = (a: AttentionArgs) => (a.mask ? [a.mask.heads, a.mask.qBlocks, a.mask.kBlocks, a.mask.byKeyOffset] : []);
 
 /** Whether the tensor-core forward takes f16 inputs of head dim d on this device. */
 export function tcEligible(caps: GpuCaps, dtype: DType, d: number): boolean {
@@ -66,7 +72,7 @@ function tcBody(d: number, qReload: boolean, boolArg: boolean): Record<string, s
     const at = `sbase + ${256 * (i % 2)}u`;
     rescale.push(`      ${store('&Ss', at, `o${i}`, false, '16u')};`, '      workgroupBarrier();', `      scale_tile(sg, lane, ${at});`,
       '      workgroupBarrier();', `      o${i} = ${load(A, '&Ss', at, false, '16u')};`);
-    epilogue.push(`  ${store('&Ss', 'sg * SP', `o${i}`, false, '16u')};`, '  workgroupBarrier();', `  put_tile(sg, lane, qrow0, rb, ${16 * i}u);`, '  workgroupBarrier();');
+    epilogue.push(`  ${store('&Ss', 'sg * SP', `o${i}`, false, '16u')};`, '  workgroupBarrier();', `  put_tile(sg, lane, qrow0, rb, ${16 * i}u, i0);`, '  workgroupBarrier();');
   }
   scores.push(`      ${store('&Ss', 'sbase', 's0', true, '16u')};`, `      ${store('&Ss', 'sbase + 256u', 's1', true, '16u')};`, '    }');
   for (let kk = 0; kk < TC_BK / 16; kk++) pv.push(`    let p${kk} = ${load(L, '&Ps', `sbase + ${256 * kk}u`, true, '16u')};`);
@@ -86,7 +92,7 @@ export const tcKernel: Kernel = {
       'enable f16;',
       'enable subgroups;',
       'enable chromium_experimental_subgroup_matrix;',
-      `struct Params { ${PARAMS} }`,
+      `struct Params { ${PARAMS}${v.MASK ? `, ${MASK_PARAMS}` : ''} }`,
       '@group(0) @binding(0) var<uniform> P: Params;',
       '@group(0) @binding(1) var<storage, read> q16: array<f16>;',
       '@group(0) @binding(2) var<storage, read> k8: array<vec4<u32>>;',
@@ -94,9 +100,12 @@ export const tcKernel: Kernel = {
       '@group(0) @binding(4) var<storage, read_write> out: array<f16>;',
       '@group(0) @binding(5) var<storage, read_write> lse: array<f32>;',
       v.FOX ? '@group(0) @binding(6) var<storage, read> cg: array<f32>;' : '',
+      v.MASK ? `@group(0) @binding(${v.FOX ? 7 : 6}) var<storage, read> mask: array<i32>;` : '',
+      MASK_CONSTS,
     ].join('\n');
     return preprocess(wgslSource('attention_tc'), {
       ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common'), BIAS: v.FOX ? ' + cq - Ck[c]' : '',
+      MASKING: preprocess(wgslSource('attention_mask'), v),
     });
   },
 };
@@ -117,9 +126,10 @@ export function tcVariant(caps: GpuCaps, d: number): TcVariant {
 
 /**
  * The tensor-core forward (callers check tcEligible); with `foxC` (f32 c per query head and key,
- * causal only) FoX's forward (fox_fpa_attention.ts). Exported for tests and dev/kernels/attention.ts.
+ * causal only) FoX's forward (fox_fpa_attention.ts); with `mask` (a block mask's table, a.mask its
+ * shape) only the key blocks it lists. Exported for tests and dev/kernels/attention.ts.
  */
-export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}, foxC?: GpuRef): [GpuHandle, GpuHandle] {
+export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}, foxC?: GpuRef, mask?: GpuRef): [GpuHandle, GpuHandle] {
   const { nsg, onePass, qReload, loadArg, kPad } = { ...tcVariant(be.caps, a.d), ...variant };
   if (!tcEligible(be.caps, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
   if (tcSmem(nsg, a.d, kPad) > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention with ${nsg} subgroups and rows padded by ${kPad} halves needs ${tcSmem(nsg, a.d, kPad)} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
@@ -129,8 +139,8 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, FOX: !!foxC },
-    uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...(foxC ? [foxC.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, FOX: !!foxC, MASK: !!mask },
+    uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...(foxC ? [foxC.h.buffer] : []), ...(mask ? [mask.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];
 }
@@ -207,7 +217,7 @@ function tcBackwardBody(pass: 'dq' | 'dkdv', d: number, reload: boolean, cols: n
     }
     for (let n = 0; n < nd; n++) {
       accinit.push(`  var ${acc}${n}x = ${A}();`);
-      const put = pass === 'dq' ? `put_tile(sg, lane, qrow0, rb, ${16 * n}u)` : `put_tile(sg, lane, kvrow0, kb, ${16 * n}u, ${acc === 'k' ? 0 : 1}u)`;
+      const put = pass === 'dq' ? `put_tile(sg, lane, qrow0, rb, ${16 * n}u, i0)` : `put_tile(sg, lane, kvrow0, kb, ${16 * n}u, ${acc === 'k' ? 0 : 1}u, j0)`;
       stores.push(`  ${store('&Ss', 'sg * SP', `${acc}${n}x`, false, '16u')};`, '  workgroupBarrier();', `  ${put};`, '  workgroupBarrier();');
     }
   }
@@ -224,7 +234,7 @@ export const tcBackwardKernel: Kernel = {
       'enable f16;',
       'enable subgroups;',
       'enable chromium_experimental_subgroup_matrix;',
-      `struct Params { ${PARAMS} }`,
+      `struct Params { ${PARAMS}${v.MASK ? `, ${MASK_PARAMS}` : ''} }`,
       '@group(0) @binding(0) var<uniform> P: Params;',
       // Fragment sources (DQ: q, dO; DKDV: k, v), then the staged pair (DQ: k, v; DKDV: q, dO).
       '@group(0) @binding(1) var<storage, read> fa: array<f16>;',
@@ -235,9 +245,12 @@ export const tcBackwardKernel: Kernel = {
       '@group(0) @binding(6) var<storage, read> delta: array<f32>;',
       '@group(0) @binding(7) var<storage, read_write> y16a: array<f16>;',
       dkdv ? '@group(0) @binding(8) var<storage, read_write> y16b: array<f16>;' : '',
+      v.MASK ? `@group(0) @binding(${dkdv ? 9 : 8}) var<storage, read> mask: array<i32>;` : '',
+      MASK_CONSTS,
     ].join('\n');
     return preprocess(wgslSource('attention_tc_backward'), {
       ...v, ...tcBackwardBody(dkdv ? 'dkdv' : 'dq', v.D as number, !!v.KRELOAD, v.SC as number), HEADER: head, COMMON: wgslSource('attention_common'),
+      MASKING: preprocess(wgslSource('attention_mask'), v),
     });
   },
 };
@@ -246,8 +259,10 @@ export const tcBackwardKernel: Kernel = {
  * dq, dk, dv on tensor cores from f16 q, k, v, dO and the f32 lse and delta (rowsum dO∘O) of the
  * forward (callers check tcBackwardEligible). Exported for tests and dev/kernels/attention.ts.
  */
-export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, lse: GpuHandle, delta: GpuHandle, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}): [GpuHandle, GpuHandle, GpuHandle] {
+export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, lse: GpuHandle, delta: GpuHandle, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}, mask?: GpuRef): [GpuHandle, GpuHandle, GpuHandle] {
   const { nsg, kReload, kPad, kvNsg, kvRows } = { ...TC_BACKWARD_DEFAULT, ...variant };
+  // With a block mask a DKDV workgroup's keys are one mask block of 64 (4 subgroups).
+  if (mask && 16 * kvNsg !== MASK_K_BLOCK) throw new UnsupportedError(`webgpu: the masked tensor-core dk/dv pass takes ${MASK_K_BLOCK / 16} subgroups (one mask block of keys), not ${kvNsg}`);
   if (kvRows !== 16 && kvRows !== 32) throw new UnsupportedError(`webgpu: the tensor-core attention backward stages 16 or 32 query rows a step, not ${kvRows}`);
   if (!tcBackwardEligible(be.caps, q.dtype, g.dtype, a)) throw new UnsupportedError(`webgpu: the tensor-core attention backward does not take ${q.dtype} inputs (dO ${g.dtype}) of head dim ${a.d} with ${a.tq} query rows and ${a.tk} keys on ${be.caps.adapterName}`);
   const need = Math.max(tcBackwardSmem('dq', nsg, a.d, kPad), tcBackwardSmem('dkdv', kvNsg, a.d, kPad, kvRows));
@@ -255,17 +270,18 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   const rows = a.batch * a.heads * a.tq, kvSize = a.batch * a.kvHeads * a.tk * a.d;
   const gq = Math.ceil(a.tq / (16 * nsg)), gk = Math.ceil(a.tk / (16 * kvNsg));
   checkGrid('attention backward', gq, gk, a.heads, a.batch);
-  const u = uniforms(a);
+  const u = [...uniforms(a), ...maskUniforms(a)];
+  const m = mask ? [mask.h.buffer] : [];
   const dq = be.alloc('f16', rows * a.d, 'attention dq');
   const dk = be.alloc('f16', kvSize, 'attention dk');
   const dv = be.alloc('f16', kvSize, 'attention dv');
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: 32, DQ: true },
-    uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, lse.buffer, delta.buffer, dq.buffer], workgroups: [gq, a.heads, a.batch],
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: 32, DQ: true, MASK: !!mask },
+    uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, lse.buffer, delta.buffer, dq.buffer, ...m], workgroups: [gq, a.heads, a.batch],
   });
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload },
-    uniforms: u, buffers: [k.h.buffer, v.h.buffer, q.h.buffer, g.h.buffer, lse.buffer, delta.buffer, dk.buffer, dv.buffer], workgroups: [gk, a.kvHeads, a.batch],
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload, MASK: !!mask },
+    uniforms: u, buffers: [k.h.buffer, v.h.buffer, q.h.buffer, g.h.buffer, lse.buffer, delta.buffer, dk.buffer, dv.buffer, ...m], workgroups: [gk, a.kvHeads, a.batch],
   });
   return [dq, dk, dv];
 }

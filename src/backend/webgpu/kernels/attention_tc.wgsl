@@ -33,6 +33,7 @@
 // diagnostic(off, ...) in the header, as in matmul_tc.wgsl.
 {{HEADER}}
 {{COMMON}}
+{{MASKING}}
 
 const NSG = {{NSG}}u;
 const WG = NSG * 32u;
@@ -122,6 +123,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   if (P.window != 0u) { lo = max(0, pmin - i32(P.window) + 1); }
   let kfirst = u32(lo) / BK * BK;
   let kend = u32(max(hi, lo));
+  // The key blocks visited: [kfirst, kend) in steps of BK, or those the block mask lists.
+#if MASK
+  let mrow = mask_row(b, h, i0);
+  let nblocks = mask_count(mrow, MASK_KB, BK, lid);
+#else
+  let mrow = 0u;
+  let nblocks = (kend - kfirst + BK - 1u) / BK;
+#endif
 
   // This lane's share of the scalar work: row r of the subgroup's 16, keys par, par + 2, ….
   let r = lane / 2u;
@@ -142,7 +151,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   var blk = 0u;
 #else
   // Pass 1: the maximum of each row.
-  for (var k0 = kfirst; k0 < kend; k0 += BK) {
+  for (var it = 0u; it < nblocks; it++) {
+    let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
 #if FOX
     // Ck of the previous block is read after the scores' barrier: wait before overwriting it.
     workgroupBarrier();
@@ -168,7 +178,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 
   // O = Σ P·V with P = exp2(S·sc − m), summed into l as it goes.
 {{OINIT}}
-  for (var k0 = kfirst; k0 < kend; k0 += BK) {
+  for (var it = 0u; it < nblocks; it++) {
+    let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
     workgroupBarrier();
     stage_keys(lid, kbase8, k0, true);
 #if FOX
@@ -224,7 +235,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 {{PV}}
   }
   l += subgroupShuffleXor(l, 1u);
-  if (par == 0u) {
+  // Rows a cut-off last block moved back belong to the block before, which writes them.
+  if (par == 0u && row >= i0) {
     lse[qrow0 + row] = select(f32_from_bits(0xff800000u), (m + log2(l)) * 0.6931471805599453, l > 0.0);
     Linv[sg * 16u + r] = select(0.0, 1.0 / l, l > 0.0);
   }
@@ -234,15 +246,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 
 // Writes the 16 × 16 tile the subgroup left row-major in its scratch (Ss[sg·SP], stride 16) to
 // out rows rb…rb+15, columns col…col+15.
-fn put_tile(sg: u32, lane: u32, qrow0: u32, rb: u32, col: u32) {
+fn put_tile(sg: u32, lane: u32, qrow0: u32, rb: u32, col: u32, i0: u32) {
   for (var e = lane; e < 256u; e += 32u) {
+    if (rb + e / 16u < i0) { continue; }
     out[(qrow0 + rb + e / 16u) * D + col + e % 16u] = f16(Ss[sg * SP + e] * Linv[sg * 16u + e / 16u]);
   }
 }
-
-#if ONEPASS
-// Multiplies row e / 16 of the 16 × 16 tile at Ss[at] (row-major) by its α.
-fn scale_tile(sg: u32, lane: u32, at: u32) {
-  for (var e = lane; e < 256u; e += 32u) { Ss[at + e] *= Alpha[sg * 16u + e / 16u]; }
-}
-#endif

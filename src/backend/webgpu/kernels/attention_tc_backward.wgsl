@@ -24,6 +24,7 @@
 // Matrix offsets derive from subgroup_id: hence the diagnostic(off, ...) in the header.
 {{HEADER}}
 {{COMMON}}
+{{MASKING}}
 
 const NSG = {{NSG}}u;
 const WG = NSG * 32u;
@@ -90,6 +91,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   if (P.window != 0u) { lo = max(0, pmin - i32(P.window) + 1); }
   let kfirst = u32(lo) / BK * BK;
   let kend = u32(max(hi, lo));
+#if MASK
+  let mrow = mask_row(b, h, i0);
+  let nblocks = mask_count(mrow, MASK_KB, BK, lid);
+#else
+  let mrow = 0u;
+  let nblocks = (kend - kfirst + BK - 1u) / BK;
+#endif
 
   let r = lane / 2u;
   let par = lane % 2u;
@@ -100,7 +108,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let dl = delta[qrow0 + row];
 
 {{ACCINIT}}
-  for (var k0 = kfirst; k0 < kend; k0 += BK) {
+  for (var it = 0u; it < nblocks; it++) {
+    let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
     workgroupBarrier();
     stage_keys(lid, kbase8, k0);
     workgroupBarrier();
@@ -121,8 +130,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 
 // Writes the 16 × 16 tile the subgroup left row-major in Ss[sg·SP…] to dq rows rb…rb+15, columns
 // col…col+15, times the softmax scale.
-fn put_tile(sg: u32, lane: u32, qrow0: u32, rb: u32, col: u32) {
+fn put_tile(sg: u32, lane: u32, qrow0: u32, rb: u32, col: u32, i0: u32) {
   for (var e = lane; e < 256u; e += 32u) {
+    // Rows a cut-off last block moved back belong to the block before, which writes them.
+    if (rb + e / 16u < i0) { continue; }
     y16a[(qrow0 + rb + e / 16u) * D + col + e % 16u] = f16(Ss[sg * SP + e] * P.scale);
   }
 }
@@ -189,7 +200,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 {{ACCINIT}}
   for (var hh = 0u; hh < P.group; hh++) {
     let qrow0 = (b * P.h + g * P.group + hh) * P.tq;
-    for (var i0 = ifirst; i0 < iend; i0 += BQ) {
+#if MASK
+    let mrow = mask_key_row(b, g * P.group + hh, j0);
+    let nblocks = mask_count(mrow, MASK_QB, BQ, lid);
+#else
+    let mrow = 0u;
+    let nblocks = (iend - ifirst + BQ - 1u) / BQ;
+#endif
+    for (var it = 0u; it < nblocks; it++) {
+      let i0 = visit(it, ifirst, BQ, MASK_QB, mrow, lid);
       workgroupBarrier();
       stage_rows(lid, qrow0, i0);
       workgroupBarrier();
@@ -213,8 +232,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 // Writes the 16 × 16 tile the subgroup left row-major in Ss[sg·SP…] to rows kb…kb+15, columns
 // col…col+15 of dk (which = 0, times the softmax scale) or dv (which = 1).
-fn put_tile(sg: u32, lane: u32, kvrow0: u32, kb: u32, col: u32, which: u32) {
+fn put_tile(sg: u32, lane: u32, kvrow0: u32, kb: u32, col: u32, which: u32, j0: u32) {
   for (var e = lane; e < 256u; e += 32u) {
+    // Keys a cut-off last block moved back belong to the block before, which writes them.
+    if (kb + e / 16u < j0) { continue; }
     let at = (kvrow0 + kb + e / 16u) * D + col + e % 16u;
     let x = Ss[sg * SP + e];
     if (which == 0u) { y16a[at] = f16(x * P.scale); } else { y16b[at] = f16(x); }

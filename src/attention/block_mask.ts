@@ -1,0 +1,142 @@
+/**
+ * Block masks for the attention kernels (DESIGN.md, "A mechanism is one self-describing unit"):
+ * for each query block of MASK_Q_BLOCK rows, the key blocks of MASK_K_BLOCK keys it visits, each
+ * marked whole (every pair inside passes the per-pair predicate, so a kernel skips the test) or
+ * partial (the predicate decides inside: causal, window, the valid keys). A kernel visits only the
+ * listed blocks, so what a mask leaves out costs nothing; what it keeps is computed exactly as
+ * dense attention restricted to those blocks would be. Masks may differ per head (`heads` = the
+ * query heads) or be shared (`heads` = 1). Spot's selections and Focus's groups (later issues) are
+ * block masks built from their own rules; causal, window and arbitrary kept blocks are built here.
+ *
+ * Sizes: 128 × 64 divides the tiles of every kernel that reads masks (tensor-core forward: 128
+ * query rows × 32 keys; DQ: 64 × 32; DKDV: 64 keys × 32 query rows).
+ *
+ * The table (`table`, i32) holds two lists: by query block, row (b, h, qb) at
+ * ((b·heads + h)·qBlocks + qb)·(kBlocks + 1): the count n, then n entries 2·kb + partial in
+ * ascending kb; and its transpose by key block (for the dk/dv pass), row (b, h, kb) at
+ * byKeyOffset + ((b·heads + h)·kBlocks + kb)·(qBlocks + 1): the count, then 2·qb + partial.
+ */
+import { ArgumentError } from '../errors.ts';
+
+export const MASK_Q_BLOCK = 128;
+export const MASK_K_BLOCK = 64;
+
+/** Where the queries and keys sit: the geometry of AttentionArgs a mask is built for. */
+export interface MaskGeometry {
+  batch: number;
+  /** Query heads the mask distinguishes: 1 (shared) or the attention's query heads. */
+  heads: number;
+  tq: number; tk: number;
+  /** Valid keys (≤ tk) and the absolute position of query 0 (default kvLength − tq). */
+  kvLength?: number; qOffset?: number;
+  /** The per-pair predicate inside partial blocks (default causal, no window). */
+  causal?: boolean; window?: number;
+}
+
+export interface BlockMask {
+  readonly batch: number; readonly heads: number;
+  readonly tq: number; readonly tk: number; readonly kvLength: number; readonly qOffset: number;
+  readonly causal: boolean; readonly window: number;
+  readonly qBlocks: number; readonly kBlocks: number;
+  /** Both lists (see the file's comment); byKeyOffset is where the transposed one starts. */
+  readonly table: Int32Array;
+  readonly byKeyOffset: number;
+  /** Blocks visited, and blocks the predicate alone (causal, window) would visit. */
+  readonly visited: number; readonly predicateBlocks: number;
+}
+
+/** How a block fares under the predicate: 0 none of its pairs visible, 1 some, 2 all. */
+function blockUnderPredicate(qb: number, kb: number, g: Required<MaskGeometry>): 0 | 1 | 2 {
+  const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(g.tq, i0 + MASK_Q_BLOCK) - 1;
+  const j0 = kb * MASK_K_BLOCK, j1 = Math.min(g.tk, j0 + MASK_K_BLOCK) - 1;
+  const p0 = i0 + g.qOffset, p1 = i1 + g.qOffset;
+  // Visible pairs: j < kvLength, j ≤ p (causal), j > p − window (window).
+  const jEndAll = Math.min(g.kvLength - 1, g.causal ? p0 : Infinity), jStartAll = g.window > 0 ? p1 - g.window + 1 : -Infinity;
+  const jEndAny = Math.min(g.kvLength - 1, g.causal ? p1 : Infinity), jStartAny = g.window > 0 ? p0 - g.window + 1 : -Infinity;
+  if (j0 > jEndAny || j1 < jStartAny || j0 > j1 || i0 > i1) return 0;
+  return j1 <= jEndAll && j0 >= jStartAll ? 2 : 1;
+}
+
+function complete(g: MaskGeometry): Required<MaskGeometry> {
+  const kvLength = g.kvLength ?? g.tk;
+  const out = { ...g, kvLength, qOffset: g.qOffset ?? kvLength - g.tq, causal: g.causal ?? true, window: g.window ?? 0 };
+  for (const k of ['batch', 'heads', 'tq', 'tk', 'kvLength', 'window'] as const) {
+    if (!Number.isInteger(out[k]) || out[k] < 0) throw new ArgumentError(`blockMask: ${k} ${out[k]} must be an integer ≥ 0`);
+  }
+  if (out.batch === 0 || out.heads === 0) throw new ArgumentError(`blockMask: batch ${out.batch} and heads ${out.heads} must be ≥ 1`);
+  if (kvLength > g.tk) throw new ArgumentError(`blockMask: kvLength ${kvLength} must be at most tk ${g.tk}`);
+  if (!Number.isInteger(out.qOffset) || out.qOffset < kvLength - g.tq) throw new ArgumentError(`blockMask: qOffset ${out.qOffset} must be an integer ≥ kvLength − tq = ${kvLength - g.tq}`);
+  return out;
+}
+
+/**
+ * The mask of the predicate (causal/window/valid keys) restricted to the blocks `keep` accepts
+ * (default: all): keep(b, h, qb, kb) is asked only for blocks the predicate leaves some pair in.
+ */
+export function blockMask(geometry: MaskGeometry, keep: (b: number, h: number, qb: number, kb: number) => boolean = () => true): BlockMask {
+  const g = complete(geometry);
+  return build(g, (b, h, qb) => {
+    const out: number[] = [];
+    for (let kb = 0; kb < Math.ceil(g.tk / MASK_K_BLOCK); kb++) if (blockUnderPredicate(qb, kb, g) !== 0 && keep(b, h, qb, kb)) out.push(kb);
+    return out;
+  });
+}
+
+/**
+ * A mask from explicit key-block lists (what a selector such as Spot produces): lists(b, h, qb)
+ * gives the key blocks query block qb visits. A block out of range, listed twice, or (under the
+ * causal predicate) wholly after every query of its block is refused, naming the block: a mask
+ * never lets a query see a future key.
+ */
+export function blockMaskFromLists(geometry: MaskGeometry, lists: (b: number, h: number, qb: number) => readonly number[]): BlockMask {
+  const g = complete(geometry);
+  const kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  return build(g, (b, h, qb) => {
+    const seen = new Set<number>();
+    const out: number[] = [];
+    for (const kb of lists(b, h, qb)) {
+      const where = `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * MASK_Q_BLOCK}…${Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1})`;
+      if (!Number.isInteger(kb) || kb < 0 || kb >= kBlocks) throw new ArgumentError(`${where}: key block ${kb} is not one of 0…${kBlocks - 1}`);
+      if (seen.has(kb)) throw new ArgumentError(`${where}: key block ${kb} is listed twice`);
+      seen.add(kb);
+      const lastPos = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
+      if (g.causal && kb * MASK_K_BLOCK > lastPos) {
+        throw new ArgumentError(`${where}: key block ${kb} (keys ${kb * MASK_K_BLOCK}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
+      }
+      if (blockUnderPredicate(qb, kb, g) !== 0) out.push(kb);
+    }
+    return out.sort((x, y) => x - y);
+  });
+}
+
+function build(g: Required<MaskGeometry>, listOf: (b: number, h: number, qb: number) => number[]): BlockMask {
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  const rows = g.batch * g.heads;
+  const byKeyOffset = rows * qBlocks * (kBlocks + 1);
+  const table = new Int32Array(byKeyOffset + rows * kBlocks * (qBlocks + 1));
+  let visited = 0, predicateBlocks = 0;
+  for (let qb = 0; qb < qBlocks; qb++) for (let kb = 0; kb < kBlocks; kb++) if (blockUnderPredicate(qb, kb, g) !== 0) predicateBlocks++;
+  for (let r = 0; r < rows; r++) {
+    const b = Math.floor(r / g.heads), h = r % g.heads;
+    for (let qb = 0; qb < qBlocks; qb++) {
+      const list = listOf(b, h, qb);
+      const at = (r * qBlocks + qb) * (kBlocks + 1);
+      table[at] = list.length;
+      list.forEach((kb, n) => {
+        const partial = blockUnderPredicate(qb, kb, g) === 1 ? 1 : 0;
+        table[at + 1 + n] = 2 * kb + partial;
+        const kat = byKeyOffset + (r * kBlocks + kb) * (qBlocks + 1);
+        table[kat + 1 + table[kat]++] = 2 * qb + partial;
+      });
+      visited += list.length;
+    }
+  }
+  return { batch: g.batch, heads: g.heads, tq: g.tq, tk: g.tk, kvLength: g.kvLength, qOffset: g.qOffset, causal: g.causal, window: g.window, qBlocks, kBlocks, table, byKeyOffset, visited, predicateBlocks: predicateBlocks * rows };
+}
+
+/** Whether the mask keeps key block kb for query block qb of (b, h) (h taken modulo a shared mask's one head). */
+export function maskKeeps(m: BlockMask, b: number, h: number, qb: number, kb: number): boolean {
+  const at = ((b * m.heads + (m.heads === 1 ? 0 : h)) * m.qBlocks + qb) * (m.kBlocks + 1);
+  for (let n = 0; n < m.table[at]; n++) if (m.table[at + 1 + n] >> 1 === kb) return true;
+  return false;
+}

@@ -1,0 +1,132 @@
+/**
+ * Block masks (src/attention/block_mask.ts) on the CPU reference: a mask keeping every block the
+ * predicate reaches equals plain causal attention (bitwise, forward and gradients); a mask keeping
+ * some blocks equals dense attention with the dropped blocks' scores at −∞ (forward and gradients,
+ * per-head masks, GQA, window, kvLength < Tk); the masked backward against central differences; the
+ * tables' counts; and bad masks refused with the block named.
+ *
+ *   node --import tsx --test test/attention/block_mask.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fon from '../../src/index.ts';
+import { ArgumentError, ShapeError, type Tensor } from '../../src/index.ts';
+import { CpuBackend } from '../../src/backend/cpu/backend.ts';
+import { blockMask, blockMaskFromLists, maskKeeps, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../../src/attention/block_mask.ts';
+import { attention, attentionWithLse, type AttentionOptions } from '../../src/ops/attention.ts';
+import { checkGradient } from '../parity/run.ts';
+
+const backend = new CpuBackend();
+fon.setBackend(backend);
+const vals = (t: Tensor) => Float32Array.from(t.dataSync() as ArrayLike<number>);
+
+/** Dense reference: softmax(scale·q·kᵀ + mask)·v, the mask −∞ outside the predicate and outside the kept blocks (every case keeps some key of every row). */
+function dense(q: Tensor, k: Tensor, v: Tensor, m: BlockMask, opts: AttentionOptions): Tensor {
+  const [b, h, tq, d] = q.shape, [, hkv, tk] = k.shape, g = h / hkv;
+  const add = new Float32Array(b * h * tq * tk);
+  for (let bb = 0; bb < b; bb++) for (let hh = 0; hh < h; hh++) for (let i = 0; i < tq; i++) {
+    const p = m.qOffset + i;
+    for (let j = 0; j < tk; j++) {
+      const ok = j < m.kvLength && (!m.causal || j <= p) && (m.window === 0 || j > p - m.window) && maskKeeps(m, bb, hh, Math.floor(i / MASK_Q_BLOCK), Math.floor(j / MASK_K_BLOCK));
+      add[((bb * h + hh) * tq + i) * tk + j] = ok ? 0 : -Infinity;
+    }
+  }
+  const expand = (x: Tensor) => (g === 1 ? x : fon.reshape(fon.broadcastTo(fon.reshape(x, [b, hkv, 1, tk, d]), [b, hkv, g, tk, d]), [b, h, tk, d]));
+  const s = fon.add(fon.mul(fon.matmul(q, expand(k), { transB: true }), 1 / Math.sqrt(d)), fon.tensor(add, [b, h, tq, tk]));
+  return fon.matmul(fon.softmax(s, -1), expand(v));
+}
+
+function close(a: Float32Array, b: Float32Array, what: string, tol = 1e-5): void {
+  assert.equal(a.length, b.length, what);
+  for (let i = 0; i < a.length; i++) {
+    assert.ok(Math.abs(a[i] - b[i]) <= tol * (1 + Math.abs(b[i])), `${what}[${i}]: ${a[i]} vs ${b[i]}`);
+  }
+}
+
+interface Case { name: string; q: number[]; kv: number[]; opts: AttentionOptions; heads: number; keep: (b: number, h: number, qb: number, kb: number) => boolean }
+
+const CASES: Case[] = [
+  { name: 'causal, every other block dropped, one mask for all heads', q: [1, 2, 300, 8], kv: [1, 2, 300, 8], opts: {}, heads: 1, keep: (_b, _h, qb, kb) => kb === qb * 2 || (qb + kb) % 2 === 0 },
+  { name: 'per-head masks, GQA 4/2, two sequences', q: [2, 4, 200, 4], kv: [2, 2, 200, 4], opts: {}, heads: 4, keep: (b, h, qb, kb) => (kb + h + b) % 3 !== 1 || kb === 2 * qb },
+  { name: 'window 100 and kvLength < Tk', q: [1, 2, 150, 4], kv: [1, 2, 260, 4], opts: { window: 100, kvLength: 240 }, heads: 2, keep: (_b, h, _qb, kb) => kb !== 2 + h },
+  { name: 'not causal', q: [1, 1, 140, 4], kv: [1, 1, 200, 4], opts: { causal: false }, heads: 1, keep: (_b, _h, qb, kb) => kb !== qb + 1 },
+];
+
+function maskFor(c: Case): BlockMask {
+  const kvLength = c.opts.kvLength ?? c.kv[2];
+  return blockMask({ batch: c.q[0], heads: c.heads, tq: c.q[2], tk: c.kv[2], kvLength, causal: c.opts.causal ?? true, window: c.opts.window ?? 0 }, c.keep);
+}
+
+test('a block mask keeping every block equals plain attention, forward and gradients, bitwise', () => fon.tidy(() => {
+  const q = fon.randn([1, 2, 300, 8], { seed: 1, requiresGrad: true }), k = fon.randn([1, 2, 300, 8], { seed: 2, requiresGrad: true }), v = fon.randn([1, 2, 300, 8], { seed: 3, requiresGrad: true });
+  const m = blockMask({ batch: 1, heads: 1, tq: 300, tk: 300 });
+  // 3 query blocks × 5 key blocks, causal: 2 + 4 + 5 blocks have a visible pair.
+  assert.equal(m.visited, 11);
+  assert.equal(m.predicateBlocks, 11);
+  const w = fon.randn([1, 2, 300, 8], { seed: 4 });
+  const grads = (opts: AttentionOptions) => {
+    const out = attention(q, k, v, opts);
+    fon.backward(fon.sum(fon.mul(out, w)));
+    const g = [out, q.grad!, k.grad!, v.grad!].map(vals);
+    for (const t of [q, k, v]) { t.grad!.dispose(); t.grad = null; }
+    return g;
+  };
+  const plain = grads({}), masked = grads({ mask: m });
+  plain.forEach((p, i) => assert.deepEqual(masked[i], p, `output ${i}`));
+}));
+
+for (const c of CASES) {
+  test(`masked attention = dense attention without the dropped blocks: ${c.name}`, () => fon.tidy(() => {
+    const m = maskFor(c);
+    assert.ok(m.visited < m.predicateBlocks, `the mask drops some blocks (${m.visited} of ${m.predicateBlocks})`);
+    const q = fon.randn(c.q, { seed: 11, requiresGrad: true }), k = fon.randn(c.kv, { seed: 12, requiresGrad: true }), v = fon.randn(c.kv, { seed: 13, requiresGrad: true });
+    const w = fon.randn(c.q, { seed: 14 });
+    const out = attention(q, k, v, { ...c.opts, mask: m });
+    fon.backward(fon.sum(fon.mul(out, w)));
+    const got = [out, q.grad!, k.grad!, v.grad!].map(vals);
+    for (const t of [q, k, v]) { t.grad!.dispose(); t.grad = null; }
+    const ref = dense(q, k, v, m, c.opts);
+    fon.backward(fon.sum(fon.mul(ref, w)));
+    const want = [ref, q.grad!, k.grad!, v.grad!].map(vals);
+    ['out', 'dq', 'dk', 'dv'].forEach((n, i) => close(got[i], want[i], `${c.name} ${n}`, 1e-4));
+  }));
+}
+
+test('masked attention gradient vs central differences', async () => {
+  const m = blockMask({ batch: 1, heads: 1, tq: 140, tk: 140 }, (_b, _h, qb, kb) => !(qb === 1 && kb === 0));
+  const spec = (shape: number[], seed: number) => ({ shape, dtype: 'f32' as const, gen: { kind: 'randn' as const, std: 1, mean: 0 }, seed });
+  const r = await checkGradient({
+    name: 'attention/block mask', op: 'attention', dtype: 'f32',
+    inputs: [spec([1, 1, 140, 4], 31), spec([1, 1, 140, 4], 32), spec([1, 1, 140, 4], 33)],
+    run: (xs) => attention(xs[0], xs[1], xs[2], { mask: m }),
+    grad: [0, 1, 2], tol: { rtol: 1e-4, atol: 1e-4 },
+  }, { backend });
+  assert.ok(r.ok, r.detail);
+  assert.ok(r.checks >= 18, `only ${r.checks} directions compared`);
+});
+
+test('blockMaskFromLists: the lists in order, by query and by key; a future, unknown or repeated block is refused, naming it', () => {
+  const g = { batch: 1, heads: 1, tq: 256, tk: 256 };
+  const m = blockMaskFromLists(g, (_b, _h, qb) => (qb === 0 ? [1, 0] : [3, 0]));
+  // Query block 0 (rows 0…127) lists key blocks 0 and 1, both cut by the causal rule (partial).
+  assert.deepEqual([...m.table.subarray(0, 5)], [2, 2 * 0 + 1, 2 * 1 + 1, 0, 0]);
+  assert.deepEqual([...m.table.subarray(5, 10)], [2, 2 * 0 + 0, 2 * 3 + 1, 0, 0], 'query block 1: key block 0 whole, 3 on the diagonal');
+  // By key: key block 0 is seen by query blocks 0 (partial) and 1 (whole).
+  assert.deepEqual([...m.table.subarray(m.byKeyOffset, m.byKeyOffset + 3)], [2, 1, 2]);
+  assert.equal(m.visited, 4);
+  assert.throws(() => blockMaskFromLists(g, (_b, _h, qb) => (qb === 0 ? [2] : [])),
+    (e: Error) => e instanceof ArgumentError && e.message === 'blockMask: batch 0, head 0, query block 0 (rows 0…127): key block 2 (keys 128…) lies after every query of the block (last position 127): a causal mask cannot let a query see a future key');
+  assert.throws(() => blockMaskFromLists(g, () => [4]), /query block 0 \(rows 0…127\): key block 4 is not one of 0…3/);
+  assert.throws(() => blockMaskFromLists(g, () => [0, 0]), /key block 0 is listed twice/);
+  assert.throws(() => blockMask({ ...g, kvLength: 300 }), /kvLength 300 must be at most tk 256/);
+});
+
+test('a mask built for another call is refused, naming both; decode paths refuse masks', () => fon.tidy(() => {
+  const q = fon.randn([1, 2, 200, 4], { seed: 1 }), k = fon.randn([1, 2, 200, 4], { seed: 2 });
+  const m = blockMask({ batch: 1, heads: 1, tq: 150, tk: 200 });
+  assert.throws(() => attention(q, k, k, { mask: m }),
+    (e: Error) => e instanceof ShapeError && e.message === 'attention: the block mask was built for another call: tq 150 (attention: 200), qOffset 50 (attention: 0); q [1, 2, 200, 4], k [1, 2, 200, 4]');
+  assert.throws(() => attention(q, k, k, { mask: blockMask({ batch: 1, heads: 3, tq: 200, tk: 200 }) }), /heads 3 \(attention: 1 or 2\)/);
+  assert.throws(() => attention(q, k, k, { window: 8, mask: blockMask({ batch: 1, heads: 1, tq: 200, tk: 200 }) }), /window 0 \(attention: 8\)/);
+  assert.throws(() => attentionWithLse(q, k, k, { mask: blockMask({ batch: 1, heads: 1, tq: 200, tk: 200 }) }), /attentionWithLse: block masks are taken by attention\(\) only/);
+}));
