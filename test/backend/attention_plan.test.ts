@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import type { GpuCaps } from '../../src/backend/webgpu/device.ts';
+import { UnsupportedError } from '../../src/errors.ts';
 import { attentionBackwardPlan, attentionForwardPlan } from '../../src/backend/webgpu/kernels/attention_plan.ts';
 
 const base: GpuCaps = {
@@ -49,4 +50,16 @@ test('attention backward plan: tensor cores for both passes with f16 inputs and 
   assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 128), 'bf16', 'bf16'), { dq: 'blocked', dkdv: 'blocked' });
   assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, args(4096, 4096, 128), 'f16', 'f16'), { dq: 'plain', dkdv: 'plain' });
   assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, args(4096, 4096, 32), 'f32', 'f32'), { dq: 'blocked', dkdv: 'blocked' });
+});
+
+test('attention plans with a block mask: the tensor-core kernels, or an UnsupportedError naming what they need', () => {
+  const mask = { heads: 1, qBlocks: 32, kBlocks: 64, byKeyOffset: 32 * 65 };
+  const a = { ...args(4096, 4096, 128), mask };
+  assert.equal(attentionForwardPlan(H200, a, 'f16'), 'tensor-cores');
+  assert.deepEqual(attentionBackwardPlan(H200, a, 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' });
+  // The decode kernel does not read masks: a masked one-query call is refused rather than run unmasked.
+  assert.throws(() => attentionForwardPlan(H200, { ...a, tq: 1, qOffset: 4095 }, 'f16'), /and 1 query rows does not take them/);
+  assert.throws(() => attentionForwardPlan(SWIFTSHADER, a, 'f16'), (e: Error) => e instanceof UnsupportedError && /block masks run on the tensor-core attention kernels .*swiftshader-like with f16 inputs of head dim 128 and 4096 query rows does not take them/.test(e.message));
+  assert.throws(() => attentionForwardPlan(H200, a, 'bf16'), /h200-like with bf16 inputs/);
+  assert.throws(() => attentionBackwardPlan(H200, a, 'f16', 'f32'), /the backward on h200-like with f16 inputs \(dO f32\)/);
 });
