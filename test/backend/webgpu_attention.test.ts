@@ -302,7 +302,7 @@ test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 1
     { b: 1, h: 2, hkv: 1, tq: 300, tk: 300, d: 64, qScale: 12 },
     { b: 1, h: 2, hkv: 2, tq: 150, tk: 200, d: 128, qScale: 6, window: 90 },
   ];
-  const variants: Partial<TcBackwardVariant>[] = [{}, { kReload: true }, { nsg: 2 }, { kvRows: 16 }, { kvNsg: 8, kvRows: 16 }];
+  const variants: Partial<TcBackwardVariant>[] = [{}, { kReload: true }, { nsg: 2 }, { kvRows: 32 }, { kvNsg: 8, kvRows: 16 }];
   for (const c of cases) {
     const x = inputs({ ...c, dtype: 'f16' }, 21, true);
     assert.ok(tcBackwardEligible(gpu!.caps, 'f16', 'f16', x.a), `the tensor-core backward should take ${JSON.stringify(c)}`);

@@ -40,6 +40,8 @@ export function finishRow(s: Float32Array, m: number, first: number, n: number, 
   let l = 0;
   for (let t = 0; t < n; t++) {
     const p = Math.exp(s[t] - m);
+    // A key a block mask drops (score −∞) adds nothing, not even 0·v (NaN where v is not finite).
+    if (p === 0) continue;
     l += p;
     const vo = kvBase + (first + t) * d;
     for (let c = 0; c < d; c++) acc[c] += p * vv[vo + c];

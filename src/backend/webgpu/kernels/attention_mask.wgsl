@@ -1,5 +1,5 @@
 // What the tensor-core attention kernels share for block masks (attention/block_mask.ts), pasted
-// after their header as {{MASKING}}: the blocks a workgroup visits, in order. Without MASK a loop
+// after their header (the MASKING placeholder): the blocks a workgroup visits, in order. Without MASK a loop
 // visits [first, end) in steps of its block; with MASK it visits what the mask's table lists, whose
 // values reach every invocation through workgroup memory (workgroupUniformLoad), so that the loops
 // around the kernels' barriers stay uniform.
