@@ -452,14 +452,25 @@ interface BackwardVersion { name: string; usable(be: WebGpuBackend, a: Attention
 const tcBwd = (variant: Partial<TcBackwardVariant>): BackwardVersion['run'] => (be, x, _o, lse, delta, a) => attentionTcBackward(be, x[0], x[1], x[2], x[3], lse, delta, a, variant);
 
 /**
+ * Backward versions (`--backward 4096,16384`), H = 32, D = 128, causal, f16; ms per backward
+ * (TFLOP/s counting 2.5× the causal forward), and each pass's GPU time. H200 runs of 2026-12-03
+ * (11:1xZ and 11:4xZ):
+ *
  *   ab1  attention_blocked.wgsl DQ and DKDV with packed 16-bit tiles (the ALU backward, src's
  *        default before the tensor-core passes; timed with its own DELTA pass).
- *   tb1  attention_tc_backward.wgsl, 4 subgroups, k/v fragments held in registers.   ← src
+ *                                                      4K 116.0 (3.0), 16K 1826.0 (3.0)
+ *   tb1  attention_tc_backward.wgsl, 4 subgroups, k/v fragments held in registers, 32 query rows a
+ *        DKDV step.                                    4K 7.9 (43.2), 16K 126.4–127.4 (43.5) [DKDV 67.5, DQ 50.8]
  *   tb2  tb1 with the DKDV k/v fragments loaded again at every use (KRELOAD).
- *   tb3  tb1 with 2 subgroups a workgroup.
- *   tb4  tb1 with 16 query rows a DKDV step (half the staging and scratch).
+ *                                                      4K 9.1 (37.7), 16K 142.8 (38.5)
+ *   tb3  tb1 with 2 subgroups a workgroup.             4K 19.0 (18.1), 16K 295.8 (18.6)
+ *   tb4  tb1 with 16 query rows a DKDV step (half the staging and scratch).   ← src
+ *                                                      4K 6.7 (51.3), 16K 91.6 (60.0) [DQ 50.8, DKDV 40.3]
  *   tb5  tb4 with 8 subgroups a DKDV workgroup (128 keys: half the q/dO staging per key).
- *   tb6  tb5 with the k/v fragments reloaded (KRELOAD).
+ *                                                      4K 6.8 (50.6), 16K 97.8 (56.2) [DQ 50.8, DKDV 38.9]
+ *   tb6  tb5 with the k/v fragments reloaded (KRELOAD). (not timed yet: the run's limit came first)
+ *
+ * DQ (3 MMAs a tile: S, dP, dS·K) now holds more than half of the time: the next lead.
  */
 const BACKWARD_VERSIONS: BackwardVersion[] = [
   { name: 'ab1', usable: () => true, run: (be, x, o, lse, _delta, a) => attentionBackward(be, x[0], x[1], x[2], o, { h: lse, shape: [], dtype: 'f32' }, x[3], a, aluBackwardPlan(be.caps, a, 'f16', 'f16')) },
