@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import type { DispatchRecord } from '../../src/backend/webgpu/runtime.ts';
 import { hostToF32, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 
 /** A host array as the CPU kernels take it (shape only where the kernel reads it). */
@@ -28,4 +29,10 @@ export function compareWith(gpu: () => WebGpuBackend) {
     }
     assert.ok(worst <= tol, `${what}: worst error ${worst} at ${at} (gpu ${g[at]}, cpu ${w[at]}) above ${tol}`);
   };
+}
+
+/** How many dispatches of `kernel` a dispatch log holds, by pass (the variant's FWD, DQ or DKDV flag). */
+export function passesOf(dispatches: readonly DispatchRecord[], kernel: string): { fwd: number; dq: number; dkdv: number } {
+  const mine = dispatches.filter((d) => d.kernel === kernel);
+  return { fwd: mine.filter((d) => d.variant.FWD).length, dq: mine.filter((d) => d.variant.DQ).length, dkdv: mine.filter((d) => d.variant.DKDV).length };
 }

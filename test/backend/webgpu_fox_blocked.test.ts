@@ -19,10 +19,11 @@ import assert from 'node:assert/strict';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { blockedRows } from '../../src/backend/webgpu/kernels/attention_plan.ts';
-import { foxAttention, foxAttentionBackward, foxBlockedDispatches } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import { foxAttention, foxAttentionBackward } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
-import { compareWith, cref, readWith } from './gpu_compare.ts';
+import { compareWith, cref, passesOf, readWith } from './gpu_compare.ts';
+import type { DispatchRecord } from '../../src/backend/webgpu/runtime.ts';
 import { forgetCumsum, foxArgs, gradTol, randomF32, statTol, TOL } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
@@ -48,7 +49,8 @@ const CASES: Case[] = [
 ];
 
 /** Forward and backward of one case against the CPU, each blocked pass counted. */
-async function check(c: Case): Promise<void> {
+/** Checks one case against the CPU and returns the dispatches of its forward and backward. */
+async function check(c: Case): Promise<DispatchRecord[]> {
   const a = foxArgs(c), dtype = c.dtype ?? 'f32';
   const what = JSON.stringify(c);
   const sizes = [c.b * c.h * c.tq * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.h * c.tq * c.d];
@@ -60,9 +62,9 @@ async function check(c: Case): Promise<void> {
   const [rq, rk, rv, rg] = host.map((x) => ({ h: gpu!.upload(x, dtype), shape: [], dtype }));
   const rc = { h: gpu!.upload(cv, 'f32'), shape: [], dtype: 'f32' as const };
 
-  const before = { ...foxBlockedDispatches };
   const [wantOut, wantLse] = cpuFox.foxAttention(q, k, v, cc, a);
-  const [out, lse] = foxAttention(gpu!, rq, rk, rv, rc, a);
+  const fwd = gpu!.rt.recordDispatches(() => foxAttention(gpu!, rq, rk, rv, rc, a));
+  const [out, lse] = fwd.result;
   await compare(out, dtype, wantOut as AnyHostArray, TOL[dtype], `${what} out`);
   await compare(lse, 'f32', wantLse as AnyHostArray, statTol(dtype), `${what} lse`);
 
@@ -70,22 +72,26 @@ async function check(c: Case): Promise<void> {
   const o = cref(wantOut as AnyHostArray, dtype), l = cref(wantLse as AnyHostArray, 'f32');
   const want = cpuFox.foxAttentionBackward(q, k, v, cc, o, l, g, a) as AnyHostArray[];
   const ro = { h: gpu!.upload(wantOut as AnyHostArray, dtype), shape: [], dtype }, rl = { h: gpu!.upload(wantLse as AnyHostArray, 'f32'), shape: [], dtype: 'f32' as const };
-  const got = foxAttentionBackward(gpu!, rq, rk, rv, rc, ro, rl, rg, a);
+  const bwd = gpu!.rt.recordDispatches(() => foxAttentionBackward(gpu!, rq, rk, rv, rc, ro, rl, rg, a));
+  const got = bwd.result;
   const names = ['dq', 'dk', 'dv', 'dc'];
   for (let i = 0; i < 4; i++) await compare(got[i], i < 3 ? dtype : 'f32', want[i], i < 3 ? gradTol(dtype) : statTol(dtype), `${what} ${names[i]}`);
 
-  const ran = { fwd: foxBlockedDispatches.fwd - before.fwd, dq: foxBlockedDispatches.dq - before.dq, dkdv: foxBlockedDispatches.dkdv - before.dkdv };
+  // The runtime's dispatch log says which passes ran on the blocked kernels.
+  const ran = passesOf([...fwd.dispatches, ...bwd.dispatches], 'fox_blocked');
   const expect = { fwd: blockedRows(gpu!.caps, c.d, 'fwd', dtype) > 0 ? 1 : 0, dq: blockedRows(gpu!.caps, c.d, 'dq', dtype) > 0 ? 1 : 0, dkdv: blockedRows(gpu!.caps, c.d, 'dkdv', dtype) > 0 ? 1 : 0 };
   assert.deepStrictEqual(ran, expect, `${what}: blocked dispatches`);
   for (const h of [out, lse, ...got, ro.h, rl.h, rq.h, rk.h, rv.h, rg.h, rc.h]) gpu!.free(h);
+  return [...fwd.dispatches, ...bwd.dispatches];
 }
 
 test('FoX blocked kernels vs CPU: out, lse, dq, dk, dv, dc; several 32-key blocks, T off the tile, Tq < Tk, kvLength < Tk, GQA, D 13/16/24/32/40/64, f32, bf16, f16, c down to −50; the blocked passes ran [webgpu]', { skip }, async () => {
-  const before = { ...foxBlockedDispatches };
-  for (const c of CASES) await check(c);
+  const dispatches: DispatchRecord[] = [];
+  for (const c of CASES) dispatches.push(...await check(c));
   // Head dim 32 must take every blocked pass on any device that runs the softmax blocked backward.
   assert.ok(blockedRows(gpu!.caps, 32, 'dq') > 0 && blockedRows(gpu!.caps, 32, 'dkdv') > 0, 'the blocked backward should take head dim 32');
-  assert.ok(foxBlockedDispatches.fwd - before.fwd === CASES.length, `blocked forwards: ${foxBlockedDispatches.fwd - before.fwd} of ${CASES.length}`);
+  const forwards = passesOf(dispatches, 'fox_blocked').fwd;
+  assert.ok(forwards === CASES.length, `blocked forwards: ${forwards} of ${CASES.length}`);
 });
 
 test('FoX with a forced tile keeps the tiled kernels (no blocked dispatch) [webgpu]', { skip }, async () => {
@@ -94,10 +100,12 @@ test('FoX with a forced tile keeps the tiled kernels (no blocked dispatch) [webg
   const x = { h: gpu!.upload(randomF32(c.b * c.h * c.tq * c.d, 1), 'f32'), shape: [], dtype: 'f32' as const };
   const kv = { h: gpu!.upload(randomF32(c.b * c.hkv * c.tk * c.d, 2), 'f32'), shape: [], dtype: 'f32' as const };
   const cv = { h: gpu!.upload(forgetCumsum(c.b * c.h, c.tk, 3, false), 'f32'), shape: [], dtype: 'f32' as const };
-  const before = { ...foxBlockedDispatches };
-  const [out, lse] = foxAttention(gpu!, x, kv, kv, cv, a, { bq: 16, bk: 16 });
-  const grads = foxAttentionBackward(gpu!, x, kv, kv, cv, { h: out, shape: [], dtype: 'f32' }, { h: lse, shape: [], dtype: 'f32' }, x, a, { bq: 16, bk: 16 });
+  const { result: [out, lse, grads], dispatches } = gpu!.rt.recordDispatches(() => {
+    const [o, l] = foxAttention(gpu!, x, kv, kv, cv, a, { bq: 16, bk: 16 });
+    return [o, l, foxAttentionBackward(gpu!, x, kv, kv, cv, { h: o, shape: [], dtype: 'f32' }, { h: l, shape: [], dtype: 'f32' }, x, a, { bq: 16, bk: 16 })] as const;
+  });
   await readF32(grads[3], 'f32', c.b * c.h * c.tk);
-  assert.deepStrictEqual({ ...foxBlockedDispatches }, before);
+  assert.deepStrictEqual(passesOf(dispatches, 'fox_blocked'), { fwd: 0, dq: 0, dkdv: 0 });
+  assert.ok(dispatches.some((d) => d.kernel === 'fox_fpa_attention' && d.variant.FWD), 'the tiled forward ran');
   for (const h of [out, lse, ...grads, x.h, kv.h, cv.h]) gpu!.free(h);
 });

@@ -4,7 +4,7 @@
  * src/backend/webgpu/kernels/fox_fpa_attention.ts), against the CPU reference
  * (src/backend/cpu/fox_attention.ts): out and lse in f16 storage, Tq = Tk and Tq < Tk with
  * kvLength < Tk, GQA, cut-off query blocks, head dims 32 to 256, forget gates spanning −50…0.
- * The dispatch counter must show the tensor-core path ran. Runs only where the device has f16
+ * The runtime's dispatch log must show the tensor-core path ran. Runs only where the device has f16
  * subgroup matrices (not on SwiftShader); on the H200:
  *
  *   bash .gpu/enter node --import tsx --test test/backend/webgpu_fox_tc.test.ts
@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { tcEligible } from '../../src/backend/webgpu/kernels/attention_tc.ts';
-import { foxAttention, foxFpaOptions, foxTcDispatches } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import { foxAttention, foxFpaOptions } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, type AnyHostArray } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 import { compareWith, cref } from './gpu_compare.ts';
@@ -45,9 +45,8 @@ test('FoX forward on tensor cores vs CPU: out, lse; Tq < Tk, kvLength < Tk, GQA,
       const [want, wantLse] = cpuFox.foxAttention(cref(host[0], 'f16'), cref(host[1], 'f16'), cref(host[2], 'f16'), cref(cv, 'f32'), a);
       const [rq, rk, rv] = host.map((x) => ({ h: gpu!.upload(x, 'f16'), shape: [], dtype: 'f16' as const }));
       const rc = { h: gpu!.upload(cv, 'f32'), shape: [], dtype: 'f32' as const };
-      const before = foxTcDispatches.fwd;
-      const [out, lse] = foxAttention(gpu!, rq, rk, rv, rc, a);
-      assert.equal(foxTcDispatches.fwd - before, 1, `${what}: the tensor-core path ran`);
+      const { result: [out, lse], dispatches } = gpu!.rt.recordDispatches(() => foxAttention(gpu!, rq, rk, rv, rc, a));
+      assert.equal(dispatches.filter((d) => d.kernel === 'attention_tc' && d.variant.FOX).length, 1, `${what}: the tensor-core path ran (dispatch log)`);
       await compare(out, 'f16', want as AnyHostArray, 2 * TOL.f16, `${what} out`);
       await compare(lse, 'f32', wantLse as AnyHostArray, statTol('f16'), `${what} lse`);
       for (const h of [out, lse, rq.h, rk.h, rv.h, rc.h]) gpu!.free(h);

@@ -23,11 +23,12 @@ import assert from 'node:assert/strict';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import * as cpuFpa from '../../src/backend/cpu/fpa_attention.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { fpaAttention, fpaAttentionBackward, fpaBlockedDispatches, fpaBlockedRows } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import { fpaAttention, fpaAttentionBackward, fpaBlockedRows } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import type { DispatchRecord } from '../../src/backend/webgpu/runtime.ts';
 import { f32ToHost, type AnyHostArray, type FloatDType } from '../../src/tensor/dtype.ts';
 import { uniformStream } from '../../src/ops/random.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
-import { compareWith, cref } from './gpu_compare.ts';
+import { compareWith, cref, passesOf } from './gpu_compare.ts';
 import { foxArgs, gradTol, randomF32, statTol, TOL } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
@@ -123,36 +124,42 @@ async function check(c: Case, seed: number): Promise<void> {
   // λ = 0 is outside the CPU reference's domain (it asks λ > 0): there FPA is FoX with c = 0.
   const [wantOut, wantLse] = c.walk === 'zero' ? cpuFox.foxAttention(q, k, v, cref(new Float32Array(c.b * c.h * c.tk), 'f32'), a)
     : cpuFpa.fpaAttention(q, k, v, cref(phi, 'f32'), cref(level, 'f32'), cref(lam, 'f32'), a);
-  const before = fpaBlockedDispatches.fwd;
-  const [out, lse] = fpaAttention(gpu!, rq, rk, rv, rphi, rlevel, rlam, a);
-  assert.equal(fpaBlockedDispatches.fwd - before, 1, `${what}: the blocked forward ran`);
+  // Which kernels ran, from the runtime's dispatch log.
+  const fwd = gpu!.rt.recordDispatches(() => fpaAttention(gpu!, rq, rk, rv, rphi, rlevel, rlam, a));
+  const [out, lse] = fwd.result;
+  assert.equal(passesOf(fwd.dispatches, 'fpa_blocked').fwd, 1, `${what}: the blocked forward ran`);
   await compare(out, dtype, wantOut as AnyHostArray, TOL[dtype], `${what} out`);
   await compare(lse, 'f32', wantLse as AnyHostArray, statTol(dtype), `${what} lse`);
 
   // The tiled forward gives the same (it does not count as blocked).
-  const [tOut, tLse] = fpaAttention(gpu!, rq, rk, rv, rphi, rlevel, rlam, a, { bq: 16, bk: 16 });
-  assert.equal(fpaBlockedDispatches.fwd - before, 1, `${what}: a forced tile ran the blocked forward`);
+  const tiledFwd = gpu!.rt.recordDispatches(() => fpaAttention(gpu!, rq, rk, rv, rphi, rlevel, rlam, a, { bq: 16, bk: 16 }));
+  const [tOut, tLse] = tiledFwd.result;
+  assert.equal(passesOf(tiledFwd.dispatches, 'fpa_blocked').fwd, 0, `${what}: a forced tile ran the blocked forward`);
   await compare(out, dtype, await gpu!.read(tOut, dtype, wantOut.length), TOL[dtype], `${what} out vs tiled`);
   await compare(lse, 'f32', await gpu!.read(tLse, 'f32', wantLse.length), statTol(dtype), `${what} lse vs tiled`);
 
   // The backward from the blocked forward's out and lse: blocked passes where they fit, twice, then tiled.
   const handles = [out, lse, tOut, tLse, rq.h, rk.h, rv.h, rg.h, rphi.h, rlevel.h, rlam.h];
-  const backward = (tile?: { bq: number; bk: number }) =>
-    fpaAttentionBackward(gpu!, rq, rk, rv, rphi, rlevel, rlam, { h: out, shape: [], dtype }, { h: lse, shape: [], dtype: 'f32' }, rg, a, tile);
+  const log: DispatchRecord[][] = [];
+  const backward = (tile?: { bq: number; bk: number }) => {
+    const r = gpu!.rt.recordDispatches(() => fpaAttentionBackward(gpu!, rq, rk, rv, rphi, rlevel, rlam, { h: out, shape: [], dtype }, { h: lse, shape: [], dtype: 'f32' }, rg, a, tile));
+    log.push(r.dispatches);
+    return r.result;
+  };
   const names = ['dq', 'dk', 'dv', 'dphi', 'dlevel', 'dlambda'];
   const nkv = c.b * c.hkv * c.tk;
   const lengths = [sizes[0], sizes[1], sizes[2], nkv, nkv, c.hkv];
   const dtypeOf = (i: number) => (i < 3 ? dtype : 'f32');
   const tolOf = (i: number) => (i < 3 ? gradTol(dtype) : statTol(dtype));
-  const bwdBefore = { dq: fpaBlockedDispatches.dq, dkdv: fpaBlockedDispatches.dkdv };
   const got = backward();
-  const ran = { dq: fpaBlockedDispatches.dq - bwdBefore.dq, dkdv: fpaBlockedDispatches.dkdv - bwdBefore.dkdv };
+  const { dq: dqRan, dkdv: kvRan } = passesOf(log[0], 'fpa_blocked');
+  const ran = { dq: dqRan, dkdv: kvRan };
   const expect = { dq: fpaBlockedRows(gpu!.caps, c.d, 'dq') > 0 ? 1 : 0, dkdv: fpaBlockedRows(gpu!.caps, c.d, 'dkdv') > 0 ? 1 : 0 };
   assert.deepStrictEqual(ran, expect, `${what}: blocked backward dispatches`);
   const again = backward();
   const tiled = backward({ bq: 16, bk: 16 });
-  assert.equal(fpaBlockedDispatches.dq - bwdBefore.dq, 2 * expect.dq, `${what}: a forced tile ran the blocked dq`);
-  assert.equal(fpaBlockedDispatches.dkdv - bwdBefore.dkdv, 2 * expect.dkdv, `${what}: a forced tile ran the blocked dk/dv`);
+  assert.deepStrictEqual(passesOf(log[1], 'fpa_blocked'), { fwd: 0, ...expect }, `${what}: the second backward ran the same kernels`);
+  assert.deepStrictEqual(passesOf(log[2], 'fpa_blocked'), { fwd: 0, dq: 0, dkdv: 0 }, `${what}: a forced tile ran a blocked pass`);
   handles.push(...got, ...again, ...tiled);
   for (let i = 0; i < names.length; i++) {
     const first = await gpu!.read(got[i], dtypeOf(i), lengths[i]), second = await gpu!.read(again[i], dtypeOf(i), lengths[i]);

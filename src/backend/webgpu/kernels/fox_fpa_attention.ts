@@ -111,14 +111,7 @@ const fpaBlockedKernel: Kernel = {
  */
 export const foxFpaOptions = { tensorCores: true };
 
-/** Forwards of FoX on the tensor-core kernel since load. */
-export const foxTcDispatches = { fwd: 0 };
 
-/** Dispatches of the blocked FoX passes since load (tests check that the blocked path ran). */
-export const foxBlockedDispatches = { fwd: 0, dq: 0, dkdv: 0 };
-
-/** Dispatches of the blocked FPA passes since load (tests check that the blocked path ran). */
-export const fpaBlockedDispatches = { fwd: 0, dq: 0, dkdv: 0 };
 
 /**
  * The FPA variant's workgroup memory beyond the softmax pass's: φ and ℓ of one 32-key block (Fk, Lk)
@@ -218,7 +211,6 @@ function forwardBlocked(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: 
     kernel: mode === 'fox' ? blockedKernel : fpaBlockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d), PX: px },
     uniforms: uniforms(a, 0), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, ex.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
   }));
-  (mode === 'fox' ? foxBlockedDispatches : fpaBlockedDispatches).fwd++;
   return [out, lse];
 }
 
@@ -255,13 +247,11 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
   const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, st.buffer];
   const bbase = { X: q.dtype, G: g.dtype, TR: 8, DM: blockedPitch(a.d) };
   const bkernel = mode === 'fox' ? blockedKernel : fpaBlockedKernel;
-  const counts = mode === 'fox' ? foxBlockedDispatches : fpaBlockedDispatches;
   checkGrid(what, Math.ceil(a.tq / dqRows), Math.ceil(a.tk / kvRows), a.heads, a.batch);
   const dq = viaStorable(be, q.dtype, rows * a.d, `${mode} attention dq`, (buf, y) => be.rt.run({
     kernel: dqBlocked ? bkernel : kernel, variant: dqBlocked ? { ...bbase, PX: dqPlan.px, PG: dqPlan.pg, DQ: true, Y: y } : { ...base, DQ: true, Y: y },
     uniforms: u, buffers: [...inputs, buf, aux.buffer], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
   }));
-  if (dqBlocked) counts.dq++;
   let dv: GpuHandle | null = null;
   const dk = viaStorable(be, k.dtype, kvSize, `${mode} attention dk`, (bufK, y) => {
     dv = viaStorable(be, v.dtype, kvSize, `${mode} attention dv`, (bufV) => be.rt.run({
@@ -269,7 +259,6 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
       uniforms: u, buffers: [...inputs, bufK, bufV, aux.buffer], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
     }));
   });
-  if (kvBlocked) counts.dkdv++;
   be.free(st);
   return [dq, dk, dv!, aux, dqRows];
 }
@@ -287,7 +276,6 @@ export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef,
   checkF32('foxAttention', { c });
   if (takesDecode(be, a, tile)) return foxDecode(be, q, k, v, c, a);
   if (tile === undefined && foxFpaOptions.tensorCores && a.batch * a.heads * a.tq > 0 && a.tq >= 16 && tcEligible(be.caps, q.dtype, a.d)) {
-    foxTcDispatches.fwd++;
     return attentionTc(be, q, k, v, { ...a, causal: true, window: 0 }, {}, c);
   }
   if (tile === undefined && a.batch * a.heads * a.tq > 0 && blockedRows(be.caps, a.d, 'fwd', q.dtype) > 0) return forwardBlocked(be, 'fox', q, k, v, c.h, a);
