@@ -141,7 +141,9 @@ import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { WebGpuBackend, type GpuHandle, type GpuRef } from '../../src/backend/webgpu/backend.ts';
 import { attentionBackward, attentionBlocked, attentionDelta, attentionPlain } from '../../src/backend/webgpu/kernels/attention.ts';
 import { aluBackwardPlan, blockedRows } from '../../src/backend/webgpu/kernels/attention_plan.ts';
-import { attentionTc, attentionTcBackward, tcBackwardEligible, tcEligible, tcKernel, type TcBackwardVariant } from '../../src/backend/webgpu/kernels/attention_tc.ts';
+import { attentionTc, attentionTcBackward, tcBackwardEligible, tcEligible, tcKernel, tcKernelOf, type TcBackwardVariant } from '../../src/backend/webgpu/kernels/attention_tc.ts';
+import { matrixCode } from '../../src/backend/webgpu/kernels/subgroup_matrix.ts';
+import { readFileSync } from 'node:fs';
 import { attentionDecode, decodeRows } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import { f32bits, type Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attentionBackward as cpuAttentionBackward } from '../../src/backend/cpu/attention.ts';
@@ -193,16 +195,42 @@ function readCeiling(g: number): Run {
 }
 
 /**
- * The one-pass tensor-core kernel (t6) with its generated WGSL edited, to find which part gives
- * the NaNs: the same dispatch as attentionTc, another pipeline per edit.
+ * The one-pass tensor-core forward (t6, t12): attention_tc_onepass.wgsl beside this file, the form
+ * src/.../attention_tc.wgsl had with its ONEPASS variant (a lazy rescale of O through workgroup
+ * memory); out of src since 2026-12-03 because it gives NaNs on the H200. Its RESCALE code: each O
+ * tile stored into the subgroup's scratch (alternating halves, so tile i + 2 is stored two barriers
+ * after tile i's load), scaled row by row, loaded back.
  */
-function tcPatched(tag: string, patch: (src: string) => string, onePass = true): Run {
-  const kernel: Kernel = { name: `attention_tc_${tag}`, source: (v, caps) => patch(tcKernel.source(v, caps)) };
+const ONEPASS_WGSL = readFileSync(new URL('./attention_tc_onepass.wgsl', import.meta.url), 'utf8');
+function rescaleCode(d: number): string {
+  const { load, store } = matrixCode(false);
+  const lines: string[] = [];
+  for (let i = 0; i < d / 16; i++) {
+    const at = `sbase + ${256 * (i % 2)}u`;
+    lines.push(`      ${store('&Ss', at, `o${i}`, false, '16u')};`, '      workgroupBarrier();', `      scale_tile(sg, lane, ${at});`,
+      '      workgroupBarrier();', `      o${i} = ${load('subgroup_matrix_result<f32, 16, 16>', '&Ss', at, false, '16u')};`);
+  }
+  return lines.join('\n');
+}
+const tcOnePassKernel = tcKernelOf('attention_tc_onepass', () => ONEPASS_WGSL, (v) => ({ RESCALE: rescaleCode(v.D as number) }));
+
+function attentionTcOnePass(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, kPad: number): [GpuHandle, GpuHandle] {
+  return tcPatched('onepass', (src) => src, true, kPad)(be, q, k, v, a);
+}
+
+/**
+ * The tensor-core forward (the one-pass file, or src's two-pass kernel with onePass false) with its
+ * generated WGSL edited, to find which part gives the NaNs: the same dispatch as attentionTc,
+ * another pipeline per edit.
+ */
+function tcPatched(tag: string, patch: (src: string) => string, onePass = true, kPad = 0): Run {
+  const base = onePass ? tcOnePassKernel : tcKernel;
+  const kernel: Kernel = { name: `attention_tc_${tag}`, source: (v, caps) => patch(base.source(v, caps)) };
   return (be, q, k, v, a) => {
     const nsg = 8, rows = a.batch * a.heads * a.tq;
     const out = be.alloc('f16', rows * a.d, 'attention'), lse = be.alloc('f32', rows, 'attention lse');
     be.rt.run({
-      kernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: false, LOAD_ARG: false, KPAD: 0 },
+      kernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: false, LOAD_ARG: false, KPAD: kPad },
       uniforms: [a.batch, a.heads, a.kvHeads, a.tq, a.tk, a.d, a.kvLength, a.qOffset >>> 0, a.causal ? 1 : 0, a.window, f32bits(a.scale), a.heads / a.kvHeads],
       buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer], workgroups: [Math.ceil(a.tq / (16 * nsg)), a.heads, a.batch],
     });
@@ -276,15 +304,15 @@ const tc6 = (be: WebGpuBackend, a: AttentionArgs) => tcEligible(be.caps, 'f16', 
 // t3–t6 and d1–d2 run src's kernels with the variant options that reproduce each version.
 const VERSIONS: Version[] = [
   { name: 'p1', kind: 'prefill', usable: () => true, run: attentionPlain },
-  { name: 't3', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: false, loadArg: true, kPad: 0 }) },
-  { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, qReload: true, loadArg: true, kPad: 0 }) },
-  { name: 't5', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 0 }) },
-  { name: 't6', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, kPad: 0 }) },
+  { name: 't3', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, qReload: false, loadArg: true, kPad: 0 }) },
+  { name: 't4', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, qReload: true, loadArg: true, kPad: 0 }) },
+  { name: 't5', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, kPad: 0 }) },
+  { name: 't6', kind: 'prefill', usable: (be, a) => tcEligible(be.caps, 'f16', a.d), run: (be, q, k, v, a) => attentionTcOnePass(be, q, k, v, a, 0) },
   // t9 (src): t5 with the staged K/V rows padded by 8 halves (KPAD, as the GEMM's tiles); t12: t6
   // (one pass) padded the same way; t13: t9 with 4 subgroups.
-  { name: 't9', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: false, kPad: 8 }) },
-  { name: 't12', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, onePass: true, kPad: 8 }) },
-  { name: 't13', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 4, onePass: false, kPad: 8 }) },
+  { name: 't9', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, kPad: 8 }) },
+  { name: 't12', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTcOnePass(be, q, k, v, a, 8) },
+  { name: 't13', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 4, kPad: 8 }) },
   { name: 't6n', kind: 'prefill', usable: tc6, run: tcPatched('n', noRescale) },
   { name: 't6r', kind: 'prefill', usable: tc6, run: tcPatched('r', rowMax) },
   { name: 't6rn', kind: 'prefill', usable: tc6, run: tcPatched('rn', (src) => noRescale(rowMax(src))) },

@@ -12,7 +12,7 @@ import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import type { Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
-import { preprocess } from '../wgsl.ts';
+import { preprocess, type Variant } from '../wgsl.ts';
 import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
 import { PARAMS, checkGrid, uniforms } from './attention_common.ts';
 import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../../../attention/block_mask.ts';
@@ -51,15 +51,14 @@ function tcSmem(nsg: number, d: number, kPad: number): number {
 
 /**
  * Unrolled subgroup-matrix code for head dim d (no matrix lives in an indexed array): the q
- * fragments, the scores of a key block, the O accumulators, P·V, ONEPASS's rescale of O and the
- * epilogue.
+ * fragments, the scores of a key block, the O accumulators, P·V and the epilogue.
  */
-function tcBody(d: number, qReload: boolean, boolArg: boolean): Record<string, string> {
+export function tcBody(d: number, qReload: boolean, boolArg: boolean): Record<string, string> {
   const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>', A = 'subgroup_matrix_result<f32, 16, 16>';
   const { load, store } = matrixCode(boolArg);
   const nd = d / 16;
   const qload: string[] = [], scores: string[] = [`    {`, `      var s0 = ${A}();`, `      var s1 = ${A}();`];
-  const oinit: string[] = [], pv: string[] = [], rescale: string[] = [], epilogue: string[] = [];
+  const oinit: string[] = [], pv: string[] = [], epilogue: string[] = [];
   for (let i = 0; i < nd; i++) {
     const qi = load(L, '&q16', `(qrow0 + rb) * D + ${16 * i}u`, false, 'D');
     if (qReload) scores.push(`      let q${i} = ${qi};`);
@@ -67,11 +66,6 @@ function tcBody(d: number, qReload: boolean, boolArg: boolean): Record<string, s
     scores.push(`      s0 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `${16 * i}u`, true, 'KD')}, s0);`);
     scores.push(`      s1 = subgroupMatrixMultiplyAccumulate(q${i}, ${load(R, '&KV', `16u * KD + ${16 * i}u`, true, 'KD')}, s1);`);
     oinit.push(`  var o${i} = ${A}();`);
-    // Tiles alternate between the two halves of the subgroup's scratch: tile i + 2 is stored only
-    // after two barriers past tile i's load.
-    const at = `sbase + ${256 * (i % 2)}u`;
-    rescale.push(`      ${store('&Ss', at, `o${i}`, false, '16u')};`, '      workgroupBarrier();', `      scale_tile(sg, lane, ${at});`,
-      '      workgroupBarrier();', `      o${i} = ${load(A, '&Ss', at, false, '16u')};`);
     epilogue.push(`  ${store('&Ss', 'sg * SP', `o${i}`, false, '16u')};`, '  workgroupBarrier();', `  put_tile(sg, lane, qrow0, rb, ${16 * i}u, i0);`, '  workgroupBarrier();');
   }
   scores.push(`      ${store('&Ss', 'sbase', 's0', true, '16u')};`, `      ${store('&Ss', 'sbase + 256u', 's1', true, '16u')};`, '    }');
@@ -81,47 +75,53 @@ function tcBody(d: number, qReload: boolean, boolArg: boolean): Record<string, s
       pv.push(`    o${n} = subgroupMatrixMultiplyAccumulate(p${kk}, ${load(R, '&KV', `BK * KD + ${16 * kk}u * KD + ${16 * n}u`, false, 'KD')}, o${n});`);
     }
   }
-  return { QLOAD: qload.join('\n'), SCORES: scores.join('\n'), OINIT: oinit.join('\n'), PV: pv.join('\n'), RESCALE: rescale.join('\n'), STORE: epilogue.join('\n') };
+  return { QLOAD: qload.join('\n'), SCORES: scores.join('\n'), OINIT: oinit.join('\n'), PV: pv.join('\n'), STORE: epilogue.join('\n') };
 }
 
-export const tcKernel: Kernel = {
-  name: 'attention_tc',
-  source: (v) => {
-    const head = [
-      'diagnostic(off, chromium.subgroup_matrix_uniformity);',
-      'enable f16;',
-      'enable subgroups;',
-      'enable chromium_experimental_subgroup_matrix;',
-      `struct Params { ${PARAMS}${v.MASK ? `, ${MASK_PARAMS}` : ''} }`,
-      '@group(0) @binding(0) var<uniform> P: Params;',
-      '@group(0) @binding(1) var<storage, read> q16: array<f16>;',
-      '@group(0) @binding(2) var<storage, read> k8: array<vec4<u32>>;',
-      '@group(0) @binding(3) var<storage, read> v8: array<vec4<u32>>;',
-      '@group(0) @binding(4) var<storage, read_write> out: array<f16>;',
-      '@group(0) @binding(5) var<storage, read_write> lse: array<f32>;',
-      v.FOX ? '@group(0) @binding(6) var<storage, read> cg: array<f32>;' : '',
-      v.MASK ? `@group(0) @binding(${v.FOX ? 7 : 6}) var<storage, read> mask: array<i32>;` : '',
-      MASK_CONSTS,
-    ].join('\n');
-    return preprocess(wgslSource('attention_tc'), {
-      ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common'), BIAS: v.FOX ? ' + cq - Ck[c]' : '',
-      MASKING: preprocess(wgslSource('attention_mask'), v),
-    });
-  },
-};
+/**
+ * The tensor-core forward as a Kernel over a WGSL text of attention_tc.wgsl's form (`text`), with
+ * `extra` placeholders: src's kernel is tcKernel; dev/kernels/attention.ts builds its one-pass
+ * version from its own file this way.
+ */
+export function tcKernelOf(name: string, text: () => string, extra: (v: Variant) => Record<string, string> = () => ({})): Kernel {
+  return { name, source: (v) => tcSource(text(), v, extra(v)) };
+}
+
+function tcSource(text: string, v: Variant, extra: Record<string, string>): string {
+  const head = [
+    'diagnostic(off, chromium.subgroup_matrix_uniformity);',
+    'enable f16;',
+    'enable subgroups;',
+    'enable chromium_experimental_subgroup_matrix;',
+    `struct Params { ${PARAMS}${v.MASK ? `, ${MASK_PARAMS}` : ''} }`,
+    '@group(0) @binding(0) var<uniform> P: Params;',
+    '@group(0) @binding(1) var<storage, read> q16: array<f16>;',
+    '@group(0) @binding(2) var<storage, read> k8: array<vec4<u32>>;',
+    '@group(0) @binding(3) var<storage, read> v8: array<vec4<u32>>;',
+    '@group(0) @binding(4) var<storage, read_write> out: array<f16>;',
+    '@group(0) @binding(5) var<storage, read_write> lse: array<f32>;',
+    v.FOX ? '@group(0) @binding(6) var<storage, read> cg: array<f32>;' : '',
+    v.MASK ? `@group(0) @binding(${v.FOX ? 7 : 6}) var<storage, read> mask: array<i32>;` : '',
+    MASK_CONSTS,
+  ].join('\n');
+  return preprocess(text, {
+    ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common'), BIAS: v.FOX ? ' + cq - Ck[c]' : '',
+    MASKING: preprocess(wgslSource('attention_mask'), v), ...extra,
+  });
+}
+
+export const tcKernel: Kernel = tcKernelOf('attention_tc', () => wgslSource('attention_tc'));
 
 /**
- * Tensor-core forward variants (dev/kernels/attention.ts t3–t6): subgroups per workgroup; one
- * pass with the lazy rescale of O, or two (row maxima first); whether q fragments are loaded
- * again for every key block instead of held in registers (fewer registers, more loads); the older
- * bool-argument form of the subgroup-matrix loads (subgroup_matrix.ts); the padding of the staged
- * K/V rows in halves (TC_KPAD; 0 is the unpadded t5).
+ * Tensor-core forward variants (dev/kernels/attention.ts t3–t13): subgroups per workgroup; whether
+ * q fragments are loaded again for every key block instead of held in registers (fewer registers,
+ * more loads); the older bool-argument form of the subgroup-matrix loads (subgroup_matrix.ts); the
+ * padding of the staged K/V rows in halves (TC_KPAD; 0 is the unpadded t5).
  */
-export interface TcVariant { nsg: number; onePass: boolean; qReload: boolean; loadArg: boolean; kPad: number }
+export interface TcVariant { nsg: number; qReload: boolean; loadArg: boolean; kPad: number }
 
 export function tcVariant(caps: GpuCaps, d: number): TcVariant {
-  // One pass is experimental: NaNs on the H200 (attention_tc.wgsl).
-  return { nsg: tcSubgroups(caps, d), onePass: false, qReload: false, loadArg: false, kPad: TC_KPAD };
+  return { nsg: tcSubgroups(caps, d), qReload: false, loadArg: false, kPad: TC_KPAD };
 }
 
 /**
@@ -130,7 +130,7 @@ export function tcVariant(caps: GpuCaps, d: number): TcVariant {
  * shape) only the key blocks it lists. Exported for tests and dev/kernels/attention.ts.
  */
 export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}, foxC?: GpuRef, mask?: GpuRef): [GpuHandle, GpuHandle] {
-  const { nsg, onePass, qReload, loadArg, kPad } = { ...tcVariant(be.caps, a.d), ...variant };
+  const { nsg, qReload, loadArg, kPad } = { ...tcVariant(be.caps, a.d), ...variant };
   if (!tcEligible(be.caps, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
   if (tcSmem(nsg, a.d, kPad) > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention with ${nsg} subgroups and rows padded by ${kPad} halves needs ${tcSmem(nsg, a.d, kPad)} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
   const rows = a.batch * a.heads * a.tq;
@@ -139,7 +139,7 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, ONEPASS: onePass, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, FOX: !!foxC, MASK: !!mask },
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, FOX: !!foxC, MASK: !!mask },
     uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...(foxC ? [foxC.h.buffer] : []), ...(mask ? [mask.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];

@@ -7,19 +7,11 @@
 // turns it into P = exp2(S·scale·log2 e − m) and adds P into its row sum l (f32); P goes back as
 // f16 and O += P·V (MMA) into D/16 result matrices o<n>; out = O/l at the end.
 //
-// Subgroup matrices are opaque: a row of O cannot be rescaled in registers. Two forms:
-//   two passes (default, t3/t5 in dev/kernels/attention.ts)  pass 1 finds each row's maximum m
-//           over all its blocks (S only, no V), pass 2 is the loop above with m fixed: P ≤ 1, no
-//           rescale, 1.5× the MMAs.
-//   ONEPASS (experimental, t6) one pass with a lazy rescale: the running maximum m of a row moves only
-//           when a block's maximum passes it by more than 8 (log2 units), so P ≤ 2^8 (exact in
-//           f16, l in f32). A block where some row moved sets a workgroup flag; the workgroup
-//           then rescales every O tile through workgroup memory (store, scale each row by
-//           α = 2^(m_old − m_new), or 1 for rows that kept m, load). After the first block of
-//           a row this is rare (scores would have to grow by a factor of 256 in probability).
-//           On the H200 it ran 16K tokens in 57 ms against 78 for two passes, but its output
-//           held NaNs in dev/kernels' check, also with the rescale compiled out and with the
-//           pair's maximum taken without a shuffle; the cause is not found, so it is not taken.
+// Subgroup matrices are opaque: a row of O cannot be rescaled in registers, so this kernel takes two
+// passes (t3/t5/t9 in dev/kernels/attention.ts): pass 1 finds each row's maximum m over all its
+// blocks (S only, no V), pass 2 is the loop above with m fixed: P ≤ 1, no rescale, 1.5× the MMAs.
+// A one-pass form with a lazy rescale of O through workgroup memory was faster (57 against 78 ms at
+// 16K) but gave NaNs on the H200 for a cause not found; it lives in dev/kernels/attention_tc_onepass.wgsl.
 // K and V blocks are staged global → workgroup memory as 8-half vec4<u32> loads (rows past kvLength
 // as zeros), each row padded by KPAD halves; q fragments load straight from global memory, the last block's subgroups moved back
 // to end at row tq (so this kernel needs tq ≥ 16). Key blocks wholly inside every row's visible
@@ -44,8 +36,6 @@ const D8 = D / 8u;
 // Per subgroup: S (f32) and P (f16) of its 16 rows × BK keys, column-major with 16 rows a column,
 // so the lane pair of row r (lanes 2r, 2r+1, taking alternate keys) reads 32 distinct banks.
 const SP = 16u * BK;
-// How far (log2 units) a block's row maximum may pass the running one before O is rescaled.
-const SLACK = 8.0;
 
 // Row stride of the staged K and V tiles in halves: D + KPAD. Padded rows keep the 16 rows of a
 // fragment load off the same banks (TC_KPAD in attention.ts; 2.6× at D = 128 on the H200).
@@ -54,11 +44,6 @@ var<workgroup> KV: array<f16, 2u * BK * KD>;
 var<workgroup> Ss: array<f32, NSG * SP>;
 var<workgroup> Ps: array<f16, NSG * SP>;
 var<workgroup> Linv: array<f32, NSG * 16u>;
-#if ONEPASS
-var<workgroup> Alpha: array<f32, NSG * 16u>;
-// The block (counted from 1) in which some row of the workgroup moved its maximum.
-var<workgroup> Moved: u32;
-#endif
 
 #if FOX
 // FOX (the Forgetting Transformer, specs/fpa_depth.md §1; causal): every score gains c[p_i] − c[j]
@@ -146,10 +131,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   var m = -BIG;
   var l = 0.0;
 
-#if ONEPASS
-  if (lid == 0u) { Moved = 0u; }
-  var blk = 0u;
-#else
   // Pass 1: the maximum of each row.
   for (var it = 0u; it < nblocks; it++) {
     let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
@@ -174,7 +155,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     }
   }
   m = max(m, subgroupShuffleXor(m, 1u));
-#endif
 
   // O = Σ P·V with P = exp2(S·sc − m), summed into l as it goes.
 {{OINIT}}
@@ -189,27 +169,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 {{SCORES}}
     workgroupBarrier();
     let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
-#if ONEPASS
-    blk++;
-    var mb = -BIG;
-    if (full) {
-      for (var c = par; c < BK; c += 2u) { mb = max(mb, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
-    } else {
-      for (var c = par; c < BK; c += 2u) {
-        if (visible(row, k0 + c)) { mb = max(mb, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
-      }
-    }
-    mb = max(mb, subgroupShuffleXor(mb, 1u));
-    var alpha = 1.0;
-    if (mb > m + SLACK) {
-      alpha = select(0.0, exp2(m - mb), m > -BIG);
-      m = mb;
-      l *= alpha;
-      // In the first block O is still zero: nothing to rescale.
-      if (blk > 1u) { Moved = blk; }
-    }
-    if (par == 0u) { Alpha[sg * 16u + r] = alpha; }
-#endif
     if (full) {
       for (var c = par; c < BK; c += 2u) {
         let p = exp2(Ss[sbase + c * 16u + r] * sc{{BIAS}} - m);
@@ -224,14 +183,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
         Ps[sbase + c * 16u + r] = f16(p);
       }
     }
-#if ONEPASS
-    // A barrier too: P, Alpha and Moved are visible to every invocation after it.
-    if (workgroupUniformLoad(&Moved) == blk) {
-{{RESCALE}}
-    }
-#else
     workgroupBarrier();
-#endif
 {{PV}}
   }
   l += subgroupShuffleXor(l, 1u);
