@@ -97,6 +97,21 @@ export interface FoxAttentionArgs {
 export type FpaAttentionArgs = FoxAttentionArgs;
 
 /**
+ * A mechanism's score modifier (DESIGN.md: mechanisms extend the attention kernels, they do not
+ * fork them), with its side inputs; both are causal, without a window:
+ * - FoX (specs/fpa_depth.md §1): scores gain c[p_i] − c[j], c (batch, heads, tk) f32 the cumulative
+ *   log forget gate per query head;
+ * - FPA (§2.2, per-kv-head variant): scores lose pen_ij = lambda[g]·relu(level[j] − min φ over
+ *   (j, p_i]) (0 on the diagonal), phi and level (batch, kvHeads, tk) f32, lambda (kvHeads) f32 > 0.
+ */
+export type ScoreModifier<H> =
+  | { kind: 'fox'; c: Ref<H> }
+  | { kind: 'fpa'; phi: Ref<H>; level: Ref<H>; lambda: Ref<H> };
+
+/** What an attention call may add to q, k and v: a score modifier and a block mask's table (i32). */
+export interface AttentionExtras<H> { modifier?: ScoreModifier<H>; mask?: Ref<H> }
+
+/**
  * Depth-Attention mixing (specs/fpa_depth.md §3.1) of m candidate layers at the same token: q
  * (batch, heads, t, d) and keys[i], values[i] (batch, kvHeads, t, d) for i < m, all contiguous and
  * of one dtype. Per (b, kv head g, token): q̄ = mean of the heads/kvHeads query heads of group g,
@@ -157,10 +172,13 @@ export interface Kernels<H> {
   cast(x: Ref<H>, to: DType): H;
   fill(size: number, value: number, dtype: DType): H;
   /**
-   * Softmax attention: out (batch, heads, tq, d) of q's dtype and the logsumexp of each row's
-   * scaled scores (batch, heads, tq) in f32 (−∞ for a row that sees no key; its out row is 0).
+   * Attention, one entry for every mechanism's kernels: out (batch, heads, tq, d) of q's dtype and
+   * the logsumexp of each row's scores (batch, heads, tq) in f32 (−∞ for a row that sees no key;
+   * its out row is 0). Softmax of scale·q·kᵀ over the visible keys (AttentionArgs), changed by
+   * `extras.modifier` (a mechanism's score modifier) and restricted by `extras.mask` (a block mask's
+   * table, args.mask its shape).
    */
-  attention(q: Ref<H>, k: Ref<H>, v: Ref<H>, args: AttentionArgs, mask?: Ref<H>): [H, H];
+  attention(q: Ref<H>, k: Ref<H>, v: Ref<H>, args: AttentionArgs, extras?: AttentionExtras<H>): [H, H];
   /**
    * Optional: q against several key sets at once (the pages of a paged KV cache), each with its
    * own AttentionArgs (q's shape alike in all), as one softmax over all their visible keys →
@@ -168,24 +186,12 @@ export interface Kernels<H> {
    * these arguments (ops/paged_attention.ts then merges per-part `attention` results itself).
    */
   attentionMulti?(q: Ref<H>, parts: readonly { k: Ref<H>; v: Ref<H>; args: AttentionArgs }[]): [H, H] | undefined;
-  /** Returns dq, dk, dv (dk, dv summed over the query heads sharing a kv head; zero past kvLength). */
-  attentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: AttentionArgs, mask?: Ref<H>): [H, H, H];
   /**
-   * FoX attention (specs/fpa_depth.md §1): scores scale·q_i·k_j + c[p_i] − c[j], c (batch, heads, tk)
-   * f32 the cumulative log forget gate per query head. Returns out (q's dtype) and the row
-   * logsumexp (batch, heads, tq) f32 (−∞ for a row that sees no key; its out row is 0).
+   * The backward of `attention` with the same extras: dq, dk, dv (dk, dv summed over the query heads
+   * sharing a kv head; zero past kvLength), then the modifier's gradients (f32, zero past kvLength):
+   * FoX dc; FPA dphi, dlevel (batch·kvHeads·tk) and dlambda (kvHeads), ties in the min to the latest index.
    */
-  foxAttention(q: Ref<H>, k: Ref<H>, v: Ref<H>, c: Ref<H>, args: FoxAttentionArgs): [H, H];
-  /** Returns dq, dk, dv (summed over a GQA group; zero past kvLength) and dc (f32, zero past kvLength). */
-  foxAttentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, c: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: FoxAttentionArgs): [H, H, H, H];
-  /**
-   * FPA attention (specs/fpa_depth.md §2.2, per-kv-head variant): scores scale·q_i·k_j − pen_ij,
-   * pen_ij = lambda[g]·relu(level[j] − min φ over (j, p_i]) (0 on the diagonal), phi and level
-   * (batch, kvHeads, tk) f32, lambda (kvHeads) f32 > 0. Returns out and the row logsumexp as foxAttention.
-   */
-  fpaAttention(q: Ref<H>, k: Ref<H>, v: Ref<H>, phi: Ref<H>, level: Ref<H>, lambda: Ref<H>, args: FpaAttentionArgs): [H, H];
-  /** Returns dq, dk, dv, dphi, dlevel (f32, batch·kvHeads·tk) and dlambda (f32, kvHeads); ties in the min go to the latest index. */
-  fpaAttentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, phi: Ref<H>, level: Ref<H>, lambda: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: FpaAttentionArgs): [H, H, H, H, H, H];
+  attentionBackward(q: Ref<H>, k: Ref<H>, v: Ref<H>, out: Ref<H>, lse: Ref<H>, dout: Ref<H>, args: AttentionArgs, extras?: AttentionExtras<H>): H[];
   /** Depth-Attention mixing: out (batch, kvHeads, t, d) in the values' dtype and α (batch, kvHeads, t, m) f32. */
   depthMix(q: Ref<H>, keys: readonly Ref<H>[], values: readonly Ref<H>[], args: DepthMixArgs): [H, H];
   /** From the saved α and dout: dq (q's dtype; each head of a group gets 1/r of dq̄), dkeys[i] and dvalues[i] (their dtypes). */

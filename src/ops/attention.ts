@@ -107,11 +107,11 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
   const plain = attentionArgs(q, k, v, opts);
   const masked = opts.mask ? maskInput(opts.mask, plain, q, k) : null;
   const args = masked?.args ?? plain, table = masked?.table;
-  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args, table && ref(table));
+  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args, table && { mask: ref(table) });
   const out = wrap(b, oh, q.shape, q.dtype);
   const lse = wrap(b, lh, [args.batch, args.heads, args.tq], 'f32');
   record('attention', out, [q, k, v], (g, [qs, ks, vs, os, ls, ts]) => {
-    const [dq, dk, dv] = b.attentionBackward(ref(qs), ref(ks), ref(vs), ref(os), ref(ls), ref(g), args, ts && ref(ts));
+    const [dq, dk, dv] = b.attentionBackward(ref(qs), ref(ks), ref(vs), ref(os), ref(ls), ref(g), args, ts && { mask: ref(ts) });
     return [wrap(b, dq, qs.shape, qs.dtype), wrap(b, dk, ks.shape, ks.dtype), wrap(b, dv, vs.shape, vs.dtype)];
   }, [q, k, v, out, lse, ...(table ? [table] : [])]);
   table?.dispose();

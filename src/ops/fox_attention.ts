@@ -69,11 +69,13 @@ export function foxAttention(q: Tensor, k: Tensor, v: Tensor, c: Tensor, opts: F
   const b = backendOf('foxAttention', q, k, v, c);
   const args = foxAttentionArgs('foxAttention', q, k, v, opts);
   requireF32Shape('foxAttention', 'c (cumulative log forget gate)', c, [args.batch, args.heads, args.tk], `(B, H, Tk) for ${describe(q, k, v)}`);
-  const [oh, lh] = b.foxAttention(ref(q), ref(k), ref(v), ref(c), args);
+  // The one attention entry with FoX's score modifier (Backend.attention): causal, no window.
+  const full = { ...args, causal: true, window: 0 };
+  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), full, { modifier: { kind: 'fox', c: ref(c) } });
   const out = wrap(b, oh, q.shape, q.dtype);
   const lse = wrap(b, lh, [args.batch, args.heads, args.tq], 'f32');
   record('foxAttention', out, [q, k, v, c], (g, [qs, ks, vs, cs, os, ls]) => {
-    const [dq, dk, dv, dc] = b.foxAttentionBackward(ref(qs), ref(ks), ref(vs), ref(cs), ref(os), ref(ls), ref(g), args);
+    const [dq, dk, dv, dc] = b.attentionBackward(ref(qs), ref(ks), ref(vs), ref(os), ref(ls), ref(g), full, { modifier: { kind: 'fox', c: ref(cs) } });
     return [wrap(b, dq, qs.shape, qs.dtype), wrap(b, dk, ks.shape, ks.dtype), wrap(b, dv, vs.shape, vs.dtype), wrap(b, dc, cs.shape, 'f32')];
   }, [q, k, v, c, out, lse]);
   lse.dispose();

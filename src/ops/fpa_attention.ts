@@ -42,11 +42,13 @@ export function fpaAttention(q: Tensor, k: Tensor, v: Tensor, phi: Tensor, level
   requireF32Shape('fpaAttention', 'phi (field)', phi, [args.batch, args.kvHeads, args.tk], why);
   requireF32Shape('fpaAttention', 'level', level, [args.batch, args.kvHeads, args.tk], why);
   requireF32Shape('fpaAttention', 'lambda', lambda, [args.kvHeads], `(Hkv) for k ${fmt(k.shape)}`);
-  const [oh, lh] = b.fpaAttention(ref(q), ref(k), ref(v), ref(phi), ref(level), ref(lambda), args);
+  // The one attention entry with FPA's score modifier (Backend.attention): causal, no window.
+  const full = { ...args, causal: true, window: 0 };
+  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), full, { modifier: { kind: 'fpa', phi: ref(phi), level: ref(level), lambda: ref(lambda) } });
   const out = wrap(b, oh, q.shape, q.dtype);
   const lse = wrap(b, lh, [args.batch, args.heads, args.tq], 'f32');
   record('fpaAttention', out, [q, k, v, phi, level, lambda], (g, [qs, ks, vs, fs, ls, lams, os, lses]) => {
-    const [dq, dk, dv, dphi, dlevel, dlam] = b.fpaAttentionBackward(ref(qs), ref(ks), ref(vs), ref(fs), ref(ls), ref(lams), ref(os), ref(lses), ref(g), args);
+    const [dq, dk, dv, dphi, dlevel, dlam] = b.attentionBackward(ref(qs), ref(ks), ref(vs), ref(os), ref(lses), ref(g), full, { modifier: { kind: 'fpa', phi: ref(fs), level: ref(ls), lambda: ref(lams) } });
     return [
       wrap(b, dq, qs.shape, qs.dtype), wrap(b, dk, ks.shape, ks.dtype), wrap(b, dv, vs.shape, vs.dtype),
       wrap(b, dphi, fs.shape, 'f32'), wrap(b, dlevel, ls.shape, 'f32'), wrap(b, dlam, lams.shape, 'f32'),

@@ -5,9 +5,8 @@
 import type { AnyHostArray, DType } from '../../tensor/dtype.ts';
 import type { Backend, PrecisionSupport } from '../backend.ts';
 import { adamw, sgd } from './optim.ts';
-import { attention, attentionBackward, kvWrite } from './attention.ts';
-import { foxAttention, foxAttentionBackward } from './fox_attention.ts';
-import { fpaAttention, fpaAttentionBackward } from './fpa_attention.ts';
+import { kvWrite } from './attention.ts';
+import { attentionBackwardEntry, attentionEntry } from './attention_entry.ts';
 import { depthMix, depthMixBackward } from './depth_mix.ts';
 import { binary, cast, fill, unary, where } from './elementwise.ts';
 import { crossEntropy, crossEntropyBackward, layernorm, layernormBackward, rmsnorm, rmsnormBackward, rope } from './fused.ts';
@@ -69,12 +68,8 @@ export class CpuBackend implements Backend<CpuHandle> {
   sort: Backend<CpuHandle>['sort'] = (x, r, c, d) => this.trackAll(sort(x, r, c, d));
   cast: Backend<CpuHandle>['cast'] = (x, to) => this.track(cast(x, to));
   fill: Backend<CpuHandle>['fill'] = (n, v, d) => this.track(fill(n, v, d));
-  attention: Backend<CpuHandle>['attention'] = (q, k, v, a, m) => this.trackAll(attention(q, k, v, a, m));
-  attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, l, g, a, m) => this.trackAll(attentionBackward(q, k, v, o, l, g, a, m));
-  foxAttention: Backend<CpuHandle>['foxAttention'] = (q, k, v, c, a) => this.trackAll(foxAttention(q, k, v, c, a));
-  foxAttentionBackward: Backend<CpuHandle>['foxAttentionBackward'] = (q, k, v, c, o, l, g, a) => this.trackAll(foxAttentionBackward(q, k, v, c, o, l, g, a));
-  fpaAttention: Backend<CpuHandle>['fpaAttention'] = (q, k, v, f, lv, lam, a) => this.trackAll(fpaAttention(q, k, v, f, lv, lam, a));
-  fpaAttentionBackward: Backend<CpuHandle>['fpaAttentionBackward'] = (q, k, v, f, lv, lam, o, l, g, a) => this.trackAll(fpaAttentionBackward(q, k, v, f, lv, lam, o, l, g, a));
+  attention: Backend<CpuHandle>['attention'] = (q, k, v, a, x) => this.trackAll(attentionEntry(q, k, v, a, x));
+  attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, l, g, a, x) => this.trackAll(attentionBackwardEntry(q, k, v, o, l, g, a, x));
   depthMix: Backend<CpuHandle>['depthMix'] = (q, ks, vs, a) => this.trackAll(depthMix(q, ks, vs, a));
   depthMixBackward: Backend<CpuHandle>['depthMixBackward'] = (q, ks, vs, al, g, a) => {
     const [dq, dks, dvs] = depthMixBackward(q, ks, vs, al, g, a);

@@ -1,5 +1,5 @@
 /**
- * CPU reference for FoX attention (Backend.foxAttention / foxAttentionBackward; specs/fpa_depth.md
+ * CPU reference for FoX attention (the FoX score modifier of Backend.attention, through attention_entry.ts; specs/fpa_depth.md
  * §1.1): causal softmax attention whose scores carry the forget-gate bias c[p] − c[j], c the
  * cumulative log forget gate of the query head at absolute positions (so the bias is the sum of
  * log f over (j, p], the gates after key j up to and including the query). Row by row over

@@ -1,5 +1,5 @@
 /**
- * CPU reference for FPA, First Passage Attention (Backend.fpaAttention / fpaAttentionBackward).
+ * CPU reference for FPA, First Passage Attention (the FPA score modifier of Backend.attention, through attention_entry.ts).
  * The variant is the [P] design of specs/fpa_depth.md §2.2: one penalty per *kv* head, shared by
  * its GQA query group (so a key's eviction is shared too), with
  *   M_ij   = min φ_t over t ∈ (j, p_i]   (+∞ on the diagonal j = p_i)

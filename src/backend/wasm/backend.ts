@@ -23,7 +23,7 @@ import { softmax as cpuSoftmax } from '../cpu/reduce.ts';
 import { copyStrided as cpuCopyStrided } from '../cpu/layout.ts';
 import { crossEntropyBackward as cpuCrossEntropyBackward, rmsnorm as cpuRmsnorm, rmsnormBackward as cpuRmsnormBackward, rope as cpuRope } from '../cpu/fused.ts';
 import { copyStridedF32, crossEntropyBackwardF32, rmsnormF32, ropeF32, type Allocate } from './host_kernels.ts';
-import { attention as cpuAttention, attentionBackward as cpuAttentionBackward } from '../cpu/attention.ts';
+import { attentionBackwardEntry, attentionEntry } from '../cpu/attention_entry.ts';
 import { WasmAttention, type WasmAttentionOptions } from './attention.ts';
 import { binaryWasm, softmaxWasm, unaryWasm, type ElementwiseOptions } from './elementwise.ts';
 import { wasmMatmul } from './matmul.ts';
@@ -129,11 +129,11 @@ export class WasmBackend extends CpuBackend {
     return hs;
   }
 
-  // A block mask runs the CPU reference (the SIMD kernels do not read masks yet).
-  override attention: Backend<CpuHandle>['attention'] = (q, k, v, args, mask) =>
-    this.trackEach((mask ? null : this.attentionKernels?.forward(q, k, v, args)) ?? cpuAttention(q, k, v, args, mask));
-  override attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, lse, g, args, mask) =>
-    this.trackEach((mask ? null : this.attentionKernels?.backward(q, k, v, o, lse, g, args)) ?? cpuAttentionBackward(q, k, v, o, lse, g, args, mask));
+  // Score modifiers and block masks run the CPU references (the SIMD kernels take plain softmax attention).
+  override attention: Backend<CpuHandle>['attention'] = (q, k, v, args, x) =>
+    this.trackEach((x ? null : this.attentionKernels?.forward(q, k, v, args)) ?? attentionEntry(q, k, v, args, x));
+  override attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, lse, g, args, x) =>
+    this.trackEach((x ? null : this.attentionKernels?.backward(q, k, v, o, lse, g, args)) ?? attentionBackwardEntry(q, k, v, o, lse, g, args, x));
 
   override destroy(): void {
     super.destroy();

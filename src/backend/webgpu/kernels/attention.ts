@@ -239,11 +239,10 @@ export function kvWrite(be: WebGpuBackend, cache: GpuRef, x: GpuRef, a: KvWriteA
   }
 }
 
-export function attentionKernels(be: WebGpuBackend): Pick<KernelTable, 'attention' | 'attentionMulti' | 'attentionBackward' | 'kvWrite'> {
+/** The paged-cache decode and the cache write (the attention entry itself is attention_entry.ts). */
+export function attentionKernels(be: WebGpuBackend): Pick<KernelTable, 'attentionMulti' | 'kvWrite'> {
   return {
-    attention: (q, k, v, a, m) => attention(be, q, k, v, a, m),
     attentionMulti: (q, parts) => (decodeRows(be.caps, parts[0].args) > 0 ? attentionDecodeMulti(be, q, parts) : undefined),
-    attentionBackward: (q, k, v, o, lse, g, a, m) => attentionBackward(be, q, k, v, o, lse, g, a, undefined, false, m),
     kvWrite: (cache, x, a) => kvWrite(be, cache, x, a),
   };
 }

@@ -1,5 +1,5 @@
 /**
- * WebGPU FoX and FPA attention (Backend.foxAttention / fpaAttention and their backwards), checked
+ * WebGPU FoX and FPA attention (the FoX and FPA score modifiers of Backend.attention and its backward, by way of attention_entry.ts), checked
  * against src/backend/cpu/fox_attention.ts and fpa_attention.ts by
  * test/backend/webgpu_fox_fpa.test.ts. One WGSL file, fox_fpa_attention.wgsl, in
  * attention_plain.wgsl's tiled form (f32 arithmetic over any storage dtype, no float atomics):
@@ -392,13 +392,4 @@ function fpaBackwardAll(
   });
   be.free(aux);
   return [dq, dk, dv, dphi, dlevel, dlam];
-}
-
-export function foxFpaKernels(be: WebGpuBackend): Pick<KernelTable, 'foxAttention' | 'foxAttentionBackward' | 'fpaAttention' | 'fpaAttentionBackward'> {
-  return {
-    foxAttention: (q, k, v, c, a) => foxAttention(be, q, k, v, c, a),
-    foxAttentionBackward: (q, k, v, c, o, lse, g, a) => foxAttentionBackward(be, q, k, v, c, o, lse, g, a),
-    fpaAttention: (q, k, v, phi, level, lambda, a) => fpaAttention(be, q, k, v, phi, level, lambda, a),
-    fpaAttentionBackward: (q, k, v, phi, level, lambda, o, lse, g, a) => fpaAttentionBackward(be, q, k, v, phi, level, lambda, o, lse, g, a),
-  };
 }

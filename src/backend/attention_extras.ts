@@ -1,0 +1,14 @@
+/**
+ * What every backend's attention entry checks of its extras before it picks a kernel: a score
+ * modifier (FoX, FPA) comes with causal attention and no window, and not (yet) with a block mask —
+ * no backend's FoX or FPA kernels read masks, so the pair is refused by name rather than run unmasked.
+ */
+import { UnsupportedError } from '../errors.ts';
+import type { AttentionArgs, AttentionExtras } from './backend.ts';
+
+export function checkAttentionExtras<H>(backend: string, a: AttentionArgs, extras: AttentionExtras<H> | undefined): void {
+  const m = extras?.modifier;
+  if (!m) return;
+  if (!a.causal || a.window !== 0) throw new UnsupportedError(`${backend}: the ${m.kind} score modifier takes causal attention without a window, got causal ${a.causal}, window ${a.window}`);
+  if (extras.mask || a.mask) throw new UnsupportedError(`${backend}: block masks with the ${m.kind} score modifier are not implemented (the ${m.kind} kernels do not read masks)`);
+}
