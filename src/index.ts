@@ -3,6 +3,7 @@ export { FonError, ShapeError, DTypeError, UnsupportedError, DisposedError, Argu
 export type { DType, FloatDType } from './tensor/dtype.ts';
 export { Tensor } from './tensor/tensor.ts';
 export { tidy, keep, noGrad, isGradEnabled } from './tensor/scope.ts';
+export { autocast, autocastDType, PRECISIONS, type Precision } from './tensor/autocast.ts';
 export type { Backend } from './backend/backend.ts';
 export { initBackend, setBackend, getBackend, destroyBackends, shutdownBackends, registerBackendFactory, type BackendName } from './backend/registry.ts';
 export * from './ops/creation.ts';
@@ -37,6 +38,7 @@ export type { FoxSpec } from './attention/fox/index.ts';
 export { FpaAttention } from './attention/fpa/fpa.ts';
 export { FPA_WALKS, type FpaSpec, type FpaWalk } from './attention/fpa/index.ts';
 export { denseAttention } from './attention/dense.ts';
+export { blockMask, blockMaskFromLists, MASK_Q_BLOCK, MASK_K_BLOCK, type BlockMask, type MaskGeometry } from './attention/block_mask.ts';
 export { Trainer, DEFAULT_TRAIN, type TrainConfig, type Batches, type StepResult } from './train/trainer.ts';
 export { organLoss, distillKl, trainingLoss, layerKeepMasks, type OrganLoss } from './train/organ_loss.ts';
 export { parseOrgans, checkDraftLayers, ORGANS_DEFAULTS } from './model/organs.ts';

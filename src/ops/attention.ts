@@ -8,7 +8,7 @@ import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
 import type { AttentionArgs } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
 import { autocastDType } from '../tensor/autocast.ts';
-import { viaLowPrecision } from './cast.ts';
+import { viaLowPrecision } from './low_precision.ts';
 import { tensor } from './creation.ts';
 import type { BlockMask } from '../attention/block_mask.ts';
 import type { Tensor } from '../tensor/tensor.ts';

@@ -22,14 +22,3 @@ export function clone(x: Tensor): Tensor {
   return record('clone', out, [x], (g) => [g]);
 }
 
-/**
- * Runs op on copies of xs in `low` and gives its result back in f32 (autocast, tensor/autocast.ts):
- * how the attention ops compute in 16 bits inside a mixed-precision scope.
- */
-export function viaLowPrecision(low: DType, xs: readonly Tensor[], op: (lows: Tensor[]) => Tensor): Tensor {
-  const lows = xs.map((x) => cast(x, low));
-  const y = op(lows);
-  const out = cast(y, 'f32');
-  for (const t of [...lows, y]) t.dispose();
-  return out;
-}

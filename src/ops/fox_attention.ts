@@ -21,7 +21,7 @@ import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
 import type { FoxAttentionArgs } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
 import { autocastDType } from '../tensor/autocast.ts';
-import { viaLowPrecision } from './cast.ts';
+import { viaLowPrecision } from './low_precision.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { backendOf, fmt, ref, requireDType, requireFloat, wrap } from './run.ts';
 

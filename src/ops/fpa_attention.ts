@@ -22,7 +22,7 @@
 import type { Tensor } from '../tensor/tensor.ts';
 import { record } from '../tensor/autograd.ts';
 import { autocastDType } from '../tensor/autocast.ts';
-import { viaLowPrecision } from './cast.ts';
+import { viaLowPrecision } from './low_precision.ts';
 import { foxAttentionArgs, requireF32Shape, type FoxAttentionOptions } from './fox_attention.ts';
 import { backendOf, fmt, ref, wrap } from './run.ts';
 

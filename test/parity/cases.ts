@@ -632,6 +632,10 @@ export const CASES: readonly OpCase[] = CASE_LIST;
  */
 export const NOT_OPS: Readonly<Record<string, string>> = {
   backward: 'autograd entry point: test/tensor/autograd.test.ts',
+  autocast: 'mixed-precision scope: test/train/precision.test.ts',
+  autocastDType: 'mixed-precision scope: test/train/precision.test.ts',
+  blockMask: 'block masks: test/attention/block_mask.test.ts',
+  blockMaskFromLists: 'block masks: test/attention/block_mask.test.ts',
   // Not tensor ops: the language-model layers above them, tested in their own files.
   byteTokenizer: 'tokenizer: test/io/tokenizer.test.ts',
   trainBpe: 'tokenizer: test/io/tokenizer_train.test.ts',
