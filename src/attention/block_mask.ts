@@ -8,8 +8,8 @@
  * query heads) or be shared (`heads` = 1). Spot's selections and Focus's groups (later issues) are
  * block masks built from their own rules; causal, window and arbitrary kept blocks are built here.
  *
- * Sizes: 128 × 64 divides the tiles of every kernel that reads masks (tensor-core forward: 128
- * query rows × 32 keys; DQ: 64 × 32; DKDV: 64 keys × 32 query rows).
+ * Sizes: 128 × 64 is divided by the tiles of every kernel that reads masks (tensor-core forward:
+ * 128 or 64 query rows × 32 keys; DQ: 64 × 32; DKDV: 64 keys × 16 or 32 query rows a step).
  *
  * The table (`table`, i32) holds two lists: by query block, row (b, h, qb) at
  * ((b·heads + h)·qBlocks + qb)·(kBlocks + 1): the count n, then n entries 2·kb + partial in
@@ -53,7 +53,7 @@ function blockUnderPredicate(qb: number, kb: number, g: Required<MaskGeometry>):
   // Visible pairs: j < kvLength, j ≤ p (causal), j > p − window (window).
   const jEndAll = Math.min(g.kvLength - 1, g.causal ? p0 : Infinity), jStartAll = g.window > 0 ? p1 - g.window + 1 : -Infinity;
   const jEndAny = Math.min(g.kvLength - 1, g.causal ? p1 : Infinity), jStartAny = g.window > 0 ? p0 - g.window + 1 : -Infinity;
-  if (j0 > jEndAny || j1 < jStartAny || j0 > j1 || i0 > i1) return 0;
+  if (Math.max(j0, jStartAny) > Math.min(j1, jEndAny) || i0 > i1) return 0;
   return j1 <= jEndAll && j0 >= jStartAll ? 2 : 1;
 }
 

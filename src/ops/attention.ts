@@ -60,8 +60,9 @@ function maskInput(m: BlockMask, a: AttentionArgs, q: Tensor, k: Tensor): { args
   const want = { batch: a.batch, tq: a.tq, tk: a.tk, kvLength: a.kvLength, qOffset: a.qOffset, causal: a.causal, window: a.window };
   const got = { batch: m.batch, tq: m.tq, tk: m.tk, kvLength: m.kvLength, qOffset: m.qOffset, causal: m.causal, window: m.window };
   const off = (Object.keys(want) as (keyof typeof want)[]).filter((key) => want[key] !== got[key]);
-  if (off.length || (m.heads !== 1 && m.heads !== a.heads)) {
-    const what = off.length ? off.map((key) => `${key} ${got[key]} (attention: ${want[key]})`).join(', ') : `heads ${m.heads} (attention: 1 or ${a.heads})`;
+  const heads = m.heads !== 1 && m.heads !== a.heads;
+  if (off.length || heads) {
+    const what = [...off.map((key) => `${key} ${got[key]} (attention: ${want[key]})`), ...(heads ? [`heads ${m.heads} (attention: 1 or ${a.heads})`] : [])].join(', ');
     throw new ShapeError(`attention: the block mask was built for another call: ${what}; q ${fmt(q.shape)}, k ${fmt(k.shape)}`);
   }
   const table = tensor(m.table, [m.table.length], { dtype: 'i32', backend: q.backend });

@@ -9,8 +9,12 @@ import { cast } from './cast.ts';
 
 export function viaLowPrecision(low: DType, xs: readonly Tensor[], op: (lows: Tensor[]) => Tensor): Tensor {
   const lows = xs.map((x) => cast(x, low));
-  const y = op(lows);
-  const out = cast(y, 'f32');
-  for (const t of [...lows, y]) t.dispose();
-  return out;
+  try {
+    const y = op(lows);
+    const out = cast(y, 'f32');
+    y.dispose();
+    return out;
+  } finally {
+    for (const t of lows) t.dispose();
+  }
 }

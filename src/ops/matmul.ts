@@ -65,7 +65,12 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor, weightIsOutIn =
   let y2: Tensor;
   if (low && x.dtype === 'f32' && weight.dtype === 'f32') {
     const xl = cast(x2, low), wl = cast(weight, low);
-    y2 = disposing(matmul(xl, wl, { transB: weightIsOutIn, outDType: 'f32' }), xl, wl);
+    try {
+      y2 = matmul(xl, wl, { transB: weightIsOutIn, outDType: 'f32' });
+    } finally {
+      xl.dispose();
+      wl.dispose();
+    }
   } else y2 = matmul(x2, weight, { transB: weightIsOutIn });
   const outF = y2.shape[1];
   const y = disposing(reshape(y2, [...x.shape.slice(0, -1), outF]), x2, y2);

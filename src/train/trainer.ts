@@ -221,9 +221,10 @@ export class Trainer {
     const trueNorm = scaled / scaler.scale;
     if (finite) {
       const clipBy = c.gradClip > 0 ? Math.min(1, c.gradClip / (trueNorm + 1e-6)) : 1;
-      this.optimizer.gradScale = clipBy / scaler.scale;
+      const outer = this.optimizer.gradScale;
+      this.optimizer.gradScale = outer * clipBy / scaler.scale;
       this.optimizer.step();
-      this.optimizer.gradScale = 1;
+      this.optimizer.gradScale = outer;
     }
     this.optimizer.zeroGrad();
     scaler.update(finite);

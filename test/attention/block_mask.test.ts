@@ -130,3 +130,22 @@ test('a mask built for another call is refused, naming both; decode paths refuse
   assert.throws(() => attention(q, k, k, { window: 8, mask: blockMask({ batch: 1, heads: 1, tq: 200, tk: 200 }) }), /window 0 \(attention: 8\)/);
   assert.throws(() => attentionWithLse(q, k, k, { mask: blockMask({ batch: 1, heads: 1, tq: 200, tk: 200 }) }), /attentionWithLse: block masks are taken by attention\(\) only/);
 }));
+
+test('blocks with no visible pair are never listed; a dropped key never contributes, while NaN in a visited one still shows', () => fon.tidy(() => {
+  // The query at position 134 with a window of 1 sees key 134 only, past the 130 valid keys: no block.
+  const empty = blockMask({ batch: 1, heads: 1, tq: 1, tk: 130, kvLength: 130, qOffset: 134, window: 1 });
+  assert.equal(empty.visited, 0);
+  assert.equal(empty.predicateBlocks, 0);
+  const m = blockMask({ batch: 1, heads: 1, tq: 200, tk: 200 }, (_b, _h, _qb, kb) => kb !== 1);
+  const q = fon.randn([1, 1, 200, 4], { seed: 1 });
+  const kv = new Float32Array(200 * 4).map((_, i) => Math.sin(i));
+  kv.fill(NaN, 64 * 4, 128 * 4); // key block 1, dropped by the mask
+  const k = fon.tensor(kv, [1, 1, 200, 4]);
+  const out = vals(attention(q, k, k, { mask: m }));
+  assert.ok(out.every(Number.isFinite), 'the dropped NaN keys are never read');
+  const qv = vals(q);
+  qv.fill(NaN, 150 * 4, 151 * 4);
+  const poisoned = vals(attention(fon.tensor(qv, [1, 1, 200, 4]), k, k, { mask: m }));
+  assert.ok(poisoned.subarray(150 * 4, 151 * 4).every(Number.isNaN), 'a NaN query row comes out NaN');
+  assert.ok(poisoned.subarray(0, 150 * 4).every(Number.isFinite));
+}));

@@ -39,9 +39,10 @@ export function finishRow(s: Float32Array, m: number, first: number, n: number, 
   acc.fill(0);
   let l = 0;
   for (let t = 0; t < n; t++) {
+    // A key a block mask drops (score −∞) adds nothing, not even 0·v (NaN where v is not finite);
+    // every other key adds p·v, so NaN in a visited score or value still shows in the row.
+    if (s[t] === -Infinity) continue;
     const p = Math.exp(s[t] - m);
-    // A key a block mask drops (score −∞) adds nothing, not even 0·v (NaN where v is not finite).
-    if (p === 0) continue;
     l += p;
     const vo = kvBase + (first + t) * d;
     for (let c = 0; c < d; c++) acc[c] += p * vv[vo + c];
@@ -78,14 +79,18 @@ export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs, mas
       const qo = row * d;
       const [lo, hi] = visibleKeys(a.qOffset + i, a);
       const kept = keptKeyBlocks(mask, a, b, h, i);
-      let m = -Infinity;
+      let m = -Infinity, visited = 0;
       for (let j = lo; j < hi; j++) {
         // A key the block mask drops scores −∞ (weight exactly 0).
-        const x = kept && !kept[j >> 6] ? -Infinity : dot(qv, qo, kv, kvBase + j * d, d) * scale;
+        const dropped = kept !== null && !kept[j >> 6];
+        const x = dropped ? -Infinity : dot(qv, qo, kv, kvBase + j * d, d) * scale;
+        if (!dropped) visited++;
         s[j - lo] = x;
         if (x > m) m = x;
       }
-      if (m === -Infinity) { lse[row] = -Infinity; continue; }
+      // A row that sees no key (none in range, or the mask drops them all) is 0 with lse −∞; a row
+      // of NaN scores keeps m = −∞ and comes out NaN, as the other backends give it.
+      if (visited === 0) { lse[row] = -Infinity; continue; }
       lse[row] = finishRow(s, m, lo, hi - lo, vv, kvBase, d, acc, out, qo);
     }
   }

@@ -18,7 +18,7 @@ export interface KernelTime {
   ms: number;
 }
 
-interface Batch { labels: string[]; staging: GPUBuffer; done: Promise<void> }
+interface Batch { labels: string[]; staging: GPUBuffer; done: Promise<void>; generation: number }
 
 export class GpuProfiler {
   private querySet: GPUQuerySet;
@@ -27,6 +27,8 @@ export class GpuProfiler {
   private labels: string[] = [];
   private pending: Batch[] = [];
   private totals = new Map<string, { dispatches: number; ns: bigint }>();
+  /** Bumped by reset: batches from before it are left out of the totals. */
+  private generation = 0;
 
   /**
    * `perSubmit`: the most dispatches the runtime records between submits (two queries each);
@@ -55,7 +57,7 @@ export class GpuProfiler {
     this.labels = [];
     // After the submit: read the pairs back when the GPU is done, without blocking the caller.
     return () => {
-      const batch: Batch = { labels, staging, done: Promise.resolve() };
+      const batch: Batch = { labels, staging, done: Promise.resolve(), generation: this.generation };
       batch.done = staging.mapAsync(GPUMapMode.READ).then(() => {
         const t = new BigUint64Array(staging.getMappedRange(0, n * 8));
         for (let d = 0; d < labels.length; d++) {
@@ -63,7 +65,8 @@ export class GpuProfiler {
           const row = this.totals.get(labels[d]) ?? { dispatches: 0, ns: 0n };
           row.dispatches++;
           row.ns += ns;
-          this.totals.set(labels[d], row);
+          // A batch submitted before the last reset still echoes, but does not count.
+          if (batch.generation === this.generation) this.totals.set(labels[d], row);
           if (this.echo) { const [kernel, variant] = labels[d].split('\u0000'); this.echo(kernel, variant, Number(ns) / 1e6); }
         }
         staging.unmap();
@@ -78,6 +81,7 @@ export class GpuProfiler {
   /** Forgets the totals so far (a profile starting while FON_DEBUG=2 already times every dispatch). */
   reset(): void {
     this.totals.clear();
+    this.generation++;
   }
 
   /** Every kernel's time since the last `take`, slowest first; clears the totals. */

@@ -349,7 +349,7 @@ export class GpuRuntime {
     else this.profiler = new GpuProfiler(this.device, FLUSH_DISPATCHES);
   }
 
-  /** GPU time per kernel since startProfile, slowest first; dispatches run untimed again after it. */
+  /** GPU time per kernel since startProfile, slowest first; dispatches run untimed again after it (except under FON_DEBUG=2, which times them all). */
   async stopProfile(): Promise<KernelTime[]> {
     const p = this.profiler;
     if (!p) throw new ArgumentError('webgpu: stopProfile without startProfile');

@@ -133,6 +133,7 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const { nsg, qReload, loadArg, kPad } = { ...tcVariant(be.caps, a.d), ...variant };
   if (!tcEligible(be.caps, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
   if (tcSmem(nsg, a.d, kPad) > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention with ${nsg} subgroups and rows padded by ${kPad} halves needs ${tcSmem(nsg, a.d, kPad)} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
+  if (mask && MASK_Q_BLOCK % (16 * nsg) !== 0) throw new UnsupportedError(`webgpu: the masked tensor-core forward takes workgroups of rows dividing ${MASK_Q_BLOCK}, not ${16 * nsg}`);
   const rows = a.batch * a.heads * a.tq;
   const gx = Math.ceil(a.tq / (16 * nsg));
   checkGrid('attention', gx, a.heads, a.batch);
@@ -266,7 +267,9 @@ export const tcBackwardKernel: Kernel = {
  */
 export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, lse: GpuHandle, delta: GpuHandle, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}, mask?: GpuRef): [GpuHandle, GpuHandle, GpuHandle] {
   const { nsg, kReload, kPad, kvNsg, kvRows } = { ...TC_BACKWARD_DEFAULT, ...variant };
-  // With a block mask a DKDV workgroup's keys are one mask block of 64 (4 subgroups).
+  // With a block mask a DKDV workgroup's keys are one mask block of 64 (4 subgroups), and a DQ
+  // workgroup's rows lie inside one mask block of 128.
+  if (mask && MASK_Q_BLOCK % (16 * nsg) !== 0) throw new UnsupportedError(`webgpu: the masked tensor-core dq pass takes workgroups of rows dividing ${MASK_Q_BLOCK}, not ${16 * nsg}`);
   if (mask && 16 * kvNsg !== MASK_K_BLOCK) throw new UnsupportedError(`webgpu: the masked tensor-core dk/dv pass takes ${MASK_K_BLOCK / 16} subgroups (one mask block of keys), not ${kvNsg}`);
   if (kvRows !== 16 && kvRows !== 32) throw new UnsupportedError(`webgpu: the tensor-core attention backward stages 16 or 32 query rows a step, not ${kvRows}`);
   if (!tcBackwardEligible(be.caps, q.dtype, g.dtype, a)) throw new UnsupportedError(`webgpu: the tensor-core attention backward does not take ${q.dtype} inputs (dO ${g.dtype}) of head dim ${a.d} with ${a.tq} query rows and ${a.tk} keys on ${be.caps.adapterName}`);

@@ -94,8 +94,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let i0 = (nw.x - 1u - wid.x) * BQ;
   let qrow0 = (b * P.h + h) * P.tq;
   let kbase8 = (b * P.hkv + h / P.group) * P.tk * D8;
-  // This subgroup's 16 rows, moved back to end at tq in a cut-off last block (tq ≥ 16: rows a
-  // neighbour also computes are written twice with the same values, and nothing is read past q).
+  // This subgroup's 16 rows, moved back to end at tq in a cut-off last block (tq ≥ 16, so nothing
+  // is read past q); rows before i0 that this moves in belong to the block before, which writes
+  // them (put_tile and the lse store skip them here).
   let rb = min(i0 + sg * 16u, P.tq - 16u);
 {{QLOAD}}
 

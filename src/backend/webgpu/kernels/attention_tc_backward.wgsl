@@ -16,10 +16,10 @@
 //         dV += Pᵀ·dO and dK += dSᵀ·Q (MMA). dk = scale·dK.
 //
 // Masks: the attention_common.wgsl rule (`visible`) on blocks the bound cuts, none on blocks every
-// pair of which is visible. Query blocks (DKDV) and key blocks (DQ) start at multiples of their
-// size, so a block outside a row's (a key's) visible range adds exact zeros: the rows (keys) a
-// cut-off last block's subgroup shares with a neighbour, moved back to end at tq (tk) as in
-// attention_tc.wgsl (hence tq ≥ 16 and tk ≥ 16), get bitwise the same values from both.
+// pair of which is visible; with MASK only the blocks the mask lists (attention_mask.wgsl). A
+// cut-off last block's subgroup moves back to end at tq (tk) as in attention_tc.wgsl (hence tq ≥ 16
+// and tk ≥ 16); the rows (keys) this moves in belong to the block before, which writes them
+// (put_tile skips them here: under a mask the two blocks' lists differ).
 //
 // Matrix offsets derive from subgroup_id: hence the diagnostic(off, ...) in the header.
 {{HEADER}}
