@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import type { GpuCaps } from '../../src/backend/webgpu/device.ts';
 import { UnsupportedError } from '../../src/errors.ts';
-import { attentionBackwardPlan, attentionForwardPlan } from '../../src/backend/webgpu/kernels/attention_plan.ts';
+import { attentionBackwardPlan, attentionForwardPlan, modifierBackwardPlan, modifierForwardPlan } from '../../src/backend/webgpu/kernels/attention_plan.ts';
 
 const base: GpuCaps = {
   f16: true, subgroups: true, subgroupMinSize: 32, subgroupMaxSize: 32, subgroupMatrix: { m: 16, n: 16, k: 16 }, timestamps: true,
@@ -62,4 +62,18 @@ test('attention plans with a block mask: the tensor-core kernels, or an Unsuppor
   assert.throws(() => attentionForwardPlan(SWIFTSHADER, a, 'f16'), (e: Error) => e instanceof UnsupportedError && /block masks run on the tensor-core attention kernels .*swiftshader-like with f16 inputs of head dim 128 and 4096 query rows does not take them/.test(e.message));
   assert.throws(() => attentionForwardPlan(H200, a, 'bf16'), /h200-like with bf16 inputs/);
   assert.throws(() => attentionBackwardPlan(H200, a, 'f16', 'f32'), /the backward on h200-like with f16 inputs \(dO f32\)/);
+});
+
+test('FoX and FPA plans: decode for few rows a group, FoX on tensor cores for f16, blocked where tiles fit (FPA with room for its state), tiled else or when a tile is forced', () => {
+  const fox = (tq: number, tk: number, d: number, heads = 32, kvHeads = 32) => ({ batch: 1, heads, kvHeads, tq, tk, d, kvLength: tk, qOffset: tk - tq, scale: 1 / Math.sqrt(d) });
+  assert.equal(modifierForwardPlan(H200, 'fox', fox(1, 4096, 64, 32, 8), 'f16'), 'decode');
+  assert.equal(modifierForwardPlan(H200, 'fox', fox(4096, 4096, 64), 'f16'), 'tensor-cores');
+  assert.equal(modifierForwardPlan(H200, 'fox', fox(4096, 4096, 64), 'f16', { tensorCores: false }), 'blocked');
+  assert.equal(modifierForwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f16'), 'blocked', 'FPA has no tensor-core forward');
+  assert.equal(modifierForwardPlan(H200, 'fox', fox(4096, 4096, 64), 'f16', { tile: true }), 'tiled');
+  assert.equal(modifierForwardPlan(H200, 'fox', fox(0, 4096, 64), 'f16'), 'tiled', 'no rows: the tiled kernel writes nothing');
+  assert.equal(modifierForwardPlan(SWIFTSHADER, 'fpa', fox(300, 300, 128), 'f32'), 'tiled');
+  assert.deepEqual(modifierBackwardPlan(H200, 'fox', 64, 'f32', 'f32'), { dq: 'blocked', dkdv: 'blocked' });
+  assert.deepEqual(modifierBackwardPlan(H200, 'fpa', 64, 'f32', 'f32', true), { dq: 'tiled', dkdv: 'tiled' });
+  assert.deepEqual(modifierBackwardPlan(SWIFTSHADER, 'fox', 128, 'f16', 'f16'), { dq: 'tiled', dkdv: 'tiled' });
 });

@@ -143,7 +143,7 @@ test('FoX/FPA dispatcher: few query rows take the decode path (counted) and matc
       assert.equal(foxFpaDecodeStats[mode], before + 1, `${mode} ${name(c)}: the dispatcher did not take the decode path`);
     }
     const many: Case = { b: 1, h: 4, hkv: 1, tq: 5, tk: 40, d: 8 };
-    assert.equal(foxFpaDecodeRows(gpu!, foxArgs(many)), 0);
+    assert.equal(foxFpaDecodeRows(gpu!.caps, foxArgs(many)), 0);
     const before = foxFpaDecodeStats[mode];
     await check(many, mode, viaDispatcher(mode), 'dispatcher, 20 rows');
     const x = inputs(CASES[0], mode, 7);
@@ -156,13 +156,13 @@ test('FoX/FPA dispatcher: few query rows take the decode path (counted) and matc
 
 test('FoX/FPA decode: the rows rule (group·Tq ≤ 16, head dim ≤ 256) and a step below the head-dim pitch / 4 refused by name [webgpu]', { skip }, () => {
   const a = foxArgs({ b: 1, h: 8, hkv: 2, tq: 4, tk: 64, d: 64 });
-  assert.equal(foxFpaDecodeRows(gpu!, a), 16);
-  assert.equal(foxFpaDecodeRows(gpu!, { ...a, tq: 5, qOffset: 59 }), 0);
-  assert.equal(foxFpaDecodeRows(gpu!, { ...a, d: 300 }), 0);
+  assert.equal(foxFpaDecodeRows(gpu!.caps, a), 16);
+  assert.equal(foxFpaDecodeRows(gpu!.caps, { ...a, tq: 5, qOffset: 59 }), 0);
+  assert.equal(foxFpaDecodeRows(gpu!.caps, { ...a, d: 300 }), 0);
   const big = foxArgs({ b: 1, h: 1, hkv: 1, tq: 1, tk: 8, d: 256 });
   const x = inputs({ b: 1, h: 1, hkv: 1, tq: 1, tk: 8, d: 256 }, 'fox', 1);
   const [q, k, v, c] = x.refs;
-  assert.equal(foxFpaDecodeRows(gpu!, big), 1);
+  assert.equal(foxFpaDecodeRows(gpu!.caps, big), 1);
   assert.throws(() => foxDecode(gpu!, q, k, v, c, big, { step: 32 }),
     (e: unknown) => e instanceof UnsupportedError && (e as Error).message === 'webgpu: FoX/FPA decode step 32 must be 32, 64 or 128 and at least 64 for head dim 256');
   for (const r of x.refs) gpu!.free(r.h);

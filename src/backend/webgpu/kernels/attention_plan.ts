@@ -11,10 +11,11 @@
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
-import type { AttentionArgs } from '../../backend.ts';
+import type { AttentionArgs, FoxAttentionArgs } from '../../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import { pow2AtLeast } from './attention_common.ts';
 import { decodeRows } from './attention_decode.ts';
+import { foxFpaDecodeRows } from './fox_fpa_decode.ts';
 import { tcBackwardEligible, tcEligible } from './attention_tc.ts';
 
 export type AttentionForwardKernel = 'decode' | 'tensor-cores' | 'blocked' | 'plain';
@@ -84,3 +85,44 @@ export function blockedRows(caps: GpuCaps, d: number, pass: BlockedPass, x: DTyp
   return blockedPlan(caps, d, pass, x, g).tr;
 }
 
+
+// ------------------------------------------------------------------ score modifiers (FoX, FPA)
+
+/**
+ * The FPA variant's workgroup memory beyond the softmax pass's: φ and ℓ of one 32-key block (Fk, Lk)
+ * in every pass; DQ adds each of its 32 rows' settled argmin and amount (FT, FV), DKDV φ at its
+ * 32 rows' positions (Fq).
+ */
+const FPA_EXTRA_BYTES: Record<BlockedPass, number> = { fwd: 2 * 32 * 4, dq: 4 * 32 * 4, dkdv: 3 * 32 * 4 };
+
+/** A blocked pass of FoX (blockedPlan) or FPA (with room for the FPA state) for head dim d and dtypes x (q/k/v) and g (dO). */
+export function modePlan(caps: GpuCaps, mode: 'fox' | 'fpa', d: number, pass: BlockedPass, x: DType, g: DType = x): { tr: number; px: boolean; pg: boolean } {
+  return blockedPlan(caps, d, pass, x, g, mode === 'fpa' ? FPA_EXTRA_BYTES[pass] : 0);
+}
+
+/** Row-threads of a blocked FPA pass for head dim d and dtypes x, g (blockedPlan's choice with room for the FPA state), 0 where it does not fit. */
+export function fpaBlockedRows(caps: GpuCaps, d: number, pass: BlockedPass = 'fwd', x: DType = 'f32', g: DType = x): number {
+  return modePlan(caps, 'fpa', d, pass, x, g).tr;
+}
+
+/** The forward kernel of a score modifier's attention: FoX or FPA (fox_fpa_attention.ts, fox_fpa_decode.ts). */
+export type ModifierForwardKernel = 'decode' | 'tensor-cores' | 'blocked' | 'tiled';
+
+/**
+ * The forward of FoX or FPA for q, k, v of dtype x: a forced tile (tests) runs the tiled kernel;
+ * else few query rows a GQA group the split decode kernel; FoX of f16 inputs the tensor-core forward
+ * (attention_tc.wgsl FOX) unless `tensorCores` is off; the register-blocked kernel where its tiles
+ * (with FPA's state) fit; the tiled kernel else.
+ */
+export function modifierForwardPlan(caps: GpuCaps, kind: 'fox' | 'fpa', a: FoxAttentionArgs, x: DType, opts: { tile?: boolean; tensorCores?: boolean } = {}): ModifierForwardKernel {
+  if (opts.tile || a.batch * a.heads * a.tq === 0) return 'tiled';
+  if (foxFpaDecodeRows(caps, a) > 0) return 'decode';
+  if (kind === 'fox' && (opts.tensorCores ?? true) && a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
+  return modePlan(caps, kind, a.d, 'fwd', x).tr > 0 ? 'blocked' : 'tiled';
+}
+
+/** The backward passes of FoX or FPA: each register-blocked where its tiles (with FPA's state) fit and no tile is forced, else tiled. */
+export function modifierBackwardPlan(caps: GpuCaps, kind: 'fox' | 'fpa', d: number, x: DType, g: DType, tile = false): { dq: 'blocked' | 'tiled'; dkdv: 'blocked' | 'tiled' } {
+  const pass = (p: BlockedPass) => (!tile && modePlan(caps, kind, d, p, x, g).tr > 0 ? 'blocked' : 'tiled');
+  return { dq: pass('dq'), dkdv: pass('dkdv') };
+}

@@ -43,18 +43,18 @@
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
 import type { FoxAttentionArgs } from '../../backend.ts';
-import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
+import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { blockedTiles, rowLoaders } from './attention.ts';
-import { blockedPitch, blockedPlan, blockedRows, type BlockedPass } from './attention_plan.ts';
-import { attentionTc, tcEligible } from './attention_tc.ts';
+import { blockedPitch, modePlan, modifierBackwardPlan, modifierForwardPlan } from './attention_plan.ts';
+import { attentionTc } from './attention_tc.ts';
 import { checkGrid, dt, f32in, f32out, pow2AtLeast } from './attention_common.ts';
 import { viaStorable } from './elementwise.ts';
 import { concat, copyStrided } from './layout.ts';
-import { FOX_FPA_DECODE_FILES, foxDecode, foxFpaDecodeRows, fpaDecode } from './fox_fpa_decode.ts';
+import { FOX_FPA_DECODE_FILES, foxDecode, fpaDecode } from './fox_fpa_decode.ts';
 
 export const FOX_FPA_FILES = ['fox_fpa_attention', 'attention_common', 'attention_tiles', 'attention_blocked', ...FOX_FPA_DECODE_FILES];
 
@@ -112,23 +112,6 @@ const fpaBlockedKernel: Kernel = {
 export const foxFpaOptions = { tensorCores: true };
 
 
-
-/**
- * The FPA variant's workgroup memory beyond the softmax pass's: φ and ℓ of one 32-key block (Fk, Lk)
- * in every pass; DQ adds each of its 32 rows' settled argmin and amount (FT, FV), DKDV φ at its
- * 32 rows' positions (Fq).
- */
-const FPA_EXTRA_BYTES: Record<BlockedPass, number> = { fwd: 2 * 32 * 4, dq: 4 * 32 * 4, dkdv: 3 * 32 * 4 };
-
-/** A blocked pass of FoX (blockedPlan) or FPA (with room for the FPA state) for head dim d and dtypes x (q/k/v) and g (dO). */
-function modePlan(caps: GpuCaps, mode: Mode, d: number, pass: BlockedPass, x: DType, g: DType = x): { tr: number; px: boolean; pg: boolean } {
-  return blockedPlan(caps, d, pass, x, g, mode === 'fpa' ? FPA_EXTRA_BYTES[pass] : 0);
-}
-
-/** Row-threads of a blocked FPA pass for head dim d and dtypes x, g (blockedPlan's choice with room for the FPA state), 0 where it does not fit. */
-export function fpaBlockedRows(caps: GpuCaps, d: number, pass: BlockedPass = 'fwd', x: DType = 'f32', g: DType = x): number {
-  return modePlan(caps, 'fpa', d, pass, x, g).tr;
-}
 
 /** Query and key rows per tile of the tiled passes (BQ, BK). */
 export interface Tile { bq: number; bk: number }
@@ -236,7 +219,8 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
   });
   const dqr = dqRowsOf(be.caps, mode, a, q.dtype, g.dtype, tile);
   const dqPlan = dqr.plan, kvPlan = modePlan(be.caps, mode, a.d, 'dkdv', q.dtype, g.dtype);
-  const dqBlocked = dqr.blocked, kvBlocked = tile === undefined && kvPlan.tr > 0;
+  const passes = modifierBackwardPlan(be.caps, mode, a.d, q.dtype, g.dtype, tile !== undefined);
+  const dqBlocked = passes.dq === 'blocked', kvBlocked = passes.dkdv === 'blocked';
   const dqRows = dqr.rows, kvRows = kvBlocked ? 32 : bk;
   const auxWords = auxSize(dqRows);
   const limit = bindingLimit(be.caps);
@@ -263,23 +247,19 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
   return [dq, dk, dv!, aux, dqRows];
 }
 
-/** Whether a forward goes to fox_fpa_decode.ts's split kernel: few query rows (foxFpaDecodeRows), no tile forced. */
-const takesDecode = (be: WebGpuBackend, a: FoxAttentionArgs, tile?: Tile) => tile === undefined && a.batch * a.heads * a.tq > 0 && foxFpaDecodeRows(be, a) > 0;
-
 /**
- * The four entries below take an optional `tile` in place of foxFpaTile's choice (tests); a
- * forward given a tile always runs the tiled kernel, else few query rows take the split decode path.
- * FoX without a tile runs each pass blocked where blockedRows takes its head dim; FPA without a
- * tile runs each pass blocked where fpaBlockedRows takes it.
+ * The four entries below run the kernels attention_plan.ts's modifierForwardPlan and
+ * modifierBackwardPlan pick (a pure choice from capabilities, shapes and dtypes); an optional
+ * `tile` in place of foxFpaTile's choice (tests) forces the tiled kernels.
  */
 export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('foxAttention', { c });
-  if (takesDecode(be, a, tile)) return foxDecode(be, q, k, v, c, a);
-  if (tile === undefined && foxFpaOptions.tensorCores && a.batch * a.heads * a.tq > 0 && a.tq >= 16 && tcEligible(be.caps, q.dtype, a.d)) {
-    return attentionTc(be, q, k, v, { ...a, causal: true, window: 0 }, {}, c);
+  switch (modifierForwardPlan(be.caps, 'fox', a, q.dtype, { tile: tile !== undefined, tensorCores: foxFpaOptions.tensorCores })) {
+    case 'decode': return foxDecode(be, q, k, v, c, a);
+    case 'tensor-cores': return attentionTc(be, q, k, v, { ...a, causal: true, window: 0 }, {}, c);
+    case 'blocked': return forwardBlocked(be, 'fox', q, k, v, c.h, a);
+    case 'tiled': return forward(be, 'fox', q, k, v, c.h, a, tile);
   }
-  if (tile === undefined && a.batch * a.heads * a.tq > 0 && blockedRows(be.caps, a.d, 'fwd', q.dtype) > 0) return forwardBlocked(be, 'fox', q, k, v, c.h, a);
-  return forward(be, 'fox', q, k, v, c.h, a, tile);
 }
 
 export function foxAttentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
@@ -302,10 +282,10 @@ function fpaExtra(a: FoxAttentionArgs, phi: GpuRef, level: GpuRef, lambda: GpuRe
 
 export function fpaAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('fpaAttention', { phi, level, lambda });
-  if (takesDecode(be, a, tile)) return fpaDecode(be, q, k, v, phi, level, lambda, a);
+  const kernel = modifierForwardPlan(be.caps, 'fpa', a, q.dtype, { tile: tile !== undefined });
+  if (kernel === 'decode') return fpaDecode(be, q, k, v, phi, level, lambda, a);
   const ex = pack(be, fpaExtra(a, phi, level, lambda), 'fpa attention inputs');
-  const blocked = tile === undefined && a.batch * a.heads * a.tq > 0 && fpaBlockedRows(be.caps, a.d, 'fwd', q.dtype) > 0;
-  const r = blocked ? forwardBlocked(be, 'fpa', q, k, v, ex, a) : forward(be, 'fpa', q, k, v, ex, a, tile);
+  const r = kernel === 'blocked' ? forwardBlocked(be, 'fpa', q, k, v, ex, a) : forward(be, 'fpa', q, k, v, ex, a, tile);
   be.free(ex);
   return r;
 }

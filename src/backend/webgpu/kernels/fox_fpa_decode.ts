@@ -16,6 +16,7 @@ import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
 import type { FoxAttentionArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
+import type { GpuCaps } from '../device.ts';
 import { f32bits, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
@@ -55,11 +56,11 @@ function smemBytes(rm: number, dm: number, step: number, fox: boolean): number {
  * Query rows one split workgroup serves (group·Tq), or 0 when this path does not take the call:
  * more than 16 rows, head dim over 256, or workgroup memory short of the step's tiles.
  */
-export function foxFpaDecodeRows(be: WebGpuBackend, a: FoxAttentionArgs): number {
+export function foxFpaDecodeRows(caps: GpuCaps, a: FoxAttentionArgs): number {
   const rows = (a.heads / a.kvHeads) * a.tq;
   if (rows === 0 || rows > MAX_ROWS || a.d === 0 || a.d > 256) return 0;
   const bytes = smemBytes(pow2AtLeast(rows, 1), pow2AtLeast(a.d, 16), STEP, false);
-  return bytes <= be.caps.maxWorkgroupStorage && STEP <= be.caps.maxInvocations ? rows : 0;
+  return bytes <= caps.maxWorkgroupStorage && STEP <= caps.maxInvocations ? rows : 0;
 }
 
 const decodeKernel: Kernel = {
@@ -100,7 +101,7 @@ type Mode = 'fox' | 'fpa';
 
 /** MINS (FPA), the split pass and the combine; `extra` is c (FoX) or the packed [φ | ℓ | λ | chunk minima] (FPA). */
 function decode(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, extra: (s: Split) => GpuHandle, a: FoxAttentionArgs, opts: FoxFpaDecodeOptions): [GpuHandle, GpuHandle] {
-  const rows = foxFpaDecodeRows(be, a);
+  const rows = foxFpaDecodeRows(be.caps, a);
   const what = `${mode}Attention decode`;
   if (rows === 0) throw new UnsupportedError(`webgpu: ${what} does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
   const rm = pow2AtLeast(rows, 1), dm = pow2AtLeast(a.d, 16);
