@@ -17,9 +17,9 @@
  * byKeyOffset + ((b·heads + h)·kBlocks + kb)·(qBlocks + 1): the count, then 2·qb + partial.
  */
 import { ArgumentError } from '../errors.ts';
+import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../backend/backend.ts';
 
-export const MASK_Q_BLOCK = 128;
-export const MASK_K_BLOCK = 64;
+export { MASK_K_BLOCK, MASK_Q_BLOCK };
 
 /** Where the queries and keys sit: the geometry of AttentionArgs a mask is built for. */
 export interface MaskGeometry {

@@ -72,13 +72,18 @@ export interface AttentionArgs {
   /**
    * With a block mask (attention/block_mask.ts; its i32 table travels as the kernel's `mask` ref):
    * key j is visible to query i only if, besides the rule above, the mask keeps key block
-   * ⌊j/64⌋ for query block ⌊i/128⌋ of that query head (h modulo a shared mask's one head).
+   * ⌊j/MASK_K_BLOCK⌋ for query block ⌊i/MASK_Q_BLOCK⌋ of that query head (h modulo a shared
+   * mask's one head).
    */
   mask?: MaskArgs;
 }
 
 /** The shape of a block mask's table (attention/block_mask.ts). */
 export interface MaskArgs { heads: number; qBlocks: number; kBlocks: number; byKeyOffset: number }
+
+/** Query rows and keys a block of a block mask covers: part of the contract, as every kernel that reads masks tiles by them. */
+export const MASK_Q_BLOCK = 128;
+export const MASK_K_BLOCK = 64;
 
 /**
  * Causal attention with a per-pair additive term (FoX: a forget-gate bias; FPA: a first-passage

@@ -7,7 +7,7 @@
  * with dk, dv summed over the query heads of a GQA group. Inputs are read as f32 once; scratch rows
  * are allocated once per call, so the inner loops are plain indexed arithmetic.
  */
-import type { AttentionArgs, KvWriteArgs } from '../backend.ts';
+import { MASK_K_BLOCK, MASK_Q_BLOCK, type AttentionArgs, type KvWriteArgs } from '../backend.ts';
 import { f32, store, type CpuHandle, type CpuRef } from './host.ts';
 
 /** Σ a[ao + c]·b[bo + c] over c < n, four independent partial sums (a dependency chain of one add per element otherwise). */
@@ -52,13 +52,13 @@ export function finishRow(s: Float32Array, m: number, first: number, n: number, 
 }
 
 /**
- * With a block mask: which key blocks query block ⌊i/128⌋ of (b, h) keeps (1 or 0 per block of 64
- * keys), else null (every key block).
+ * With a block mask: which key blocks query block ⌊i/MASK_Q_BLOCK⌋ of (b, h) keeps (1 or 0 per
+ * key block), else null (every key block).
  */
 export function keptKeyBlocks(mask: CpuRef | undefined, a: AttentionArgs, b: number, h: number, i: number): Uint8Array | null {
   if (!mask || !a.mask) return null;
   const m = a.mask, t = mask.h as Int32Array;
-  const at = ((b * m.heads + (m.heads === 1 ? 0 : h)) * m.qBlocks + Math.floor(i / 128)) * (m.kBlocks + 1);
+  const at = ((b * m.heads + (m.heads === 1 ? 0 : h)) * m.qBlocks + Math.floor(i / MASK_Q_BLOCK)) * (m.kBlocks + 1);
   const kept = new Uint8Array(m.kBlocks);
   for (let n = 0; n < t[at]; n++) kept[t[at + 1 + n] >> 1] = 1;
   return kept;
@@ -74,15 +74,17 @@ export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs, mas
   const acc = new Float32Array(d);
   for (let b = 0; b < batch; b++) for (let h = 0; h < heads; h++) {
     const kvBase = (b * kvHeads + Math.floor(h / group)) * tk * d;
+    // The mask's kept key blocks change once per query block.
+    let kept: Uint8Array | null = null;
     for (let i = 0; i < tq; i++) {
       const row = (b * heads + h) * tq + i;
       const qo = row * d;
       const [lo, hi] = visibleKeys(a.qOffset + i, a);
-      const kept = keptKeyBlocks(mask, a, b, h, i);
+      if (i % MASK_Q_BLOCK === 0) kept = keptKeyBlocks(mask, a, b, h, i);
       let m = -Infinity, visited = 0;
       for (let j = lo; j < hi; j++) {
         // A key the block mask drops scores −∞ (weight exactly 0).
-        const dropped = kept !== null && !kept[j >> 6];
+        const dropped = kept !== null && !kept[Math.floor(j / MASK_K_BLOCK)];
         const x = dropped ? -Infinity : dot(qv, qo, kv, kvBase + j * d, d) * scale;
         if (!dropped) visited++;
         s[j - lo] = x;
@@ -105,17 +107,19 @@ export function attentionBackward(q: CpuRef, k: CpuRef, v: CpuRef, o: CpuRef, ls
   const acc = new Float32Array(d);
   for (let b = 0; b < batch; b++) for (let h = 0; h < heads; h++) {
     const kvBase = (b * kvHeads + Math.floor(h / group)) * tk * d;
+    // The mask's kept key blocks change once per query block.
+    let kept: Uint8Array | null = null;
     for (let i = 0; i < tq; i++) {
       const row = (b * heads + h) * tq + i;
       const qo = row * d;
       const [lo, hi] = visibleKeys(a.qOffset + i, a);
-      const kept = keptKeyBlocks(mask, a, b, h, i);
+      if (i % MASK_Q_BLOCK === 0) kept = keptKeyBlocks(mask, a, b, h, i);
       if (hi <= lo || lv[row] === -Infinity) continue;
       let delta = 0;
       for (let c = 0; c < d; c++) delta += gv[qo + c] * ov[qo + c];
       acc.fill(0);
       for (let j = lo; j < hi; j++) {
-        if (kept && !kept[j >> 6]) continue;
+        if (kept && !kept[Math.floor(j / MASK_K_BLOCK)]) continue;
         const ko = kvBase + j * d;
         const p = Math.exp(dot(qv, qo, kv, ko, d) * scale - lv[row]);
         const dp = dot(gv, qo, vv, ko, d);

@@ -15,9 +15,12 @@ import { wgslSource } from '../sources.ts';
 import { preprocess, type Variant } from '../wgsl.ts';
 import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
 import { PARAMS, checkGrid, uniforms } from './attention_common.ts';
-import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../../../attention/block_mask.ts';
+import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../../backend.ts';
 
-export const ATTENTION_TC_FILES = ['attention_tc', 'attention_tc_backward', 'attention_mask'];
+export const ATTENTION_TC_FILES = ['attention_tc', 'attention_tc_backward', 'attention_mask', 'attention_tc_keys'];
+
+/** attention_tc_keys.wgsl's statements (the key blocks a query block visits) without its header comment. */
+const keyBlocks = (v: Variant) => preprocess(wgslSource('attention_tc_keys'), v).split('\n').filter((l) => !l.startsWith('//')).join('\n').replace(/\n+$/, '');
 
 /** A block mask's uniforms after PARAMS (AttentionArgs.mask), and its block sizes as WGSL constants. */
 const MASK_PARAMS = 'mheads: u32, mqblocks: u32, mkblocks: u32, mbykey: u32';
@@ -87,14 +90,24 @@ export function tcKernelOf(name: string, text: () => string, extra: (v: Variant)
   return { name, source: (v) => tcSource(text(), v, extra(v)) };
 }
 
-function tcSource(text: string, v: Variant, extra: Record<string, string>): string {
-  const head = [
+/**
+ * What every tensor-core attention kernel's header opens with: the uniformity diagnostic lifted
+ * (matrix offsets derive from subgroup_id), the extensions, and the uniforms (with a mask's after PARAMS).
+ */
+function tcHeaderStart(v: Variant): string[] {
+  return [
     'diagnostic(off, chromium.subgroup_matrix_uniformity);',
     'enable f16;',
     'enable subgroups;',
     'enable chromium_experimental_subgroup_matrix;',
     `struct Params { ${PARAMS}${v.MASK ? `, ${MASK_PARAMS}` : ''} }`,
     '@group(0) @binding(0) var<uniform> P: Params;',
+  ];
+}
+
+function tcSource(text: string, v: Variant, extra: Record<string, string>): string {
+  const head = [
+    ...tcHeaderStart(v),
     '@group(0) @binding(1) var<storage, read> q16: array<f16>;',
     '@group(0) @binding(2) var<storage, read> k8: array<vec4<u32>>;',
     '@group(0) @binding(3) var<storage, read> v8: array<vec4<u32>>;',
@@ -106,7 +119,7 @@ function tcSource(text: string, v: Variant, extra: Record<string, string>): stri
   ].join('\n');
   return preprocess(text, {
     ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common'), BIAS: v.FOX ? ' + cq - Ck[c]' : '',
-    MASKING: preprocess(wgslSource('attention_mask'), v), ...extra,
+    MASKING: preprocess(wgslSource('attention_mask'), v), KEY_BLOCKS: keyBlocks(v), ...extra,
   });
 }
 
@@ -236,12 +249,7 @@ export const tcBackwardKernel: Kernel = {
   source: (v) => {
     const dkdv = !!v.DKDV;
     const head = [
-      'diagnostic(off, chromium.subgroup_matrix_uniformity);',
-      'enable f16;',
-      'enable subgroups;',
-      'enable chromium_experimental_subgroup_matrix;',
-      `struct Params { ${PARAMS}${v.MASK ? `, ${MASK_PARAMS}` : ''} }`,
-      '@group(0) @binding(0) var<uniform> P: Params;',
+      ...tcHeaderStart(v),
       // Fragment sources (DQ: q, dO; DKDV: k, v), then the staged pair (DQ: k, v; DKDV: q, dO).
       '@group(0) @binding(1) var<storage, read> fa: array<f16>;',
       '@group(0) @binding(2) var<storage, read> fb: array<f16>;',
@@ -256,7 +264,7 @@ export const tcBackwardKernel: Kernel = {
     ].join('\n');
     return preprocess(wgslSource('attention_tc_backward'), {
       ...v, ...tcBackwardBody(dkdv ? 'dkdv' : 'dq', v.D as number, !!v.KRELOAD, v.SC as number), HEADER: head, COMMON: wgslSource('attention_common'),
-      MASKING: preprocess(wgslSource('attention_mask'), v),
+      MASKING: preprocess(wgslSource('attention_mask'), v), KEY_BLOCKS: keyBlocks(v),
     });
   },
 };

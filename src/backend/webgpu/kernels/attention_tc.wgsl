@@ -100,23 +100,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let rb = min(i0 + sg * 16u, P.tq - 16u);
 {{QLOAD}}
 
-  // Keys the block's rows can see, and which key blocks need no mask at all.
-  let pmin = i32(min(i0, P.tq - 16u)) + P.qoff;
-  let pmax = i32(min(i0 + BQ, P.tq)) - 1 + P.qoff;
-  var hi = i32(P.kvlen);
-  if (P.causal != 0u) { hi = min(hi, pmax + 1); }
-  var lo = 0;
-  if (P.window != 0u) { lo = max(0, pmin - i32(P.window) + 1); }
-  let kfirst = u32(lo) / BK * BK;
-  let kend = u32(max(hi, lo));
-  // The key blocks visited: [kfirst, kend) in steps of BK, or those the block mask lists.
-#if MASK
-  let mrow = mask_row(b, h, i0);
-  let nblocks = mask_count(mrow, MASK_KB, BK, lid);
-#else
-  let mrow = 0u;
-  let nblocks = (kend - kfirst + BK - 1u) / BK;
-#endif
+  // Keys the block's rows can see (pmin, pmax), and the key blocks visited.
+{{KEY_BLOCKS}}
 
   // This lane's share of the scalar work: row r of the subgroup's 16, keys par, par + 2, ….
   let r = lane / 2u;

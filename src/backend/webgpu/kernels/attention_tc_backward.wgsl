@@ -83,21 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let rb = min(i0 + sg * 16u, P.tq - 16u);
 {{FRAGS}}
 
-  let pmin = i32(min(i0, P.tq - 16u)) + P.qoff;
-  let pmax = i32(min(i0 + BQ, P.tq)) - 1 + P.qoff;
-  var hi = i32(P.kvlen);
-  if (P.causal != 0u) { hi = min(hi, pmax + 1); }
-  var lo = 0;
-  if (P.window != 0u) { lo = max(0, pmin - i32(P.window) + 1); }
-  let kfirst = u32(lo) / BK * BK;
-  let kend = u32(max(hi, lo));
-#if MASK
-  let mrow = mask_row(b, h, i0);
-  let nblocks = mask_count(mrow, MASK_KB, BK, lid);
-#else
-  let mrow = 0u;
-  let nblocks = (kend - kfirst + BK - 1u) / BK;
-#endif
+{{KEY_BLOCKS}}
 
   let r = lane / 2u;
   let par = lane % 2u;
