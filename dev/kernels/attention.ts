@@ -477,7 +477,7 @@ async function trainTime(be: WebGpuBackend, ver: TrainVersion, a: AttentionArgs)
  */
 interface BackwardVersion { name: string; usable(be: WebGpuBackend, a: AttentionArgs): boolean; run(be: WebGpuBackend, x: GpuRef[], o: GpuRef, lse: GpuHandle, delta: GpuHandle, a: AttentionArgs): GpuHandle[] }
 
-const tcBwd = (variant: Partial<TcBackwardVariant>): BackwardVersion['run'] => (be, x, _o, lse, delta, a) => attentionTcBackward(be, x[0], x[1], x[2], x[3], lse, delta, a, variant);
+const tcBwd = (variant: Partial<TcBackwardVariant>): BackwardVersion['run'] => (be, x, _o, lse, delta, a) => attentionTcBackward(be, x[0], x[1], x[2], x[3], { lse, delta }, a, variant);
 
 /**
  * Backward versions (`--backward 4096,16384`), H = 32, D = 128, causal, f16; ms per backward

@@ -315,7 +315,7 @@ test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 1
     const delta = Float32Array.from({ length: dO.length / c.d }, (_, r) => { let s = 0; for (let e = 0; e < c.d; e++) s += dO[r * c.d + e] * oo[r * c.d + e]; return s; });
     const lseH = gpu!.upload(l, 'f32'), deltaH = gpu!.upload(delta, 'f32');
     for (const variant of variants) {
-      const got = attentionTcBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], x.refs[3], lseH, deltaH, x.a, variant);
+      const got = attentionTcBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], x.refs[3], { lse: lseH, delta: deltaH }, x.a, variant);
       for (let i = 0; i < 3; i++) await compare(got[i], 'f16', want[i], 1e-2, `${JSON.stringify(c)} ${JSON.stringify(variant)} ${['dq', 'dk', 'dv'][i]}`);
       for (const g of got) gpu!.free(g);
     }

@@ -1,6 +1,7 @@
 /**
- * FoX's forward on the tensor-core kernel (attention_tc.wgsl with FOX: the bias c[p_i] − c[j] on
- * every score), the default for f16 prefill where it takes the call (foxFpaOptions.tensorCores in
+ * FoX's forward and backward on the tensor-core kernels (attention_tc.wgsl and
+ * attention_tc_backward.wgsl with FOX: the bias c[p_i] − c[j] on every score; dc from the dS row
+ * and column sums), the default for f16 where they take the call (foxFpaOptions.tensorCores in
  * src/backend/webgpu/kernels/fox_fpa_attention.ts), against the CPU reference
  * (src/backend/cpu/fox_attention.ts): out and lse in f16 storage, Tq = Tk and Tq < Tk with
  * kvLength < Tk, GQA, cut-off query blocks, head dims 32 to 256, forget gates spanning −50…0.
@@ -13,15 +14,16 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { tcEligible } from '../../src/backend/webgpu/kernels/attention_tc.ts';
-import { foxAttention, foxFpaOptions } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import { tcBackwardEligible, tcEligible } from '../../src/backend/webgpu/kernels/attention_tc.ts';
+import { foxAttention, foxAttentionBackward, foxFpaOptions } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, type AnyHostArray } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
-import { compareWith, cref } from './gpu_compare.ts';
+import { compareWith, cref, passesOf, readWith } from './gpu_compare.ts';
 import { foxArgs, forgetCumsum, randomF32, statTol, TOL, type FoxShape } from './fox_fpa_inputs.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
 const compare = compareWith(() => gpu!);
+const read = readWith(() => gpu!);
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
 
@@ -51,6 +53,48 @@ test('FoX forward on tensor cores vs CPU: out, lse; Tq < Tk, kvLength < Tk, GQA,
       await compare(lse, 'f32', wantLse as AnyHostArray, statTol('f16'), `${what} lse`);
       for (const h of [out, lse, rq.h, rk.h, rv.h, rc.h]) gpu!.free(h);
     }
+  } finally {
+    foxFpaOptions.tensorCores = was;
+  }
+});
+
+test('FoX backward on tensor cores vs CPU: dq, dk, dv, dc; Tq < Tk, kvLength < Tk, GQA, cut-off blocks, D 32 to 128, wide forget gates; repeats bitwise [webgpu]', { skip }, async (t) => {
+  if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernels cannot run here`); return; }
+  const was = foxFpaOptions.tensorCores;
+  foxFpaOptions.tensorCores = true;
+  try {
+    let ran = 0;
+    for (const c of CASES) {
+      const a = foxArgs(c), what = JSON.stringify(c);
+      if (!tcBackwardEligible(gpu!.caps, 'f16', 'f16', { ...a, causal: true, window: 0 })) continue;
+      const n = [c.b * c.h * c.tq * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.h * c.tq * c.d];
+      const host = n.map((len, i) => f32ToHost(randomF32(len, 51 + i, i === 0 ? 2 : 1), 'f16'));
+      const cv = forgetCumsum(c.b * c.h, c.tk, 60, !!c.wide);
+      const [q, k, v, g] = host.map((x) => cref(x, 'f16'));
+      const [o, l] = cpuFox.foxAttention(q, k, v, cref(cv, 'f32'), a);
+      // The backward from the CPU's out (f16, as its inputs) and lse on both sides.
+      const o16 = o as AnyHostArray;
+      const want = cpuFox.foxAttentionBackward(q, k, v, cref(cv, 'f32'), cref(o16, 'f16'), cref(l as AnyHostArray, 'f32'), g, a) as AnyHostArray[];
+      const [rq, rk, rv, rg] = host.map((x) => ({ h: gpu!.upload(x, 'f16'), shape: [], dtype: 'f16' as const }));
+      const rc = { h: gpu!.upload(cv, 'f32'), shape: [], dtype: 'f32' as const };
+      const ro = { h: gpu!.upload(o16, 'f16'), shape: [], dtype: 'f16' as const };
+      const rl = { h: gpu!.upload(l as AnyHostArray, 'f32'), shape: [], dtype: 'f32' as const };
+      const run = () => gpu!.rt.recordDispatches(() => foxAttentionBackward(gpu!, rq, rk, rv, rc, ro, rl, rg, a));
+      const { result: got, dispatches } = run();
+      assert.deepEqual(passesOf(dispatches, 'attention_tc_backward'), { fwd: 0, dq: 1, dkdv: 1 }, `${what}: the tensor-core passes ran (dispatch log)`);
+      assert.ok(dispatches.filter((d) => d.kernel === 'attention_tc_backward').every((d) => d.variant.FOX), `${what}: with the FoX modifier`);
+      const names = ['dq', 'dk', 'dv', 'dc'];
+      for (let i = 0; i < 4; i++) await compare(got[i], i < 3 ? 'f16' : 'f32', want[i], 1e-2, `${what} ${names[i]}`);
+      const again = run().result;
+      for (let i = 0; i < 4; i++) {
+        const dt = i < 3 ? 'f16' as const : 'f32' as const;
+        const [x1, x2] = await Promise.all([read(got[i], dt, want[i].length), read(again[i], dt, want[i].length)]);
+        assert.deepStrictEqual(x2, x1, `${what} ${names[i]}: a second backward differs`);
+      }
+      for (const h of [...got, ...again, rq.h, rk.h, rv.h, rg.h, rc.h, ro.h, rl.h]) gpu!.free(h);
+      ran++;
+    }
+    assert.ok(ran >= 4, `the tensor-core backward took ${ran} of ${CASES.length} cases`);
   } finally {
     foxFpaOptions.tensorCores = was;
   }

@@ -177,7 +177,7 @@ export function attentionBackward(
   try {
     if (plan.dq === 'tensor-cores' || plan.dkdv === 'tensor-cores') {
       if (plan.dq !== plan.dkdv) throw new UnsupportedError(`webgpu: the tensor-core attention backward runs dq and dk/dv together, not with ${plan.dq === 'tensor-cores' ? plan.dkdv : plan.dq}`);
-      return attentionTcBackward(be, q, k, v, g, lse.h, delta, a, {}, mask);
+      return attentionTcBackward(be, q, k, v, g, { lse: lse.h, delta }, a, {}, mask);
     }
     if (mask) throw new UnsupportedError(`webgpu: block masks run on the tensor-core attention backward, not the ${plan.dq}/${plan.dkdv} kernels`);
     return aluBackward(be, q, k, v, lse, g, delta, a, plan.dq === 'blocked', plan.dkdv === 'blocked', pack);

@@ -121,8 +121,18 @@ export function modifierForwardPlan(caps: GpuCaps, kind: 'fox' | 'fpa', a: FoxAt
   return modePlan(caps, kind, a.d, 'fwd', x).tr > 0 ? 'blocked' : 'tiled';
 }
 
-/** The backward passes of FoX or FPA: each register-blocked where its tiles (with FPA's state) fit and no tile is forced, else tiled. */
-export function modifierBackwardPlan(caps: GpuCaps, kind: 'fox' | 'fpa', d: number, x: DType, g: DType, tile = false): { dq: 'blocked' | 'tiled'; dkdv: 'blocked' | 'tiled' } {
-  const pass = (p: BlockedPass) => (!tile && modePlan(caps, kind, d, p, x, g).tr > 0 ? 'blocked' : 'tiled');
+/** The kernels of a score modifier's backward passes. */
+export type ModifierBackwardKernel = 'tensor-cores' | 'blocked' | 'tiled';
+
+/**
+ * The backward passes of FoX or FPA for q, k, v of dtype x and dO of dtype g: with no tile forced,
+ * FoX takes the tensor-core passes (attention_tc_backward.wgsl FOX) where they take f16 inputs and
+ * dO and `tensorCores` is on; else each pass register-blocked where its tiles (with FPA's state)
+ * fit, else tiled. FPA has no tensor-core backward: its dφ follows each row's argmin through the
+ * key blocks in order (fox_fpa_attention.ts), which the tensor-core passes' lane-pair rows do not do.
+ */
+export function modifierBackwardPlan(caps: GpuCaps, kind: 'fox' | 'fpa', a: FoxAttentionArgs, x: DType, g: DType, opts: { tile?: boolean; tensorCores?: boolean } = {}): { dq: ModifierBackwardKernel; dkdv: ModifierBackwardKernel } {
+  if (kind === 'fox' && !opts.tile && (opts.tensorCores ?? true) && tcBackwardEligible(caps, x, g, { ...a, causal: true, window: 0 })) return { dq: 'tensor-cores', dkdv: 'tensor-cores' };
+  const pass = (p: BlockedPass) => (!opts.tile && modePlan(caps, kind, a.d, p, x, g).tr > 0 ? 'blocked' : 'tiled');
   return { dq: pass('dq'), dkdv: pass('dkdv') };
 }

@@ -255,10 +255,12 @@ export const tcBackwardKernel: Kernel = {
       '@group(0) @binding(2) var<storage, read> fb: array<f16>;',
       '@group(0) @binding(3) var<storage, read> x8a: array<vec4<u32>>;',
       '@group(0) @binding(4) var<storage, read> x8b: array<vec4<u32>>;',
-      '@group(0) @binding(5) var<storage, read> lse: array<f32>;',
-      '@group(0) @binding(6) var<storage, read> delta: array<f32>;',
-      '@group(0) @binding(7) var<storage, read_write> y16a: array<f16>;',
-      dkdv ? '@group(0) @binding(8) var<storage, read_write> y16b: array<f16>;' : '',
+      // FOX: [lse | delta | c] in one buffer at 5, the outputs from 6, then the dS sums (aux).
+      ...(v.FOX ? ['@group(0) @binding(5) var<storage, read> ex: array<f32>;']
+        : ['@group(0) @binding(5) var<storage, read> lse: array<f32>;', '@group(0) @binding(6) var<storage, read> delta: array<f32>;']),
+      `@group(0) @binding(${v.FOX ? 6 : 7}) var<storage, read_write> y16a: array<f16>;`,
+      dkdv ? `@group(0) @binding(${v.FOX ? 7 : 8}) var<storage, read_write> y16b: array<f16>;` : '',
+      v.FOX ? `@group(0) @binding(${dkdv ? 8 : 7}) var<storage, read_write> aux: array<f32>;` : '',
       v.MASK ? `@group(0) @binding(${dkdv ? 9 : 8}) var<storage, read> mask: array<i32>;` : '',
       MASK_CONSTS,
     ].join('\n');
@@ -270,10 +272,18 @@ export const tcBackwardKernel: Kernel = {
 };
 
 /**
- * dq, dk, dv on tensor cores from f16 q, k, v, dO and the f32 lse and delta (rowsum dO∘O) of the
- * forward (callers check tcBackwardEligible). Exported for tests and dev/kernels/attention.ts.
+ * What the tensor-core backward reads beside q, k, v and dO: softmax attention's f32 lse and delta
+ * (rowsum dO∘O) of the forward, or FoX's `ex` = [lse | delta | c] (c per query head and key, f32)
+ * with `aux`, the zeroed f32 buffer of rows + b·h·tk words its dS row and column sums go into
+ * (fox_fpa_attention.ts's COMBINE makes dc of them).
  */
-export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, lse: GpuHandle, delta: GpuHandle, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}, mask?: GpuRef): [GpuHandle, GpuHandle, GpuHandle] {
+export type TcBackwardStats = { lse: GpuHandle; delta: GpuHandle } | { fox: { ex: GpuHandle; aux: GpuHandle } };
+
+/**
+ * dq, dk, dv on tensor cores from f16 q, k, v, dO and `stats` (callers check tcBackwardEligible;
+ * FoX is causal, without a window or mask). Exported for tests and dev/kernels/attention.ts.
+ */
+export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, stats: TcBackwardStats, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}, mask?: GpuRef): [GpuHandle, GpuHandle, GpuHandle] {
   const { nsg, kReload, kPad, kvNsg, kvRows } = { ...TC_BACKWARD_DEFAULT, ...variant };
   // With a block mask a DKDV workgroup's keys are one mask block of 64 (4 subgroups), and a DQ
   // workgroup's rows lie inside one mask block of 128.
@@ -291,13 +301,17 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   const dq = be.alloc('f16', rows * a.d, 'attention dq');
   const dk = be.alloc('f16', kvSize, 'attention dk');
   const dv = be.alloc('f16', kvSize, 'attention dv');
+  const fox = 'fox' in stats ? stats.fox : null;
+  if (fox && (mask || !a.causal || a.window !== 0)) throw new UnsupportedError('webgpu: the tensor-core FoX backward is causal, without a window or block mask');
+  const st = fox ? [fox.ex.buffer] : [(stats as { lse: GpuHandle }).lse.buffer, (stats as { delta: GpuHandle }).delta.buffer];
+  const aux = fox ? [fox.aux.buffer] : [];
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: 32, DQ: true, MASK: !!mask },
-    uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, lse.buffer, delta.buffer, dq.buffer, ...m], workgroups: [gq, a.heads, a.batch],
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: 32, DQ: true, MASK: !!mask, FOX: !!fox },
+    uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, ...st, dq.buffer, ...aux, ...m], workgroups: [gq, a.heads, a.batch],
   });
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload, MASK: !!mask },
-    uniforms: u, buffers: [k.h.buffer, v.h.buffer, q.h.buffer, g.h.buffer, lse.buffer, delta.buffer, dk.buffer, dv.buffer, ...m], workgroups: [gk, a.kvHeads, a.batch],
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload, MASK: !!mask, FOX: !!fox },
+    uniforms: u, buffers: [k.h.buffer, v.h.buffer, q.h.buffer, g.h.buffer, ...st, dk.buffer, dv.buffer, ...aux, ...m], workgroups: [gk, a.kvHeads, a.batch],
   });
   return [dq, dk, dv];
 }

@@ -50,7 +50,7 @@ import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { blockedTiles, rowLoaders } from './attention.ts';
 import { blockedPitch, modePlan, modifierBackwardPlan, modifierForwardPlan } from './attention_plan.ts';
-import { attentionTc } from './attention_tc.ts';
+import { attentionTc, attentionTcBackward } from './attention_tc.ts';
 import { checkGrid, dt, f32in, f32out, pow2AtLeast } from './attention_common.ts';
 import { viaStorable } from './elementwise.ts';
 import { concat, copyStrided } from './layout.ts';
@@ -104,10 +104,11 @@ const fpaBlockedKernel: Kernel = {
 };
 
 /**
- * `tensorCores` sends FoX's forward of f16 inputs to the tensor-core kernel (attention_tc.wgsl FOX)
- * where it takes the call (on by default: on the H200 at D = 64 it took 16K tokens from 42.4 to
- * 15.5 ms, bench/fox_fpa.ts). SwiftShader has no subgroup matrices, so only a GPU run of
- * test/backend/webgpu_fox_tc.test.ts checks it; false keeps FoX on the blocked/plain kernels.
+ * `tensorCores` sends FoX's forward and backward of f16 inputs to the tensor-core kernels
+ * (attention_tc.wgsl and attention_tc_backward.wgsl with FOX) where they take the call (on by
+ * default: on the H200 at D = 64 the forward took 16K tokens from 42.4 to 15.5 ms, bench/fox_fpa.ts).
+ * SwiftShader has no subgroup matrices, so only a GPU run of test/backend/webgpu_fox_tc.test.ts
+ * checks them; false keeps FoX on the blocked/plain kernels.
  */
 export const foxFpaOptions = { tensorCores: true };
 
@@ -198,6 +199,20 @@ function forwardBlocked(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: 
 }
 
 /**
+ * [lse | delta | extra] in one new f32 buffer, the words every backward pass of either mode reads:
+ * lse and extra copied in, delta (Σ dO·O per row) written by the DELTA pass.
+ */
+function backwardStats(be: WebGpuBackend, mode: Mode, o: GpuRef, lse: GpuRef, g: GpuRef, extra: { ref: GpuRef | null; n: number }[], a: FoxAttentionArgs): GpuHandle {
+  const rows = a.batch * a.heads * a.tq;
+  const st = pack(be, [{ ref: lse, n: rows }, { ref: null, n: rows }, ...extra], `${mode}AttentionBackward stats`);
+  be.rt.run({
+    kernel, variant: { DELTA: true, FOX: mode === 'fox', O: o.dtype, G: g.dtype, X: o.dtype },
+    uniforms: uniforms(a, 2 * rows), buffers: [o.h.buffer, g.h.buffer, st.buffer], workgroups: grid(rows, 64),
+  });
+  return st;
+}
+
+/**
  * DELTA, DQ and DKDV of either mode into `aux` (f32, auxSize(rows per DQ workgroup) words, zeroed
  * first); `extra` is packed behind lse and delta; without a forced `tile`, DQ and DKDV each take the
  * blocked kernel where its tiles fit (blockedRows for FoX, fpaBlockedRows for FPA). Returns dq, dk, dv, aux
@@ -211,15 +226,10 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
   const rows = a.batch * a.heads * a.tq;
   const kvSize = a.batch * a.kvHeads * a.tk * a.d;
   const u = uniforms(a, 2 * rows);
-  // [lse | delta (written by DELTA) | extra]: lse is copied in, delta's words are skipped.
-  const st = pack(be, [{ ref: lse, n: rows }, { ref: null, n: rows }, ...extra], `${what} stats`);
-  be.rt.run({
-    kernel, variant: { DELTA: true, FOX: mode === 'fox', O: o.dtype, G: g.dtype, X: q.dtype },
-    uniforms: u, buffers: [o.h.buffer, g.h.buffer, st.buffer], workgroups: grid(rows, 64),
-  });
+  const st = backwardStats(be, mode, o, lse, g, extra, a);
   const dqr = dqRowsOf(be.caps, mode, a, q.dtype, g.dtype, tile);
   const dqPlan = dqr.plan, kvPlan = modePlan(be.caps, mode, a.d, 'dkdv', q.dtype, g.dtype);
-  const passes = modifierBackwardPlan(be.caps, mode, a.d, q.dtype, g.dtype, tile !== undefined);
+  const passes = modifierBackwardPlan(be.caps, mode, a, q.dtype, g.dtype, { tile: tile !== undefined, tensorCores: false });
   const dqBlocked = passes.dq === 'blocked', kvBlocked = passes.dkdv === 'blocked';
   const dqRows = dqr.rows, kvRows = kvBlocked ? 32 : bk;
   const auxWords = auxSize(dqRows);
@@ -265,7 +275,18 @@ export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef,
 export function foxAttentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, c: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
   checkF32('foxAttentionBackward', { c });
   const rows = a.batch * a.heads * a.tq, nc = a.batch * a.heads * a.tk;
-  const [dq, dk, dv, aux] = backward(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], () => rows + nc, a, tile);
+  const plan = modifierBackwardPlan(be.caps, 'fox', a, q.dtype, g.dtype, { tile: tile !== undefined, tensorCores: foxFpaOptions.tensorCores });
+  let dq: GpuHandle, dk: GpuHandle, dv: GpuHandle, aux: GpuHandle;
+  if (plan.dq === 'tensor-cores') {
+    // [lse | delta | c] and the dS sums' buffer, read and filled by attention_tc_backward.wgsl FOX.
+    const ex = backwardStats(be, 'fox', o, lse, g, [{ ref: c, n: nc }], a);
+    aux = be.alloc('f32', rows + nc, 'foxAttentionBackward partials');
+    be.rt.commandEncoder().clearBuffer(aux.buffer);
+    [dq, dk, dv] = attentionTcBackward(be, q, k, v, g, { fox: { ex, aux } }, { ...a, causal: true, window: 0 });
+    be.free(ex);
+  } else {
+    [dq, dk, dv, aux] = backward(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], () => rows + nc, a, tile);
+  }
   const dc = be.alloc('f32', nc, 'fox attention dc');
   be.rt.run({
     kernel, variant: { COMBINE: true, FOX: true },
