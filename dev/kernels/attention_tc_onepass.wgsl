@@ -31,7 +31,7 @@
 // and its lanes write it as f16. Workgroups take query blocks from the last (longest under causal
 // masking) to the first.
 //
-// FOX adds the Forgetting Transformer's bias to every score (see Ck below).
+// (Softmax attention only: src's kernel takes the score modifiers, attention_tc_mod_*.wgsl.)
 //
 // Matrix offsets derive from subgroup_id, subgroup-uniform but not workgroup-uniform: hence the
 // diagnostic(off, ...) in the header, as in matmul_tc.wgsl.
@@ -64,20 +64,6 @@ var<workgroup> Alpha: array<f32, NSG * 16u>;
 var<workgroup> Moved: u32;
 #endif
 
-#if FOX
-// FOX (the Forgetting Transformer, specs/fpa_depth.md §1; causal): every score gains c[p_i] − c[j]
-// (c of the query head, cg, binding 6), here in log2 units: the lane's row term cq and the key
-// block's Ck, staged beside K. lse then includes the bias, as fox_fpa_attention.wgsl's does.
-var<workgroup> Ck: array<f32, BK>;
-
-fn stage_c(lid: u32, cbase: u32, k0: u32) {
-  for (var t = lid; t < BK; t += WG) {
-    var x = 0.0;
-    if (k0 + t < P.kvlen) { x = cg[cbase + k0 + t] * 1.4426950408889634; }
-    Ck[t] = x;
-  }
-}
-#endif
 
 fn put8(at: u32, w: vec4<u32>) {
   let h0 = bitcast<vec2<f16>>(w.x); let h1 = bitcast<vec2<f16>>(w.y);
@@ -125,10 +111,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let r = lane / 2u;
   let par = lane % 2u;
   let row = rb + r;
-#if FOX
-  let cbase = (b * P.h + h) * P.tk;
-  let cq = cg[cbase + u32(i32(row) + P.qoff)] * 1.4426950408889634;
-#endif
   let sbase = sg * SP;
   // Scores to log2 units.
   let sc = P.scale * 1.4426950408889634;
@@ -142,23 +124,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   // Pass 1: the maximum of each row.
   for (var it = 0u; it < nblocks; it++) {
     let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
-#if FOX
-    // Ck of the previous block is read after the scores' barrier: wait before overwriting it.
-    workgroupBarrier();
-#endif
     stage_keys(lid, kbase8, k0, false);
-#if FOX
-    stage_c(lid, cbase, k0);
-#endif
     workgroupBarrier();
 {{SCORES}}
     workgroupBarrier();
     let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
     if (full) {
-      for (var c = par; c < BK; c += 2u) { m = max(m, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
+      for (var c = par; c < BK; c += 2u) { m = max(m, Ss[sbase + c * 16u + r] * sc); }
     } else {
       for (var c = par; c < BK; c += 2u) {
-        if (visible(row, k0 + c)) { m = max(m, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
+        if (visible(row, k0 + c)) { m = max(m, Ss[sbase + c * 16u + r] * sc); }
       }
     }
   }
@@ -171,9 +146,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
     workgroupBarrier();
     stage_keys(lid, kbase8, k0, true);
-#if FOX
-    stage_c(lid, cbase, k0);
-#endif
     workgroupBarrier();
 {{SCORES}}
     workgroupBarrier();
@@ -182,10 +154,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     blk++;
     var mb = -BIG;
     if (full) {
-      for (var c = par; c < BK; c += 2u) { mb = max(mb, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
+      for (var c = par; c < BK; c += 2u) { mb = max(mb, Ss[sbase + c * 16u + r] * sc); }
     } else {
       for (var c = par; c < BK; c += 2u) {
-        if (visible(row, k0 + c)) { mb = max(mb, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
+        if (visible(row, k0 + c)) { mb = max(mb, Ss[sbase + c * 16u + r] * sc); }
       }
     }
     mb = max(mb, subgroupShuffleXor(mb, 1u));
@@ -201,14 +173,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 #endif
     if (full) {
       for (var c = par; c < BK; c += 2u) {
-        let p = exp2(Ss[sbase + c * 16u + r] * sc{{BIAS}} - m);
+        let p = exp2(Ss[sbase + c * 16u + r] * sc - m);
         l += p;
         Ps[sbase + c * 16u + r] = f16(p);
       }
     } else {
       for (var c = par; c < BK; c += 2u) {
         var p = 0.0;
-        if (visible(row, k0 + c)) { p = exp2(Ss[sbase + c * 16u + r] * sc{{BIAS}} - m); }
+        if (visible(row, k0 + c)) { p = exp2(Ss[sbase + c * 16u + r] * sc - m); }
         l += p;
         Ps[sbase + c * 16u + r] = f16(p);
       }

@@ -64,12 +64,14 @@ test('attention plans with a block mask: the tensor-core kernels, or an Unsuppor
   assert.throws(() => attentionBackwardPlan(H200, a, 'f16', 'f32'), /the backward on h200-like with f16 inputs \(dO f32\)/);
 });
 
-test('FoX and FPA plans: decode for few rows a group, FoX on tensor cores for f16, blocked where tiles fit (FPA with room for its state), tiled else or when a tile is forced', () => {
+test('FoX and FPA plans: decode for few rows a group, tensor cores for f16 (forward; FoX backward too), blocked where tiles fit (FPA with room for its state), tiled else or when a tile is forced', () => {
   const fox = (tq: number, tk: number, d: number, heads = 32, kvHeads = 32) => ({ batch: 1, heads, kvHeads, tq, tk, d, kvLength: tk, qOffset: tk - tq, scale: 1 / Math.sqrt(d) });
   assert.equal(modifierForwardPlan(H200, 'fox', fox(1, 4096, 64, 32, 8), 'f16'), 'decode');
   assert.equal(modifierForwardPlan(H200, 'fox', fox(4096, 4096, 64), 'f16'), 'tensor-cores');
   assert.equal(modifierForwardPlan(H200, 'fox', fox(4096, 4096, 64), 'f16', { tensorCores: false }), 'blocked');
-  assert.equal(modifierForwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f16'), 'blocked', 'FPA has no tensor-core forward');
+  assert.equal(modifierForwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f16'), 'tensor-cores');
+  assert.equal(modifierForwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f16', { tensorCores: false }), 'blocked');
+  assert.equal(modifierForwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f32'), 'blocked', 'f32 inputs: no tensor cores');
   assert.equal(modifierForwardPlan(H200, 'fox', fox(4096, 4096, 64), 'f16', { tile: true }), 'tiled');
   assert.equal(modifierForwardPlan(H200, 'fox', fox(0, 4096, 64), 'f16'), 'tiled', 'no rows: the tiled kernel writes nothing');
   assert.equal(modifierForwardPlan(SWIFTSHADER, 'fpa', fox(300, 300, 128), 'f32'), 'tiled');

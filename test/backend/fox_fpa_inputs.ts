@@ -44,3 +44,37 @@ export function forgetCumsum(rows: number, tk: number, seed: number, wide = fals
   }
   return c;
 }
+
+/**
+ * How φ, ℓ and λ are drawn: `ties` an integer walk (φ values recur), `smooth` a continuous one,
+ * `rise` a continuous walk that only goes up (every key is the new minimum of the rows' backward
+ * sweeps), `kill` the integer walk with λ = 1e4 (a penalised key's weight is exactly 0), `zero` λ = 0.
+ */
+export type Walk = 'ties' | 'smooth' | 'rise' | 'kill' | 'zero';
+
+/** φ, ℓ (rows × tk each) and λ (hkv) of one walk kind. */
+export function walks(rows: number, tk: number, hkv: number, kind: Walk, seed: number): [Float32Array, Float32Array, Float32Array] {
+  const r = uniformStream(seed);
+  const phi = new Float32Array(rows * tk), level = new Float32Array(rows * tk);
+  for (let row = 0; row < rows; row++) {
+    let w = 0;
+    for (let t = 0; t < tk; t++) {
+      const at = row * tk + t;
+      if (kind === 'smooth') {
+        w += (r() - 0.5) * 1.5;
+        phi[at] = w + (r() - 0.5);
+        level[at] = w + (r() - 0.7) * 2;
+      } else if (kind === 'rise') {
+        w += 0.05 + 0.1 * r();
+        phi[at] = w;
+        level[at] = w + (r() - 0.3) * 2;
+      } else {
+        w += Math.floor(r() * 3) - 1;
+        phi[at] = w + Math.floor(r() * 3) - 1;
+        level[at] = w + Math.floor(r() * 4) - 3.5;
+      }
+    }
+  }
+  const lam = Float32Array.from({ length: hkv }, (_, g) => (kind === 'kill' ? 1e4 : kind === 'zero' ? 0 : 0.5 + 0.75 * g));
+  return [phi, level, lam];
+}

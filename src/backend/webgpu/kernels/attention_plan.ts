@@ -110,14 +110,14 @@ export type ModifierForwardKernel = 'decode' | 'tensor-cores' | 'blocked' | 'til
 
 /**
  * The forward of FoX or FPA for q, k, v of dtype x: a forced tile (tests) runs the tiled kernel;
- * else few query rows a GQA group the split decode kernel; FoX of f16 inputs the tensor-core forward
- * (attention_tc.wgsl FOX) unless `tensorCores` is off; the register-blocked kernel where its tiles
- * (with FPA's state) fit; the tiled kernel else.
+ * else few query rows a GQA group the split decode kernel; f16 inputs the tensor-core forward
+ * (attention_tc.wgsl with the modifier's hooks) unless `tensorCores` is off; the register-blocked
+ * kernel where its tiles (with FPA's state) fit; the tiled kernel else.
  */
 export function modifierForwardPlan(caps: GpuCaps, kind: 'fox' | 'fpa', a: FoxAttentionArgs, x: DType, opts: { tile?: boolean; tensorCores?: boolean } = {}): ModifierForwardKernel {
   if (opts.tile || a.batch * a.heads * a.tq === 0) return 'tiled';
   if (foxFpaDecodeRows(caps, a) > 0) return 'decode';
-  if (kind === 'fox' && (opts.tensorCores ?? true) && a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
+  if ((opts.tensorCores ?? true) && a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
   return modePlan(caps, kind, a.d, 'fwd', x).tr > 0 ? 'blocked' : 'tiled';
 }
 

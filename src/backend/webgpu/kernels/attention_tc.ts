@@ -17,7 +17,14 @@ import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
 import { PARAMS, checkGrid, uniforms } from './attention_common.ts';
 import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../../backend.ts';
 
-export const ATTENTION_TC_FILES = ['attention_tc', 'attention_tc_backward', 'attention_mask', 'attention_tc_keys'];
+export const ATTENTION_TC_FILES = ['attention_tc', 'attention_tc_backward', 'attention_mask', 'attention_tc_keys', 'attention_tc_mod_none', 'attention_tc_mod_fox', 'attention_tc_mod_fpa'];
+
+/**
+ * A score modifier of the tensor-core forward with its side input: FoX's c (f32, per query head
+ * and key) or FPA's ex = [φ | ℓ | λ] (f32; φ and ℓ per kv head and key, λ per kv head). Its WGSL
+ * is attention_tc_mod_<kind>.wgsl, the hooks attention_tc_mod_none.wgsl names.
+ */
+export type TcModifier = { kind: 'fox'; c: GpuRef } | { kind: 'fpa'; ex: GpuHandle };
 
 /** attention_tc_keys.wgsl's statements (the key blocks a query block visits) without its header comment. */
 const keyBlocks = (v: Variant) => preprocess(wgslSource('attention_tc_keys'), v).split('\n').filter((l) => !l.startsWith('//')).join('\n').replace(/\n+$/, '');
@@ -113,15 +120,28 @@ function tcSource(text: string, v: Variant, extra: Record<string, string>): stri
     '@group(0) @binding(3) var<storage, read> v8: array<vec4<u32>>;',
     '@group(0) @binding(4) var<storage, read_write> out: array<f16>;',
     '@group(0) @binding(5) var<storage, read_write> lse: array<f32>;',
-    v.FOX ? '@group(0) @binding(6) var<storage, read> cg: array<f32>;' : '',
-    v.MASK ? `@group(0) @binding(${v.FOX ? 7 : 6}) var<storage, read> mask: array<i32>;` : '',
+    v.MOD ? '@group(0) @binding(6) var<storage, read> ex: array<f32>;\nfn mod_in(i: u32) -> f32 { return ex[i]; }' : '',
+    v.MASK ? `@group(0) @binding(${v.MOD ? 7 : 6}) var<storage, read> mask: array<i32>;` : '',
     MASK_CONSTS,
   ].join('\n');
   return preprocess(text, {
-    ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common'), BIAS: v.FOX ? ' + cq - Ck[c]' : '',
+    ...v, ...tcBody(v.D as number, !!v.QRELOAD, !!v.LOAD_ARG), HEADER: head, COMMON: wgslSource('attention_common'),
+    ...modifierCode(v),
     MASKING: preprocess(wgslSource('attention_mask'), v), KEY_BLOCKS: keyBlocks(v), ...extra,
   });
 }
+
+/** A modifier's hooks (attention_tc_mod_<MOD or none>.wgsl) and its score terms, for the MODIFIER, BIAS and BIAS_T placeholders. */
+function modifierCode(v: Variant): Record<string, string> {
+  const mod = (v.MOD as string | undefined) || 'none';
+  return {
+    MODIFIER: preprocess(wgslSource(`attention_tc_mod_${mod}`), v),
+    BIAS: mod === 'none' ? '' : ' + mod_bias(c, full)',
+    BIAS_T: mod === 'none' ? '' : ' + mod_bias_t(c, full)',
+  };
+}
+
+const modifierBuffers = (m?: TcModifier) => (!m ? [] : m.kind === 'fox' ? [m.c.h.buffer] : [m.ex.buffer]);
 
 export const tcKernel: Kernel = tcKernelOf('attention_tc', () => wgslSource('attention_tc'));
 
@@ -138,11 +158,12 @@ export function tcVariant(caps: GpuCaps, d: number): TcVariant {
 }
 
 /**
- * The tensor-core forward (callers check tcEligible); with `foxC` (f32 c per query head and key,
- * causal only) FoX's forward (fox_fpa_attention.ts); with `mask` (a block mask's table, a.mask its
- * shape) only the key blocks it lists. Exported for tests and dev/kernels/attention.ts.
+ * The tensor-core forward (callers check tcEligible); with a `modifier` (causal only) FoX's or FPA's
+ * forward (fox_fpa_attention.ts); with `mask` (a block mask's table, a.mask its shape) only the key
+ * blocks it lists. Exported for tests and dev/kernels/attention.ts.
  */
-export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}, foxC?: GpuRef, mask?: GpuRef): [GpuHandle, GpuHandle] {
+export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}, modifier?: TcModifier, mask?: GpuRef): [GpuHandle, GpuHandle] {
+  if (modifier && (mask || !a.causal || a.window !== 0)) throw new UnsupportedError(`webgpu: the tensor-core ${modifier.kind} forward is causal, without a window or block mask`);
   const { nsg, qReload, loadArg, kPad } = { ...tcVariant(be.caps, a.d), ...variant };
   if (!tcEligible(be.caps, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
   if (tcSmem(nsg, a.d, kPad) > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention with ${nsg} subgroups and rows padded by ${kPad} halves needs ${tcSmem(nsg, a.d, kPad)} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
@@ -153,8 +174,8 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, FOX: !!foxC, MASK: !!mask },
-    uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...(foxC ? [foxC.h.buffer] : []), ...(mask ? [mask.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, MOD: modifier?.kind ?? '', MASK: !!mask },
+    uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...modifierBuffers(modifier), ...(mask ? [mask.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];
 }
@@ -255,29 +276,30 @@ export const tcBackwardKernel: Kernel = {
       '@group(0) @binding(2) var<storage, read> fb: array<f16>;',
       '@group(0) @binding(3) var<storage, read> x8a: array<vec4<u32>>;',
       '@group(0) @binding(4) var<storage, read> x8b: array<vec4<u32>>;',
-      // FOX: [lse | delta | c] in one buffer at 5, the outputs from 6, then the dS sums (aux).
-      ...(v.FOX ? ['@group(0) @binding(5) var<storage, read> ex: array<f32>;']
+      // With a modifier: [lse | delta | its inputs] in one buffer at 5, the outputs from 6, then its gradients' partials (aux).
+      ...(v.MOD ? ['@group(0) @binding(5) var<storage, read> ex: array<f32>;']
         : ['@group(0) @binding(5) var<storage, read> lse: array<f32>;', '@group(0) @binding(6) var<storage, read> delta: array<f32>;']),
-      `@group(0) @binding(${v.FOX ? 6 : 7}) var<storage, read_write> y16a: array<f16>;`,
-      dkdv ? `@group(0) @binding(${v.FOX ? 7 : 8}) var<storage, read_write> y16b: array<f16>;` : '',
-      v.FOX ? `@group(0) @binding(${dkdv ? 8 : 7}) var<storage, read_write> aux: array<f32>;` : '',
+      `@group(0) @binding(${v.MOD ? 6 : 7}) var<storage, read_write> y16a: array<f16>;`,
+      dkdv ? `@group(0) @binding(${v.MOD ? 7 : 8}) var<storage, read_write> y16b: array<f16>;` : '',
+      v.MOD ? `@group(0) @binding(${dkdv ? 8 : 7}) var<storage, read_write> aux: array<f32>;` : '',
       v.MASK ? `@group(0) @binding(${dkdv ? 9 : 8}) var<storage, read> mask: array<i32>;` : '',
       MASK_CONSTS,
     ].join('\n');
     return preprocess(wgslSource('attention_tc_backward'), {
       ...v, ...tcBackwardBody(dkdv ? 'dkdv' : 'dq', v.D as number, !!v.KRELOAD, v.SC as number), HEADER: head, COMMON: wgslSource('attention_common'),
-      MASKING: preprocess(wgslSource('attention_mask'), v), KEY_BLOCKS: keyBlocks(v),
+      MASKING: preprocess(wgslSource('attention_mask'), v), KEY_BLOCKS: keyBlocks(v), ...modifierCode(v),
     });
   },
 };
 
 /**
  * What the tensor-core backward reads beside q, k, v and dO: softmax attention's f32 lse and delta
- * (rowsum dO∘O) of the forward, or FoX's `ex` = [lse | delta | c] (c per query head and key, f32)
- * with `aux`, the zeroed f32 buffer of rows + b·h·tk words its dS row and column sums go into
- * (fox_fpa_attention.ts's COMBINE makes dc of them).
+ * (rowsum dO∘O) of the forward, or a modifier's `ex` = [lse | delta | its inputs] with `aux`, the
+ * f32 buffer its gradients' partials go into. FoX (the only modifier with a tensor-core backward):
+ * the inputs are c per query head and key, aux the zeroed rows + b·h·tk words of the dS row and
+ * column sums (fox_fpa_attention.ts's COMBINE makes dc of them).
  */
-export type TcBackwardStats = { lse: GpuHandle; delta: GpuHandle } | { fox: { ex: GpuHandle; aux: GpuHandle } };
+export type TcBackwardStats = { lse: GpuHandle; delta: GpuHandle } | { modifier: { kind: 'fox'; ex: GpuHandle; aux: GpuHandle } };
 
 /**
  * dq, dk, dv on tensor cores from f16 q, k, v, dO and `stats` (callers check tcBackwardEligible;
@@ -301,16 +323,16 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   const dq = be.alloc('f16', rows * a.d, 'attention dq');
   const dk = be.alloc('f16', kvSize, 'attention dk');
   const dv = be.alloc('f16', kvSize, 'attention dv');
-  const fox = 'fox' in stats ? stats.fox : null;
-  if (fox && (mask || !a.causal || a.window !== 0)) throw new UnsupportedError('webgpu: the tensor-core FoX backward is causal, without a window or block mask');
-  const st = fox ? [fox.ex.buffer] : [(stats as { lse: GpuHandle }).lse.buffer, (stats as { delta: GpuHandle }).delta.buffer];
-  const aux = fox ? [fox.aux.buffer] : [];
+  const mod = 'modifier' in stats ? stats.modifier : null;
+  if (mod && (mask || !a.causal || a.window !== 0)) throw new UnsupportedError(`webgpu: the tensor-core ${mod.kind} backward is causal, without a window or block mask`);
+  const st = 'modifier' in stats ? [stats.modifier.ex.buffer] : [stats.lse.buffer, stats.delta.buffer];
+  const aux = mod ? [mod.aux.buffer] : [];
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: 32, DQ: true, MASK: !!mask, FOX: !!fox },
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: 32, DQ: true, MASK: !!mask, MOD: mod?.kind ?? '' },
     uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, ...st, dq.buffer, ...aux, ...m], workgroups: [gq, a.heads, a.batch],
   });
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload, MASK: !!mask, FOX: !!fox },
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload, MASK: !!mask, MOD: mod?.kind ?? '' },
     uniforms: u, buffers: [k.h.buffer, v.h.buffer, q.h.buffer, g.h.buffer, ...st, dk.buffer, dv.buffer, ...aux, ...m], workgroups: [gk, a.kvHeads, a.batch],
   });
   return [dq, dk, dv];

@@ -19,7 +19,9 @@
 // and its lanes write it as f16. Workgroups take query blocks from the last (longest under causal
 // masking) to the first.
 //
-// FOX adds the Forgetting Transformer's bias to every score (see Ck below).
+// A score modifier (FoX, FPA) plugs in through the hooks of attention_tc_mod_none.wgsl, its own
+// file pasted at MODIFIER below: per-key inputs staged with each key block, a term on every visible
+// score (at BIAS), a per-row carry and the key-block order (MOD_REVERSE) where it needs them.
 //
 // Matrix offsets derive from subgroup_id, subgroup-uniform but not workgroup-uniform: hence the
 // diagnostic(off, ...) in the header, as in matmul_tc.wgsl.
@@ -45,20 +47,7 @@ var<workgroup> Ss: array<f32, NSG * SP>;
 var<workgroup> Ps: array<f16, NSG * SP>;
 var<workgroup> Linv: array<f32, NSG * 16u>;
 
-#if FOX
-// FOX (the Forgetting Transformer, specs/fpa_depth.md §1; causal): every score gains c[p_i] − c[j]
-// (c of the query head, cg, binding 6), here in log2 units: the lane's row term cq and the key
-// block's Ck, staged beside K. lse then includes the bias, as fox_fpa_attention.wgsl's does.
-var<workgroup> Ck: array<f32, BK>;
-
-fn stage_c(lid: u32, cbase: u32, k0: u32) {
-  for (var t = lid; t < BK; t += WG) {
-    var x = 0.0;
-    if (k0 + t < P.kvlen) { x = cg[cbase + k0 + t] * 1.4426950408889634; }
-    Ck[t] = x;
-  }
-}
-#endif
+{{MODIFIER}}
 
 fn put8(at: u32, w: vec4<u32>) {
   let h0 = bitcast<vec2<f16>>(w.x); let h1 = bitcast<vec2<f16>>(w.y);
@@ -107,10 +96,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let r = lane / 2u;
   let par = lane % 2u;
   let row = rb + r;
-#if FOX
-  let cbase = (b * P.h + h) * P.tk;
-  let cq = cg[cbase + u32(i32(row) + P.qoff)] * 1.4426950408889634;
-#endif
   let sbase = sg * SP;
   // Scores to log2 units.
   let sc = P.scale * 1.4426950408889634;
@@ -118,19 +103,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   var l = 0.0;
 
   // Pass 1: the maximum of each row.
+  mod_row(b, h, row);
   for (var it = 0u; it < nblocks; it++) {
-    let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
-#if FOX
-    // Ck of the previous block is read after the scores' barrier: wait before overwriting it.
-    workgroupBarrier();
-#endif
+    let k0 = visit(select(it, nblocks - 1u - it, MOD_REVERSE), kfirst, BK, MASK_KB, mrow, lid);
+    // The modifier's inputs of the previous block are read after the scores' barrier: wait before overwriting them.
+    if (MOD_STAGES) { workgroupBarrier(); }
     stage_keys(lid, kbase8, k0, false);
-#if FOX
-    stage_c(lid, cbase, k0);
-#endif
+    mod_stage(lid, k0);
     workgroupBarrier();
+    mod_prepare(lid);
 {{SCORES}}
     workgroupBarrier();
+    mod_block();
     let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
     if (full) {
       for (var c = par; c < BK; c += 2u) { m = max(m, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
@@ -139,21 +123,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
         if (visible(row, k0 + c)) { m = max(m, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
       }
     }
+    mod_fold();
   }
   m = max(m, subgroupShuffleXor(m, 1u));
 
   // O = Σ P·V with P = exp2(S·sc − m), summed into l as it goes.
 {{OINIT}}
+  mod_row(b, h, row);
   for (var it = 0u; it < nblocks; it++) {
-    let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
+    let k0 = visit(select(it, nblocks - 1u - it, MOD_REVERSE), kfirst, BK, MASK_KB, mrow, lid);
     workgroupBarrier();
     stage_keys(lid, kbase8, k0, true);
-#if FOX
-    stage_c(lid, cbase, k0);
-#endif
+    mod_stage(lid, k0);
     workgroupBarrier();
+    mod_prepare(lid);
 {{SCORES}}
     workgroupBarrier();
+    mod_block();
     let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
     if (full) {
       for (var c = par; c < BK; c += 2u) {
@@ -169,6 +155,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
         Ps[sbase + c * 16u + r] = f16(p);
       }
     }
+    mod_fold();
     workgroupBarrier();
 {{PV}}
   }

@@ -21,12 +21,12 @@
 // and tk ≥ 16); the rows (keys) this moves in belong to the block before, which writes them
 // (put_tile skips them here: under a mask the two blocks' lists differ).
 //
-// FOX (the Forgetting Transformer's score modifier, specs/fpa_depth.md §1; causal): every score
-// gains c[p_i] − c[j] (c per query head, in the f32 buffer ex = [lse | delta | c], which takes the
-// place of the lse and delta bindings so that DKDV stays within 8 storage buffers). dc needs the
-// row sums Σ_j dS_ij (DQ) and the column sums Σ_i dS_ij per query head (DKDV), each in f32 before
-// dS is rounded to f16 and with the diagonal left out (there c[p_i] − c[j] = 0), into `aux` in
-// fox_fpa_attention.wgsl's layout [rows | (b, h, key)], which its COMBINE turns into dc.
+// A score modifier (FoX; MOD names it) plugs in through the hooks of attention_tc_mod_none.wgsl,
+// its file pasted at MODIFIER in each pass: DQ the forward's row hooks plus mod_grad (each dS, in
+// f32 before it is rounded to f16) and mod_row_end; DKDV their transposes (mod_key, mod_stage_rows,
+// mod_bias_t, mod_grad_t, mod_key_end). With a modifier, lse and delta travel in one f32 buffer with
+// the modifier's inputs behind them, ex = [lse | delta | inputs] (so that DKDV stays within 8
+// storage buffers; mod_in reads the inputs), and its gradients' partials go to `aux`.
 //
 // Matrix offsets derive from subgroup_id: hence the diagnostic(off, ...) in the header.
 {{HEADER}}
@@ -47,12 +47,12 @@ const SP = 16u * SC;
 var<workgroup> Ss: array<f32, NSG * SP>;
 var<workgroup> Ds: array<f32, NSG * SP>;
 
-#if FOX
 fn nrows() -> u32 { return P.b * P.h * P.tq; }
+#if MOD
 fn lse_at(i: u32) -> f32 { return ex[i]; }
 fn delta_at(i: u32) -> f32 { return ex[nrows() + i]; }
-// c of query head bh (b·h + head) at position t, in log2 units.
-fn c2_at(bh: u32, t: u32) -> f32 { return ex[2u * nrows() + bh * P.tk + t] * LOG2E; }
+// Word i of the modifier's inputs.
+fn mod_in(i: u32) -> f32 { return ex[2u * nrows() + i]; }
 #else
 fn lse_at(i: u32) -> f32 { return lse[i]; }
 fn delta_at(i: u32) -> f32 { return delta[i]; }
@@ -71,12 +71,10 @@ const BQ = NSG * 16u;
 const BK = 32u;
 var<workgroup> T: array<f16, 2u * BK * KD>;
 var<workgroup> Ps: array<f16, NSG * SP>;
-#if FOX
-// c (log2 units) of the block's keys for this query head.
-var<workgroup> Ck: array<f32, BK>;
-#endif
 
-fn stage_keys(lid: u32, kbase8: u32, k0: u32, bh: u32) {
+{{MODIFIER}}
+
+fn stage_keys(lid: u32, kbase8: u32, k0: u32) {
   for (var e = lid; e < BK * D8; e += WG) {
     let j = e / D8;
     let c8 = e % D8;
@@ -90,9 +88,6 @@ fn stage_keys(lid: u32, kbase8: u32, k0: u32, bh: u32) {
     put8(j * KD + c8 * 8u, kw);
     put8(BK * KD + j * KD + c8 * 8u, vw);
   }
-#if FOX
-  for (var t = lid; t < BK; t += WG) { Ck[t] = select(0.0, c2_at(bh, k0 + t), k0 + t < P.kvlen); }
-#endif
 }
 
 @compute @workgroup_size(WG)
@@ -117,42 +112,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let sc = P.scale * LOG2E;
   let lse2 = lse_at(qrow0 + row) * LOG2E;
   let dl = delta_at(qrow0 + row);
-#if FOX
-  let prow = u32(i32(row) + P.qoff);
-  let cq = c2_at(b * P.h + h, prow) - lse2;
-  var dsum = 0.0;
-#endif
+  mod_row(b, h, row);
 
 {{ACCINIT}}
   for (var it = 0u; it < nblocks; it++) {
     let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
     workgroupBarrier();
-    stage_keys(lid, kbase8, k0, b * P.h + h);
+    stage_keys(lid, kbase8, k0);
+    mod_stage(lid, k0);
     workgroupBarrier();
+    mod_prepare(lid);
 {{PRODUCTS}}
     workgroupBarrier();
+    mod_block();
     let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
     for (var c = par; c < BK; c += 2u) {
       let at = sbase + c * 16u + r;
       var p = 0.0;
-#if FOX
-      if (full || visible(row, k0 + c)) { p = exp2(Ss[at] * sc + cq - Ck[c]); }
+      if (full || visible(row, k0 + c)) { p = exp2(Ss[at] * sc{{BIAS}} - lse2); }
       let ds = p * (Ds[at] - dl);
-      if (k0 + c != prow) { dsum += ds; }
+      mod_grad(c, ds);
       Ps[at] = f16(ds);
-#else
-      if (full || visible(row, k0 + c)) { p = exp2(Ss[at] * sc - lse2); }
-      Ps[at] = f16(p * (Ds[at] - dl));
-#endif
     }
+    mod_fold();
     workgroupBarrier();
 {{UPDATE}}
   }
-#if FOX
-  dsum += subgroupShuffleXor(dsum, 1u);
   // Rows a cut-off last block moved back belong to the block before, which writes them.
-  if (par == 0u && row >= i0) { aux[qrow0 + row] = dsum; }
-#endif
+  mod_row_end(qrow0 + row, par == 0u && row >= i0);
 {{STORE}}
 }
 
@@ -177,12 +164,10 @@ var<workgroup> Pt: array<f16, NSG * SP>;
 var<workgroup> Dt: array<f16, NSG * SP>;
 var<workgroup> RowL: array<f32, BQ>;
 var<workgroup> RowD: array<f32, BQ>;
-#if FOX
-// c (log2 units) at the block's query positions, for this query head.
-var<workgroup> RowC: array<f32, BQ>;
-#endif
 
-fn stage_rows(lid: u32, qrow0: u32, i0: u32, bh: u32) {
+{{MODIFIER}}
+
+fn stage_rows(lid: u32, qrow0: u32, i0: u32) {
   for (var e = lid; e < BQ * D8; e += WG) {
     let i = e / D8;
     let c8 = e % D8;
@@ -200,11 +185,6 @@ fn stage_rows(lid: u32, qrow0: u32, i0: u32, bh: u32) {
     var l = 0.0;
     var dl = 0.0;
     if (i0 + i < P.tq) { l = lse_at(qrow0 + i0 + i) * LOG2E; dl = delta_at(qrow0 + i0 + i); }
-#if FOX
-    var cq = 0.0;
-    if (i0 + i < P.tq) { cq = c2_at(bh, u32(i32(i0 + i) + P.qoff)); }
-    RowC[i] = cq;
-#endif
     RowL[i] = l;
     RowD[i] = dl;
   }
@@ -238,10 +218,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var hh = 0u; hh < P.group; hh++) {
     let bh = b * P.h + g * P.group + hh;
     let qrow0 = bh * P.tq;
-#if FOX
-    let ck = c2_at(bh, key);
-    var csum = 0.0;
-#endif
+    mod_key(b, bh, key);
 #if MASK
     let mrow = mask_key_row(b, g * P.group + hh, j0);
     let nblocks = mask_count(mrow, MASK_QB, BQ, lid);
@@ -252,7 +229,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var it = 0u; it < nblocks; it++) {
       let i0 = visit(it, ifirst, BQ, MASK_QB, mrow, lid);
       workgroupBarrier();
-      stage_rows(lid, qrow0, i0, bh);
+      stage_rows(lid, qrow0, i0);
+      mod_stage_rows(lid, i0);
       workgroupBarrier();
 {{PRODUCTS}}
       workgroupBarrier();
@@ -261,25 +239,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var c = par; c < BQ; c += 2u) {
         let at = sbase + c * 16u + r;
         var p = 0.0;
-#if FOX
-        if (full || visible(i0 + c, key)) { p = exp2(Ss[at] * sc + RowC[c] - ck - RowL[c]); }
+        if (full || visible(i0 + c, key)) { p = exp2(Ss[at] * sc{{BIAS_T}} - RowL[c]); }
         let ds = p * (Ds[at] - RowD[c]);
-        if (i32(i0 + c) + P.qoff != i32(key)) { csum += ds; }
+        mod_grad_t(c, ds);
         Dt[at] = f16(ds);
-#else
-        if (full || visible(i0 + c, key)) { p = exp2(Ss[at] * sc - RowL[c]); }
-        Dt[at] = f16(p * (Ds[at] - RowD[c]));
-#endif
         Pt[at] = f16(p);
       }
       workgroupBarrier();
 {{UPDATE}}
     }
-#if FOX
-    csum += subgroupShuffleXor(csum, 1u);
     // Keys a cut-off last block moved back belong to the block before, which writes them.
-    if (par == 0u && key >= j0) { aux[nrows() + bh * P.tk + key] = csum; }
-#endif
+    mod_key_end(bh * P.tk + key, par == 0u && key >= j0);
   }
 {{STORE}}
 }

@@ -104,11 +104,12 @@ const fpaBlockedKernel: Kernel = {
 };
 
 /**
- * `tensorCores` sends FoX's forward and backward of f16 inputs to the tensor-core kernels
- * (attention_tc.wgsl and attention_tc_backward.wgsl with FOX) where they take the call (on by
- * default: on the H200 at D = 64 the forward took 16K tokens from 42.4 to 15.5 ms, bench/fox_fpa.ts).
- * SwiftShader has no subgroup matrices, so only a GPU run of test/backend/webgpu_fox_tc.test.ts
- * checks them; false keeps FoX on the blocked/plain kernels.
+ * `tensorCores` sends FoX's forward and backward and FPA's forward of f16 inputs to the tensor-core
+ * kernels (attention_tc.wgsl with attention_tc_mod_fox.wgsl or attention_tc_mod_fpa.wgsl;
+ * attention_tc_backward.wgsl FOX) where they take the call (on by default: on the H200 at D = 64
+ * FoX's forward took 16K tokens from 42.4 to 15.5 ms, bench/fox_fpa.ts). SwiftShader has no
+ * subgroup matrices, so only a GPU run of test/backend/webgpu_modifier_tc.test.ts checks them; false
+ * keeps FoX and FPA on the blocked/plain kernels.
  */
 export const foxFpaOptions = { tensorCores: true };
 
@@ -266,7 +267,7 @@ export function foxAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef,
   checkF32('foxAttention', { c });
   switch (modifierForwardPlan(be.caps, 'fox', a, q.dtype, { tile: tile !== undefined, tensorCores: foxFpaOptions.tensorCores })) {
     case 'decode': return foxDecode(be, q, k, v, c, a);
-    case 'tensor-cores': return attentionTc(be, q, k, v, { ...a, causal: true, window: 0 }, {}, c);
+    case 'tensor-cores': return attentionTc(be, q, k, v, { ...a, causal: true, window: 0 }, {}, { kind: 'fox', c });
     case 'blocked': return forwardBlocked(be, 'fox', q, k, v, c.h, a);
     case 'tiled': return forward(be, 'fox', q, k, v, c.h, a, tile);
   }
@@ -278,11 +279,11 @@ export function foxAttentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v:
   const plan = modifierBackwardPlan(be.caps, 'fox', a, q.dtype, g.dtype, { tile: tile !== undefined, tensorCores: foxFpaOptions.tensorCores });
   let dq: GpuHandle, dk: GpuHandle, dv: GpuHandle, aux: GpuHandle;
   if (plan.dq === 'tensor-cores') {
-    // [lse | delta | c] and the dS sums' buffer, read and filled by attention_tc_backward.wgsl FOX.
+    // [lse | delta | c] and the dS sums' buffer, read and filled by attention_tc_backward.wgsl with attention_tc_mod_fox.wgsl.
     const ex = backwardStats(be, 'fox', o, lse, g, [{ ref: c, n: nc }], a);
     aux = be.alloc('f32', rows + nc, 'foxAttentionBackward partials');
     be.rt.commandEncoder().clearBuffer(aux.buffer);
-    [dq, dk, dv] = attentionTcBackward(be, q, k, v, g, { fox: { ex, aux } }, { ...a, causal: true, window: 0 });
+    [dq, dk, dv] = attentionTcBackward(be, q, k, v, g, { modifier: { kind: 'fox', ex, aux } }, { ...a, causal: true, window: 0 });
     be.free(ex);
   } else {
     [dq, dk, dv, aux] = backward(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], () => rows + nc, a, tile);
@@ -303,10 +304,11 @@ function fpaExtra(a: FoxAttentionArgs, phi: GpuRef, level: GpuRef, lambda: GpuRe
 
 export function fpaAttention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, a: FoxAttentionArgs, tile?: Tile): [GpuHandle, GpuHandle] {
   checkF32('fpaAttention', { phi, level, lambda });
-  const kernel = modifierForwardPlan(be.caps, 'fpa', a, q.dtype, { tile: tile !== undefined });
+  const kernel = modifierForwardPlan(be.caps, 'fpa', a, q.dtype, { tile: tile !== undefined, tensorCores: foxFpaOptions.tensorCores });
   if (kernel === 'decode') return fpaDecode(be, q, k, v, phi, level, lambda, a);
   const ex = pack(be, fpaExtra(a, phi, level, lambda), 'fpa attention inputs');
-  const r = kernel === 'blocked' ? forwardBlocked(be, 'fpa', q, k, v, ex, a) : forward(be, 'fpa', q, k, v, ex, a, tile);
+  const r = kernel === 'tensor-cores' ? attentionTc(be, q, k, v, { ...a, causal: true, window: 0 }, {}, { kind: 'fpa', ex })
+    : kernel === 'blocked' ? forwardBlocked(be, 'fpa', q, k, v, ex, a) : forward(be, 'fpa', q, k, v, ex, a, tile);
   be.free(ex);
   return r;
 }

@@ -1,0 +1,34 @@
+// The tensor-core kernels' score-modifier hooks (attention_tc.wgsl and attention_tc_backward.wgsl
+// call them; a modifier file defines them all, this one for softmax attention with no modifier).
+// A modifier reads its side inputs through mod_in(i) (word i, f32) and keeps its per-row state in
+// private variables. The forward and the backward's DQ pass (rows against key blocks):
+//   MOD_REVERSE          key blocks from the last to the first (a per-row carry over later keys)
+//   MOD_STAGES           the hooks stage per-key inputs in workgroup memory (an extra barrier)
+//   mod_row(b, h, row)   per-row state at the start of each pass
+//   mod_stage(lid, k0)   per-key inputs of key block k0, before the block's staging barrier
+//   mod_prepare(lid)     after that barrier, before the scores: what derives from the staged inputs
+//   mod_block()          per row, after the scores' barrier: the row's view of the block
+//   mod_bias(c, full)    the term added to key k0 + c's score in log2 units (called only where the
+//                        key is visible; `full`: every key of the block is visible to every row),
+//                        pasted at the skeleton's BIAS placeholder only where a modifier is
+//   mod_fold()           per row, after the block: fold it into the carry
+// DQ also: mod_grad(c, ds) takes each dS (f32) of the row, mod_row_end(at, write) ends the row
+// (called by every lane; `write` on the one that stores, at the row's index). The DKDV pass (keys
+// against query blocks, per query head) has their transposes: mod_key(b, bh, key),
+// mod_stage_rows(lid, i0), mod_bias_t(c, full) (at BIAS_T), mod_grad_t(c, ds), mod_key_end(at, write).
+const MOD_REVERSE = false;
+const MOD_STAGES = false;
+#if DKDV
+fn mod_key(b: u32, bh: u32, key: u32) {}
+fn mod_stage_rows(lid: u32, i0: u32) {}
+fn mod_grad_t(c: u32, ds: f32) {}
+fn mod_key_end(at: u32, write: bool) {}
+#else
+fn mod_row(b: u32, h: u32, row: u32) {}
+fn mod_stage(lid: u32, k0: u32) {}
+fn mod_prepare(lid: u32) {}
+fn mod_block() {}
+fn mod_fold() {}
+fn mod_grad(c: u32, ds: f32) {}
+fn mod_row_end(at: u32, write: bool) {}
+#endif
