@@ -46,7 +46,8 @@ test('attention backward plan: tensor cores for both passes with f16 inputs and 
   assert.deepEqual(attentionBackwardPlan(H200, args(15, 300, 64), 'f16', 'f16'), { dq: 'blocked', dkdv: 'blocked' }, 'fewer than 16 query rows');
   assert.deepEqual(attentionBackwardPlan(H200, args(300, 15, 64), 'f16', 'f16'), { dq: 'blocked', dkdv: 'blocked' }, 'fewer than 16 keys');
   assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 128), 'f16', 'f32'), { dq: 'blocked', dkdv: 'plain' }, 'an f32 dO: no tensor cores, and its dk/dv tile cannot be packed');
-  assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 256), 'f16', 'f16'), { dq: 'plain', dkdv: 'plain' }, 'head dim 256: no tiles fit 48 KB');
+  assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 256), 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' }, 'head dim 256: 16 keys a dq step and 16 rows a dk/dv step fit 48 KB');
+  assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 256), 'f32', 'f32'), { dq: 'plain', dkdv: 'plain' }, 'head dim 256 in f32: no blocked tiles fit 48 KB');
   assert.deepEqual(attentionBackwardPlan(H200, args(4096, 4096, 128), 'bf16', 'bf16'), { dq: 'blocked', dkdv: 'blocked' });
   assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, args(4096, 4096, 128), 'f16', 'f16'), { dq: 'plain', dkdv: 'plain' });
   assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, args(4096, 4096, 32), 'f32', 'f32'), { dq: 'blocked', dkdv: 'blocked' });

@@ -302,7 +302,7 @@ test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 1
     { b: 1, h: 2, hkv: 1, tq: 300, tk: 300, d: 64, qScale: 12 },
     { b: 1, h: 2, hkv: 2, tq: 150, tk: 200, d: 128, qScale: 6, window: 90 },
   ];
-  const variants: Partial<TcBackwardVariant>[] = [{}, { kReload: true }, { nsg: 2 }, { kvRows: 32 }, { kvNsg: 8, kvRows: 16 }];
+  const variants: Partial<TcBackwardVariant>[] = [{}, { kReload: true }, { nsg: 2 }, { kvRows: 32 }, { kvNsg: 8, kvRows: 16 }, { dqKeys: 16 }, { dqKeys: 16, nsg: 8 }];
   for (const c of cases) {
     const x = inputs({ ...c, dtype: 'f16' }, 21, true);
     assert.ok(tcBackwardEligible(gpu!.caps, 'f16', 'f16', x.a), `the tensor-core backward should take ${JSON.stringify(c)}`);
@@ -327,8 +327,21 @@ test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 1
     for (let i = 0; i < 3; i++) await compare(got[i], 'f16', want[i], 1e-2, `${JSON.stringify(c)} attentionBackward ${['dq', 'dk', 'dv'][i]}`);
     for (const g of [...got, oRef.h, lseH, deltaH, ...x.refs.map((r) => r.h)]) gpu!.free(g);
   }
-  const a = argsOf({ b: 1, h: 1, hkv: 1, tq: 20, tk: 20, d: 256 });
-  assert.equal(tcBackwardEligible(gpu!.caps, 'f16', 'f16', a), false, 'head dim 256 does not fit the backward tiles in 48 KB');
+  // Head dim 256 fits the default's tiles (16 keys a dq step, 16 rows a dk/dv step), not all the variants'.
+  const big = { b: 1, h: 2, hkv: 1, tq: 40, tk: 40, d: 256 };
+  const a = argsOf(big);
+  assert.equal(tcBackwardEligible(gpu!.caps, 'f16', 'f16', a), true, 'head dim 256 fits the backward tiles in 48 KB');
+  {
+    const x = inputs({ ...big, dtype: 'f16' }, 23, true);
+    const h = (i: number) => cref(x.host[i], 'f16');
+    const [o, l] = cpu.attention(h(0), h(1), h(2), x.a);
+    const want = cpu.attentionBackward(h(0), h(1), h(2), cref(o, 'f16'), cref(l, 'f32'), h(3), x.a);
+    const oRef = { h: gpu!.upload(o, 'f16'), shape: [], dtype: 'f16' as const }, lRef = { h: gpu!.upload(l, 'f32'), shape: [], dtype: 'f32' as const };
+    const { result: got, dispatches } = gpu!.rt.recordDispatches(() => attentionBackward(gpu!, x.refs[0], x.refs[1], x.refs[2], oRef, lRef, x.refs[3], x.a));
+    assert.equal(dispatches.filter((d) => d.kernel === 'attention_tc_backward').length, 2, 'head dim 256: both passes on tensor cores');
+    for (let i = 0; i < 3; i++) await compare(got[i], 'f16', want[i], 1e-2, `${JSON.stringify(big)} ${['dq', 'dk', 'dv'][i]}`);
+    for (const g of [...got, oRef.h, lRef.h, ...x.refs.map((r) => r.h)]) gpu!.free(g);
+  }
   assert.equal(tcBackwardEligible(gpu!.caps, 'f16', 'f16', { ...a, d: 64, tq: 15 }), false, 'fewer than 16 query rows');
   assert.equal(tcBackwardEligible(gpu!.caps, 'bf16', 'bf16', { ...a, d: 64 }), false, 'bf16 has no tensor-core path');
 });

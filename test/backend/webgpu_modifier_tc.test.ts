@@ -61,7 +61,7 @@ test('FoX forward on tensor cores vs CPU: out, lse; Tq < Tk, kvLength < Tk, GQA,
   }
 });
 
-test('FoX backward on tensor cores vs CPU: dq, dk, dv, dc; Tq < Tk, kvLength < Tk, GQA, cut-off blocks, D 32 to 128, wide forget gates; repeats bitwise [webgpu]', { skip }, async (t) => {
+test('FoX backward on tensor cores vs CPU: dq, dk, dv, dc; Tq < Tk, kvLength < Tk, GQA, cut-off blocks, D 32 to 256, wide forget gates; repeats bitwise [webgpu]', { skip }, async (t) => {
   if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernels cannot run here`); return; }
   const was = foxFpaOptions.tensorCores;
   foxFpaOptions.tensorCores = true;

@@ -182,9 +182,6 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
 
 // ------------------------------------------------------------------------------------ backward
 
-/** Subgroups a workgroup of the tensor-core backward passes (16 query rows or keys each). */
-const TC_BWD_NSG = 4;
-
 /**
  * Workgroup bytes of a tensor-core backward pass: a block of `rows` staged rows of two tensors
  * (DQ: 32 keys of K and V; DKDV: the query block of q and dO), S and dP (f32) and the f16 products
@@ -203,23 +200,26 @@ function tcBackwardSmem(pass: 'dq' | 'dkdv', nsg: number, d: number, kPad: numbe
 export function tcBackwardEligible(caps: GpuCaps, x: DType, g: DType, a: AttentionArgs): boolean {
   if (x !== 'f16' || g !== 'f16' || !tensorCores16(caps)) return false;
   if (a.d % 16 !== 0 || a.d === 0 || a.d > 256 || a.tq < 16 || a.tk < 16) return false;
-  const need = Math.max(tcBackwardSmem('dq', TC_BWD_NSG, a.d, TC_KPAD), tcBackwardSmem('dkdv', TC_BWD_NSG, a.d, TC_KPAD, TC_BACKWARD_DEFAULT.kvRows));
-  return need <= caps.maxWorkgroupStorage && 32 * TC_BWD_NSG <= caps.maxInvocations;
+  const { nsg, kvNsg, kPad, kvRows, dqKeys } = TC_BACKWARD_DEFAULT;
+  const need = Math.max(tcBackwardSmem('dq', nsg, a.d, kPad, dqKeys), tcBackwardSmem('dkdv', kvNsg, a.d, kPad, kvRows));
+  return need <= caps.maxWorkgroupStorage && 32 * Math.max(nsg, kvNsg) <= caps.maxInvocations;
 }
 
 /**
  * Tensor-core backward variants (dev/kernels/attention.ts): subgroups a DQ workgroup; whether DKDV
  * loads its k and v fragments again at every use instead of holding them (16 fewer matrices in
  * registers); the padding of staged rows in halves; subgroups a DKDV workgroup and the query rows
- * it stages a step (16 or 32).
+ * it stages a step (16 or 32); the keys a DQ step stages (16 or 32).
  */
-export interface TcBackwardVariant { nsg: number; kReload: boolean; kPad: number; kvNsg: number; kvRows: number }
+export interface TcBackwardVariant { nsg: number; kReload: boolean; kPad: number; kvNsg: number; kvRows: number; dqKeys: number }
 
 /**
  * 16 query rows a DKDV step (half the staging and scratch of 32): 16K backward on the H200 in 91.6
- * ms against 126.4 (DKDV 40.3 against 67.5 ms; dev/kernels/attention.ts tb4 against tb1).
+ * ms against 126.4 (DKDV 40.3 against 67.5 ms; dev/kernels/attention.ts tb4 against tb1); then 16
+ * keys a DQ step and 8 subgroups (128 rows) a DQ workgroup: 67.7 against 89.8 ms (DQ 29.6 against
+ * 51.1 ms; tb8 against tb4, one run).
  */
-export const TC_BACKWARD_DEFAULT: TcBackwardVariant = { nsg: TC_BWD_NSG, kReload: false, kPad: TC_KPAD, kvNsg: TC_BWD_NSG, kvRows: 16 };
+export const TC_BACKWARD_DEFAULT: TcBackwardVariant = { nsg: 8, kReload: false, kPad: TC_KPAD, kvNsg: 4, kvRows: 16, dqKeys: 16 };
 
 /** The unrolled subgroup-matrix code of one backward pass for head dim d (see attention_tc_backward.wgsl). */
 function tcBackwardBody(pass: 'dq' | 'dkdv', d: number, reload: boolean, cols: number): Record<string, string> {
@@ -306,14 +306,15 @@ export type TcBackwardStats = { lse: GpuHandle; delta: GpuHandle } | { modifier:
  * FoX is causal, without a window or mask). Exported for tests and dev/kernels/attention.ts.
  */
 export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, stats: TcBackwardStats, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}, mask?: GpuRef): [GpuHandle, GpuHandle, GpuHandle] {
-  const { nsg, kReload, kPad, kvNsg, kvRows } = { ...TC_BACKWARD_DEFAULT, ...variant };
+  const { nsg, kReload, kPad, kvNsg, kvRows, dqKeys } = { ...TC_BACKWARD_DEFAULT, ...variant };
+  if (dqKeys !== 16 && dqKeys !== 32) throw new UnsupportedError(`webgpu: the tensor-core attention backward's dq pass stages 16 or 32 keys a step, not ${dqKeys}`);
   // With a block mask a DKDV workgroup's keys are one mask block of 64 (4 subgroups), and a DQ
   // workgroup's rows lie inside one mask block of 128.
   if (mask && MASK_Q_BLOCK % (16 * nsg) !== 0) throw new UnsupportedError(`webgpu: the masked tensor-core dq pass takes workgroups of rows dividing ${MASK_Q_BLOCK}, not ${16 * nsg}`);
   if (mask && 16 * kvNsg !== MASK_K_BLOCK) throw new UnsupportedError(`webgpu: the masked tensor-core dk/dv pass takes ${MASK_K_BLOCK / 16} subgroups (one mask block of keys), not ${kvNsg}`);
   if (kvRows !== 16 && kvRows !== 32) throw new UnsupportedError(`webgpu: the tensor-core attention backward stages 16 or 32 query rows a step, not ${kvRows}`);
   if (!tcBackwardEligible(be.caps, q.dtype, g.dtype, a)) throw new UnsupportedError(`webgpu: the tensor-core attention backward does not take ${q.dtype} inputs (dO ${g.dtype}) of head dim ${a.d} with ${a.tq} query rows and ${a.tk} keys on ${be.caps.adapterName}`);
-  const need = Math.max(tcBackwardSmem('dq', nsg, a.d, kPad), tcBackwardSmem('dkdv', kvNsg, a.d, kPad, kvRows));
+  const need = Math.max(tcBackwardSmem('dq', nsg, a.d, kPad, dqKeys), tcBackwardSmem('dkdv', kvNsg, a.d, kPad, kvRows));
   if (need > be.caps.maxWorkgroupStorage || 32 * Math.max(nsg, kvNsg) > be.caps.maxInvocations) throw new UnsupportedError(`webgpu: the tensor-core attention backward with ${nsg} and ${kvNsg} subgroups (${kvRows} query rows a dk/dv step) and rows padded by ${kPad} halves needs ${need} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
   const rows = a.batch * a.heads * a.tq, kvSize = a.batch * a.kvHeads * a.tk * a.d;
   const gq = Math.ceil(a.tq / (16 * nsg)), gk = Math.ceil(a.tk / (16 * kvNsg));
@@ -328,7 +329,7 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   const st = 'modifier' in stats ? [stats.modifier.ex.buffer] : [stats.lse.buffer, stats.delta.buffer];
   const aux = mod ? [mod.aux.buffer] : [];
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: 32, DQ: true, MASK: !!mask, MOD: mod?.kind ?? '' },
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: dqKeys, DQ: true, MASK: !!mask, MOD: mod?.kind ?? '' },
     uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, ...st, dq.buffer, ...aux, ...m], workgroups: [gq, a.heads, a.batch],
   });
   be.rt.run({

@@ -66,9 +66,10 @@ fn put8(at: u32, w: vec4<u32>) {
 }
 
 #if DQ
-// Key block: K rows at T[0, BK·KD), V rows at T[BK·KD, 2·BK·KD), rows past kvlen as zeros.
+// Key block of BK = SC keys (16 or 32): K rows at T[0, BK·KD), V rows at T[BK·KD, 2·BK·KD), rows
+// past kvlen as zeros.
 const BQ = NSG * 16u;
-const BK = 32u;
+const BK = SC;
 var<workgroup> T: array<f16, 2u * BK * KD>;
 var<workgroup> Ps: array<f16, NSG * SP>;
 
