@@ -157,6 +157,7 @@ const { values: flags } = parseArgs({
     only: { type: 'string' },
     shape: { type: 'string' },
     backward: { type: 'string' },
+    'backward-bhd': { type: 'string' },
   },
 });
 
@@ -480,7 +481,7 @@ interface BackwardVersion { name: string; usable(be: WebGpuBackend, a: Attention
 const tcBwd = (variant: Partial<TcBackwardVariant>): BackwardVersion['run'] => (be, x, _o, lse, delta, a) => attentionTcBackward(be, x[0], x[1], x[2], x[3], { lse, delta }, a, variant);
 
 /**
- * Backward versions (`--backward 4096,16384`), H = 32, D = 128, causal, f16; ms per backward
+ * Backward versions (`--backward 4096,16384`, at B = 1, H = 32, D = 128 unless `--backward-bhd B,H,D`), causal, f16; ms per backward
  * (TFLOP/s counting 2.5× the causal forward), and each pass's GPU time. H200 runs of 2026-12-03
  * (11:1xZ and 11:4xZ):
  *
@@ -540,7 +541,9 @@ function backwardInputs(be: WebGpuBackend, a: AttentionArgs, withCpu: boolean) {
   return { host, refs, o: { h: be.upload(o, 'f16'), shape: [], dtype: 'f16' as const }, lse: be.upload(l, 'f32'), delta: be.upload(delta, 'f32'), want };
 }
 
-async function runBackward(be: WebGpuBackend, sizes: number[], pick: Set<string> | null): Promise<void> {
+/** The backward at sequence lengths `sizes`, B = 1, H = 32, D = 128, or at `heads` = [B, H, D] (--backward-bhd). */
+async function runBackward(be: WebGpuBackend, sizes: number[], pick: Set<string> | null, heads: number[] = [1, 32, 128]): Promise<void> {
+  const [B, H, D] = heads;
   const small = args(1, 4, 2, 300, 300, 128);
   for (const ver of BACKWARD_VERSIONS) {
     if (pick && !pick.has(ver.name)) continue;
@@ -559,7 +562,7 @@ async function runBackward(be: WebGpuBackend, sizes: number[], pick: Set<string>
       }
       const cells: string[] = [];
       for (const t of sizes) {
-        const a = args(1, 32, 32, t, t, 128);
+        const a = args(B, H, H, t, t, D);
         if (!ver.usable(be, a)) { cells.push(`${t}: n/a`); continue; }
         const x = backwardInputs(be, a, false);
         const once = () => { for (const h of ver.run(be, x.refs, x.o, x.lse, x.delta, a)) be.free(h); };
@@ -568,7 +571,7 @@ async function runBackward(be: WebGpuBackend, sizes: number[], pick: Set<string>
         let ms = await batch(n);
         while (ms < 250 && n < 100_000) { n = Math.ceil(n * Math.min(10, 300 / Math.max(ms, 0.5))); ms = await batch(n); }
         const ts = [await batch(n), await batch(n), await batch(n)].sort((p, q) => p - q);
-        const per = ts[1] / n, flops = 2.5 * (4 * t * t * 128 * 32) / 2;
+        const per = ts[1] / n, flops = 2.5 * (4 * t * t * D * B * H) / 2;
         // GPU time per kernel of one call (timestamp queries, one pass a dispatch).
         let split = '';
         if (be.caps.timestamps) {
@@ -605,7 +608,7 @@ if (flags.shape) {
 }
 const pick = flags.only ? new Set(flags.only.split(',')) : null;
 if (flags.backward) {
-  await runBackward(be, flags.backward.split(',').filter(Boolean).map(Number), pick);
+  await runBackward(be, flags.backward.split(',').filter(Boolean).map(Number), pick, flags['backward-bhd']?.split(',').map(Number));
   be.destroy();
   process.exit(0);
 }
