@@ -11,10 +11,16 @@
  * Sizes: 128 × 64 is divided by the tiles of every kernel that reads masks (tensor-core forward:
  * 128 or 64 query rows × 32 keys; DQ: 64 × 32; DKDV: 64 keys × 16 or 32 query rows a step).
  *
+ * Variable-length segments (documents packed into one sequence): with `segments` (one id per batch
+ * entry and position, batch × tk), a pair is visible only where the query's position and the key
+ * carry the same id, on top of causal/window. A block whose pairs share no segment is left out; a
+ * block is whole only where its query and key positions all carry one id.
+ *
  * The table (`table`, i32) holds two lists: by query block, row (b, h, qb) at
  * ((b·heads + h)·qBlocks + qb)·(kBlocks + 1): the count n, then n entries 2·kb + partial in
  * ascending kb; and its transpose by key block (for the dk/dv pass), row (b, h, kb) at
- * byKeyOffset + ((b·heads + h)·kBlocks + kb)·(qBlocks + 1): the count, then 2·qb + partial.
+ * byKeyOffset + ((b·heads + h)·kBlocks + kb)·(qBlocks + 1): the count, then 2·qb + partial; then,
+ * with segments, the ids from segmentOffset, b·tk + position.
  */
 import { ArgumentError } from '../errors.ts';
 import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../backend/backend.ts';
@@ -31,6 +37,11 @@ export interface MaskGeometry {
   kvLength?: number; qOffset?: number;
   /** The per-pair predicate inside partial blocks (default causal, no window). */
   causal?: boolean; window?: number;
+  /**
+   * A segment id per batch entry and position (batch × tk, integers): a query sees only keys of its
+   * position's segment. Query positions (qOffset + i) must lie inside [0, tk).
+   */
+  segments?: ArrayLike<number>;
 }
 
 export interface BlockMask {
@@ -38,6 +49,8 @@ export interface BlockMask {
   readonly tq: number; readonly tk: number; readonly kvLength: number; readonly qOffset: number;
   readonly causal: boolean; readonly window: number;
   readonly qBlocks: number; readonly kBlocks: number;
+  /** Where the segment ids start in the table (0: no segments). */
+  readonly segmentOffset: number;
   /** Both lists (see the file's comment); byKeyOffset is where the transposed one starts. */
   readonly table: Int32Array;
   readonly byKeyOffset: number;
@@ -46,7 +59,7 @@ export interface BlockMask {
 }
 
 /** How a block fares under the predicate: 0 none of its pairs visible, 1 some, 2 all. */
-function blockUnderPredicate(qb: number, kb: number, g: Required<MaskGeometry>): 0 | 1 | 2 {
+function blockUnderPredicate(qb: number, kb: number, g: Omit<Geometry, 'segments'>): 0 | 1 | 2 {
   const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(g.tq, i0 + MASK_Q_BLOCK) - 1;
   const j0 = kb * MASK_K_BLOCK, j1 = Math.min(g.tk, j0 + MASK_K_BLOCK) - 1;
   const p0 = i0 + g.qOffset, p1 = i1 + g.qOffset;
@@ -57,15 +70,55 @@ function blockUnderPredicate(qb: number, kb: number, g: Required<MaskGeometry>):
   return j1 <= jEndAll && j0 >= jStartAll ? 2 : 1;
 }
 
-function complete(g: MaskGeometry): Required<MaskGeometry> {
+/** A geometry with its defaults filled in; segments stay optional (null: none). */
+type Geometry = Required<Omit<MaskGeometry, 'segments'>> & { segments: Int32Array | null };
+
+/**
+ * How block (qb, kb) of batch entry b fares under the predicate with segments: 0 where its pairs
+ * share no segment that a query could see (under causal: no key of the segment at or before the
+ * segment's last query position there), 2 where it is whole under the predicate and all its query
+ * and key positions carry one id, else the predicate's class capped at 1.
+ */
+function blockClass(qb: number, kb: number, b: number, g: Geometry): 0 | 1 | 2 {
+  const base = blockUnderPredicate(qb, kb, g);
+  const seg = g.segments;
+  if (base === 0 || seg === null) return base;
+  const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(g.tq, i0 + MASK_Q_BLOCK) - 1;
+  const j0 = kb * MASK_K_BLOCK, j1 = Math.min(g.tk, g.kvLength, j0 + MASK_K_BLOCK) - 1;
+  const at = b * g.tk;
+  // The last query position of each segment in the block, and whether the block holds one id.
+  const lastQuery = new Map<number, number>();
+  for (let i = i0; i <= i1; i++) lastQuery.set(seg[at + i + g.qOffset], i + g.qOffset);
+  let one = lastQuery.size === 1;
+  let shared = false;
+  for (let j = j0; j <= j1; j++) {
+    const s = seg[at + j];
+    const last = lastQuery.get(s);
+    if (last === undefined) { one = false; continue; }
+    if (!g.causal || j <= last) shared = true;
+  }
+  if (!shared) return 0;
+  return base === 2 && one ? 2 : 1;
+}
+
+function complete(g: MaskGeometry): Geometry {
   const kvLength = g.kvLength ?? g.tk;
-  const out = { ...g, kvLength, qOffset: g.qOffset ?? kvLength - g.tq, causal: g.causal ?? true, window: g.window ?? 0 };
+  const out = { ...g, kvLength, qOffset: g.qOffset ?? kvLength - g.tq, causal: g.causal ?? true, window: g.window ?? 0, segments: null as Int32Array | null };
   for (const k of ['batch', 'heads', 'tq', 'tk', 'kvLength', 'window'] as const) {
     if (!Number.isInteger(out[k]) || out[k] < 0) throw new ArgumentError(`blockMask: ${k} ${out[k]} must be an integer ≥ 0`);
   }
   if (out.batch === 0 || out.heads === 0) throw new ArgumentError(`blockMask: batch ${out.batch} and heads ${out.heads} must be ≥ 1`);
   if (kvLength > g.tk) throw new ArgumentError(`blockMask: kvLength ${kvLength} must be at most tk ${g.tk}`);
   if (!Number.isInteger(out.qOffset) || out.qOffset < kvLength - g.tq) throw new ArgumentError(`blockMask: qOffset ${out.qOffset} must be an integer ≥ kvLength − tq = ${kvLength - g.tq}`);
+  if (g.segments !== undefined) {
+    if (g.segments.length !== out.batch * g.tk) throw new ArgumentError(`blockMask: segments has ${g.segments.length} ids; expected batch × tk = ${out.batch} × ${g.tk} = ${out.batch * g.tk}`);
+    if (out.qOffset + g.tq > g.tk) throw new ArgumentError(`blockMask: with segments every query position must be a key position: qOffset ${out.qOffset} + tq ${g.tq} is past tk ${g.tk}`);
+    const ids = Int32Array.from(g.segments);
+    for (let t = 0; t < ids.length; t++) {
+      if (ids[t] !== g.segments[t]) throw new ArgumentError(`blockMask: segment id ${g.segments[t]} at ${t} (batch ${Math.floor(t / g.tk)}, position ${t % g.tk}) is not a 32-bit integer`);
+    }
+    out.segments = ids;
+  }
   return out;
 }
 
@@ -77,7 +130,7 @@ export function blockMask(geometry: MaskGeometry, keep: (b: number, h: number, q
   const g = complete(geometry);
   return build(g, (b, h, qb) => {
     const out: number[] = [];
-    for (let kb = 0; kb < Math.ceil(g.tk / MASK_K_BLOCK); kb++) if (blockUnderPredicate(qb, kb, g) !== 0 && keep(b, h, qb, kb)) out.push(kb);
+    for (let kb = 0; kb < Math.ceil(g.tk / MASK_K_BLOCK); kb++) if (blockClass(qb, kb, b, g) !== 0 && keep(b, h, qb, kb)) out.push(kb);
     return out;
   });
 }
@@ -103,19 +156,27 @@ export function blockMaskFromLists(geometry: MaskGeometry, lists: (b: number, h:
       if (g.causal && kb * MASK_K_BLOCK > lastPos) {
         throw new ArgumentError(`${where}: key block ${kb} (keys ${kb * MASK_K_BLOCK}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
       }
-      if (blockUnderPredicate(qb, kb, g) !== 0) out.push(kb);
+      if (blockClass(qb, kb, b, g) !== 0) out.push(kb);
     }
     return out.sort((x, y) => x - y);
   });
 }
 
-function build(g: Required<MaskGeometry>, listOf: (b: number, h: number, qb: number) => number[]): BlockMask {
+function build(g: Geometry, listOf: (b: number, h: number, qb: number) => number[]): BlockMask {
   const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
   const rows = g.batch * g.heads;
   const byKeyOffset = rows * qBlocks * (kBlocks + 1);
-  const table = new Int32Array(byKeyOffset + rows * kBlocks * (qBlocks + 1));
+  const listsEnd = byKeyOffset + rows * kBlocks * (qBlocks + 1);
+  const table = new Int32Array(listsEnd + (g.segments?.length ?? 0));
+  if (g.segments) table.set(g.segments, listsEnd);
   let visited = 0, predicateBlocks = 0;
-  for (let qb = 0; qb < qBlocks; qb++) for (let kb = 0; kb < kBlocks; kb++) if (blockUnderPredicate(qb, kb, g) !== 0) predicateBlocks++;
+  // Blocks the predicate (with segments) reaches, per batch entry; the lists' partial bits.
+  const cls: Uint8Array[] = [];
+  for (let b = 0; b < g.batch; b++) {
+    const c = new Uint8Array(qBlocks * kBlocks);
+    for (let qb = 0; qb < qBlocks; qb++) for (let kb = 0; kb < kBlocks; kb++) { c[qb * kBlocks + kb] = blockClass(qb, kb, b, g); if (c[qb * kBlocks + kb] !== 0) predicateBlocks += g.heads; }
+    cls.push(c);
+  }
   for (let r = 0; r < rows; r++) {
     const b = Math.floor(r / g.heads), h = r % g.heads;
     for (let qb = 0; qb < qBlocks; qb++) {
@@ -123,7 +184,7 @@ function build(g: Required<MaskGeometry>, listOf: (b: number, h: number, qb: num
       const at = (r * qBlocks + qb) * (kBlocks + 1);
       table[at] = list.length;
       list.forEach((kb, n) => {
-        const partial = blockUnderPredicate(qb, kb, g) === 1 ? 1 : 0;
+        const partial = cls[b][qb * kBlocks + kb] === 1 ? 1 : 0;
         table[at + 1 + n] = 2 * kb + partial;
         const kat = byKeyOffset + (r * kBlocks + kb) * (qBlocks + 1);
         table[kat + 1 + table[kat]++] = 2 * qb + partial;
@@ -131,7 +192,7 @@ function build(g: Required<MaskGeometry>, listOf: (b: number, h: number, qb: num
       visited += list.length;
     }
   }
-  return { batch: g.batch, heads: g.heads, tq: g.tq, tk: g.tk, kvLength: g.kvLength, qOffset: g.qOffset, causal: g.causal, window: g.window, qBlocks, kBlocks, table, byKeyOffset, visited, predicateBlocks: predicateBlocks * rows };
+  return { batch: g.batch, heads: g.heads, tq: g.tq, tk: g.tk, kvLength: g.kvLength, qOffset: g.qOffset, causal: g.causal, window: g.window, qBlocks, kBlocks, segmentOffset: g.segments ? listsEnd : 0, table, byKeyOffset, visited, predicateBlocks };
 }
 
 /** Whether the mask keeps key block kb for query block qb of (b, h) (h taken modulo a shared mask's one head). */

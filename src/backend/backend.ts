@@ -78,8 +78,11 @@ export interface AttentionArgs {
   mask?: MaskArgs;
 }
 
-/** The shape of a block mask's table (attention/block_mask.ts). */
-export interface MaskArgs { heads: number; qBlocks: number; kBlocks: number; byKeyOffset: number }
+/**
+ * The shape of a block mask's table (attention/block_mask.ts); segmentOffset > 0 where its
+ * segment ids (b·tk + position) start in the table, 0 without segments.
+ */
+export interface MaskArgs { heads: number; qBlocks: number; kBlocks: number; byKeyOffset: number; segmentOffset: number }
 
 /** Query rows and keys a block of a block mask covers: part of the contract, as every kernel that reads masks tiles by them. */
 export const MASK_Q_BLOCK = 128;

@@ -66,7 +66,7 @@ function maskInput(m: BlockMask, a: AttentionArgs, q: Tensor, k: Tensor): { args
     throw new ShapeError(`attention: the block mask was built for another call: ${what}; q ${fmt(q.shape)}, k ${fmt(k.shape)}`);
   }
   const table = tensor(m.table, [m.table.length], { dtype: 'i32', backend: q.backend });
-  return { args: { ...a, mask: { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset } }, table };
+  return { args: { ...a, mask: { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset } }, table };
 }
 
 /**

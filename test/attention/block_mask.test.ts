@@ -3,7 +3,9 @@
  * predicate reaches equals plain causal attention (bitwise, forward and gradients); a mask keeping
  * some blocks equals dense attention with the dropped blocks' scores at −∞ (forward and gradients,
  * per-head masks, GQA, window, kvLength < Tk); the masked backward against central differences; the
- * tables' counts; and bad masks refused with the block named.
+ * tables' counts; segments (packed documents: forward and gradients against the dense reference,
+ * each document alone, one segment as plain causal, the blocks between documents left out); and bad
+ * masks refused with the block named.
  *
  *   node --import tsx --test test/attention/block_mask.test.ts
  */
@@ -20,14 +22,15 @@ const backend = new CpuBackend();
 fon.setBackend(backend);
 const vals = (t: Tensor) => Float32Array.from(t.dataSync() as ArrayLike<number>);
 
-/** Dense reference: softmax(scale·q·kᵀ + mask)·v, the mask −∞ outside the predicate and outside the kept blocks (every case keeps some key of every row). */
+/** Dense reference: softmax(scale·q·kᵀ + mask)·v, the mask −∞ outside the predicate, across segments and outside the kept blocks (every case keeps some key of every row). */
 function dense(q: Tensor, k: Tensor, v: Tensor, m: BlockMask, opts: AttentionOptions): Tensor {
   const [b, h, tq, d] = q.shape, [, hkv, tk] = k.shape, g = h / hkv;
   const add = new Float32Array(b * h * tq * tk);
   for (let bb = 0; bb < b; bb++) for (let hh = 0; hh < h; hh++) for (let i = 0; i < tq; i++) {
     const p = m.qOffset + i;
     for (let j = 0; j < tk; j++) {
-      const ok = j < m.kvLength && (!m.causal || j <= p) && (m.window === 0 || j > p - m.window) && maskKeeps(m, bb, hh, Math.floor(i / MASK_Q_BLOCK), Math.floor(j / MASK_K_BLOCK));
+      const sameSegment = m.segmentOffset === 0 || m.table[m.segmentOffset + bb * m.tk + p] === m.table[m.segmentOffset + bb * m.tk + j];
+      const ok = j < m.kvLength && (!m.causal || j <= p) && (m.window === 0 || j > p - m.window) && sameSegment && maskKeeps(m, bb, hh, Math.floor(i / MASK_Q_BLOCK), Math.floor(j / MASK_K_BLOCK));
       add[((bb * h + hh) * tq + i) * tk + j] = ok ? 0 : -Infinity;
     }
   }
@@ -149,3 +152,61 @@ test('blocks with no visible pair are never listed; a dropped key never contribu
   assert.ok(poisoned.subarray(150 * 4, 151 * 4).every(Number.isNaN), 'a NaN query row comes out NaN');
   assert.ok(poisoned.subarray(0, 150 * 4).every(Number.isFinite));
 }));
+
+/** Segment ids of documents of the given lengths laid end to end. */
+function packed(lengths: number[]): number[] {
+  return lengths.flatMap((n, doc) => new Array<number>(n).fill(doc));
+}
+
+test('segments: packed documents attend within themselves, as the dense reference and as each document alone; one segment is plain causal; blocks between documents are left out', () => fon.tidy(() => {
+  const t = 300, d = 8;
+  const segments = [...packed([70, 150, 80]), ...packed([300]).map((x) => x + 7)];
+  const m = blockMask({ batch: 2, heads: 1, tq: t, tk: t, segments });
+  const plain = blockMask({ batch: 2, heads: 1, tq: t, tk: t });
+  assert.ok(m.visited < plain.visited, `segments leave blocks out (${m.visited} of ${plain.visited})`);
+  // Rows 256…299 (the third document, from 220) see nothing of keys 0…63 (the first).
+  assert.equal(maskKeeps(m, 0, 0, 2, 0), false);
+  assert.equal(maskKeeps(m, 0, 0, 2, 3), true);
+  // The one-segment batch entry's lists, partial bits included, are plain causal's.
+  const rows = m.qBlocks * (m.kBlocks + 1);
+  assert.deepEqual(Array.from(m.table.subarray(rows, 2 * rows)), Array.from(plain.table.subarray(rows, 2 * rows)));
+  // Block (1, 1) of the first entry (rows 128…255, keys 64…127) lies inside the second document
+  // for its keys but not for its rows (70…219 is the second document): partial.
+  const entry = (qb: number, kb: number) => { const at = qb * (m.kBlocks + 1); for (let n = 0; n < m.table[at]; n++) if (m.table[at + 1 + n] >> 1 === kb) return m.table[at + 1 + n] & 1; return -1; };
+  assert.equal(entry(1, 1), 1);
+  assert.equal(blockMask({ batch: 1, heads: 1, tq: t, tk: t, segments: new Array(t).fill(3) }).table[1 * (m.kBlocks + 1) + 1] & 1, 0, 'a block of one segment below the diagonal is whole');
+
+  const q = fon.randn([2, 2, t, d], { seed: 11, requiresGrad: true });
+  const k = fon.randn([2, 1, t, d], { seed: 12, requiresGrad: true });
+  const v = fon.randn([2, 1, t, d], { seed: 13, requiresGrad: true });
+  const w = fon.randn([2, 2, t, d], { seed: 14 });
+  const got = attention(q, k, v, { mask: m });
+  fon.sum(fon.mul(got, w)).backward();
+  const gGot = [q, k, v].map((x) => vals(x.grad!));
+  const [qd, kd, vd] = [q, k, v].map((x) => fon.detach(x));
+  const [q2, k2, v2] = [qd, kd, vd].map((x) => fon.tensor(vals(x), x.shape, { requiresGrad: true }));
+  const want = dense(q2, k2, v2, m, {});
+  fon.sum(fon.mul(want, w)).backward();
+  close(vals(got), vals(want), 'out vs dense');
+  ['dq', 'dk', 'dv'].forEach((name, i) => close(gGot[i], vals([q2, k2, v2][i].grad!), `${name} vs dense`, 1e-4));
+
+  // Each document alone (batch entry 0): plain causal attention over its own rows.
+  const out0 = vals(got).subarray(0, 2 * t * d);
+  let start = 0;
+  for (const n of [70, 150, 80]) {
+    const part = (x: Tensor, heads: number) => fon.tensor(vals(x).filter((_, e) => Math.floor(e / (t * d)) < heads && (e % (t * d)) >= start * d && (e % (t * d)) < (start + n) * d), [1, heads, n, d]);
+    const alone = vals(attention(part(qd, 2), part(kd, 1), part(vd, 1)));
+    for (let hh = 0; hh < 2; hh++) close(out0.subarray((hh * t + start) * d, (hh * t + start + n) * d), alone.subarray(hh * n * d, (hh + 1) * n * d), `document at ${start}, head ${hh}`);
+    start += n;
+  }
+  // The one-segment entry equals plain causal attention.
+  const causal = vals(attention(qd, kd, vd));
+  close(vals(got).subarray(2 * t * d), causal.subarray(2 * t * d), 'one segment vs causal');
+}));
+
+test('segments: bad ids refused by name', () => {
+  const g = { batch: 2, heads: 1, tq: 100, tk: 100 };
+  assert.throws(() => blockMask({ ...g, segments: new Array(100).fill(0) }), (e: Error) => e instanceof ArgumentError && e.message === 'blockMask: segments has 100 ids; expected batch × tk = 2 × 100 = 200');
+  assert.throws(() => blockMask({ ...g, segments: [...new Array(199).fill(0), 0.5] }), /segment id 0.5 at 199 \(batch 1, position 99\) is not a 32-bit integer/);
+  assert.throws(() => blockMask({ batch: 1, heads: 1, tq: 10, tk: 100, qOffset: 95, causal: false, segments: new Array(100).fill(0) }), /with segments every query position must be a key position: qOffset 95 \+ tq 10 is past tk 100/);
+});

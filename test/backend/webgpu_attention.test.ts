@@ -291,7 +291,7 @@ test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength <
   }
 });
 
-test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 128, window, kvLength < Tk, not causal, cut-off blocks of queries and keys, large score spreads, 2, 4 and 8 subgroups, 16 or 32 query rows a dk/dv step, k/v fragments held or reloaded; refused past its tiles [webgpu]', { skip }, async (t) => {
+test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 256, window, kvLength < Tk, not causal, cut-off blocks of queries and keys, large score spreads, 2, 4 and 8 subgroups, 16 or 32 query rows a dk/dv step, k/v fragments held or reloaded; refused past its tiles [webgpu]', { skip }, async (t) => {
   if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core backward cannot run here`); return; }
   const cases: Case[] = [
     { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
@@ -346,17 +346,20 @@ test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 1
   assert.equal(tcBackwardEligible(gpu!.caps, 'bf16', 'bf16', { ...a, d: 64 }), false, 'bf16 has no tensor-core path');
 });
 
-test('attention with a block mask on tensor cores vs CPU: forward and gradients, shared and per-head masks, GQA, ragged ends; key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async (t) => {
+test('attention with a block mask on tensor cores vs CPU: forward and gradients, shared and per-head masks, GQA, ragged ends, packed documents (segments); key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async (t) => {
   if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: masks run on the tensor-core kernels`); return; }
   const cpuB = new (await import('../../src/backend/cpu/backend.ts')).CpuBackend();
   const { blockMask } = await import('../../src/attention/block_mask.ts');
-  const cases = [
+  const docs = (lengths: number[]) => lengths.flatMap((n, i) => new Array<number>(n).fill(i));
+  const cases: { b: number; h: number; hkv: number; t: number; d: number; heads: number; keep: (b: number, h: number, qb: number, kb: number) => boolean; segments?: number[] }[] = [
     { b: 1, h: 2, hkv: 1, t: 300, d: 64, heads: 1, keep: (_b: number, _h: number, qb: number, kb: number) => kb !== 1 && (kb === 2 * qb || (qb + kb) % 2 === 0) },
     { b: 2, h: 4, hkv: 2, t: 333, d: 128, heads: 4, keep: (b: number, h: number, qb: number, kb: number) => kb !== 1 && ((kb + h + b) % 3 !== 1 || kb === 2 * qb) },
+    { b: 2, h: 2, hkv: 1, t: 400, d: 64, heads: 1, keep: (_b, _h, _qb, kb) => kb !== 1, segments: [...docs([70, 150, 180]), ...docs([400])] },
+    { b: 1, h: 4, hkv: 2, t: 333, d: 128, heads: 4, keep: (_b, h, qb, kb) => kb !== 1 && (kb + h) % 4 !== 3 || kb === 2 * qb, segments: docs([100, 33, 200]) },
   ];
   for (const c of cases) {
-    const m = blockMask({ batch: c.b, heads: c.heads, tq: c.t, tk: c.t }, c.keep);
-    const what = JSON.stringify({ ...c, keep: undefined });
+    const m = blockMask({ batch: c.b, heads: c.heads, tq: c.t, tk: c.t, segments: c.segments }, c.keep);
+    const what = JSON.stringify({ ...c, keep: undefined, segments: c.segments ? 'docs' : undefined });
     // Keys 64…127 (key block 1, dropped everywhere) are NaN: a kernel that read them would spread it.
     const kvHost = (seed: number) => {
       const x = hostToF32(randomHost(c.b * c.hkv * c.t * c.d, 'f16', seed), 'f16');
@@ -369,7 +372,7 @@ test('attention with a block mask on tensor cores vs CPU: forward and gradients,
       const [q, k, v] = host.slice(0, 3).map((x, i) => fon.tensor(x, i === 0 ? [c.b, c.h, c.t, c.d] : [c.b, c.hkv, c.t, c.d], { dtype: 'f16', backend: be, requiresGrad: true }));
       const g = fon.tensor(host[3], [c.b, c.h, c.t, c.d], { dtype: 'f16', backend: be });
       const { result: out, dispatches } = be === gpu ? gpu!.rt.recordDispatches(() => attention(q, k, v, { mask: m })) : { result: attention(q, k, v, { mask: m }), dispatches: [] };
-      if (be === gpu) assert.ok(dispatches.some((d) => d.kernel === 'attention_tc' && d.variant.MASK), `${what}: the masked tensor-core forward ran`);
+      if (be === gpu) assert.ok(dispatches.some((d) => d.kernel === 'attention_tc' && d.variant.MASK && !!d.variant.SEG === !!c.segments), `${what}: the masked tensor-core forward ran`);
       fon.backward(out, g);
       results.push(await Promise.all([out, q.grad!, k.grad!, v.grad!].map(async (x) => hostToF32(await x.data(), x.dtype))));
       for (const x of [q, k, v, g, out]) x.dispose();

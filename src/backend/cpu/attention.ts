@@ -64,6 +64,16 @@ export function keptKeyBlocks(mask: CpuRef | undefined, a: AttentionArgs, b: num
   return kept;
 }
 
+/**
+ * With a block mask of segments (MaskArgs.segmentOffset > 0): whether query i (at position p) and
+ * key j of batch entry b lie in different segments, so that the pair is dropped; else null.
+ */
+export function segmentsApart(mask: CpuRef | undefined, a: AttentionArgs, b: number): ((p: number, j: number) => boolean) | null {
+  if (!mask || !a.mask || a.mask.segmentOffset === 0) return null;
+  const t = mask.h as Int32Array, at = a.mask.segmentOffset + b * a.tk;
+  return (p, j) => t[at + p] !== t[at + j];
+}
+
 export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs, mask?: CpuRef): [CpuHandle, CpuHandle] {
   const qv = f32(q), kv = f32(k), vv = f32(v);
   const { batch, heads, kvHeads, tq, tk, d, scale } = a;
@@ -74,6 +84,7 @@ export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs, mas
   const acc = new Float32Array(d);
   for (let b = 0; b < batch; b++) for (let h = 0; h < heads; h++) {
     const kvBase = (b * kvHeads + Math.floor(h / group)) * tk * d;
+    const apart = segmentsApart(mask, a, b);
     // The mask's kept key blocks change once per query block.
     let kept: Uint8Array | null = null;
     for (let i = 0; i < tq; i++) {
@@ -83,8 +94,8 @@ export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs, mas
       if (i % MASK_Q_BLOCK === 0) kept = keptKeyBlocks(mask, a, b, h, i);
       let m = -Infinity, visited = 0;
       for (let j = lo; j < hi; j++) {
-        // A key the block mask drops scores −∞ (weight exactly 0).
-        const dropped = kept !== null && !kept[Math.floor(j / MASK_K_BLOCK)];
+        // A key the block mask drops (or another segment's) scores −∞ (weight exactly 0).
+        const dropped = (kept !== null && !kept[Math.floor(j / MASK_K_BLOCK)]) || (apart !== null && apart(a.qOffset + i, j));
         const x = dropped ? -Infinity : dot(qv, qo, kv, kvBase + j * d, d) * scale;
         if (!dropped) visited++;
         s[j - lo] = x;
@@ -107,6 +118,7 @@ export function attentionBackward(q: CpuRef, k: CpuRef, v: CpuRef, o: CpuRef, ls
   const acc = new Float32Array(d);
   for (let b = 0; b < batch; b++) for (let h = 0; h < heads; h++) {
     const kvBase = (b * kvHeads + Math.floor(h / group)) * tk * d;
+    const apart = segmentsApart(mask, a, b);
     // The mask's kept key blocks change once per query block.
     let kept: Uint8Array | null = null;
     for (let i = 0; i < tq; i++) {
@@ -119,7 +131,7 @@ export function attentionBackward(q: CpuRef, k: CpuRef, v: CpuRef, o: CpuRef, ls
       for (let c = 0; c < d; c++) delta += gv[qo + c] * ov[qo + c];
       acc.fill(0);
       for (let j = lo; j < hi; j++) {
-        if (kept && !kept[Math.floor(j / MASK_K_BLOCK)]) continue;
+        if ((kept && !kept[Math.floor(j / MASK_K_BLOCK)]) || (apart && apart(a.qOffset + i, j))) continue;
         const ko = kvBase + j * d;
         const p = Math.exp(dot(qv, qo, kv, ko, d) * scale - lv[row]);
         const dp = dot(gv, qo, vv, ko, d);

@@ -2,7 +2,9 @@
 // after their header (the MASKING placeholder): the blocks a workgroup visits, in order. Without MASK a loop
 // visits [first, end) in steps of its block; with MASK it visits what the mask's table lists, whose
 // values reach every invocation through workgroup memory (workgroupUniformLoad), so that the loops
-// around the kernels' barriers stay uniform.
+// around the kernels' barriers stay uniform. With SEG (a mask of segments, P.mseg > 0 where the
+// table's segment ids start) a pair is visible only inside one segment, and a listed block is
+// whole only where its entry's partial bit says so (pair_visible, mask_whole).
 #if MASK
 var<workgroup> Mval: u32;
 
@@ -27,6 +29,27 @@ fn mask_count(mrow: u32, span: u32, step: u32, lid: u32) -> u32 {
   if (lid == 0u) { Mval = u32(mask[mrow]) * (span / step); }
   return workgroupUniformLoad(&Mval);
 }
+#endif
+
+#if SEG
+var<private> seg_base: u32;
+
+// Where batch entry b's segment ids start in the table.
+fn seg_start(b: u32) { seg_base = P.mseg + b * P.tk; }
+
+// visible() inside one segment: query row i (at position i + qoff, a key position) and key j.
+fn pair_visible(i: u32, j: u32) -> bool {
+  return visible(i, j) && mask[seg_base + u32(i32(i) + P.qoff)] == mask[seg_base + j];
+}
+
+// Whether the it-th block of `step` rows of list row mrow lies in a mask block marked whole.
+fn mask_whole(mrow: u32, it: u32, span: u32, step: u32) -> bool {
+  return (mask[mrow + 1u + it / (span / step)] & 1) == 0;
+}
+#else
+fn seg_start(b: u32) {}
+fn pair_visible(i: u32, j: u32) -> bool { return visible(i, j); }
+fn mask_whole(mrow: u32, it: u32, span: u32, step: u32) -> bool { return true; }
 #endif
 
 // The first row (key) of the it-th block of `step` visited: first + it·step, or the mask's.

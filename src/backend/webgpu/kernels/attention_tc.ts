@@ -30,9 +30,9 @@ export type TcModifier = { kind: 'fox'; c: GpuRef } | { kind: 'fpa'; ex: GpuHand
 const keyBlocks = (v: Variant) => preprocess(wgslSource('attention_tc_keys'), v).split('\n').filter((l) => !l.startsWith('//')).join('\n').replace(/\n+$/, '');
 
 /** A block mask's uniforms after PARAMS (AttentionArgs.mask), and its block sizes as WGSL constants. */
-const MASK_PARAMS = 'mheads: u32, mqblocks: u32, mkblocks: u32, mbykey: u32';
+const MASK_PARAMS = 'mheads: u32, mqblocks: u32, mkblocks: u32, mbykey: u32, mseg: u32';
 const MASK_CONSTS = `const MASK_QB = ${MASK_Q_BLOCK}u;\nconst MASK_KB = ${MASK_K_BLOCK}u;`;
-const maskUniforms = (a: AttentionArgs) => (a.mask ? [a.mask.heads, a.mask.qBlocks, a.mask.kBlocks, a.mask.byKeyOffset] : []);
+const maskUniforms = (a: AttentionArgs) => (a.mask ? [a.mask.heads, a.mask.qBlocks, a.mask.kBlocks, a.mask.byKeyOffset, a.mask.segmentOffset] : []);
 
 /** Whether the tensor-core forward takes f16 inputs of head dim d on this device. */
 export function tcEligible(caps: GpuCaps, dtype: DType, d: number): boolean {
@@ -174,7 +174,7 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, MOD: modifier?.kind ?? '', MASK: !!mask },
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, MOD: modifier?.kind ?? '', MASK: !!mask, SEG: !!mask && (a.mask?.segmentOffset ?? 0) > 0 },
     uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...modifierBuffers(modifier), ...(mask ? [mask.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];
@@ -328,12 +328,13 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   if (mod && (mask || !a.causal || a.window !== 0)) throw new UnsupportedError(`webgpu: the tensor-core ${mod.kind} backward is causal, without a window or block mask`);
   const st = 'modifier' in stats ? [stats.modifier.ex.buffer] : [stats.lse.buffer, stats.delta.buffer];
   const aux = mod ? [mod.aux.buffer] : [];
+  const seg = !!mask && (a.mask?.segmentOffset ?? 0) > 0;
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: dqKeys, DQ: true, MASK: !!mask, MOD: mod?.kind ?? '' },
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: dqKeys, DQ: true, MASK: !!mask, SEG: seg, MOD: mod?.kind ?? '' },
     uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, ...st, dq.buffer, ...aux, ...m], workgroups: [gq, a.heads, a.batch],
   });
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload, MASK: !!mask, MOD: mod?.kind ?? '' },
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload, MASK: !!mask, SEG: seg, MOD: mod?.kind ?? '' },
     uniforms: u, buffers: [k.h.buffer, v.h.buffer, q.h.buffer, g.h.buffer, ...st, dk.buffer, dv.buffer, ...aux, ...m], workgroups: [gk, a.kvHeads, a.batch],
   });
   return [dq, dk, dv];

@@ -96,6 +96,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let r = lane / 2u;
   let par = lane % 2u;
   let row = rb + r;
+  seg_start(b);
   let sbase = sg * SP;
   // Scores to log2 units.
   let sc = P.scale * 1.4426950408889634;
@@ -105,7 +106,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   // Pass 1: the maximum of each row.
   mod_row(b, h, row);
   for (var it = 0u; it < nblocks; it++) {
-    let k0 = visit(select(it, nblocks - 1u - it, MOD_REVERSE), kfirst, BK, MASK_KB, mrow, lid);
+    let ib = select(it, nblocks - 1u - it, MOD_REVERSE);
+    let k0 = visit(ib, kfirst, BK, MASK_KB, mrow, lid);
     // The modifier's inputs of the previous block are read after the scores' barrier: wait before overwriting them.
     if (MOD_STAGES) { workgroupBarrier(); }
     stage_keys(lid, kbase8, k0, false);
@@ -115,12 +117,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 {{SCORES}}
     workgroupBarrier();
     mod_block();
-    let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
+    let full = mask_whole(mrow, ib, MASK_KB, BK) && k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
     if (full) {
       for (var c = par; c < BK; c += 2u) { m = max(m, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
     } else {
       for (var c = par; c < BK; c += 2u) {
-        if (visible(row, k0 + c)) { m = max(m, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
+        if (pair_visible(row, k0 + c)) { m = max(m, Ss[sbase + c * 16u + r] * sc{{BIAS}}); }
       }
     }
     mod_fold();
@@ -131,7 +133,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 {{OINIT}}
   mod_row(b, h, row);
   for (var it = 0u; it < nblocks; it++) {
-    let k0 = visit(select(it, nblocks - 1u - it, MOD_REVERSE), kfirst, BK, MASK_KB, mrow, lid);
+    let ib = select(it, nblocks - 1u - it, MOD_REVERSE);
+    let k0 = visit(ib, kfirst, BK, MASK_KB, mrow, lid);
     workgroupBarrier();
     stage_keys(lid, kbase8, k0, true);
     mod_stage(lid, k0);
@@ -140,7 +143,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 {{SCORES}}
     workgroupBarrier();
     mod_block();
-    let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
+    let full = mask_whole(mrow, ib, MASK_KB, BK) && k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
     if (full) {
       for (var c = par; c < BK; c += 2u) {
         let p = exp2(Ss[sbase + c * 16u + r] * sc{{BIAS}} - m);
@@ -150,7 +153,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     } else {
       for (var c = par; c < BK; c += 2u) {
         var p = 0.0;
-        if (visible(row, k0 + c)) { p = exp2(Ss[sbase + c * 16u + r] * sc{{BIAS}} - m); }
+        if (pair_visible(row, k0 + c)) { p = exp2(Ss[sbase + c * 16u + r] * sc{{BIAS}} - m); }
         l += p;
         Ps[sbase + c * 16u + r] = f16(p);
       }

@@ -109,6 +109,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let r = lane / 2u;
   let par = lane % 2u;
   let row = rb + r;
+  seg_start(b);
   let sbase = sg * SP;
   let sc = P.scale * LOG2E;
   let lse2 = lse_at(qrow0 + row) * LOG2E;
@@ -126,11 +127,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 {{PRODUCTS}}
     workgroupBarrier();
     mod_block();
-    let full = k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
+    let full = mask_whole(mrow, it, MASK_KB, BK) && k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
     for (var c = par; c < BK; c += 2u) {
       let at = sbase + c * 16u + r;
       var p = 0.0;
-      if (full || visible(row, k0 + c)) { p = exp2(Ss[at] * sc{{BIAS}} - lse2); }
+      if (full || pair_visible(row, k0 + c)) { p = exp2(Ss[at] * sc{{BIAS}} - lse2); }
       let ds = p * (Ds[at] - dl);
       mod_grad(c, ds);
       Ps[at] = f16(ds);
@@ -212,6 +213,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r = lane / 2u;
   let par = lane % 2u;
   let key = kb + r;
+  seg_start(b);
   let sbase = sg * SP;
   let sc = P.scale * LOG2E;
 
@@ -236,11 +238,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 {{PRODUCTS}}
       workgroupBarrier();
       let p0 = i32(i0) + P.qoff;
-      let full = i0 + BQ <= P.tq && khi <= P.kvlen && (P.causal == 0u || i32(khi) - 1 <= p0) && (P.window == 0u || i32(klo) > p0 + i32(BQ) - 1 - i32(P.window));
+      let full = mask_whole(mrow, it, MASK_QB, BQ) && i0 + BQ <= P.tq && khi <= P.kvlen && (P.causal == 0u || i32(khi) - 1 <= p0) && (P.window == 0u || i32(klo) > p0 + i32(BQ) - 1 - i32(P.window));
       for (var c = par; c < BQ; c += 2u) {
         let at = sbase + c * 16u + r;
         var p = 0.0;
-        if (full || visible(i0 + c, key)) { p = exp2(Ss[at] * sc{{BIAS_T}} - RowL[c]); }
+        if (full || pair_visible(i0 + c, key)) { p = exp2(Ss[at] * sc{{BIAS_T}} - RowL[c]); }
         let ds = p * (Ds[at] - RowD[c]);
         mod_grad_t(c, ds);
         Dt[at] = f16(ds);
