@@ -9,7 +9,9 @@
  * block masks built from their own rules; causal, window and arbitrary kept blocks are built here.
  *
  * Sizes: 128 × 64 is divided by the tiles of every kernel that reads masks (tensor-core forward:
- * 128 or 64 query rows × 32 keys; DQ: 64 × 32; DKDV: 64 keys × 16 or 32 query rows a step).
+ * 128 or 64 query rows × 32 keys; DQ: 128 or 64 × 16 or 32; DKDV: 64 keys × 16 or 32 query rows a
+ * step; the register-blocked forward 64 or 32 rows × 32 keys, its DQ 32 × 32, its DKDV 32 keys × 32
+ * rows).
  *
  * Variable-length segments (documents packed into one sequence): with `segments` (one id per batch
  * entry and position, batch × tk), a pair is visible only where the query's position and the key

@@ -15,7 +15,7 @@ import { attentionBackwardPlan, attentionForwardPlan, modifierBackwardPlan, modi
 
 const base: GpuCaps = {
   f16: true, subgroups: true, subgroupMinSize: 32, subgroupMaxSize: 32, subgroupMatrix: { m: 16, n: 16, k: 16 }, timestamps: true,
-  maxBinding: 2 ** 31 - 4, maxBuffer: 2 ** 34, maxWorkgroupStorage: 49152, maxInvocations: 1024, minUniformAlignment: 256, adapterName: 'h200-like', software: false,
+  maxBinding: 2 ** 31 - 4, maxBuffer: 2 ** 34, maxWorkgroupStorage: 49152, maxInvocations: 1024, maxStorageBuffers: 10, minUniformAlignment: 256, adapterName: 'h200-like', software: false,
 };
 const H200 = base;
 const SWIFTSHADER: GpuCaps = { ...base, f16: false, subgroupMatrix: null, subgroupMinSize: 4, subgroupMaxSize: 4, maxWorkgroupStorage: 32768, maxInvocations: 256, adapterName: 'swiftshader-like', software: true };
@@ -53,16 +53,20 @@ test('attention backward plan: tensor cores for both passes with f16 inputs and 
   assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, args(4096, 4096, 32), 'f32', 'f32'), { dq: 'blocked', dkdv: 'blocked' });
 });
 
-test('attention plans with a block mask: the tensor-core kernels, or an UnsupportedError naming what they need', () => {
+test('attention plans with a block mask: the tensor-core kernels, else the register-blocked ones, or an UnsupportedError naming what they need', () => {
   const mask = { heads: 1, qBlocks: 32, kBlocks: 64, byKeyOffset: 32 * 65, segmentOffset: 0 };
   const a = { ...args(4096, 4096, 128), mask };
   assert.equal(attentionForwardPlan(H200, a, 'f16'), 'tensor-cores');
   assert.deepEqual(attentionBackwardPlan(H200, a, 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' });
-  // The decode kernel does not read masks: a masked one-query call is refused rather than run unmasked.
-  assert.throws(() => attentionForwardPlan(H200, { ...a, tq: 1, qOffset: 4095 }, 'f16'), /and 1 query rows does not take them/);
-  assert.throws(() => attentionForwardPlan(SWIFTSHADER, a, 'f16'), (e: Error) => e instanceof UnsupportedError && /block masks run on the tensor-core attention kernels .*swiftshader-like with f16 inputs of head dim 128 and 4096 query rows does not take them/.test(e.message));
-  assert.throws(() => attentionForwardPlan(H200, a, 'bf16'), /h200-like with bf16 inputs/);
-  assert.throws(() => attentionBackwardPlan(H200, a, 'f16', 'f32'), /the backward on h200-like with f16 inputs \(dO f32\)/);
+  // The decode kernel does not read masks: a masked one-query call runs the blocked kernel instead.
+  assert.equal(attentionForwardPlan(H200, { ...a, tq: 1, qOffset: 4095 }, 'f16'), 'blocked');
+  assert.equal(attentionForwardPlan(H200, a, 'bf16'), 'blocked');
+  assert.equal(attentionForwardPlan(SWIFTSHADER, a, 'f16'), 'blocked');
+  assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, { ...args(4096, 4096, 32), mask }, 'f32', 'f32'), { dq: 'blocked', dkdv: 'blocked' });
+  assert.throws(() => attentionForwardPlan(SWIFTSHADER, { ...args(4096, 4096, 256), mask }, 'f32'), (e: Error) => e instanceof UnsupportedError && /block masks run on the tensor-core attention kernels .* and the register-blocked ones .*swiftshader-like with f32 inputs of head dim 256 and 4096 query rows takes neither/.test(e.message));
+  // Where one pass would run the plain kernels (no masks there), or the device binds fewer than 9 storage buffers.
+  assert.throws(() => attentionBackwardPlan(H200, a, 'f16', 'f32'), /the backward on h200-like \(10 storage buffers\) with f16 inputs \(dO f32\) of head dim 128/);
+  assert.throws(() => attentionBackwardPlan({ ...SWIFTSHADER, maxStorageBuffers: 8 }, { ...args(4096, 4096, 32), mask }, 'f32', 'f32'), /\(8 storage buffers\)/);
 });
 
 test('FoX and FPA plans: decode for few rows a group, tensor cores for f16 (forward; FoX backward too), blocked where tiles fit (FPA with room for its state), tiled else or when a tile is forced', () => {

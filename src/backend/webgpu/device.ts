@@ -18,6 +18,8 @@ export interface GpuCaps {
   maxBuffer: number;
   maxWorkgroupStorage: number;
   maxInvocations: number;
+  /** Storage buffers one kernel may bind (WebGPU's default limit is 8). */
+  maxStorageBuffers: number;
   minUniformAlignment: number;
   adapterName: string;
   /** A CPU implementation (SwiftShader, lavapipe): correct but slow; 'auto' prefers wasm over it. */
@@ -67,6 +69,7 @@ export async function requestDevice(): Promise<{ device: GPUDevice; caps: GpuCap
     maxBuffer: device.limits.maxBufferSize,
     maxWorkgroupStorage: device.limits.maxComputeWorkgroupStorageSize,
     maxInvocations: device.limits.maxComputeInvocationsPerWorkgroup,
+    maxStorageBuffers: device.limits.maxStorageBuffersPerShaderStage,
     minUniformAlignment: device.limits.minUniformBufferOffsetAlignment,
     adapterName: [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'unknown adapter',
     software: !!(info as { isFallbackAdapter?: boolean }).isFallbackAdapter || /swiftshader|llvmpipe|lavapipe/i.test(`${info.architecture} ${info.description}`),

@@ -29,7 +29,7 @@ import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
-import { PARAMS, checkGrid, dt, f32in, f32out, ins, pow2AtLeast, unpack4, uniforms } from './attention_common.ts';
+import { MASK_CONSTS, MASK_PARAMS, PARAMS, checkGrid, dt, f32in, f32out, ins, maskUniforms, pow2AtLeast, unpack4, uniforms } from './attention_common.ts';
 import { attentionDecode, attentionDecodeMulti, decodeRows } from './attention_decode.ts';
 import { ATTENTION_TC_FILES, attentionTc, attentionTcBackward } from './attention_tc.ts';
 import { attentionBackwardPlan, attentionForwardPlan, blockedPitch, blockedPlan, type AttentionBackwardKernel } from './attention_plan.ts';
@@ -61,14 +61,27 @@ export function rowLoaders(names: readonly string[]): string {
 }`).join('\n');
 }
 
+/**
+ * attention_blocked.wgsl for variant v after `head` (its generated header): with MASK the block-mask
+ * helpers (attention_mask.wgsl) and, with SEG, the pair predicate of segments. Also the FoX and FPA
+ * variants' source (fox_fpa_attention.ts), which take no mask.
+ */
+export function blockedSource(v: Variant, head: string): string {
+  return preprocess(wgslSource('attention_blocked'), {
+    ...v, HEADER: v.MASK ? `${head}\n${MASK_CONSTS}` : head, COMMON: wgslSource('attention_common'),
+    MASKING: v.MASK ? preprocess(wgslSource('attention_mask'), v) : '', VISIBLE: v.SEG ? 'pair_visible' : 'visible',
+  });
+}
+
 const blockedKernel: Kernel = {
   name: 'attention_blocked',
   source: (v, caps) => {
     const b: Binding[] = v.FWD ? [...ins(v, 'X', 'q', 'k', 'v'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')]
       : [...ins(v, 'X', 'q', 'k', 'v'), { name: 'g', dtype: dt(v, 'G') }, f32in('lse'), f32in('delta'),
         ...(v.DQ ? [{ name: 'dq', dtype: dt(v, 'Y'), write: true }] : [{ name: 'dk', dtype: dt(v, 'Y'), write: true }, { name: 'dv', dtype: dt(v, 'Y'), write: true }])];
-    const head = [header(b, caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g']), blockedTiles(v)].join('\n');
-    return preprocess(wgslSource('attention_blocked'), { ...v, HEADER: head, COMMON: wgslSource('attention_common') });
+    if (v.MASK) b.push({ name: 'mask', dtype: 'i32' });
+    const head = [header(b, caps.f16, v.MASK ? `${PARAMS}, ${MASK_PARAMS}` : PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g']), blockedTiles(v)].join('\n');
+    return blockedSource(v, head);
   },
 };
 
@@ -123,12 +136,17 @@ export function attentionPlain(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRe
   return [out, lse];
 }
 
+/** The variant flags and uniforms of a block mask (a.mask its shape, `mask` its table) for the blocked kernels. */
+function maskRun(a: AttentionArgs, mask?: GpuRef): { variant: Variant; uniforms: number[]; buffers: GPUBuffer[] } {
+  return mask ? { variant: { MASK: true, SEG: (a.mask?.segmentOffset ?? 0) > 0 }, uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [mask.h.buffer] } : { variant: {}, uniforms: uniforms(a), buffers: [] };
+}
+
 /**
  * The register-blocked forward (any dtype; callers check blockedRows); `tr` picks the row-threads
  * (16 or 8, default the device's choice), `pack` keeps 16-bit tiles packed even where f32 tiles
- * fit (tests). Exported for tests and dev/kernels/attention.ts.
+ * fit (tests); with `mask` only the blocks of a block mask. Exported for tests and dev/kernels/attention.ts.
  */
-export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, tr?: number, pack = false): [GpuHandle, GpuHandle] {
+export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, tr?: number, pack = false, mask?: GpuRef): [GpuHandle, GpuHandle] {
   const plan = blockedPlan(be.caps, a.d, 'fwd', q.dtype);
   tr ??= plan.tr;
   if (tr === 0 || tr > plan.tr) throw new UnsupportedError(`webgpu: the blocked attention forward does not take head dim ${a.d} with ${tr} row-threads on ${be.caps.adapterName}`);
@@ -136,9 +154,10 @@ export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: Gpu
   const lse = be.alloc('f32', rows, 'attention lse');
   const gx = Math.ceil(a.tq / (4 * tr));
   checkGrid('attention', gx, a.heads, a.batch);
+  const m = maskRun(a, mask);
   const out = viaStorable(be, q.dtype, rows * a.d, 'attention', (buf, y) => be.rt.run({
-    kernel: blockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d), PX: plan.px || (pack && q.dtype !== 'f32') },
-    uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
+    kernel: blockedKernel, variant: { FWD: true, X: q.dtype, Y: y, TR: tr, DM: blockedPitch(a.d), PX: plan.px || (pack && q.dtype !== 'f32'), ...m.variant },
+    uniforms: m.uniforms, buffers: [q.h.buffer, k.h.buffer, v.h.buffer, buf, lse.buffer, ...m.buffers], workgroups: [gx, a.heads, a.batch],
   }));
   return [out, lse];
 }
@@ -148,7 +167,7 @@ export function attention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a:
   switch (attentionForwardPlan(be.caps, a, q.dtype)) {
     case 'decode': return attentionDecode(be, q, k, v, a);
     case 'tensor-cores': return attentionTc(be, q, k, v, a, {}, undefined, mask);
-    case 'blocked': return attentionBlocked(be, q, k, v, a);
+    case 'blocked': return attentionBlocked(be, q, k, v, a, undefined, false, mask);
     case 'plain': return attentionPlain(be, q, k, v, a);
   }
 }
@@ -179,15 +198,15 @@ export function attentionBackward(
       if (plan.dq !== plan.dkdv) throw new UnsupportedError(`webgpu: the tensor-core attention backward runs dq and dk/dv together, not with ${plan.dq === 'tensor-cores' ? plan.dkdv : plan.dq}`);
       return attentionTcBackward(be, q, k, v, g, { lse: lse.h, delta }, a, {}, mask);
     }
-    if (mask) throw new UnsupportedError(`webgpu: block masks run on the tensor-core attention backward, not the ${plan.dq}/${plan.dkdv} kernels`);
-    return aluBackward(be, q, k, v, lse, g, delta, a, plan.dq === 'blocked', plan.dkdv === 'blocked', pack);
+    if (mask && (plan.dq !== 'blocked' || plan.dkdv !== 'blocked')) throw new UnsupportedError(`webgpu: block masks run on the tensor-core and register-blocked attention backward, not the ${plan.dq}/${plan.dkdv} kernels`);
+    return aluBackward(be, q, k, v, lse, g, delta, a, plan.dq === 'blocked', plan.dkdv === 'blocked', pack, mask);
   } finally {
     be.free(delta);
   }
 }
 
 /** dq and dk/dv in f32 arithmetic: each pass register-blocked (attention_blocked.wgsl) or plain (attention_plain.wgsl). */
-function aluBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, lse: GpuRef, g: GpuRef, delta: GpuHandle, a: AttentionArgs, dqBlocked: boolean, kvBlocked: boolean, pack: boolean): [GpuHandle, GpuHandle, GpuHandle] {
+function aluBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, lse: GpuRef, g: GpuRef, delta: GpuHandle, a: AttentionArgs, dqBlocked: boolean, kvBlocked: boolean, pack: boolean, mask?: GpuRef): [GpuHandle, GpuHandle, GpuHandle] {
   const dm = headPitch('attention backward', a.d);
   const { bq, bk } = plainTile(be.caps, dm, true);
   const dqPlan = blockedPlan(be.caps, a.d, 'dq', q.dtype, g.dtype), kvPlan = blockedPlan(be.caps, a.d, 'dkdv', q.dtype, g.dtype);
@@ -200,20 +219,21 @@ function aluBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, lse: Gp
   const u = uniforms(a);
   const base = { X: q.dtype, G: g.dtype, BWD: true, BQ: bq, BK: bk, DM: dm };
   const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, lse.h.buffer, delta.buffer];
-  const bbase = { X: q.dtype, G: g.dtype, TR: 8, DM: bdm };
+  const m = maskRun(a, mask);
+  const bbase = { X: q.dtype, G: g.dtype, TR: 8, DM: bdm, ...m.variant };
   // Packed tiles where the plan needs them, or everywhere with `pack` (tests).
   const packing = (p: { px: boolean; pg: boolean }) => ({ PX: p.px || (pack && q.dtype !== 'f32'), PG: p.pg || (pack && g.dtype !== 'f32') });
   const dqRows = dqBlocked ? 32 : bq, kvRows = kvBlocked ? 32 : bk;
   checkGrid('attention backward', Math.ceil(a.tq / dqRows), Math.ceil(a.tk / kvRows), a.heads, a.batch);
   const dq = viaStorable(be, q.dtype, rows * a.d, 'attention dq', (buf, y) => be.rt.run({
     kernel: dqBlocked ? blockedKernel : plainKernel, variant: dqBlocked ? { ...bbase, ...packing(dqPlan), DQ: true, Y: y } : { ...base, DQ: true, Y: y },
-    uniforms: u, buffers: [...inputs, buf], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
+    uniforms: dqBlocked ? m.uniforms : u, buffers: [...inputs, buf, ...(dqBlocked ? m.buffers : [])], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
   }));
   let dv: GpuHandle | null = null;
   const dk = viaStorable(be, k.dtype, kvSize, 'attention dk', (bufK, y) => {
     dv = viaStorable(be, v.dtype, kvSize, 'attention dv', (bufV) => be.rt.run({
       kernel: kvBlocked ? blockedKernel : plainKernel, variant: kvBlocked ? { ...bbase, ...packing(kvPlan), DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
-      uniforms: u, buffers: [...inputs, bufK, bufV], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
+      uniforms: kvBlocked ? m.uniforms : u, buffers: [...inputs, bufK, bufV, ...(kvBlocked ? m.buffers : [])], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
     }));
   });
   return [dq, dk, dv!];

@@ -46,8 +46,12 @@
 //         first position (strided over the workgroup once, then extended block by block) and a
 //         prefix minimum over the query block's own positions (Fq, read by every invocation).
 //         dℓ_j = −λ·Σ dS·act over the group's rows into aux[nrows + (b, g, j)].
+// MASK (softmax attention only): the blocks a block mask lists instead of the causal/window range
+// (attention_mask.wgsl; BQ and BK divide its 128 × 64 blocks), with SEG the pair predicate of
+// segments (the VISIBLE placeholder: pair_visible) and whole blocks only where the mask's entry says so.
 {{HEADER}}
 {{COMMON}}
+{{MASKING}}
 
 const TR = {{TR}}u;
 const TC = 8u;
@@ -282,7 +286,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #if FPA
     var gm = gm0;
 #endif
+#if MASK
+    let mrow = mask_key_row(b, kvh * P.group + hh, j0);
+    seg_start(b);
+    let nblocks = mask_count(mrow, MASK_QB, BQ, lid);
+    for (var it = 0u; it < nblocks; it++) {
+      let i0 = visit(it, 0u, BQ, MASK_QB, mrow, lid);
+#else
     for (var i0 = u32(ilo) / BQ * BQ; i32(i0) < ihi; i0 += BQ) {
+#endif
       workgroupBarrier();
       load_queries(lid, qrow0, i0);
 #if FPA
@@ -343,12 +355,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
           dp[i] += vec4<f32>(dot(gv, v0v), dot(gv, v1v), dot(gv, v2v), dot(gv, v3v));
         }
       }
+#if SEG
+      let full = block_visible(i0, j0) && mask_whole(mrow, it, MASK_QB, BQ);
+#else
       let full = block_visible(i0, j0);
+#endif
       for (var i = 0u; i < 4u; i++) {
         let r = tr + TR * i;
         var ok = vec4<bool>(true);
         if (!full) {
-          for (var jj = 0u; jj < 4u; jj++) { ok[jj] = visible(i0 + r, j0 + tc + 8u * jj); }
+          for (var jj = 0u; jj < 4u; jj++) { ok[jj] = {{VISIBLE}}(i0 + r, j0 + tc + 8u * jj); }
         }
 #if FOX
         let p = select(vec4<f32>(0.0), exp(s[i] * P.scale + (cq[i] - ck) - lr[i]), ok);
@@ -517,7 +533,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var kb = (kr.y - kfirst + BK - 1u) / BK; kb > 0u; kb--) {
     let k0 = kfirst + (kb - 1u) * BK;
 #else
+#if MASK
+  let mrow = mask_row(b, h, i0);
+  seg_start(b);
+  let nblocks = mask_count(mrow, MASK_KB, BK, lid);
+  for (var it = 0u; it < nblocks; it++) {
+    let k0 = visit(it, 0u, BK, MASK_KB, mrow, lid);
+#else
   for (var k0 = kr.x / BK * BK; k0 < kr.y; k0 += BK) {
+#endif
 #endif
     workgroupBarrier();
     load_keys(lid, kbase, k0);
@@ -555,7 +579,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #endif
       }
     }
+#if SEG
+    let full = block_visible(i0, k0) && mask_whole(mrow, it, MASK_KB, BK);
+#else
     let full = block_visible(i0, k0);
+#endif
 #if FOX
     let ck = ckeys(bh, k0 + tc);
 #if FWD
@@ -594,7 +622,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       x -= lam * max(lv - mk[i], vec4<f32>(0.0));
 #endif
       if (!full) {
-        for (var jj = 0u; jj < 4u; jj++) { if (!visible(i0 + tr + TR * i, k0 + tc + 8u * jj)) { x[jj] = -BIG; } }
+        for (var jj = 0u; jj < 4u; jj++) { if (!{{VISIBLE}}(i0 + tr + TR * i, k0 + tc + 8u * jj)) { x[jj] = -BIG; } }
       }
       s[i] = x;
       let r = tr + TR * i;
@@ -617,7 +645,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let r = tr + TR * i;
       var ok = vec4<bool>(true);
       if (!full) {
-        for (var jj = 0u; jj < 4u; jj++) { ok[jj] = visible(i0 + r, k0 + tc + 8u * jj); }
+        for (var jj = 0u; jj < 4u; jj++) { ok[jj] = {{VISIBLE}}(i0 + r, k0 + tc + 8u * jj); }
       }
 #if FOX
       let p = select(vec4<f32>(0.0), exp(s[i] * P.scale + (cq[i] - ck) - lr[i]), ok);

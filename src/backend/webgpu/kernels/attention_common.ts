@@ -5,12 +5,17 @@
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
-import type { AttentionArgs } from '../../backend.ts';
+import { MASK_K_BLOCK, MASK_Q_BLOCK, type AttentionArgs } from '../../backend.ts';
 import { f32bits } from '../runtime.ts';
 import { storageType, type Binding, type Variant } from '../wgsl.ts';
 
 export const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32';
 export const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32, chunk: u32, nsplit: u32`;
+
+/** A block mask's uniforms after PARAMS (AttentionArgs.mask), and its block sizes as WGSL constants (attention_mask.wgsl). */
+export const MASK_PARAMS = 'mheads: u32, mqblocks: u32, mkblocks: u32, mbykey: u32, mseg: u32';
+export const MASK_CONSTS = `const MASK_QB = ${MASK_Q_BLOCK}u;\nconst MASK_KB = ${MASK_K_BLOCK}u;`;
+export const maskUniforms = (a: AttentionArgs) => (a.mask ? [a.mask.heads, a.mask.qBlocks, a.mask.kBlocks, a.mask.byKeyOffset, a.mask.segmentOffset] : []);
 
 /** PARAMS' words for a call. */
 export function uniforms(a: AttentionArgs): number[] {

@@ -14,7 +14,7 @@ import type { Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { preprocess, type Variant } from '../wgsl.ts';
 import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
-import { PARAMS, checkGrid, uniforms } from './attention_common.ts';
+import { MASK_CONSTS, MASK_PARAMS, PARAMS, checkGrid, maskUniforms, uniforms } from './attention_common.ts';
 import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../../backend.ts';
 
 export const ATTENTION_TC_FILES = ['attention_tc', 'attention_tc_backward', 'attention_mask', 'attention_tc_keys', 'attention_tc_mod_none', 'attention_tc_mod_fox', 'attention_tc_mod_fpa'];
@@ -29,10 +29,6 @@ export type TcModifier = { kind: 'fox'; c: GpuRef } | { kind: 'fpa'; ex: GpuHand
 /** attention_tc_keys.wgsl's statements (the key blocks a query block visits) without its header comment. */
 const keyBlocks = (v: Variant) => preprocess(wgslSource('attention_tc_keys'), v).split('\n').filter((l) => !l.startsWith('//')).join('\n').replace(/\n+$/, '');
 
-/** A block mask's uniforms after PARAMS (AttentionArgs.mask), and its block sizes as WGSL constants. */
-const MASK_PARAMS = 'mheads: u32, mqblocks: u32, mkblocks: u32, mbykey: u32, mseg: u32';
-const MASK_CONSTS = `const MASK_QB = ${MASK_Q_BLOCK}u;\nconst MASK_KB = ${MASK_K_BLOCK}u;`;
-const maskUniforms = (a: AttentionArgs) => (a.mask ? [a.mask.heads, a.mask.qBlocks, a.mask.kBlocks, a.mask.byKeyOffset, a.mask.segmentOffset] : []);
 
 /** Whether the tensor-core forward takes f16 inputs of head dim d on this device. */
 export function tcEligible(caps: GpuCaps, dtype: DType, d: number): boolean {

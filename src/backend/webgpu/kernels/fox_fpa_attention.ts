@@ -48,7 +48,7 @@ import type { GpuCaps } from '../device.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
-import { blockedTiles, rowLoaders } from './attention.ts';
+import { blockedSource, blockedTiles, rowLoaders } from './attention.ts';
 import { blockedPitch, modePlan, modifierBackwardPlan, modifierForwardPlan } from './attention_plan.ts';
 import { attentionTc, attentionTcBackward } from './attention_tc.ts';
 import { checkGrid, dt, f32in, f32out, pow2AtLeast } from './attention_common.ts';
@@ -90,7 +90,7 @@ const blockedKernel: Kernel = {
   name: 'fox_blocked',
   source: (v, caps) => {
     const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g']), blockedTiles(v)].join('\n');
-    return preprocess(wgslSource('attention_blocked'), { ...v, FOX: true, HEADER: head, COMMON: wgslSource('attention_common') });
+    return blockedSource({ ...v, FOX: true }, head);
   },
 };
 
@@ -99,7 +99,7 @@ const fpaBlockedKernel: Kernel = {
   name: 'fpa_blocked',
   source: (v, caps) => {
     const head = [header(bindings(v), caps.f16, PARAMS), rowLoaders(v.FWD ? ['q', 'k', 'v'] : ['q', 'k', 'v', 'g']), blockedTiles(v)].join('\n');
-    return preprocess(wgslSource('attention_blocked'), { ...v, FPA: true, HEADER: head, COMMON: wgslSource('attention_common') });
+    return blockedSource({ ...v, FPA: true }, head);
   },
 };
 
