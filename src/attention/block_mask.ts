@@ -11,7 +11,7 @@
  * Sizes: 128 × 64 is divided by the tiles of every kernel that reads masks (tensor-core forward:
  * 128 or 64 query rows × 32 keys; DQ: 128 or 64 × 16 or 32; DKDV: 64 keys × 16 or 32 query rows a
  * step; the register-blocked forward 64 or 32 rows × 32 keys, its DQ 32 × 32, its DKDV 32 keys × 32
- * rows).
+ * rows; the plain kernels 16 or 8 × 16 or 8).
  *
  * Variable-length segments (documents packed into one sequence): with `segments` (one id per batch
  * entry and position, batch × tk), a pair is visible only where the query's position and the key

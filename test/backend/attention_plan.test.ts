@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import type { GpuCaps } from '../../src/backend/webgpu/device.ts';
 import { UnsupportedError } from '../../src/errors.ts';
-import { attentionBackwardPlan, attentionForwardPlan, modifierBackwardPlan, modifierForwardPlan } from '../../src/backend/webgpu/kernels/attention_plan.ts';
+import { aluBackwardPlan, attentionBackwardPlan, attentionForwardPlan, modifierBackwardPlan, modifierForwardPlan } from '../../src/backend/webgpu/kernels/attention_plan.ts';
 
 const base: GpuCaps = {
   f16: true, subgroups: true, subgroupMinSize: 32, subgroupMaxSize: 32, subgroupMatrix: { m: 16, n: 16, k: 16 }, timestamps: true,
@@ -53,20 +53,21 @@ test('attention backward plan: tensor cores for both passes with f16 inputs and 
   assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, args(4096, 4096, 32), 'f32', 'f32'), { dq: 'blocked', dkdv: 'blocked' });
 });
 
-test('attention plans with a block mask: the tensor-core kernels, else the register-blocked ones, or an UnsupportedError naming what they need', () => {
+test('attention plans with a block mask: every kernel but decode; a masked backward off the tensor cores needs 9 storage buffers', () => {
   const mask = { heads: 1, qBlocks: 32, kBlocks: 64, byKeyOffset: 32 * 65, segmentOffset: 0 };
   const a = { ...args(4096, 4096, 128), mask };
   assert.equal(attentionForwardPlan(H200, a, 'f16'), 'tensor-cores');
   assert.deepEqual(attentionBackwardPlan(H200, a, 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' });
   // The decode kernel does not read masks: a masked one-query call runs the blocked kernel instead.
-  assert.equal(attentionForwardPlan(H200, { ...a, tq: 1, qOffset: 4095 }, 'f16'), 'blocked');
+  assert.equal(attentionForwardPlan(H200, { ...args(1, 4096, 128, 32, 8), mask }, 'f16'), 'blocked');
+  assert.equal(attentionForwardPlan(H200, args(1, 4096, 128, 32, 8), 'f16'), 'decode');
   assert.equal(attentionForwardPlan(H200, a, 'bf16'), 'blocked');
   assert.equal(attentionForwardPlan(SWIFTSHADER, a, 'f16'), 'blocked');
+  assert.equal(attentionForwardPlan(SWIFTSHADER, { ...args(4096, 4096, 256), mask }, 'f32'), 'plain');
   assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, { ...args(4096, 4096, 32), mask }, 'f32', 'f32'), { dq: 'blocked', dkdv: 'blocked' });
-  assert.throws(() => attentionForwardPlan(SWIFTSHADER, { ...args(4096, 4096, 256), mask }, 'f32'), (e: Error) => e instanceof UnsupportedError && /block masks run on the tensor-core attention kernels .* and the register-blocked ones .*swiftshader-like with f32 inputs of head dim 256 and 4096 query rows takes neither/.test(e.message));
-  // Where one pass would run the plain kernels (no masks there), or the device binds fewer than 9 storage buffers.
-  assert.throws(() => attentionBackwardPlan(H200, a, 'f16', 'f32'), /the backward on h200-like \(10 storage buffers\) with f16 inputs \(dO f32\) of head dim 128/);
-  assert.throws(() => attentionBackwardPlan({ ...SWIFTSHADER, maxStorageBuffers: 8 }, { ...args(4096, 4096, 32), mask }, 'f32', 'f32'), /\(8 storage buffers\)/);
+  assert.deepEqual(attentionBackwardPlan(H200, a, 'f16', 'f32'), aluBackwardPlan(H200, a, 'f16', 'f32'));
+  assert.throws(() => attentionBackwardPlan({ ...SWIFTSHADER, maxStorageBuffers: 8 }, { ...args(4096, 4096, 32), mask }, 'f32', 'f32'),
+    (e: Error) => e instanceof UnsupportedError && e.message === 'webgpu: a masked attention backward off the tensor cores binds 9 storage buffers in its dk/dv pass; swiftshader-like allows 8');
 });
 
 test('FoX and FPA plans: decode for few rows a group, tensor cores for f16 (forward; FoX backward too), blocked where tiles fit (FPA with room for its state), tiled else or when a tile is forced', () => {

@@ -21,7 +21,7 @@ import * as cpu from '../../src/backend/cpu/attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import type { GpuCaps } from '../../src/backend/webgpu/device.ts';
 import { attentionBackward, attentionBlocked, attentionPlain } from '../../src/backend/webgpu/kernels/attention.ts';
-import { aluBackwardPlan, blockedPlan, blockedRows } from '../../src/backend/webgpu/kernels/attention_plan.ts';
+import { aluBackwardPlan, attentionBackwardPlan, attentionForwardPlan, blockedPlan, blockedRows } from '../../src/backend/webgpu/kernels/attention_plan.ts';
 import { attentionTc, attentionTcBackward, tcBackwardEligible, tcEligible, type TcBackwardVariant } from '../../src/backend/webgpu/kernels/attention_tc.ts';
 import { attentionDecode, decodeRows, type DecodeTune } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import { attention, kvWrite } from '../../src/ops/attention.ts';
@@ -386,7 +386,7 @@ test('attention with a block mask on tensor cores vs CPU: forward and gradients,
   }
 });
 
-test('attention with a block mask on the register-blocked kernels vs CPU: forward and gradients, shared and per-head masks, GQA, window, kvLength < Tk, Tq < Tk, not causal, packed documents (segments), f32, f16, bf16; key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async () => {
+test('attention with a block mask on the register-blocked and plain kernels vs CPU: forward and gradients, shared and per-head masks, GQA, window, kvLength < Tk, Tq < Tk, not causal, packed documents (segments), f32, f16, bf16; key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async () => {
   const cpuB = new (await import('../../src/backend/cpu/backend.ts')).CpuBackend();
   const { blockMask } = await import('../../src/attention/block_mask.ts');
   const docs = (lengths: number[]) => lengths.flatMap((n, i) => new Array<number>(n).fill(i));
@@ -399,7 +399,10 @@ test('attention with a block mask on the register-blocked kernels vs CPU: forwar
     { b: 1, h: 1, hkv: 1, tq: 140, tk: 200, d: 8, dtype: 'f32', heads: 1, causal: false, keep: (_b, _h, qb, kb) => kb !== 1 && kb !== qb + 2 },
     { b: 2, h: 2, hkv: 1, tq: 330, tk: 330, d: 32, dtype: 'f32', heads: 1, segments: [...docs([70, 150, 110]), ...docs([330])], keep: (_b, _h, _qb, kb) => kb !== 1 },
     { b: 1, h: 2, hkv: 1, tq: 260, tk: 260, d: 24, dtype: 'bf16', heads: 2, segments: docs([100, 33, 127]), keep: (_b, h, qb, kb) => (kb !== 1 && (kb + h) % 4 !== 3) || kb === 2 * qb },
+    // f32 at head dim 64: the backward's blocked tiles pass 32 KB, so the plain kernels on such a device (SwiftShader).
+    { b: 1, h: 2, hkv: 1, tq: 140, tk: 140, d: 64, dtype: 'f32', heads: 1, segments: docs([60, 80]), keep: (_b, _h, _qb, kb) => kb !== 1 },
   ];
+  const ran = new Set<string>();
   for (const c of cases) {
     const kvLength = c.kvLength ?? c.tk, causal = c.causal ?? true;
     const m = blockMask({ batch: c.b, heads: c.heads, tq: c.tq, tk: c.tk, kvLength, causal, window: c.window ?? 0, segments: c.segments }, c.keep);
@@ -419,8 +422,13 @@ test('attention with a block mask on the register-blocked kernels vs CPU: forwar
       const run = () => { const out = attention(q, k, v, opts); fon.backward(out, g); return out; };
       const { result: out, dispatches } = be === gpu ? gpu!.rt.recordDispatches(run) : { result: run(), dispatches: [] };
       if (be === gpu) {
-        const masked = dispatches.filter((d) => d.kernel === 'attention_blocked' && d.variant.MASK && !!d.variant.SEG === !!c.segments);
-        assert.deepEqual(masked.map((d) => (d.variant.FWD ? 'FWD' : d.variant.DQ ? 'DQ' : 'DKDV')), ['FWD', 'DQ', 'DKDV'], `${what}: the masked blocked passes ran`);
+        // Each pass on the kernel the plan names, reading the mask.
+        const a: AttentionArgs = { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, causal, window: c.window ?? 0, scale: 1 / Math.sqrt(c.d), mask: { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset } };
+        const bwd = attentionBackwardPlan(gpu!.caps, a, c.dtype, c.dtype);
+        const want = [attentionForwardPlan(gpu!.caps, a, c.dtype), bwd.dq, bwd.dkdv].map((k, i) => `attention_${k} ${['FWD', 'DQ', 'DKDV'][i]}`);
+        const masked = dispatches.filter((d) => d.variant.MASK && !!d.variant.SEG === !!c.segments && d.kernel !== 'attention_tc' && d.kernel !== 'attention_tc_backward');
+        assert.deepEqual(masked.map((d) => `${d.kernel} ${d.variant.FWD ? 'FWD' : d.variant.DQ ? 'DQ' : 'DKDV'}`), want, `${what}: the masked passes ran`);
+        for (const w of want) ran.add(w.split(' ')[0]);
       }
       results.push(await Promise.all([out, q.grad!, k.grad!, v.grad!].map(async (x) => hostToF32(await x.data(), x.dtype))));
       for (const x of [q, k, v, g, out]) x.dispose();
@@ -432,4 +440,6 @@ test('attention with a block mask on the register-blocked kernels vs CPU: forwar
       assert.ok(worst <= (c.dtype === 'f32' ? 1e-4 : 2 * TOL[c.dtype]), `${what} ${n}: worst error ${worst}`);
     });
   }
+  assert.ok(ran.has('attention_blocked'), 'the blocked kernels took masks');
+  if (gpu!.caps.maxWorkgroupStorage <= 32768) assert.ok(ran.has('attention_plain'), 'the plain kernels took masks');
 });

@@ -43,9 +43,8 @@ const plainKernel: Kernel = {
       : v.FWD ? [...ins(v, 'X', 'q', 'k', 'v'), { name: 'out', dtype: dt(v, 'Y'), write: true }, f32out('lse')]
         : [...ins(v, 'X', 'q', 'k', 'v'), { name: 'g', dtype: dt(v, 'G') }, f32in('lse'), f32in('delta'),
           ...(v.DQ ? [{ name: 'dq', dtype: dt(v, 'Y'), write: true }] : [{ name: 'dk', dtype: dt(v, 'Y'), write: true }, { name: 'dv', dtype: dt(v, 'Y'), write: true }])];
-    return preprocess(wgslSource('attention_plain'), {
-      BQ: 16, BK: 16, DM: 16, ...v, HEADER: header(b, caps.f16, PARAMS), COMMON: wgslSource('attention_common'), TILES: preprocess(wgslSource('attention_tiles'), v),
-    });
+    if (v.MASK) b.push({ name: 'mask', dtype: 'i32' });
+    return maskedSource('attention_plain', v, header(b, caps.f16, v.MASK ? `${PARAMS}, ${MASK_PARAMS}` : PARAMS), { BQ: 16, BK: 16, DM: 16, TILES: preprocess(wgslSource('attention_tiles'), v) });
   },
 };
 
@@ -62,16 +61,19 @@ export function rowLoaders(names: readonly string[]): string {
 }
 
 /**
- * attention_blocked.wgsl for variant v after `head` (its generated header): with MASK the block-mask
- * helpers (attention_mask.wgsl) and, with SEG, the pair predicate of segments. Also the FoX and FPA
- * variants' source (fox_fpa_attention.ts), which take no mask.
+ * An ALU attention kernel's WGSL (attention_plain or attention_blocked) for variant v after `head`
+ * (its generated header), `defaults` under the variant: with MASK the block-mask helpers
+ * (attention_mask.wgsl) and, with SEG, the pair predicate of segments.
  */
-export function blockedSource(v: Variant, head: string): string {
-  return preprocess(wgslSource('attention_blocked'), {
-    ...v, HEADER: v.MASK ? `${head}\n${MASK_CONSTS}` : head, COMMON: wgslSource('attention_common'),
+function maskedSource(file: string, v: Variant, head: string, defaults: Variant = {}): string {
+  return preprocess(wgslSource(file), {
+    ...defaults, ...v, HEADER: v.MASK ? `${head}\n${MASK_CONSTS}` : head, COMMON: wgslSource('attention_common'),
     MASKING: v.MASK ? preprocess(wgslSource('attention_mask'), v) : '', VISIBLE: v.SEG ? 'pair_visible' : 'visible',
   });
 }
+
+/** attention_blocked.wgsl for variant v after `head`; also the FoX and FPA variants' source (fox_fpa_attention.ts), which take no mask. */
+export const blockedSource = (v: Variant, head: string) => maskedSource('attention_blocked', v, head);
 
 const blockedKernel: Kernel = {
   name: 'attention_blocked',
@@ -121,17 +123,18 @@ export function blockedTileCode(x: DType, px: boolean, g: DType, pg: boolean): s
   return [one('tx', x, px), one('tg', g, pg)].join('\n');
 }
 
-/** The plain forward (any dtype); exported for tests and dev/kernels/attention.ts. */
-export function attentionPlain(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs): [GpuHandle, GpuHandle] {
+/** The plain forward (any dtype; with `mask` only the blocks of a block mask); exported for tests and dev/kernels/attention.ts. */
+export function attentionPlain(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, mask?: GpuRef): [GpuHandle, GpuHandle] {
   const dm = headPitch('attention', a.d);
   const { bq, bk } = plainTile(be.caps, dm, false);
   const rows = a.batch * a.heads * a.tq;
   const lse = be.alloc('f32', rows, 'attention lse');
   const gx = Math.ceil(a.tq / bq);
   checkGrid('attention', gx, a.heads, a.batch);
+  const m = maskRun(a, mask);
   const out = viaStorable(be, q.dtype, rows * a.d, 'attention', (buf, y) => be.rt.run({
-    kernel: plainKernel, variant: { FWD: true, X: q.dtype, Y: y, BQ: bq, BK: bk, DM: dm },
-    uniforms: uniforms(a), buffers: [q.h.buffer, k.h.buffer, v.h.buffer, buf, lse.buffer], workgroups: [gx, a.heads, a.batch],
+    kernel: plainKernel, variant: { FWD: true, X: q.dtype, Y: y, BQ: bq, BK: bk, DM: dm, ...m.variant },
+    uniforms: m.uniforms, buffers: [q.h.buffer, k.h.buffer, v.h.buffer, buf, lse.buffer, ...m.buffers], workgroups: [gx, a.heads, a.batch],
   }));
   return [out, lse];
 }
@@ -168,7 +171,7 @@ export function attention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a:
     case 'decode': return attentionDecode(be, q, k, v, a);
     case 'tensor-cores': return attentionTc(be, q, k, v, a, {}, undefined, mask);
     case 'blocked': return attentionBlocked(be, q, k, v, a, undefined, false, mask);
-    case 'plain': return attentionPlain(be, q, k, v, a);
+    case 'plain': return attentionPlain(be, q, k, v, a, mask);
   }
 }
 
@@ -198,7 +201,6 @@ export function attentionBackward(
       if (plan.dq !== plan.dkdv) throw new UnsupportedError(`webgpu: the tensor-core attention backward runs dq and dk/dv together, not with ${plan.dq === 'tensor-cores' ? plan.dkdv : plan.dq}`);
       return attentionTcBackward(be, q, k, v, g, { lse: lse.h, delta }, a, {}, mask);
     }
-    if (mask && (plan.dq !== 'blocked' || plan.dkdv !== 'blocked')) throw new UnsupportedError(`webgpu: block masks run on the tensor-core and register-blocked attention backward, not the ${plan.dq}/${plan.dkdv} kernels`);
     return aluBackward(be, q, k, v, lse, g, delta, a, plan.dq === 'blocked', plan.dkdv === 'blocked', pack, mask);
   } finally {
     be.free(delta);
@@ -216,10 +218,10 @@ function aluBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, lse: Gp
   const bdm = blockedPitch(a.d);
   const rows = a.batch * a.heads * a.tq;
   const kvSize = a.batch * a.kvHeads * a.tk * a.d;
-  const u = uniforms(a);
-  const base = { X: q.dtype, G: g.dtype, BWD: true, BQ: bq, BK: bk, DM: dm };
-  const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, lse.h.buffer, delta.buffer];
   const m = maskRun(a, mask);
+  const u = m.uniforms;
+  const base = { X: q.dtype, G: g.dtype, BWD: true, BQ: bq, BK: bk, DM: dm, ...m.variant };
+  const inputs = [q.h.buffer, k.h.buffer, v.h.buffer, g.h.buffer, lse.h.buffer, delta.buffer];
   const bbase = { X: q.dtype, G: g.dtype, TR: 8, DM: bdm, ...m.variant };
   // Packed tiles where the plan needs them, or everywhere with `pack` (tests).
   const packing = (p: { px: boolean; pg: boolean }) => ({ PX: p.px || (pack && q.dtype !== 'f32'), PG: p.pg || (pack && g.dtype !== 'f32') });
@@ -227,13 +229,13 @@ function aluBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, lse: Gp
   checkGrid('attention backward', Math.ceil(a.tq / dqRows), Math.ceil(a.tk / kvRows), a.heads, a.batch);
   const dq = viaStorable(be, q.dtype, rows * a.d, 'attention dq', (buf, y) => be.rt.run({
     kernel: dqBlocked ? blockedKernel : plainKernel, variant: dqBlocked ? { ...bbase, ...packing(dqPlan), DQ: true, Y: y } : { ...base, DQ: true, Y: y },
-    uniforms: dqBlocked ? m.uniforms : u, buffers: [...inputs, buf, ...(dqBlocked ? m.buffers : [])], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
+    uniforms: u, buffers: [...inputs, buf, ...m.buffers], workgroups: [Math.ceil(a.tq / dqRows), a.heads, a.batch],
   }));
   let dv: GpuHandle | null = null;
   const dk = viaStorable(be, k.dtype, kvSize, 'attention dk', (bufK, y) => {
     dv = viaStorable(be, v.dtype, kvSize, 'attention dv', (bufV) => be.rt.run({
       kernel: kvBlocked ? blockedKernel : plainKernel, variant: kvBlocked ? { ...bbase, ...packing(kvPlan), DKDV: true, Y: y } : { ...base, DKDV: true, Y: y },
-      uniforms: kvBlocked ? m.uniforms : u, buffers: [...inputs, bufK, bufV, ...(kvBlocked ? m.buffers : [])], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
+      uniforms: u, buffers: [...inputs, bufK, bufV, ...m.buffers], workgroups: [Math.ceil(a.tk / kvRows), a.kvHeads, a.batch],
     }));
   });
   return [dq, dk, dv!];

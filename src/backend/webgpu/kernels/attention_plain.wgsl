@@ -10,8 +10,12 @@
 // Tiles live in workgroup memory as f32 (rows padded to DM, the head dim rounded up), scores in an
 // f32 tile; masked scores are −BIG and give P = 0 explicitly, so a row that sees no key ends with
 // l = 0: out 0 and lse −∞, never NaN. Shapes travel in uniforms; BQ, BK, DM are variant constants.
+// MASK: the blocks a block mask lists instead of the causal/window range (attention_mask.wgsl; BQ
+// and BK divide its 128 × 64 blocks), with SEG the pair predicate of segments (the VISIBLE
+// placeholder: pair_visible).
 {{HEADER}}
 {{COMMON}}
+{{MASKING}}
 
 const WG = 64u;
 const BQ = {{BQ}}u;
@@ -67,7 +71,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let ihi = rows.y;
   for (var hh = 0u; hh < P.group; hh++) {
     let qrow0 = (b * P.h + kvh * P.group + hh) * P.tq;
+#if MASK
+    let mrow = mask_key_row(b, kvh * P.group + hh, j0);
+    seg_start(b);
+    let nblocks = mask_count(mrow, MASK_QB, BQ, lid);
+    for (var it = 0u; it < nblocks; it++) {
+      let i0 = visit(it, 0u, BQ, MASK_QB, mrow, lid);
+#else
     for (var i0 = u32(ilo) / BQ * BQ; i32(i0) < ihi; i0 += BQ) {
+#endif
       workgroupBarrier();
       load_queries(lid, qrow0, i0);
       workgroupBarrier();
@@ -76,7 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let j = e % BK;
         var p = 0.0;
         var ds = 0.0;
-        if (visible(i0 + r, j0 + j)) {
+        if ({{VISIBLE}}(i0 + r, j0 + j)) {
           p = exp(dot_qk(r, j) * P.scale - Rl[r]);
           ds = p * (dot_gv(r, j) - Rd[r]) * P.scale;
         }
@@ -127,7 +139,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc: array<f32, R>;
   for (var t = 0u; t < R; t++) { acc[t] = 0.0; }
   let kr = key_range(i0, min(i0 + BQ, P.tq));
+#if MASK
+  let mrow = mask_row(b, h, i0);
+  seg_start(b);
+  let nblocks = mask_count(mrow, MASK_KB, BK, lid);
+  for (var it = 0u; it < nblocks; it++) {
+    let k0 = visit(it, 0u, BK, MASK_KB, mrow, lid);
+#else
   for (var k0 = kr.x / BK * BK; k0 < kr.y; k0 += BK) {
+#endif
     workgroupBarrier();
     load_keys(lid, kbase, k0);
     workgroupBarrier();
@@ -136,7 +156,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let r = e / BK;
       let j = e % BK;
       var s = -BIG;
-      if (visible(i0 + r, k0 + j)) { s = dot_qk(r, j) * P.scale; }
+      if ({{VISIBLE}}(i0 + r, k0 + j)) { s = dot_qk(r, j) * P.scale; }
       Ss[e] = s;
     }
     workgroupBarrier();
@@ -169,7 +189,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let r = e / BK;
       let j = e % BK;
       var ds = 0.0;
-      if (visible(i0 + r, k0 + j)) {
+      if ({{VISIBLE}}(i0 + r, k0 + j)) {
         let p = exp(dot_qk(r, j) * P.scale - Rl[r]);
         ds = p * (dot_gv(r, j) - Rd[r]);
       }

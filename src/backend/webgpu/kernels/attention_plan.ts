@@ -7,8 +7,8 @@
  * f16 with 16×16×16 subgroup matrices and at least 16 query rows, the register-blocked ALU kernel
  * where its tiles fit, else the plain tiled one. Backward: tensor cores for both passes (dq, dk/dv)
  * where f16 q/k/v and dO and the tiles allow, else each pass on its own: register-blocked where its
- * tiles fit, else plain. A block mask takes the tensor-core or the register-blocked kernels (never
- * decode or plain: a masked call they cannot take is refused, naming why).
+ * tiles fit, else plain. Every kernel but decode reads block masks: a masked call of few rows
+ * takes the next kernel in that order.
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -24,12 +24,8 @@ export type AttentionBackwardKernel = 'tensor-cores' | 'blocked' | 'plain';
 
 /** The forward kernel for q, k, v of dtype x. */
 export function attentionForwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType): AttentionForwardKernel {
-  if (a.mask) {
-    if (a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
-    if (blockedRows(caps, a.d, 'fwd', x) > 0) return 'blocked';
-    throw new UnsupportedError(`webgpu: block masks run on the tensor-core attention kernels (f16 q, k, v of head dim a multiple of 16, at least 16 query rows, 16×16×16 f16 subgroup matrices) and the register-blocked ones (head dim up to 128 whose tiles fit); ${caps.adapterName} with ${x} inputs of head dim ${a.d} and ${a.tq} query rows takes neither`);
-  }
-  if (decodeRows(caps, a) > 0) return 'decode';
+  // The decode kernel does not read block masks: a masked call of few rows takes the others.
+  if (!a.mask && decodeRows(caps, a) > 0) return 'decode';
   if (a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
   if (blockedRows(caps, a.d, 'fwd', x) > 0) return 'blocked';
   return 'plain';
@@ -38,12 +34,11 @@ export function attentionForwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType):
 /** The kernels of the backward's dq and dk/dv passes for q, k, v of dtype x and dO of dtype g. */
 export function attentionBackwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType, g: DType): { dq: AttentionBackwardKernel; dkdv: AttentionBackwardKernel } {
   if (tcBackwardEligible(caps, x, g, a)) return { dq: 'tensor-cores', dkdv: 'tensor-cores' };
-  const alu = aluBackwardPlan(caps, a, x, g);
-  // The masked blocked dk/dv pass binds 9 storage buffers (q, k, v, dO, lse, delta, dk, dv, the mask).
-  if (a.mask && (alu.dq !== 'blocked' || alu.dkdv !== 'blocked' || caps.maxStorageBuffers < 9)) {
-    throw new UnsupportedError(`webgpu: block masks run on the tensor-core attention kernels and the register-blocked ones (head dim up to 128 whose tiles fit, 9 storage buffers a kernel); the backward on ${caps.adapterName} (${caps.maxStorageBuffers} storage buffers) with ${x} inputs (dO ${g}) of head dim ${a.d}, ${a.tq} query rows and ${a.tk} keys takes neither`);
+  // A masked ALU dk/dv pass binds 9 storage buffers (q, k, v, dO, lse, delta, dk, dv, the mask).
+  if (a.mask && caps.maxStorageBuffers < 9) {
+    throw new UnsupportedError(`webgpu: a masked attention backward off the tensor cores binds 9 storage buffers in its dk/dv pass; ${caps.adapterName} allows ${caps.maxStorageBuffers}`);
   }
-  return alu;
+  return aluBackwardPlan(caps, a, x, g);
 }
 
 /** The backward's passes in f32 arithmetic: register-blocked where that pass's tiles fit, else plain. */
