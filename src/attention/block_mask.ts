@@ -56,7 +56,7 @@ export interface BlockMask {
   /** Both lists (see the file's comment); byKeyOffset is where the transposed one starts. */
   readonly table: Int32Array;
   readonly byKeyOffset: number;
-  /** Blocks visited, and blocks the predicate alone (causal, window) would visit. */
+  /** Blocks visited, and blocks the predicate (causal, window, valid keys, segments) alone would visit. */
   readonly visited: number; readonly predicateBlocks: number;
 }
 
@@ -76,31 +76,31 @@ function blockUnderPredicate(qb: number, kb: number, g: Omit<Geometry, 'segments
 type Geometry = Required<Omit<MaskGeometry, 'segments'>> & { segments: Int32Array | null };
 
 /**
- * How block (qb, kb) of batch entry b fares under the predicate with segments: 0 where its pairs
- * share no segment that a query could see (under causal: no key of the segment at or before the
- * segment's last query position there), 2 where it is whole under the predicate and all its query
- * and key positions carry one id, else the predicate's class capped at 1.
+ * How every block (qb, kb) of batch entry b fares, at qb·kBlocks + kb: the predicate's class, and
+ * with segments 0 where its pairs share no segment that a query could see (under causal: no key of
+ * the segment at or before the segment's last query position there), 2 where it is whole under the
+ * predicate and all its query and key positions carry one id, else at most 1.
  */
-function blockClass(qb: number, kb: number, b: number, g: Geometry): 0 | 1 | 2 {
-  const base = blockUnderPredicate(qb, kb, g);
-  const seg = g.segments;
-  if (base === 0 || seg === null) return base;
-  const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(g.tq, i0 + MASK_Q_BLOCK) - 1;
-  const j0 = kb * MASK_K_BLOCK, j1 = Math.min(g.tk, g.kvLength, j0 + MASK_K_BLOCK) - 1;
-  const at = b * g.tk;
-  // The last query position of each segment in the block, and whether the block holds one id.
-  const lastQuery = new Map<number, number>();
-  for (let i = i0; i <= i1; i++) lastQuery.set(seg[at + i + g.qOffset], i + g.qOffset);
-  let one = lastQuery.size === 1;
-  let shared = false;
-  for (let j = j0; j <= j1; j++) {
-    const s = seg[at + j];
-    const last = lastQuery.get(s);
-    if (last === undefined) { one = false; continue; }
-    if (!g.causal || j <= last) shared = true;
+function blockClasses(b: number, g: Geometry, qBlocks: number, kBlocks: number): Uint8Array {
+  const out = new Uint8Array(qBlocks * kBlocks);
+  const seg = g.segments, at = b * g.tk;
+  for (let qb = 0; qb < qBlocks; qb++) {
+    // The last query position of each segment in the query block (once for all its key blocks).
+    const lastQuery = new Map<number, number>();
+    if (seg) for (let i = qb * MASK_Q_BLOCK; i < Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK); i++) lastQuery.set(seg[at + i + g.qOffset], i + g.qOffset);
+    for (let kb = 0; kb < kBlocks; kb++) {
+      const base = blockUnderPredicate(qb, kb, g);
+      if (base === 0 || seg === null) { out[qb * kBlocks + kb] = base; continue; }
+      let one = lastQuery.size === 1, shared = false;
+      for (let j = kb * MASK_K_BLOCK; j < Math.min(g.tk, g.kvLength, (kb + 1) * MASK_K_BLOCK); j++) {
+        const last = lastQuery.get(seg[at + j]);
+        if (last === undefined) one = false;
+        else if (!g.causal || j <= last) shared = true;
+      }
+      out[qb * kBlocks + kb] = !shared ? 0 : base === 2 && one ? 2 : 1;
+    }
   }
-  if (!shared) return 0;
-  return base === 2 && one ? 2 : 1;
+  return out;
 }
 
 function complete(g: MaskGeometry): Geometry {
@@ -130,9 +130,9 @@ function complete(g: MaskGeometry): Geometry {
  */
 export function blockMask(geometry: MaskGeometry, keep: (b: number, h: number, qb: number, kb: number) => boolean = () => true): BlockMask {
   const g = complete(geometry);
-  return build(g, (b, h, qb) => {
+  return build(g, (b, h, qb, classOf) => {
     const out: number[] = [];
-    for (let kb = 0; kb < Math.ceil(g.tk / MASK_K_BLOCK); kb++) if (blockClass(qb, kb, b, g) !== 0 && keep(b, h, qb, kb)) out.push(kb);
+    for (let kb = 0; kb < Math.ceil(g.tk / MASK_K_BLOCK); kb++) if (classOf(kb) !== 0 && keep(b, h, qb, kb)) out.push(kb);
     return out;
   });
 }
@@ -146,7 +146,7 @@ export function blockMask(geometry: MaskGeometry, keep: (b: number, h: number, q
 export function blockMaskFromLists(geometry: MaskGeometry, lists: (b: number, h: number, qb: number) => readonly number[]): BlockMask {
   const g = complete(geometry);
   const kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
-  return build(g, (b, h, qb) => {
+  return build(g, (b, h, qb, classOf) => {
     const seen = new Set<number>();
     const out: number[] = [];
     for (const kb of lists(b, h, qb)) {
@@ -158,13 +158,14 @@ export function blockMaskFromLists(geometry: MaskGeometry, lists: (b: number, h:
       if (g.causal && kb * MASK_K_BLOCK > lastPos) {
         throw new ArgumentError(`${where}: key block ${kb} (keys ${kb * MASK_K_BLOCK}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
       }
-      if (blockClass(qb, kb, b, g) !== 0) out.push(kb);
+      if (classOf(kb) !== 0) out.push(kb);
     }
     return out.sort((x, y) => x - y);
   });
 }
 
-function build(g: Geometry, listOf: (b: number, h: number, qb: number) => number[]): BlockMask {
+/** The table from the key blocks listOf names per (b, h, qb); classOf(kb) is block (qb, kb)'s class for b (blockClasses). */
+function build(g: Geometry, listOf: (b: number, h: number, qb: number, classOf: (kb: number) => number) => number[]): BlockMask {
   const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
   const rows = g.batch * g.heads;
   const byKeyOffset = rows * qBlocks * (kBlocks + 1);
@@ -173,16 +174,12 @@ function build(g: Geometry, listOf: (b: number, h: number, qb: number) => number
   if (g.segments) table.set(g.segments, listsEnd);
   let visited = 0, predicateBlocks = 0;
   // Blocks the predicate (with segments) reaches, per batch entry; the lists' partial bits.
-  const cls: Uint8Array[] = [];
-  for (let b = 0; b < g.batch; b++) {
-    const c = new Uint8Array(qBlocks * kBlocks);
-    for (let qb = 0; qb < qBlocks; qb++) for (let kb = 0; kb < kBlocks; kb++) { c[qb * kBlocks + kb] = blockClass(qb, kb, b, g); if (c[qb * kBlocks + kb] !== 0) predicateBlocks += g.heads; }
-    cls.push(c);
-  }
+  const cls = Array.from({ length: g.batch }, (_, b) => blockClasses(b, g, qBlocks, kBlocks));
+  for (const c of cls) for (const x of c) if (x !== 0) predicateBlocks += g.heads;
   for (let r = 0; r < rows; r++) {
     const b = Math.floor(r / g.heads), h = r % g.heads;
     for (let qb = 0; qb < qBlocks; qb++) {
-      const list = listOf(b, h, qb);
+      const list = listOf(b, h, qb, (kb) => cls[b][qb * kBlocks + kb]);
       const at = (r * qBlocks + qb) * (kBlocks + 1);
       table[at] = list.length;
       list.forEach((kb, n) => {

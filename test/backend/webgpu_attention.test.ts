@@ -20,6 +20,7 @@ import type { AttentionArgs } from '../../src/backend/backend.ts';
 import * as cpu from '../../src/backend/cpu/attention.ts';
 import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import type { GpuCaps } from '../../src/backend/webgpu/device.ts';
+import type { DispatchRecord } from '../../src/backend/webgpu/runtime.ts';
 import { attentionBackward, attentionBlocked, attentionPlain } from '../../src/backend/webgpu/kernels/attention.ts';
 import { aluBackwardPlan, attentionBackwardPlan, attentionForwardPlan, blockedPlan, blockedRows } from '../../src/backend/webgpu/kernels/attention_plan.ts';
 import { attentionTc, attentionTcBackward, tcBackwardEligible, tcEligible, type TcBackwardVariant } from '../../src/backend/webgpu/kernels/attention_tc.ts';
@@ -346,51 +347,63 @@ test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 2
   assert.equal(tcBackwardEligible(gpu!.caps, 'bf16', 'bf16', { ...a, d: 64 }), false, 'bf16 has no tensor-core path');
 });
 
-test('attention with a block mask on tensor cores vs CPU: forward and gradients, shared and per-head masks, GQA, ragged ends, packed documents (segments); key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async (t) => {
-  if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernels cannot run here (the register-blocked test covers masks on this device)`); return; }
+/** A masked attention case: shapes, storage dtype, the mask's heads (1 or h), its kept blocks (key block 1 always dropped) and optional segments. */
+interface MaskCase { b: number; h: number; hkv: number; tq: number; tk: number; d: number; dtype: FloatDType; heads: number; kvLength?: number; window?: number; causal?: boolean; segments?: number[]; keep: (b: number, h: number, qb: number, kb: number) => boolean }
+
+const docs = (lengths: number[]) => lengths.flatMap((n, i) => new Array<number>(n).fill(i));
+
+/**
+ * One masked case on the CPU backend and on this device through ops' attention, forward and
+ * gradients, within `tol`. Keys 64…127 (key block 1, dropped everywhere) are NaN: a kernel that read
+ * them would spread it. `ran` sees the device's dispatches, the mask and the call's arguments.
+ */
+async function checkMasked(c: MaskCase, tol: number, ran: (dispatches: readonly DispatchRecord[], a: AttentionArgs, what: string) => void): Promise<void> {
   const cpuB = new (await import('../../src/backend/cpu/backend.ts')).CpuBackend();
   const { blockMask } = await import('../../src/attention/block_mask.ts');
-  const docs = (lengths: number[]) => lengths.flatMap((n, i) => new Array<number>(n).fill(i));
-  const cases: { b: number; h: number; hkv: number; t: number; d: number; heads: number; keep: (b: number, h: number, qb: number, kb: number) => boolean; segments?: number[] }[] = [
-    { b: 1, h: 2, hkv: 1, t: 300, d: 64, heads: 1, keep: (_b: number, _h: number, qb: number, kb: number) => kb !== 1 && (kb === 2 * qb || (qb + kb) % 2 === 0) },
-    { b: 2, h: 4, hkv: 2, t: 333, d: 128, heads: 4, keep: (b: number, h: number, qb: number, kb: number) => kb !== 1 && ((kb + h + b) % 3 !== 1 || kb === 2 * qb) },
-    { b: 2, h: 2, hkv: 1, t: 400, d: 64, heads: 1, keep: (_b, _h, _qb, kb) => kb !== 1, segments: [...docs([70, 150, 180]), ...docs([400])] },
-    { b: 1, h: 4, hkv: 2, t: 333, d: 128, heads: 4, keep: (_b, h, qb, kb) => kb !== 1 && (kb + h) % 4 !== 3 || kb === 2 * qb, segments: docs([100, 33, 200]) },
+  const kvLength = c.kvLength ?? c.tk, causal = c.causal ?? true;
+  const m = blockMask({ batch: c.b, heads: c.heads, tq: c.tq, tk: c.tk, kvLength, causal, window: c.window ?? 0, segments: c.segments }, c.keep);
+  const what = JSON.stringify({ ...c, keep: undefined, segments: c.segments ? 'docs' : undefined });
+  const kvHost = (seed: number) => {
+    const x = hostToF32(randomHost(c.b * c.hkv * c.tk * c.d, c.dtype, seed), c.dtype);
+    for (let bh = 0; bh < c.b * c.hkv; bh++) x.fill(NaN, (bh * c.tk + 64) * c.d, (bh * c.tk + 128) * c.d);
+    return f32ToHost(x, c.dtype);
+  };
+  const host = [randomHost(c.b * c.h * c.tq * c.d, c.dtype, 1), kvHost(2), kvHost(3), randomHost(c.b * c.h * c.tq * c.d, c.dtype, 4)];
+  const opts = { mask: m, kvLength, causal, window: c.window };
+  const a: AttentionArgs = { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, causal, window: c.window ?? 0, scale: 1 / Math.sqrt(c.d), mask: { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset } };
+  const results: Float32Array[][] = [];
+  for (const be of [cpuB, gpu!]) {
+    const [q, k, v] = host.slice(0, 3).map((x, i) => fon.tensor(x, i === 0 ? [c.b, c.h, c.tq, c.d] : [c.b, c.hkv, c.tk, c.d], { dtype: c.dtype, backend: be, requiresGrad: true }));
+    const g = fon.tensor(host[3], [c.b, c.h, c.tq, c.d], { dtype: c.dtype, backend: be });
+    const run = () => { const out = attention(q, k, v, opts); fon.backward(out, g); return out; };
+    const { result: out, dispatches } = be === gpu ? gpu!.rt.recordDispatches(run) : { result: run(), dispatches: [] };
+    if (be === gpu) ran(dispatches, a, what);
+    results.push(await Promise.all([out, q.grad!, k.grad!, v.grad!].map(async (x) => hostToF32(await x.data(), x.dtype))));
+    for (const x of [q, k, v, g, out]) x.dispose();
+  }
+  ['out', 'dq', 'dk', 'dv'].forEach((n, i) => {
+    const [want, got] = [results[0][i], results[1][i]];
+    let worst = 0;
+    for (let j = 0; j < want.length; j++) worst = Math.max(worst, Number.isNaN(got[j]) ? Infinity : Math.abs(got[j] - want[j]) / (1 + Math.abs(want[j])));
+    assert.ok(worst <= tol, `${what} ${n}: worst error ${worst}`);
+  });
+}
+
+test('attention with a block mask on tensor cores vs CPU: forward and gradients, shared and per-head masks, GQA, ragged ends, packed documents (segments); key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async (t) => {
+  if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernels cannot run here (the register-blocked test covers masks on this device)`); return; }
+  const sq = (x: Omit<MaskCase, 'tq' | 'tk' | 'dtype'> & { t: number }): MaskCase => ({ ...x, tq: x.t, tk: x.t, dtype: 'f16' });
+  const cases: MaskCase[] = [
+    sq({ b: 1, h: 2, hkv: 1, t: 300, d: 64, heads: 1, keep: (_b, _h, qb, kb) => kb !== 1 && (kb === 2 * qb || (qb + kb) % 2 === 0) }),
+    sq({ b: 2, h: 4, hkv: 2, t: 333, d: 128, heads: 4, keep: (b, h, qb, kb) => kb !== 1 && ((kb + h + b) % 3 !== 1 || kb === 2 * qb) }),
+    sq({ b: 2, h: 2, hkv: 1, t: 400, d: 64, heads: 1, keep: (_b, _h, _qb, kb) => kb !== 1, segments: [...docs([70, 150, 180]), ...docs([400])] }),
+    sq({ b: 1, h: 4, hkv: 2, t: 333, d: 128, heads: 4, keep: (_b, h, qb, kb) => (kb !== 1 && (kb + h) % 4 !== 3) || kb === 2 * qb, segments: docs([100, 33, 200]) }),
   ];
   for (const c of cases) {
-    const m = blockMask({ batch: c.b, heads: c.heads, tq: c.t, tk: c.t, segments: c.segments }, c.keep);
-    const what = JSON.stringify({ ...c, keep: undefined, segments: c.segments ? 'docs' : undefined });
-    // Keys 64…127 (key block 1, dropped everywhere) are NaN: a kernel that read them would spread it.
-    const kvHost = (seed: number) => {
-      const x = hostToF32(randomHost(c.b * c.hkv * c.t * c.d, 'f16', seed), 'f16');
-      for (let bh = 0; bh < c.b * c.hkv; bh++) x.fill(NaN, (bh * c.t + 64) * c.d, (bh * c.t + 128) * c.d);
-      return f32ToHost(x, 'f16');
-    };
-    const host = [randomHost(c.b * c.h * c.t * c.d, 'f16', 1), kvHost(2), kvHost(3), randomHost(c.b * c.h * c.t * c.d, 'f16', 4)];
-    const results: Float32Array[][] = [];
-    for (const be of [cpuB, gpu!]) {
-      const [q, k, v] = host.slice(0, 3).map((x, i) => fon.tensor(x, i === 0 ? [c.b, c.h, c.t, c.d] : [c.b, c.hkv, c.t, c.d], { dtype: 'f16', backend: be, requiresGrad: true }));
-      const g = fon.tensor(host[3], [c.b, c.h, c.t, c.d], { dtype: 'f16', backend: be });
-      const { result: out, dispatches } = be === gpu ? gpu!.rt.recordDispatches(() => attention(q, k, v, { mask: m })) : { result: attention(q, k, v, { mask: m }), dispatches: [] };
-      if (be === gpu) assert.ok(dispatches.some((d) => d.kernel === 'attention_tc' && d.variant.MASK && !!d.variant.SEG === !!c.segments), `${what}: the masked tensor-core forward ran`);
-      fon.backward(out, g);
-      results.push(await Promise.all([out, q.grad!, k.grad!, v.grad!].map(async (x) => hostToF32(await x.data(), x.dtype))));
-      for (const x of [q, k, v, g, out]) x.dispose();
-    }
-    ['out', 'dq', 'dk', 'dv'].forEach((n, i) => {
-      const [want, got] = [results[0][i], results[1][i]];
-      let worst = 0;
-      for (let j = 0; j < want.length; j++) worst = Math.max(worst, Number.isNaN(got[j]) ? Infinity : Math.abs(got[j] - want[j]) / (1 + Math.abs(want[j])));
-      assert.ok(worst <= 1e-2, `${what} ${n}: worst error ${worst}`);
-    });
+    await checkMasked(c, 1e-2, (dispatches, _a, what) => assert.ok(dispatches.some((d) => d.kernel === 'attention_tc' && d.variant.MASK && !!d.variant.SEG === !!c.segments), `${what}: the masked tensor-core forward ran`));
   }
 });
 
 test('attention with a block mask on the register-blocked and plain kernels vs CPU: forward and gradients, shared and per-head masks, GQA, window, kvLength < Tk, Tq < Tk, not causal, packed documents (segments), f32, f16, bf16; key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async () => {
-  const cpuB = new (await import('../../src/backend/cpu/backend.ts')).CpuBackend();
-  const { blockMask } = await import('../../src/attention/block_mask.ts');
-  const docs = (lengths: number[]) => lengths.flatMap((n, i) => new Array<number>(n).fill(i));
-  interface MaskCase { b: number; h: number; hkv: number; tq: number; tk: number; d: number; dtype: FloatDType; heads: number; kvLength?: number; window?: number; causal?: boolean; segments?: number[]; keep: (b: number, h: number, qb: number, kb: number) => boolean }
   // Head dims that are not multiples of 16 keep f16 off the tensor cores where a device has them.
   const cases: MaskCase[] = [
     { b: 1, h: 2, hkv: 1, tq: 300, tk: 300, d: 32, dtype: 'f32', heads: 1, keep: (_b, _h, qb, kb) => kb !== 1 && (kb === 2 * qb || (qb + kb) % 2 === 0) },
@@ -404,40 +417,13 @@ test('attention with a block mask on the register-blocked and plain kernels vs C
   ];
   const ran = new Set<string>();
   for (const c of cases) {
-    const kvLength = c.kvLength ?? c.tk, causal = c.causal ?? true;
-    const m = blockMask({ batch: c.b, heads: c.heads, tq: c.tq, tk: c.tk, kvLength, causal, window: c.window ?? 0, segments: c.segments }, c.keep);
-    const what = JSON.stringify({ ...c, keep: undefined, segments: c.segments ? 'docs' : undefined });
-    // Keys 64…127 (key block 1, dropped everywhere) are NaN: a kernel that read them would spread it.
-    const kvHost = (seed: number) => {
-      const x = hostToF32(randomHost(c.b * c.hkv * c.tk * c.d, c.dtype, seed), c.dtype);
-      for (let bh = 0; bh < c.b * c.hkv; bh++) x.fill(NaN, (bh * c.tk + 64) * c.d, (bh * c.tk + 128) * c.d);
-      return f32ToHost(x, c.dtype);
-    };
-    const host = [randomHost(c.b * c.h * c.tq * c.d, c.dtype, 1), kvHost(2), kvHost(3), randomHost(c.b * c.h * c.tq * c.d, c.dtype, 4)];
-    const opts = { mask: m, kvLength, causal, window: c.window };
-    const results: Float32Array[][] = [];
-    for (const be of [cpuB, gpu!]) {
-      const [q, k, v] = host.slice(0, 3).map((x, i) => fon.tensor(x, i === 0 ? [c.b, c.h, c.tq, c.d] : [c.b, c.hkv, c.tk, c.d], { dtype: c.dtype, backend: be, requiresGrad: true }));
-      const g = fon.tensor(host[3], [c.b, c.h, c.tq, c.d], { dtype: c.dtype, backend: be });
-      const run = () => { const out = attention(q, k, v, opts); fon.backward(out, g); return out; };
-      const { result: out, dispatches } = be === gpu ? gpu!.rt.recordDispatches(run) : { result: run(), dispatches: [] };
-      if (be === gpu) {
-        // Each pass on the kernel the plan names, reading the mask.
-        const a: AttentionArgs = { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, causal, window: c.window ?? 0, scale: 1 / Math.sqrt(c.d), mask: { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset } };
-        const bwd = attentionBackwardPlan(gpu!.caps, a, c.dtype, c.dtype);
-        const want = [attentionForwardPlan(gpu!.caps, a, c.dtype), bwd.dq, bwd.dkdv].map((k, i) => `attention_${k} ${['FWD', 'DQ', 'DKDV'][i]}`);
-        const masked = dispatches.filter((d) => d.variant.MASK && !!d.variant.SEG === !!c.segments && d.kernel !== 'attention_tc' && d.kernel !== 'attention_tc_backward');
-        assert.deepEqual(masked.map((d) => `${d.kernel} ${d.variant.FWD ? 'FWD' : d.variant.DQ ? 'DQ' : 'DKDV'}`), want, `${what}: the masked passes ran`);
-        for (const w of want) ran.add(w.split(' ')[0]);
-      }
-      results.push(await Promise.all([out, q.grad!, k.grad!, v.grad!].map(async (x) => hostToF32(await x.data(), x.dtype))));
-      for (const x of [q, k, v, g, out]) x.dispose();
-    }
-    ['out', 'dq', 'dk', 'dv'].forEach((n, i) => {
-      const [want, got] = [results[0][i], results[1][i]];
-      let worst = 0;
-      for (let j = 0; j < want.length; j++) worst = Math.max(worst, Number.isNaN(got[j]) ? Infinity : Math.abs(got[j] - want[j]) / (1 + Math.abs(want[j])));
-      assert.ok(worst <= (c.dtype === 'f32' ? 1e-4 : 2 * TOL[c.dtype]), `${what} ${n}: worst error ${worst}`);
+    await checkMasked(c, c.dtype === 'f32' ? 1e-4 : 2 * TOL[c.dtype], (dispatches, a, what) => {
+      // Each pass on the kernel the plan names, reading the mask.
+      const bwd = attentionBackwardPlan(gpu!.caps, a, c.dtype, c.dtype);
+      const want = [attentionForwardPlan(gpu!.caps, a, c.dtype), bwd.dq, bwd.dkdv].map((k, i) => `attention_${k} ${['FWD', 'DQ', 'DKDV'][i]}`);
+      const masked = dispatches.filter((d) => d.variant.MASK && !!d.variant.SEG === !!c.segments && d.kernel !== 'attention_tc' && d.kernel !== 'attention_tc_backward');
+      assert.deepEqual(masked.map((d) => `${d.kernel} ${d.variant.FWD ? 'FWD' : d.variant.DQ ? 'DQ' : 'DKDV'}`), want, `${what}: the masked passes ran`);
+      for (const w of want) ran.add(w.split(' ')[0]);
     });
   }
   assert.ok(ran.has('attention_blocked'), 'the blocked kernels took masks');
