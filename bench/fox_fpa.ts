@@ -20,7 +20,7 @@
  *   node --import tsx bench/fox_fpa.ts --json bench/results_fox_fpa_h200.json
  * (--fox-plain: FoX's f16 forward on the blocked/plain kernels instead of the tensor-core kernel;
  * --profile: each decode case runs its steps again with every dispatch timed on the GPU, and prints
- * wall and GPU ms a step and the kernels by GPU time)
+ * wall and GPU ms a step and the kernels by GPU time; each prefill case runs once more so timed)
  * defaults: --prefill 4096,8192,16384,32768 --backward 4096,8192,16384,32768 --decode 4096,16384,65536
  *           --heads 16 --head-dim 64,128 --mechanisms full,fox,fpa --decode-steps 32 --tau 16 --plain-max 8192
  * Tiny smoke run on SwiftShader (timings meaningless):
@@ -135,14 +135,22 @@ async function timePrefill(b: Backend, mech: Mech, x: PrefillInputs): Promise<nu
   };
   const leaves = [x.q, x.k, x.v, x.c, x.phi, x.level, x.lambda];
   const clear = () => { for (const t of leaves) { t.grad?.dispose(); t.grad = null; } };
-  try {
-    return await timeLoop(b, () => {
-      fon.tidy(() => {
-        const o = run();
-        if (x.g) fon.backward(o, x.g);
-      });
-      clear();
+  const once = () => {
+    fon.tidy(() => {
+      const o = run();
+      if (x.g) fon.backward(o, x.g);
     });
+    clear();
+  };
+  try {
+    const ms = await timeLoop(b, once);
+    if (flags.profile && b instanceof WebGpuBackend) {
+      // --profile: one more call with every dispatch timed on the GPU: where its time goes.
+      b.rt.startProfile();
+      once();
+      console.error(`  profile, ${mech}${x.g ? ' forward+backward' : ''}, ${x.q.shape[2]} tokens:\n${profileTable(await b.rt.stopProfile(), { top: 12 })}`);
+    }
+    return ms;
   } finally {
     clear();
     await b.sync().catch(() => {});

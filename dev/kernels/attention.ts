@@ -314,6 +314,11 @@ const VERSIONS: Version[] = [
   { name: 't9', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, kPad: 8 }) },
   { name: 't12', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTcOnePass(be, q, k, v, a, 8) },
   { name: 't13', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 4, kPad: 8 }) },
+  // t14: t9 with each key block's global loads issued during the block before (PREFETCH; src for
+  // D ≤ 128); t15: t14 with 4 subgroups. H200, 2026-12-03T18:0xZ, with the fetch/put staging of
+  // that day: t9 4K 2.177 ms, 16K 28.208; t14 2.002, 27.017; t15 3.614, 54.706.
+  { name: 't14', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 8, kPad: 8, prefetch: true }) },
+  { name: 't15', kind: 'prefill', usable: tc6, run: (be, q, k, v, a) => attentionTc(be, q, k, v, a, { nsg: 4, kPad: 8, prefetch: true }) },
   { name: 't6n', kind: 'prefill', usable: tc6, run: tcPatched('n', noRescale) },
   { name: 't6r', kind: 'prefill', usable: tc6, run: tcPatched('r', rowMax) },
   { name: 't6rn', kind: 'prefill', usable: tc6, run: tcPatched('rn', (src) => noRescale(rowMax(src))) },
@@ -504,11 +509,20 @@ const tcBwd = (variant: Partial<TcBackwardVariant>): BackwardVersion['run'] => (
  *                                                      4K 5.1 (67.6), 16K 67.7 (81.2) [DKDV 38.1, DQ 29.6]
  *        (tb4 in the same run: 4K 6.5, 16K 89.8 [DQ 51.1, DKDV 38.1]; 2026-12-03T14:5xZ)
  *   tb9  tb8 with the DKDV k/v fragments reloaded (KRELOAD).
+ *   (2026-12-03T18:0xZ) the staging of every pass rewritten as fetch (each invocation's 16-byte
+ *        pieces of a block into registers, a loop of constant trip count) then put (registers into
+ *        workgroup memory), where it was one loop of load-and-store; src's tb8 in that run:
+ *                                                      4K 4.1 (83.9), 16K 57.8 (95.1) [DKDV 28.9, DQ 25.9]
+ *   tb10 tb8 with PREFETCH in both passes: a step's fetch issued right after the step before is
+ *        in workgroup memory.                          4K 4.3 (79.6), 16K 59.0 (93.2) [DKDV 34.0, DQ 24.0]
+ *   tb11 tb10 with 32 query rows a DKDV step.          4K 5.5 (62.5), 16K 76.7 (71.7) [DKDV 52.1, DQ 24.2]
+ *   tb12 tb10 with 8 subgroups a DKDV workgroup.       4K 4.6 (75.3), 16K 58.1 (94.6) [DKDV 33.5, DQ 24.2]
+ *   tb13 tb8 with PREFETCH in the DQ pass only (DKDV loses it to register pressure).   ← src
  *
  * DKDV now holds more than half of the time: the next lead.
  */
 /** tb1 in full: every other version names what it changes from it (src's default has moved since, TC_BACKWARD_DEFAULT). */
-const TB1: TcBackwardVariant = { nsg: 4, kReload: false, kPad: 8, kvNsg: 4, kvRows: 32, dqKeys: 32 };
+const TB1: TcBackwardVariant = { nsg: 4, kReload: false, kPad: 8, kvNsg: 4, kvRows: 32, dqKeys: 32, dqPrefetch: false, kvPrefetch: false };
 
 const BACKWARD_VERSIONS: BackwardVersion[] = [
   { name: 'ab1', usable: () => true, run: (be, x, o, lse, _delta, a) => attentionBackward(be, x[0], x[1], x[2], o, { h: lse, shape: [], dtype: 'f32' }, x[3], a, aluBackwardPlan(be.caps, a, 'f16', 'f16')) },
@@ -521,6 +535,10 @@ const BACKWARD_VERSIONS: BackwardVersion[] = [
   { name: 'tb7', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ ...TB1, kvRows: 16, dqKeys: 16 }) },
   { name: 'tb8', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ ...TB1, kvRows: 16, dqKeys: 16, nsg: 8 }) },
   { name: 'tb9', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ ...TB1, kvRows: 16, dqKeys: 16, nsg: 8, kReload: true }) },
+  { name: 'tb10', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ ...TB1, kvRows: 16, dqKeys: 16, nsg: 8, dqPrefetch: true, kvPrefetch: true }) },
+  { name: 'tb11', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ ...TB1, kvRows: 32, dqKeys: 16, nsg: 8, dqPrefetch: true, kvPrefetch: true }) },
+  { name: 'tb12', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ ...TB1, kvRows: 16, dqKeys: 16, nsg: 8, kvNsg: 8, dqPrefetch: true, kvPrefetch: true }) },
+  { name: 'tb13', usable: (be, a) => tcBackwardEligible(be.caps, 'f16', 'f16', a), run: tcBwd({ ...TB1, kvRows: 16, dqKeys: 16, nsg: 8, dqPrefetch: true }) },
 ];
 
 /** Inputs of a backward version: q, k, v, dO (f16), the CPU forward's out and lse, and delta. */

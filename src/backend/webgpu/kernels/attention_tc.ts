@@ -145,12 +145,13 @@ export const tcKernel: Kernel = tcKernelOf('attention_tc', () => wgslSource('att
  * Tensor-core forward variants (dev/kernels/attention.ts t3–t13): subgroups per workgroup; whether
  * q fragments are loaded again for every key block instead of held in registers (fewer registers,
  * more loads); the older bool-argument form of the subgroup-matrix loads (subgroup_matrix.ts); the
- * padding of the staged K/V rows in halves (TC_KPAD; 0 is the unpadded t5).
+ * padding of the staged K/V rows in halves (TC_KPAD; 0 is the unpadded t5); whether a key block's
+ * global loads are issued while the block before is multiplied (PREFETCH, t14).
  */
-export interface TcVariant { nsg: number; qReload: boolean; loadArg: boolean; kPad: number }
+export interface TcVariant { nsg: number; qReload: boolean; loadArg: boolean; kPad: number; prefetch: boolean }
 
 export function tcVariant(caps: GpuCaps, d: number): TcVariant {
-  return { nsg: tcSubgroups(caps, d), qReload: false, loadArg: false, kPad: TC_KPAD };
+  return { nsg: tcSubgroups(caps, d), qReload: false, loadArg: false, kPad: TC_KPAD, prefetch: d <= 128 };
 }
 
 /**
@@ -160,7 +161,7 @@ export function tcVariant(caps: GpuCaps, d: number): TcVariant {
  */
 export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, variant: Partial<TcVariant> = {}, modifier?: TcModifier, mask?: GpuRef): [GpuHandle, GpuHandle] {
   if (modifier && (mask || !a.causal || a.window !== 0)) throw new UnsupportedError(`webgpu: the tensor-core ${modifier.kind} forward is causal, without a window or block mask`);
-  const { nsg, qReload, loadArg, kPad } = { ...tcVariant(be.caps, a.d), ...variant };
+  const { nsg, qReload, loadArg, kPad, prefetch } = { ...tcVariant(be.caps, a.d), ...variant };
   if (!tcEligible(be.caps, q.dtype, a.d) || a.tq < 16) throw new UnsupportedError(`webgpu: the tensor-core attention does not take ${q.dtype} inputs of head dim ${a.d} on ${be.caps.adapterName}`);
   if (tcSmem(nsg, a.d, kPad) > be.caps.maxWorkgroupStorage) throw new UnsupportedError(`webgpu: the tensor-core attention with ${nsg} subgroups and rows padded by ${kPad} halves needs ${tcSmem(nsg, a.d, kPad)} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
   if (mask && MASK_Q_BLOCK % (16 * nsg) !== 0) throw new UnsupportedError(`webgpu: the masked tensor-core forward takes workgroups of rows dividing ${MASK_Q_BLOCK}, not ${16 * nsg}`);
@@ -170,7 +171,7 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, MOD: modifier?.kind ?? '', MASK: !!mask, SEG: !!mask && (a.mask?.segmentOffset ?? 0) > 0 },
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, PREFETCH: prefetch, MOD: modifier?.kind ?? '', MASK: !!mask, SEG: !!mask && (a.mask?.segmentOffset ?? 0) > 0 },
     uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...modifierBuffers(modifier), ...(mask ? [mask.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];
@@ -205,9 +206,10 @@ export function tcBackwardEligible(caps: GpuCaps, x: DType, g: DType, a: Attenti
  * Tensor-core backward variants (dev/kernels/attention.ts): subgroups a DQ workgroup; whether DKDV
  * loads its k and v fragments again at every use instead of holding them (16 fewer matrices in
  * registers); the padding of staged rows in halves; subgroups a DKDV workgroup and the query rows
- * it stages a step (16 or 32); the keys a DQ step stages (16 or 32).
+ * it stages a step (16 or 32); the keys a DQ step stages (16 or 32); whether a DQ (DKDV) step's
+ * global loads are issued while the step before is multiplied (PREFETCH; dev/kernels tb10, tb14).
  */
-export interface TcBackwardVariant { nsg: number; kReload: boolean; kPad: number; kvNsg: number; kvRows: number; dqKeys: number }
+export interface TcBackwardVariant { nsg: number; kReload: boolean; kPad: number; kvNsg: number; kvRows: number; dqKeys: number; dqPrefetch: boolean; kvPrefetch: boolean }
 
 /**
  * 16 query rows a DKDV step (half the staging and scratch of 32): 16K backward on the H200 in 91.6
@@ -215,7 +217,7 @@ export interface TcBackwardVariant { nsg: number; kReload: boolean; kPad: number
  * keys a DQ step and 8 subgroups (128 rows) a DQ workgroup: 67.7 against 89.8 ms (DQ 29.6 against
  * 51.1 ms; tb8 against tb4, one run).
  */
-export const TC_BACKWARD_DEFAULT: TcBackwardVariant = { nsg: 8, kReload: false, kPad: TC_KPAD, kvNsg: 4, kvRows: 16, dqKeys: 16 };
+export const TC_BACKWARD_DEFAULT: TcBackwardVariant = { nsg: 8, kReload: false, kPad: TC_KPAD, kvNsg: 4, kvRows: 16, dqKeys: 16, dqPrefetch: true, kvPrefetch: false };
 
 /** The unrolled subgroup-matrix code of one backward pass for head dim d (see attention_tc_backward.wgsl). */
 function tcBackwardBody(pass: 'dq' | 'dkdv', d: number, reload: boolean, cols: number): Record<string, string> {
@@ -302,7 +304,7 @@ export type TcBackwardStats = { lse: GpuHandle; delta: GpuHandle } | { modifier:
  * FoX is causal, without a window or mask). Exported for tests and dev/kernels/attention.ts.
  */
 export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, stats: TcBackwardStats, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}, mask?: GpuRef): [GpuHandle, GpuHandle, GpuHandle] {
-  const { nsg, kReload, kPad, kvNsg, kvRows, dqKeys } = { ...TC_BACKWARD_DEFAULT, ...variant };
+  const { nsg, kReload, kPad, kvNsg, kvRows, dqKeys, dqPrefetch, kvPrefetch } = { ...TC_BACKWARD_DEFAULT, ...variant };
   if (dqKeys !== 16 && dqKeys !== 32) throw new UnsupportedError(`webgpu: the tensor-core attention backward's dq pass stages 16 or 32 keys a step, not ${dqKeys}`);
   // With a block mask a DKDV workgroup's keys are one mask block of 64 (4 subgroups), and a DQ
   // workgroup's rows lie inside one mask block of 128.
@@ -326,11 +328,11 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   const aux = mod ? [mod.aux.buffer] : [];
   const seg = !!mask && (a.mask?.segmentOffset ?? 0) > 0;
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: dqKeys, DQ: true, MASK: !!mask, SEG: seg, MOD: mod?.kind ?? '' },
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: dqKeys, DQ: true, PREFETCH: dqPrefetch, MASK: !!mask, SEG: seg, MOD: mod?.kind ?? '' },
     uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, ...st, dq.buffer, ...aux, ...m], workgroups: [gq, a.heads, a.batch],
   });
   be.rt.run({
-    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload, MASK: !!mask, SEG: seg, MOD: mod?.kind ?? '' },
+    kernel: tcBackwardKernel, variant: { D: a.d, NSG: kvNsg, KPAD: kPad, SC: kvRows, DKDV: true, KRELOAD: kReload, PREFETCH: kvPrefetch, MASK: !!mask, SEG: seg, MOD: mod?.kind ?? '' },
     uniforms: u, buffers: [k.h.buffer, v.h.buffer, q.h.buffer, g.h.buffer, ...st, dk.buffer, dv.buffer, ...aux, ...m], workgroups: [gk, a.kvHeads, a.batch],
   });
   return [dq, dk, dv];

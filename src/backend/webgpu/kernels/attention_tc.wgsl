@@ -12,9 +12,11 @@
 // blocks (S only, no V), pass 2 is the loop above with m fixed: P ≤ 1, no rescale, 1.5× the MMAs.
 // A one-pass form with a lazy rescale of O through workgroup memory was faster (57 against 78 ms at
 // 16K) but gave NaNs on the H200 for a cause not found; it lives in dev/kernels/attention_tc_onepass.wgsl.
-// K and V blocks are staged global → workgroup memory as 8-half vec4<u32> loads (rows past kvLength
-// as zeros), each row padded by KPAD halves; q fragments load straight from global memory, the last block's subgroups moved back
-// to end at row tq (so this kernel needs tq ≥ 16). Key blocks wholly inside every row's visible
+// K and V blocks are staged global → registers → workgroup memory as 8-half vec4<u32> loads (rows
+// past kvLength as zeros), each row padded by KPAD halves; with PREFETCH a block's loads are issued
+// right after the previous block is in workgroup memory, so they fly during its MMAs and softmax.
+// q fragments load straight from global memory, the last block's subgroups moved back to end at
+// row tq (so this kernel needs tq ≥ 16). Key blocks wholly inside every row's visible
 // range skip the mask tests. The epilogue stores each 16×16 tile of O into the subgroup's scratch
 // and its lanes write it as f16. Workgroups take query blocks from the last (longest under causal
 // masking) to the first.
@@ -56,21 +58,33 @@ fn put8(at: u32, w: vec4<u32>) {
   KV[at + 4u] = h2.x; KV[at + 5u] = h2.y; KV[at + 6u] = h3.x; KV[at + 7u] = h3.y;
 }
 
-// Rows [k0, k0 + BK) of k at KV[0, BK·KD) (and of v at KV[BK·KD, 2·BK·KD) when with_v), row
-// stride KD; rows past kvlen as zeros.
-fn stage_keys(lid: u32, kbase8: u32, k0: u32, with_v: bool) {
-  for (var e = lid; e < BK * D8; e += WG) {
-    let j = e / D8;
-    let c8 = e % D8;
+// Each invocation's share of staging a key block: NL 16-byte pieces of K (and of V).
+const NL = (BK * D8 + WG - 1u) / WG;
+
+// Rows [k0, k0 + BK) of k (and of v when with_v) into registers, rows past kvlen as zeros.
+fn fetch_keys(kr: ptr<function, array<vec4<u32>, NL>>, vr: ptr<function, array<vec4<u32>, NL>>, kbase8: u32, k0: u32, lid: u32, with_v: bool) {
+  for (var l = 0u; l < NL; l++) {
+    let e = lid + l * WG;
     var kw = vec4<u32>(0u);
     var vw = vec4<u32>(0u);
-    if (k0 + j < P.kvlen) {
-      let o = kbase8 + (k0 + j) * D8 + c8;
+    if (e < BK * D8 && k0 + e / D8 < P.kvlen) {
+      let o = kbase8 + k0 * D8 + e;
       kw = k8[o];
       if (with_v) { vw = v8[o]; }
     }
-    put8(j * KD + c8 * 8u, kw);
-    if (with_v) { put8(BK * KD + j * KD + c8 * 8u, vw); }
+    (*kr)[l] = kw;
+    (*vr)[l] = vw;
+  }
+}
+
+// The fetched rows into KV[0, BK·KD) (and v's into KV[BK·KD, 2·BK·KD)), row stride KD.
+fn put_keys(kr: ptr<function, array<vec4<u32>, NL>>, vr: ptr<function, array<vec4<u32>, NL>>, lid: u32, with_v: bool) {
+  for (var l = 0u; l < NL; l++) {
+    let e = lid + l * WG;
+    if (e < BK * D8) {
+      put8((e / D8) * KD + (e % D8) * 8u, (*kr)[l]);
+      if (with_v) { put8(BK * KD + (e / D8) * KD + (e % D8) * 8u, (*vr)[l]); }
+    }
   }
 }
 
@@ -104,15 +118,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   var l = 0.0;
 
   // Pass 1: the maximum of each row.
+  var kr: array<vec4<u32>, NL>;
+  var vr: array<vec4<u32>, NL>;
   mod_row(b, h, row);
+#if PREFETCH
+  var k0n = 0u;
+  if (nblocks > 0u) {
+    k0n = visit(select(0u, nblocks - 1u, MOD_REVERSE), kfirst, BK, MASK_KB, mrow, lid);
+    fetch_keys(&kr, &vr, kbase8, k0n, lid, false);
+    mod_fetch(lid, k0n);
+  }
+#endif
   for (var it = 0u; it < nblocks; it++) {
     let ib = select(it, nblocks - 1u - it, MOD_REVERSE);
+#if PREFETCH
+    let k0 = k0n;
+#else
     let k0 = visit(ib, kfirst, BK, MASK_KB, mrow, lid);
+    fetch_keys(&kr, &vr, kbase8, k0, lid, false);
+    mod_fetch(lid, k0);
+#endif
     // The modifier's inputs of the previous block are read after the scores' barrier: wait before overwriting them.
     if (MOD_STAGES) { workgroupBarrier(); }
-    stage_keys(lid, kbase8, k0, false);
+    put_keys(&kr, &vr, lid, false);
     mod_stage(lid, k0);
     workgroupBarrier();
+#if PREFETCH
+    // The next block's loads are in flight during this block's MMAs; pass 1's last block fetches
+    // pass 2's first, with its V rows.
+    let nx = select(it + 1u, 0u, it + 1u == nblocks);
+    k0n = visit(select(nx, nblocks - 1u - nx, MOD_REVERSE), kfirst, BK, MASK_KB, mrow, lid);
+    fetch_keys(&kr, &vr, kbase8, k0n, lid, it + 1u == nblocks);
+    mod_fetch(lid, k0n);
+#endif
     mod_prepare(lid);
 {{SCORES}}
     workgroupBarrier();
@@ -134,11 +172,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   mod_row(b, h, row);
   for (var it = 0u; it < nblocks; it++) {
     let ib = select(it, nblocks - 1u - it, MOD_REVERSE);
+#if PREFETCH
+    let k0 = k0n;
+#else
     let k0 = visit(ib, kfirst, BK, MASK_KB, mrow, lid);
+    fetch_keys(&kr, &vr, kbase8, k0, lid, true);
+    mod_fetch(lid, k0);
+#endif
     workgroupBarrier();
-    stage_keys(lid, kbase8, k0, true);
+    put_keys(&kr, &vr, lid, true);
     mod_stage(lid, k0);
     workgroupBarrier();
+#if PREFETCH
+    if (it + 1u < nblocks) {
+      k0n = visit(select(it + 1u, nblocks - 2u - it, MOD_REVERSE), kfirst, BK, MASK_KB, mrow, lid);
+      fetch_keys(&kr, &vr, kbase8, k0n, lid, true);
+      mod_fetch(lid, k0n);
+    }
+#endif
     mod_prepare(lid);
 {{SCORES}}
     workgroupBarrier();

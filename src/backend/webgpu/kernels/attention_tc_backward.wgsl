@@ -65,31 +65,48 @@ fn put8(at: u32, w: vec4<u32>) {
   T[at + 4u] = h2.x; T[at + 5u] = h2.y; T[at + 6u] = h3.x; T[at + 7u] = h3.y;
 }
 
+// Each pass stages NR rows of the two tensors bound at x8a and x8b (DQ: a key block of k and v;
+// DKDV: a query block of q and dO) at T[0, NR·KD) and T[NR·KD, 2·NR·KD), through registers:
+// NL 16-byte pieces of each an invocation. With PREFETCH the next block's pieces are fetched
+// right after the current block is in workgroup memory, so their loads fly during its MMAs.
+const NL = (NR * D8 + WG - 1u) / WG;
+
+// Rows [r0, r0 + NR) from row `base` of x8a and x8b into registers, rows from `limit` on as zeros.
+fn fetch_rows(xa: ptr<function, array<vec4<u32>, NL>>, xb: ptr<function, array<vec4<u32>, NL>>, base: u32, r0: u32, limit: u32, lid: u32) {
+  for (var l = 0u; l < NL; l++) {
+    let e = lid + l * WG;
+    var aw = vec4<u32>(0u);
+    var bw = vec4<u32>(0u);
+    if (e < NR * D8 && r0 + e / D8 < limit) {
+      let o = (base + r0) * D8 + e;
+      aw = x8a[o];
+      bw = x8b[o];
+    }
+    (*xa)[l] = aw;
+    (*xb)[l] = bw;
+  }
+}
+
+fn put_rows(xa: ptr<function, array<vec4<u32>, NL>>, xb: ptr<function, array<vec4<u32>, NL>>, lid: u32) {
+  for (var l = 0u; l < NL; l++) {
+    let e = lid + l * WG;
+    if (e < NR * D8) {
+      put8((e / D8) * KD + (e % D8) * 8u, (*xa)[l]);
+      put8(NR * KD + (e / D8) * KD + (e % D8) * 8u, (*xb)[l]);
+    }
+  }
+}
+
 #if DQ
 // Key block of BK = SC keys (16 or 32): K rows at T[0, BK·KD), V rows at T[BK·KD, 2·BK·KD), rows
 // past kvlen as zeros.
 const BQ = NSG * 16u;
 const BK = SC;
+const NR = BK;
 var<workgroup> T: array<f16, 2u * BK * KD>;
 var<workgroup> Ps: array<f16, NSG * SP>;
 
 {{MODIFIER}}
-
-fn stage_keys(lid: u32, kbase8: u32, k0: u32) {
-  for (var e = lid; e < BK * D8; e += WG) {
-    let j = e / D8;
-    let c8 = e % D8;
-    var kw = vec4<u32>(0u);
-    var vw = vec4<u32>(0u);
-    if (k0 + j < P.kvlen) {
-      let o = kbase8 + (k0 + j) * D8 + c8;
-      kw = x8a[o];
-      vw = x8b[o];
-    }
-    put8(j * KD + c8 * 8u, kw);
-    put8(BK * KD + j * KD + c8 * 8u, vw);
-  }
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>,
@@ -100,7 +117,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   // Longest rows (under causal masking) first.
   let i0 = (nw.x - 1u - wid.x) * BQ;
   let qrow0 = (b * P.h + h) * P.tq;
-  let kbase8 = (b * P.hkv + h / P.group) * P.tk * D8;
+  let kbase = (b * P.hkv + h / P.group) * P.tk;
   let rb = min(i0 + sg * 16u, P.tq - 16u);
 {{FRAGS}}
 
@@ -117,12 +134,35 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   mod_row(b, h, row);
 
 {{ACCINIT}}
+  var xa: array<vec4<u32>, NL>;
+  var xb: array<vec4<u32>, NL>;
+#if PREFETCH
+  var k0n = 0u;
+  if (nblocks > 0u) {
+    k0n = visit(0u, kfirst, BK, MASK_KB, mrow, lid);
+    fetch_rows(&xa, &xb, kbase, k0n, P.kvlen, lid);
+    mod_fetch(lid, k0n);
+  }
+#endif
   for (var it = 0u; it < nblocks; it++) {
+#if PREFETCH
+    let k0 = k0n;
+#else
     let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
+    fetch_rows(&xa, &xb, kbase, k0, P.kvlen, lid);
+    mod_fetch(lid, k0);
+#endif
     workgroupBarrier();
-    stage_keys(lid, kbase8, k0);
+    put_rows(&xa, &xb, lid);
     mod_stage(lid, k0);
     workgroupBarrier();
+#if PREFETCH
+    if (it + 1u < nblocks) {
+      k0n = visit(it + 1u, kfirst, BK, MASK_KB, mrow, lid);
+      fetch_rows(&xa, &xb, kbase, k0n, P.kvlen, lid);
+      mod_fetch(lid, k0n);
+    }
+#endif
     mod_prepare(lid);
 {{PRODUCTS}}
     workgroupBarrier();
@@ -161,6 +201,7 @@ fn put_tile(sg: u32, lane: u32, qrow0: u32, rb: u32, col: u32, i0: u32) {
 // lse (log2 units) and delta.
 const BKV = NSG * 16u;
 const BQ = SC;
+const NR = BQ;
 var<workgroup> T: array<f16, 2u * BQ * KD>;
 var<workgroup> Pt: array<f16, NSG * SP>;
 var<workgroup> Dt: array<f16, NSG * SP>;
@@ -169,27 +210,14 @@ var<workgroup> RowD: array<f32, BQ>;
 
 {{MODIFIER}}
 
-fn stage_rows(lid: u32, qrow0: u32, i0: u32) {
-  for (var e = lid; e < BQ * D8; e += WG) {
-    let i = e / D8;
-    let c8 = e % D8;
-    var qw = vec4<u32>(0u);
-    var gw = vec4<u32>(0u);
-    if (i0 + i < P.tq) {
-      let o = (qrow0 + i0 + i) * D8 + c8;
-      qw = x8a[o];
-      gw = x8b[o];
-    }
-    put8(i * KD + c8 * 8u, qw);
-    put8(BQ * KD + i * KD + c8 * 8u, gw);
-  }
-  for (var i = lid; i < BQ; i += WG) {
-    var l = 0.0;
-    var dl = 0.0;
-    if (i0 + i < P.tq) { l = lse_at(qrow0 + i0 + i) * LOG2E; dl = delta_at(qrow0 + i0 + i); }
-    RowL[i] = l;
-    RowD[i] = dl;
-  }
+// Row i0 + lid's lse (log2 units) and delta, for lid < BQ (zeros past tq).
+fn fetch_stats(qrow0: u32, i0: u32, lid: u32) -> vec2<f32> {
+  if (lid >= BQ || i0 + lid >= P.tq) { return vec2<f32>(0.0); }
+  return vec2<f32>(lse_at(qrow0 + i0 + lid) * LOG2E, delta_at(qrow0 + i0 + lid));
+}
+
+fn put_stats(st: vec2<f32>, lid: u32) {
+  if (lid < BQ) { RowL[lid] = st.x; RowD[lid] = st.y; }
 }
 
 @compute @workgroup_size(WG)
@@ -218,6 +246,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let sc = P.scale * LOG2E;
 
 {{ACCINIT}}
+  var xa: array<vec4<u32>, NL>;
+  var xb: array<vec4<u32>, NL>;
+  var st = vec2<f32>(0.0);
   for (var hh = 0u; hh < P.group; hh++) {
     let bh = b * P.h + g * P.group + hh;
     let qrow0 = bh * P.tq;
@@ -229,12 +260,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let mrow = 0u;
     let nblocks = (iend - ifirst + BQ - 1u) / BQ;
 #endif
+#if PREFETCH
+    var i0n = 0u;
+    if (nblocks > 0u) {
+      i0n = visit(0u, ifirst, BQ, MASK_QB, mrow, lid);
+      fetch_rows(&xa, &xb, qrow0, i0n, P.tq, lid);
+      st = fetch_stats(qrow0, i0n, lid);
+    }
+#endif
     for (var it = 0u; it < nblocks; it++) {
+#if PREFETCH
+      let i0 = i0n;
+#else
       let i0 = visit(it, ifirst, BQ, MASK_QB, mrow, lid);
+      fetch_rows(&xa, &xb, qrow0, i0, P.tq, lid);
+      st = fetch_stats(qrow0, i0, lid);
+#endif
       workgroupBarrier();
-      stage_rows(lid, qrow0, i0);
+      put_rows(&xa, &xb, lid);
+      put_stats(st, lid);
       mod_stage_rows(lid, i0);
       workgroupBarrier();
+#if PREFETCH
+      if (it + 1u < nblocks) {
+        i0n = visit(it + 1u, ifirst, BQ, MASK_QB, mrow, lid);
+        fetch_rows(&xa, &xb, qrow0, i0n, P.tq, lid);
+        st = fetch_stats(qrow0, i0n, lid);
+      }
+#endif
 {{PRODUCTS}}
       workgroupBarrier();
       let p0 = i32(i0) + P.qoff;

@@ -57,13 +57,16 @@ fn mod_row(b: u32, h: u32, row: u32) {
   mod_sum = 0.0;
 }
 
+// Invocation lid < BK fetches key k0 + lid's c (workgroups have at least BK invocations).
+var<private> mod_next: f32;
+fn mod_fetch(lid: u32, k0: u32) {
+  mod_next = 0.0;
+  if (lid < BK && k0 + lid < P.kvlen) { mod_next = mod_c(k0 + lid); }
+}
+
 fn mod_stage(lid: u32, k0: u32) {
   mod_k0 = k0;
-  for (var t = lid; t < BK; t += WG) {
-    var x = 0.0;
-    if (k0 + t < P.kvlen) { x = mod_c(k0 + t); }
-    Ck[t] = x;
-  }
+  if (lid < BK) { Ck[lid] = mod_next; }
 }
 
 fn mod_prepare(lid: u32) {}

@@ -5,7 +5,10 @@
 //   MOD_REVERSE          key blocks from the last to the first (a per-row carry over later keys)
 //   MOD_STAGES           the hooks stage per-key inputs in workgroup memory (an extra barrier)
 //   mod_row(b, h, row)   per-row state at the start of each pass
-//   mod_stage(lid, k0)   per-key inputs of key block k0, before the block's staging barrier
+//   mod_fetch(lid, k0)   per-key inputs of key block k0 into the invocation's registers, where the
+//                        skeleton fetches the block's K and V (a block early under PREFETCH)
+//   mod_stage(lid, k0)   per-key inputs of key block k0 (what mod_fetch took, or loaded here) into
+//                        workgroup memory, before the block's staging barrier
 //   mod_prepare(lid)     after that barrier, before the scores: what derives from the staged inputs
 //   mod_block()          per row, after the scores' barrier: the row's view of the block
 //   mod_bias(c, full)    the term added to key k0 + c's score in log2 units (called only where the
@@ -25,6 +28,7 @@ fn mod_grad_t(c: u32, ds: f32) {}
 fn mod_key_end(at: u32, write: bool) {}
 #else
 fn mod_row(b: u32, h: u32, row: u32) {}
+fn mod_fetch(lid: u32, k0: u32) {}
 fn mod_stage(lid: u32, k0: u32) {}
 fn mod_prepare(lid: u32) {}
 fn mod_block() {}
