@@ -6,11 +6,14 @@
  * Prints a markdown table with the ratio FON speed / PyTorch speed and writes JSON.
  *
  *   node --import tsx bench/attention.ts [--prefill 1024,...,65536] [--backward 1024,...,65536] [--masked 16384]
+ *                                        [--masked-decode 131072]
  *                                        [--decode 4096,...,262144] [--decode-paged 262144,1048576]
  *                                        [--page-rows 65536] [--json bench/results_attention_h200.json]
  *
  * `--masked` times the causal forward with a block mask keeping about a quarter of the causal
- * blocks (attention/block_mask.ts), reported against the full causal forward at the same length.
+ * blocks (attention/block_mask.ts), reported against the full causal forward at the same length;
+ * `--masked-decode` the one-query decode with a mask keeping about a quarter of the key blocks (the
+ * last always), against the full decode (its GB/s counts the K and V rows it reads).
  *
  * Decode reads one contiguous K and V where they fit a WebGPU binding (2 GiB) and through the
  * paged cache's pages otherwise (1M cached tokens: 16 pages of 65536); `--decode-paged` times the
@@ -25,7 +28,7 @@ import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
 import { attention } from '../src/ops/attention.ts';
-import { blockMask, type BlockMask } from '../src/attention/block_mask.ts';
+import { MASK_K_BLOCK, blockMask, type BlockMask } from '../src/attention/block_mask.ts';
 import { attentionPaged } from '../src/ops/paged_attention.ts';
 import { checkPageRows } from '../src/infer/page_pool.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
@@ -37,6 +40,7 @@ const { values: flags } = parseArgs({
     backward: { type: 'string', default: '1024,2048,4096,8192,16384,32768,65536' },
     decode: { type: 'string', default: '4096,16384,65536,131072,262144' },
     masked: { type: 'string', default: '16384' },
+    'masked-decode': { type: 'string', default: '' },
     'decode-paged': { type: 'string', default: '' },
     'page-rows': { type: 'string', default: '65536' },
     json: { type: 'string' },
@@ -46,7 +50,7 @@ const { values: flags } = parseArgs({
 const H = 32, HKV = 8, D = 128;
 const sizes = (s: string) => s.split(',').filter(Boolean).map(Number);
 
-interface Case { key: string; op: 'prefill' | 'prefill_fwd_bwd' | 'prefill_masked' | 'decode' | 'decode_paged'; t: number }
+interface Case { key: string; op: 'prefill' | 'prefill_fwd_bwd' | 'prefill_masked' | 'decode' | 'decode_masked' | 'decode_paged'; t: number }
 
 const PAGE_ROWS = checkPageRows(Number(flags['page-rows']), '--page-rows');
 /** The largest K or V one binding takes on WebGPU (maxStorageBufferBindingSize ≈ 2 GiB). */
@@ -58,6 +62,7 @@ const cases: Case[] = [
   ...sizes(flags.masked).map((t): Case => ({ key: `masked-${t}`, op: 'prefill_masked', t })),
   ...sizes(flags.decode).map((t): Case => (HKV * t * D * 2 <= BINDING ? { key: `decode-${t}`, op: 'decode', t } : { key: `decode-${t}`, op: 'decode_paged', t })),
   ...sizes(flags['decode-paged']).map((t): Case => ({ key: `decode_paged-${t}`, op: 'decode_paged', t })),
+  ...sizes(flags['masked-decode']).map((t): Case => ({ key: `decode_masked-${t}`, op: 'decode_masked', t })),
 ];
 
 /** FLOPs (prefill: causal, the backward counted as 2.5× the forward) or bytes of K and V read (decode). */
@@ -65,7 +70,21 @@ function work(c: Case): { amount: number; unit: string; scale: number } {
   const fwd = (4 * c.t * c.t * D * H) / 2;
   if (c.op === 'prefill' || c.op === 'prefill_masked') return { amount: fwd, unit: 'TFLOP/s', scale: 1e12 };
   if (c.op === 'prefill_fwd_bwd') return { amount: 3.5 * fwd, unit: 'TFLOP/s', scale: 1e12 };
-  return { amount: 2 * HKV * c.t * D * 2, unit: 'GB/s', scale: 1e9 };
+  const kept = c.op === 'decode_masked' ? decodeMask(c.t).visited / Math.ceil(c.t / MASK_K_BLOCK) : 1;
+  return { amount: kept * 2 * HKV * c.t * D * 2, unit: 'GB/s', scale: 1e9 };
+}
+
+const decodeMasks = new Map<number, BlockMask>();
+/** A one-query mask keeping about a quarter of the key blocks (hash-chosen) and the last, shared by the heads. */
+function decodeMask(t: number): BlockMask {
+  let m = decodeMasks.get(t);
+  if (!m) {
+    const last = Math.ceil(t / MASK_K_BLOCK) - 1;
+    m = blockMask({ batch: 1, heads: 1, tq: 1, tk: t }, (_b, _h, _qb, kb) => kb === last || ((kb * 2654435761) >>> 0) % 4 === 0);
+    console.error(`  decode_masked-${t}: the mask keeps ${m.visited} of ${last + 1} key blocks (${(m.visited / (last + 1)).toFixed(3)})`);
+    decodeMasks.set(t, m);
+  }
+  return m;
 }
 
 /**
@@ -83,12 +102,13 @@ async function timeCase(b: Backend, c: Case): Promise<number> {
   const opts = { backend: b, dtype: 'f16' as const };
   if (c.op === 'decode_paged') return timePaged(b, c.t);
   const grad = c.op === 'prefill_fwd_bwd';
-  const q = fon.randn(c.op === 'decode' ? [1, H, 1, D] : [1, H, c.t, D], { seed: 1, ...opts, requiresGrad: grad });
-  const kvShape = c.op === 'decode' ? [1, HKV, c.t, D] : [1, H, c.t, D];
+  const dec = c.op === 'decode' || c.op === 'decode_masked';
+  const q = fon.randn(dec ? [1, H, 1, D] : [1, H, c.t, D], { seed: 1, ...opts, requiresGrad: grad });
+  const kvShape = dec ? [1, HKV, c.t, D] : [1, H, c.t, D];
   const k = fon.randn(kvShape, { seed: 2, ...opts, requiresGrad: grad });
   const v = fon.randn(kvShape, { seed: 3, ...opts, requiresGrad: grad });
   const g = grad ? fon.randn(q.shape, { seed: 4, ...opts }) : null;
-  const mask = c.op === 'prefill_masked' ? quarterMask(c.t) : undefined;
+  const mask = c.op === 'prefill_masked' ? quarterMask(c.t) : c.op === 'decode_masked' ? decodeMask(c.t) : undefined;
   const once = () => {
     fon.tidy(() => {
       const o = attention(q, k, v, { mask });
@@ -129,7 +149,7 @@ async function main(): Promise<void> {
   const python = findPython('torch', ['python3', '/usr/bin/python3']);
   const refs = new Map<string, number>();
   if (python) {
-    const res = runPython(python, new URL('./torch_attention.py', import.meta.url).pathname, cases.filter((c) => c.op !== 'prefill_masked').map((c) => ({ ...c, h: H, hkv: HKV, d: D }))) as { key: string; ms: number }[] | null;
+    const res = runPython(python, new URL('./torch_attention.py', import.meta.url).pathname, cases.filter((c) => c.op !== 'prefill_masked' && c.op !== 'decode_masked').map((c) => ({ ...c, h: H, hkv: HKV, d: D }))) as { key: string; ms: number }[] | null;
     for (const r of res ?? []) refs.set(r.key, r.ms);
   } else console.log('(no PyTorch found: reference column left empty)');
   const rows: Row[] = [];
@@ -151,6 +171,10 @@ async function main(): Promise<void> {
   for (const r of rows.filter((x) => x.op === 'prefill_masked')) {
     const full = rows.find((x) => x.op === 'prefill' && x.tokens === r.tokens);
     if (full) console.log(`\nblock mask keeping a quarter of the causal blocks at ${r.tokens}: ${r.ms.toFixed(3)} ms against ${full.ms.toFixed(3)} ms for full causal attention = ${(r.ms / full.ms).toFixed(3)}×`);
+  }
+  for (const r of rows.filter((x) => x.op === 'decode_masked')) {
+    const full = rows.find((x) => x.op === 'decode' && x.tokens === r.tokens);
+    if (full) console.log(`\ndecode with a mask keeping a quarter of the key blocks at ${r.tokens}: ${r.ms.toFixed(3)} ms against ${full.ms.toFixed(3)} ms for the full decode = ${(r.ms / full.ms).toFixed(3)}×`);
   }
   if (flags.json) {
     const results = { date: new Date().toISOString(), adapter: caps.adapterName, shapes: { batch: 1, heads: H, kvHeadsDecode: HKV, headDim: D, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows };

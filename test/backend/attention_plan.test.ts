@@ -53,13 +53,16 @@ test('attention backward plan: tensor cores for both passes with f16 inputs and 
   assert.deepEqual(attentionBackwardPlan(SWIFTSHADER, args(4096, 4096, 32), 'f32', 'f32'), { dq: 'blocked', dkdv: 'blocked' });
 });
 
-test('attention plans with a block mask: every kernel but decode; a masked backward off the tensor cores needs 9 storage buffers', () => {
+test('attention plans with a block mask: every kernel, decode where its rows share one list; a masked backward off the tensor cores needs 9 storage buffers', () => {
   const mask = { heads: 1, qBlocks: 32, kBlocks: 64, byKeyOffset: 32 * 65, segmentOffset: 0 };
   const a = { ...args(4096, 4096, 128), mask };
   assert.equal(attentionForwardPlan(H200, a, 'f16'), 'tensor-cores');
   assert.deepEqual(attentionBackwardPlan(H200, a, 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' });
-  // The decode kernel does not read masks: a masked one-query call runs the blocked kernel instead.
-  assert.equal(attentionForwardPlan(H200, { ...args(1, 4096, 128, 32, 8), mask }, 'f16'), 'blocked');
+  // Decode reads a mask its workgroup's rows share: one for all heads, or per head with a group of
+  // one head. A per-head mask over a GQA group of 4 runs the blocked kernel instead.
+  assert.equal(attentionForwardPlan(H200, { ...args(1, 4096, 128, 32, 8), mask }, 'f16'), 'decode');
+  assert.equal(attentionForwardPlan(H200, { ...args(1, 4096, 128, 32, 32), mask: { ...mask, heads: 32 } }, 'f16'), 'decode');
+  assert.equal(attentionForwardPlan(H200, { ...args(1, 4096, 128, 32, 8), mask: { ...mask, heads: 32 } }, 'f16'), 'blocked');
   assert.equal(attentionForwardPlan(H200, args(1, 4096, 128, 32, 8), 'f16'), 'decode');
   assert.equal(attentionForwardPlan(H200, a, 'bf16'), 'blocked');
   assert.equal(attentionForwardPlan(SWIFTSHADER, a, 'f16'), 'blocked');

@@ -269,7 +269,7 @@ test('attention op on the device: forward, gradients and decode through kvWrite 
   });
 });
 
-test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength < Tk, not causal, cut-off blocks, 4 and 8 subgroups, large score spreads, q held or reloaded, both load forms, K/V rows padded or not [webgpu]', { skip }, async (t) => {
+test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength < Tk, not causal, cut-off blocks, 4 and 8 subgroups, large score spreads, q held or reloaded, both load forms, K/V rows padded or not, key blocks prefetched or not [webgpu]', { skip }, async (t) => {
   if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core forward cannot run here`); return; }
   const cases: Case[] = [
     { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
@@ -283,16 +283,17 @@ test('attention tensor-core forward vs CPU: D 32 to 256, GQA, window, kvLength <
     { b: 1, h: 2, hkv: 2, tq: 150, tk: 200, d: 128, qScale: 12, window: 90 },
   ];
   for (const c of cases) {
-    // The device's choice (K/V rows padded by 8 halves), 4 subgroups (the choice where memory is
-    // short), q reloaded, the older load form, unpadded rows.
+    // The device's choice (K/V rows padded by 8 halves, key blocks prefetched up to D = 128), 4
+    // subgroups (the choice where memory is short), q reloaded, the older load form, unpadded rows,
+    // prefetch the other way round from the default.
     // (The experimental one-pass form is left out: it gives NaNs on the H200, attention_tc.wgsl.)
-    for (const variant of [{}, { nsg: 4 }, { qReload: true }, { loadArg: true }, { kPad: 0 }]) {
+    for (const variant of [{}, { nsg: 4 }, { qReload: true }, { loadArg: true }, { kPad: 0 }, { prefetch: c.d > 128 }]) {
       await checkForward({ ...c, dtype: 'f16' }, (x) => attentionTc(gpu!, x.refs[0], x.refs[1], x.refs[2], x.a, variant), 8e-3);
     }
   }
 });
 
-test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 256, window, kvLength < Tk, not causal, cut-off blocks of queries and keys, large score spreads, 2, 4 and 8 subgroups, 16 or 32 query rows a dk/dv step, k/v fragments held or reloaded; refused past its tiles [webgpu]', { skip }, async (t) => {
+test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 256, window, kvLength < Tk, not causal, cut-off blocks of queries and keys, large score spreads, 2, 4 and 8 subgroups, 16 or 32 query rows a dk/dv step, k/v fragments held or reloaded, steps prefetched or not; refused past its tiles [webgpu]', { skip }, async (t) => {
   if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core backward cannot run here`); return; }
   const cases: Case[] = [
     { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
@@ -303,7 +304,7 @@ test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 2
     { b: 1, h: 2, hkv: 1, tq: 300, tk: 300, d: 64, qScale: 12 },
     { b: 1, h: 2, hkv: 2, tq: 150, tk: 200, d: 128, qScale: 6, window: 90 },
   ];
-  const variants: Partial<TcBackwardVariant>[] = [{}, { kReload: true }, { nsg: 2 }, { kvRows: 32 }, { kvNsg: 8, kvRows: 16 }, { dqKeys: 16 }, { dqKeys: 16, nsg: 8 }];
+  const variants: Partial<TcBackwardVariant>[] = [{}, { kReload: true }, { nsg: 2 }, { kvRows: 32 }, { kvNsg: 8, kvRows: 16 }, { dqKeys: 16 }, { dqKeys: 16, nsg: 8 }, { dqPrefetch: false, kvPrefetch: true }];
   for (const c of cases) {
     const x = inputs({ ...c, dtype: 'f16' }, 21, true);
     assert.ok(tcBackwardEligible(gpu!.caps, 'f16', 'f16', x.a), `the tensor-core backward should take ${JSON.stringify(c)}`);
@@ -400,6 +401,24 @@ test('attention with a block mask on tensor cores vs CPU: forward and gradients,
   ];
   for (const c of cases) {
     await checkMasked(c, 1e-2, (dispatches, _a, what) => assert.ok(dispatches.some((d) => d.kernel === 'attention_tc' && d.variant.MASK && !!d.variant.SEG === !!c.segments), `${what}: the masked tensor-core forward ran`));
+  }
+});
+
+test('attention decode with a block mask vs CPU: only the listed key blocks read (the others hold NaN), shared masks over GQA groups and per-head masks over groups of one, window, kvLength < Tk, packed documents, fewer listed blocks than chunks, a batch entry that sees nothing; f32, f16, bf16 [webgpu]', { skip }, async () => {
+  const cases: MaskCase[] = [
+    { b: 1, h: 8, hkv: 2, tq: 1, tk: 1000, d: 64, dtype: 'f16', heads: 1, keep: (_b, _h, _qb, kb) => kb !== 1 && (kb % 3 !== 2 || kb === 15) },
+    { b: 2, h: 4, hkv: 4, tq: 2, tk: 700, d: 32, dtype: 'f32', heads: 4, kvLength: 650, window: 300, keep: (b, h, _qb, kb) => kb !== 1 && (kb + h + b) % 3 !== 0 },
+    { b: 1, h: 4, hkv: 1, tq: 4, tk: 520, d: 48, dtype: 'bf16', heads: 1, segments: docs([200, 150, 170]), keep: (_b, _h, _qb, kb) => kb !== 1 },
+    // Two listed blocks of 18, cut into more chunks than that: the chunks past the list are empty.
+    { b: 1, h: 2, hkv: 1, tq: 1, tk: 1100, d: 32, dtype: 'f32', heads: 1, keep: (_b, _h, _qb, kb) => kb === 3 || kb === 12 },
+    // Batch entry 1 keeps no block: its rows see nothing (out 0, no gradient).
+    { b: 2, h: 2, hkv: 2, tq: 1, tk: 300, d: 16, dtype: 'f32', heads: 1, keep: (b, _h, _qb, kb) => b === 0 && kb !== 1 },
+  ];
+  for (const c of cases) {
+    await checkMasked(c, c.dtype === 'f32' ? 1e-4 : 2 * TOL[c.dtype], (dispatches, a, what) => {
+      assert.equal(attentionForwardPlan(gpu!.caps, a, c.dtype), 'decode', `${what}: the plan takes decode`);
+      assert.ok(dispatches.some((d) => d.kernel === 'attention_decode' && d.variant.MASK && !!d.variant.SEG === !!c.segments), `${what}: the masked decode ran`);
+    });
   }
 });
 

@@ -168,7 +168,7 @@ export function attentionBlocked(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: Gpu
 export function attention(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, mask?: GpuRef): [GpuHandle, GpuHandle] {
   if (a.batch * a.heads * a.tq === 0) return [be.alloc(q.dtype, 0, 'attention'), be.alloc('f32', 0, 'attention lse')];
   switch (attentionForwardPlan(be.caps, a, q.dtype)) {
-    case 'decode': return attentionDecode(be, q, k, v, a);
+    case 'decode': return attentionDecode(be, q, k, v, a, undefined, be.caps.subgroups, {}, mask);
     case 'tensor-cores': return attentionTc(be, q, k, v, a, {}, undefined, mask);
     case 'blocked': return attentionBlocked(be, q, k, v, a, undefined, false, mask);
     case 'plain': return attentionPlain(be, q, k, v, a, mask);

@@ -13,16 +13,16 @@
  * merge through Lred alone does it (dev versions cL, cD, cV; attention_decode_step.wgsl says so where
  * the merge is), so the branches stay as measured.
  */
-import { UnsupportedError } from '../../../errors.ts';
+import { ArgumentError, UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
-import type { AttentionArgs } from '../../backend.ts';
+import { MASK_K_BLOCK, type AttentionArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
-import { DECODE_PARAMS, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, pow2AtLeast, uniforms } from './attention_common.ts';
+import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, maskUniforms, pow2AtLeast, uniforms } from './attention_common.ts';
 
 /** attention_decode_step.wgsl (the split pass's softmax, P·V and partials, shared with fox_fpa_decode.wgsl) for variant v. */
 export function decodeStepSource(v: Variant): string {
@@ -42,10 +42,14 @@ const decodeKernel: Kernel = {
     const kv = v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n') : kvLoaders(x, !!v.VEC, caps.f16, 5);
     const head = [
       v.SG ? 'enable subgroups;' : '',
-      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, `${DECODE_PARAMS}, s0: u32`),
+      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, `${DECODE_PARAMS}, s0: u32${v.MASK ? `, ${MASK_PARAMS}` : ''}`),
       kv,
+      ...(v.MASK ? ['@group(0) @binding(7) var<storage, read> mask: array<i32>;', MASK_CONSTS] : []),
     ].join('\n');
-    return preprocess(wgslSource('attention_decode'), { ...v, DECODE_STEP: decodeStepSource(v), HEADER: head, COMMON: wgslSource('attention_common') });
+    return preprocess(wgslSource('attention_decode'), {
+      ...v, DECODE_STEP: decodeStepSource(v), HEADER: head, COMMON: wgslSource('attention_common'),
+      MASKING: v.MASK ? preprocess(wgslSource('attention_mask'), v) : '',
+    });
   },
 };
 
@@ -64,9 +68,9 @@ const combineKernel: Kernel = {
  * unwritten, timing only).
  */
 function splitAndCombine(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, splits?: number,
-  combine: { cols?: number; unroll?: boolean; noCombine?: boolean } = {}): [GpuHandle, GpuHandle] {
+  combine: { cols?: number; unroll?: boolean; noCombine?: boolean } = {}, mask?: GpuRef): [GpuHandle, GpuHandle] {
   const nrows = a.batch * a.heads * a.tq;
-  const { pm, pl, pacc, nsplit } = splitPass(be, variant, q, k, v, a, rows, decodeChunks(be, a, splits));
+  const { pm, pl, pacc, nsplit } = splitPass(be, variant, q, k, v, a, rows, decodeChunks(be, a, splits), undefined, 0, mask);
   if (combine.noCombine) {
     be.free(pm); be.free(pl); be.free(pacc);
     return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
@@ -85,15 +89,19 @@ function allocPartials(be: WebGpuBackend, nsplit: number, nrows: number, d: numb
   };
 }
 
-/** The split pass over the chunks `cut`, into chunks s0 … s0 + nsplit − 1 of `into` (fresh partials of nsplit chunks by default). */
+/**
+ * The split pass over the chunks `cut`, into chunks s0 … s0 + nsplit − 1 of `into` (fresh partials
+ * of nsplit chunks by default); with `mask` (variant MASK) the kernel cuts the mask's list itself.
+ */
 function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, cut: ReturnType<typeof decodeChunks>,
-  into?: Partials, s0 = 0): Partials & { nsplit: number } {
+  into?: Partials, s0 = 0, mask?: GpuRef): Partials & { nsplit: number } {
   const nrows = a.batch * a.heads * a.tq;
   const { lo, hi, chunk, nsplit } = cut;
   const out = into ?? allocPartials(be, nsplit, nrows, a.d, 'attention decode');
   be.rt.run({
-    kernel: decodeKernel, variant, uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit, s0],
-    buffers: [q.h.buffer, out.pm.buffer, out.pl.buffer, out.pacc.buffer, k.h.buffer, v.h.buffer],
+    kernel: decodeKernel, variant: mask ? { ...variant, MASK: true, SEG: (a.mask?.segmentOffset ?? 0) > 0 } : variant,
+    uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit, s0, ...(mask ? maskUniforms(a) : [])],
+    buffers: [q.h.buffer, out.pm.buffer, out.pl.buffer, out.pacc.buffer, k.h.buffer, v.h.buffer, ...(mask ? [mask.h.buffer] : [])],
     workgroups: [nsplit, a.kvHeads, a.batch],
   });
   return { ...out, nsplit };
@@ -108,10 +116,15 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
   };
 }
 
-/** Query rows one decode workgroup serves (the whole GQA group's), or 0 when the decode kernel does not take the call. */
+/**
+ * Query rows one decode workgroup serves (the whole GQA group's), or 0 when the decode kernel does
+ * not take the call. A block mask must be one list for the workgroup's rows: shared by the heads
+ * (mask heads 1) or a group of one head.
+ */
 export function decodeRows(caps: GpuCaps, a: AttentionArgs): number {
   const rows = (a.heads / a.kvHeads) * a.tq;
   if (rows > 16 || a.d > 256) return 0;
+  if (a.mask && a.mask.heads !== 1 && a.heads !== a.kvHeads) return 0;
   const rm = pow2AtLeast(rows, 1), dm = pow2AtLeast(a.d, 16);
   const bytes = (2 * rm * dm + 2 * rm * 128 + 3 * rm) * 4;
   return bytes <= caps.maxWorkgroupStorage ? rows : 0;
@@ -142,10 +155,16 @@ export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean;
  * (a multiple of 128), about DECODE_GROUPS workgroups in all unless `splits` sets the count.
  */
 function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { lo: number; hi: number; chunk: number; nsplit: number } {
+  const target = be.caps.software ? DECODE_GROUPS_SOFTWARE : DECODE_GROUPS;
+  if (a.mask) {
+    // The kernel cuts the list it reads into nsplit chunks of whole blocks (lo, hi, chunk unused).
+    const nsplit = Math.max(1, Math.min(a.mask.kBlocks, splits ?? Math.ceil(target / (a.batch * a.kvHeads))));
+    checkGrid('attention decode', nsplit, a.kvHeads, a.batch);
+    return { lo: 0, hi: 0, chunk: 0, nsplit };
+  }
   const lo = a.window > 0 ? Math.max(0, a.qOffset - a.window + 1) : 0;
   const hi = Math.max(lo, a.causal ? Math.min(a.kvLength, a.qOffset + a.tq) : a.kvLength);
   const blocks = Math.max(1, Math.ceil((hi - lo) / 128));
-  const target = be.caps.software ? DECODE_GROUPS_SOFTWARE : DECODE_GROUPS;
   let nsplit = Math.max(1, Math.min(blocks, splits ?? Math.ceil(target / (a.batch * a.kvHeads))));
   const chunk = Math.ceil(blocks / nsplit) * 128;
   nsplit = Math.max(1, Math.ceil((hi - lo) / chunk));
@@ -153,12 +172,19 @@ function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { l
   return { lo, hi, chunk, nsplit };
 }
 
-/** Flash-decoding (split + combine); callers check decodeRows. Exported for tests and dev/kernels. */
-export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}): [GpuHandle, GpuHandle] {
+/**
+ * Flash-decoding (split + combine); callers check decodeRows. With `mask` (a block mask's table,
+ * a.mask its shape) only the key blocks it lists are read. Exported for tests and dev/kernels.
+ */
+export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}, mask?: GpuRef): [GpuHandle, GpuHandle] {
   const rows = decodeRows(be.caps, a);
-  if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}`);
+  if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}${a.mask ? ` with a mask of ${a.mask.heads} heads` : ''}`);
+  if (!!mask !== !!a.mask) throw new ArgumentError(`webgpu: attention decode takes a mask's table and its shape (a.mask) together, not ${mask ? 'the table alone' : 'the shape alone'}`);
+  // A masked step covers two listed blocks: workgroups of 128 keys, and none of the experimental forms.
+  if (mask && (tune.wg ?? 128) !== 2 * MASK_K_BLOCK) throw new UnsupportedError(`webgpu: the masked attention decode takes ${2 * MASK_K_BLOCK} keys a step, not ${tune.wg}`);
+  if (mask && (tune.prefetch || tune.vEarly || tune.vMid)) throw new UnsupportedError('webgpu: the masked attention decode has no prefetch, vEarly or vMid form');
   const combine = { cols: tune.combineCols, unroll: tune.combineUnroll, noCombine: tune.noCombine };
-  return splitAndCombine(be, decodeVariant(q.dtype, a, rows, subgroups, tune), q, k, v, a, rows, splits, combine);
+  return splitAndCombine(be, decodeVariant(q.dtype, a, rows, subgroups, tune), q, k, v, a, rows, splits, combine, mask);
 }
 
 /**
@@ -170,6 +196,7 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
  */
 export function attentionDecodeMulti(be: WebGpuBackend, q: GpuRef, parts: readonly { k: GpuRef; v: GpuRef; args: AttentionArgs }[]): [GpuHandle, GpuHandle] {
   const a0 = parts[0].args;
+  if (parts.some((p) => p.args.mask)) throw new UnsupportedError('webgpu: the paged attention decode does not read block masks');
   const rows = decodeRows(be.caps, a0);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a0.heads / a0.kvHeads}×${a0.tq} query rows of head dim ${a0.d}`);
   const variant = decodeVariant(q.dtype, a0, rows, be.caps.subgroups);

@@ -12,8 +12,15 @@
 //           V loads, RM accumulators of vec4 (and the row sums l) in registers.
 // At the end the NG key groups' accumulators are summed through workgroup memory and the chunk's
 // (m, l, unnormalised O) are written as f32 partials; attention_combine merges the chunks.
+// MASK: a block mask shared by the workgroup's rows (one list for the GQA group: the mask's heads
+// are 1 or the group is one head; decode rows lie in query block 0) names the key blocks to read:
+// its listed blocks form one run of virtual keys v (listed block v / MASK_KB, key v % MASK_KB
+// inside it), which the chunks cut instead of the visible range; dkey(v) is the key, a step of
+// BKD = 2·MASK_KB keys spanning two listed blocks (mask_step). Every key still passes the pair
+// predicate (visible, and with SEG one segment), so partial blocks need no bit of their own.
 {{HEADER}}
 {{COMMON}}
+{{MASKING}}
 
 const WG = {{WG}}u;
 const BKD = WG;
@@ -38,6 +45,25 @@ fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
   return (b * P.h + kvh * P.group + hh) * P.tq + r % P.tq;
 }
 
+#if MASK
+// Where the workgroup's list of key blocks starts in the mask table, and the step's two blocks.
+var<private> mask_list: u32;
+var<private> step_e: u32;
+var<private> step_kb: vec2<u32>;
+
+// The first keys of the listed blocks a step from virtual key k0 (a multiple of MASK_KB) covers.
+fn mask_step(k0: u32, kend: u32) {
+  step_e = k0 / MASK_KB;
+  let first = u32(mask[mask_list + step_e] >> 1u) * MASK_KB;
+  var second = first;
+  if (k0 + MASK_KB < kend) { second = u32(mask[mask_list + step_e + 1u] >> 1u) * MASK_KB; }
+  step_kb = vec2<u32>(first, second);
+}
+
+// The key of virtual key v of the current step.
+fn dkey(v: u32) -> u32 { return select(step_kb.y, step_kb.x, v / MASK_KB == step_e) + v % MASK_KB; }
+#endif
+
 {{DECODE_STEP}}
 
 @compute @workgroup_size(WG)
@@ -53,8 +79,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let d4 = (P.d + 3u) / 4u;
   decode_load_q(lid, b, kvh);
   if (lid < RM) { Mrow[lid] = -BIG; }
+#if MASK
+  // The group's list (its first head's; the plan takes masks the group's heads share), cut into
+  // P.nsplit chunks of whole blocks; a chunk past the list's end is empty (weight 0 in the combine).
+  let mrow = mask_row(b, kvh * P.group, 0u);
+  let nb = mask_count(mrow, MASK_KB, MASK_KB, lid);
+  let chunk = (nb + P.nsplit - 1u) / P.nsplit * MASK_KB;
+  let kstart = split * chunk;
+  let kend = min(nb * MASK_KB, kstart + chunk);
+  mask_list = mrow + 1u;
+  seg_start(b);
+#else
   let kstart = P.lo + split * P.chunk;
   let kend = min(P.hi, kstart + P.chunk);
+#endif
   let c4 = lid % D4;
   let g = lid / D4;
   var acc: array<vec4<f32>, RM>;
@@ -76,7 +114,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let j = k0 + lid;
     var dots: array<f32, RM>;
     for (var r = 0u; r < RM; r++) { dots[r] = 0.0; }
+#if MASK
+    mask_step(k0, kend);
+    let jk = dkey(min(j, kend - 1u));
+    let base = kbase + jk * P.d;
+#else
     let base = kbase + min(j, kend - 1u) * P.d;
+#endif
 #if VE
     // VE (experimental): this invocation's V values of the step (the keys and columns its P·V
     // share takes), loaded before the scores so their latency hides under the K loads and the
@@ -112,7 +156,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     decode_load_v(&vw, kbase, k0, kend, c4, g, d4);
 #endif
     for (var r = 0u; r < RM; r++) {
+#if MASK
+      let s = select(-BIG, dots[r], j < kend && visible_row(r, jk));
+#else
       let s = select(-BIG, dots[r], j < kend && visible_row(r, j));
+#endif
       decode_put_score(r, lid, s);
     }
 #if SG

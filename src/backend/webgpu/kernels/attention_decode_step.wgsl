@@ -8,8 +8,13 @@
 // sum l is kept per key (the invocation that owns key lid adds its P) instead of by every column
 // group of the P·V loop, and summed over the workgroup at the end.
 
-// Whether key j is visible from workgroup row r (query row r % Tq of its head).
+// Whether key j is visible from workgroup row r (query row r % Tq of its head); with MASK also
+// inside the row's segment (attention_mask.wgsl's pair_visible).
+#if MASK
+fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && pair_visible(r % P.tq, j); }
+#else
 fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
+#endif
 
 // The group's query rows into Qs, pre-scaled, 4 columns a vec4; rows past P.rows and columns past
 // P.d as zeros.
@@ -100,7 +105,11 @@ fn decode_softmax_pv(lid: u32, sgsize: u32, kbase: u32, k0: u32, kend: u32, c4: 
 #if VW
       let vv = up4((*vw)[i]);
 #else
+#if MASK
+      let vv = ldv4(kbase + dkey(min(k0 + jj, kend - 1u)) * P.d + 4u * c4, P.d - 4u * c4);
+#else
       let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
+#endif
 #endif
       for (var r = 0u; r < RM; r++) {
         let p = Ss[r * WG + jj];

@@ -1,6 +1,6 @@
 /**
  * The WebGPU backend's one attention entry (Backend.attention / attentionBackward): softmax
- * attention (attention.ts: the plan's kernel; block masks on every kernel but decode) or a score modifier's
+ * attention (attention.ts: the plan's kernel; block masks on every kernel) or a score modifier's
  * kernels (fox_fpa_attention.ts: FoX, FPA), chosen by the call's extras.
  */
 import { checkAttentionExtras } from '../../attention_extras.ts';

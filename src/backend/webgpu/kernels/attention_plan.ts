@@ -7,8 +7,8 @@
  * f16 with 16×16×16 subgroup matrices and at least 16 query rows, the register-blocked ALU kernel
  * where its tiles fit, else the plain tiled one. Backward: tensor cores for both passes (dq, dk/dv)
  * where f16 q/k/v and dO and the tiles allow, else each pass on its own: register-blocked where its
- * tiles fit, else plain. Every kernel but decode reads block masks: a masked call of few rows
- * takes the next kernel in that order.
+ * tiles fit, else plain. Every kernel reads block masks; decode only a mask whose list its
+ * workgroup's rows share (decodeRows), else a masked call of few rows takes the next kernel in that order.
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -24,8 +24,8 @@ export type AttentionBackwardKernel = 'tensor-cores' | 'blocked' | 'plain';
 
 /** The forward kernel for q, k, v of dtype x. */
 export function attentionForwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType): AttentionForwardKernel {
-  // The decode kernel does not read block masks: a masked call of few rows takes the others.
-  if (!a.mask && decodeRows(caps, a) > 0) return 'decode';
+  // decodeRows refuses a mask that differs between the heads of a GQA group (one list a workgroup).
+  if (decodeRows(caps, a) > 0) return 'decode';
   if (a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
   if (blockedRows(caps, a.d, 'fwd', x) > 0) return 'blocked';
   return 'plain';
