@@ -355,8 +355,9 @@ const docs = (lengths: number[]) => lengths.flatMap((n, i) => new Array<number>(
 
 /**
  * One masked case on the CPU backend and on this device through ops' attention, forward and
- * gradients, within `tol`. Keys 64…127 (key block 1, dropped everywhere) are NaN: a kernel that read
- * them would spread it. `ran` sees the device's dispatches, the mask and the call's arguments.
+ * gradients, within `tol`. Keys 64…127 (key block 1, dropped everywhere) and the keys from kvLength
+ * on are NaN: a kernel that read them would spread it. `ran` sees the device's dispatches, the mask
+ * and the call's arguments.
  */
 async function checkMasked(c: MaskCase, tol: number, ran: (dispatches: readonly DispatchRecord[], a: AttentionArgs, what: string) => void): Promise<void> {
   const cpuB = new (await import('../../src/backend/cpu/backend.ts')).CpuBackend();
@@ -366,7 +367,10 @@ async function checkMasked(c: MaskCase, tol: number, ran: (dispatches: readonly 
   const what = JSON.stringify({ ...c, keep: undefined, segments: c.segments ? 'docs' : undefined });
   const kvHost = (seed: number) => {
     const x = hostToF32(randomHost(c.b * c.hkv * c.tk * c.d, c.dtype, seed), c.dtype);
-    for (let bh = 0; bh < c.b * c.hkv; bh++) x.fill(NaN, (bh * c.tk + 64) * c.d, (bh * c.tk + 128) * c.d);
+    for (let bh = 0; bh < c.b * c.hkv; bh++) {
+      x.fill(NaN, (bh * c.tk + 64) * c.d, (bh * c.tk + 128) * c.d);
+      x.fill(NaN, (bh * c.tk + kvLength) * c.d, (bh + 1) * c.tk * c.d);
+    }
     return f32ToHost(x, c.dtype);
   };
   const host = [randomHost(c.b * c.h * c.tq * c.d, c.dtype, 1), kvHost(2), kvHost(3), randomHost(c.b * c.h * c.tq * c.d, c.dtype, 4)];
@@ -404,7 +408,7 @@ test('attention with a block mask on tensor cores vs CPU: forward and gradients,
   }
 });
 
-test('attention decode with a block mask vs CPU: only the listed key blocks read (the others hold NaN), shared masks over GQA groups and per-head masks over groups of one, window, kvLength < Tk, packed documents, fewer listed blocks than chunks, a batch entry that sees nothing; f32, f16, bf16 [webgpu]', { skip }, async () => {
+test('attention decode with a block mask vs CPU: only the listed key blocks read (block 1 and the keys past kvLength hold NaN), shared masks over GQA groups and per-head masks over groups of one, window, kvLength < Tk, Tk not a multiple of the block, packed documents, fewer listed blocks than chunks, a batch entry that sees nothing; f32, f16, bf16 [webgpu]', { skip }, async () => {
   const cases: MaskCase[] = [
     { b: 1, h: 8, hkv: 2, tq: 1, tk: 1000, d: 64, dtype: 'f16', heads: 1, keep: (_b, _h, _qb, kb) => kb !== 1 && (kb % 3 !== 2 || kb === 15) },
     { b: 2, h: 4, hkv: 4, tq: 2, tk: 700, d: 32, dtype: 'f32', heads: 4, kvLength: 650, window: 300, keep: (b, h, _qb, kb) => kb !== 1 && (kb + h + b) % 3 !== 0 },
@@ -413,6 +417,8 @@ test('attention decode with a block mask vs CPU: only the listed key blocks read
     { b: 1, h: 2, hkv: 1, tq: 1, tk: 1100, d: 32, dtype: 'f32', heads: 1, keep: (_b, _h, _qb, kb) => kb === 3 || kb === 12 },
     // Batch entry 1 keeps no block: its rows see nothing (out 0, no gradient).
     { b: 2, h: 2, hkv: 2, tq: 1, tk: 300, d: 16, dtype: 'f32', heads: 1, keep: (b, _h, _qb, kb) => b === 0 && kb !== 1 },
+    // kvLength inside a listed block, and a last block cut off by Tk: its rows past kvLength (NaN) are never read.
+    { b: 2, h: 4, hkv: 2, tq: 1, tk: 1000, d: 32, dtype: 'f16', heads: 1, kvLength: 990, keep: (_b, _h, _qb, kb) => kb !== 1 },
   ];
   for (const c of cases) {
     await checkMasked(c, c.dtype === 'f32' ? 1e-4 : 2 * TOL[c.dtype], (dispatches, a, what) => {

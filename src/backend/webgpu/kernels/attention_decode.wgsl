@@ -62,6 +62,10 @@ fn mask_step(k0: u32, kend: u32) {
 
 // The key of virtual key v of the current step.
 fn dkey(v: u32) -> u32 { return select(step_kb.y, step_kb.x, v / MASK_KB == step_e) + v % MASK_KB; }
+
+// The row a key's K and V are read from: a listed block may run past kvlen (the last one past tk,
+// into the next head's rows), whose P = 0 must not meet a stale NaN, so those read the last valid row.
+fn drow(key: u32) -> u32 { return min(key, P.kvlen - 1u); }
 #endif
 
 {{DECODE_STEP}}
@@ -117,7 +121,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #if MASK
     mask_step(k0, kend);
     let jk = dkey(min(j, kend - 1u));
-    let base = kbase + jk * P.d;
+    let base = kbase + drow(jk) * P.d;
 #else
     let base = kbase + min(j, kend - 1u) * P.d;
 #endif

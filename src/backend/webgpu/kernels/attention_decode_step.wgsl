@@ -106,7 +106,7 @@ fn decode_softmax_pv(lid: u32, sgsize: u32, kbase: u32, k0: u32, kend: u32, c4: 
       let vv = up4((*vw)[i]);
 #else
 #if MASK
-      let vv = ldv4(kbase + dkey(min(k0 + jj, kend - 1u)) * P.d + 4u * c4, P.d - 4u * c4);
+      let vv = ldv4(kbase + drow(dkey(min(k0 + jj, kend - 1u))) * P.d + 4u * c4, P.d - 4u * c4);
 #else
       let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
 #endif

@@ -30,10 +30,10 @@ fn mod_row(b: u32, h: u32, row: u32) {
   mod_carry = mod_inf();
 }
 
-// φ (+∞ past kvlen, so that it never lowers a minimum) and ℓ of the block's keys.
-// φ and ℓ are loaded when they are staged (their block order runs backwards).
+// FPA's φ and ℓ are loaded where they are staged (not prefetched: only the forward, untimed that way).
 fn mod_fetch(lid: u32, k0: u32) {}
 
+// φ (+∞ past kvlen, so that it never lowers a minimum) and ℓ of the block's keys.
 fn mod_stage(lid: u32, k0: u32) {
   mod_k0 = k0;
   for (var t = lid; t < BK; t += WG) {
