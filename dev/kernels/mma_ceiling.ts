@@ -31,12 +31,14 @@
  *
  * Each version is checked first: inputs all 1/32, so after ITER steps every accumulator holds
  * ITER·16/1024 exactly (f32; the store runs only in the check, behind a uniform flag the compiler
- * cannot see through). Timing: median of 3 batches of back-to-back dispatches (≥ 0.25 s each).
+ * cannot see through). Timing: bench/lib/report.ts timeBatched (median of 3 batches of back-to-back
+ * dispatches, ≥ 0.25 s each).
  */
 import { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import type { Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { matrixCode } from '../../src/backend/webgpu/kernels/subgroup_matrix.ts';
 import { f32ToHost } from '../../src/tensor/dtype.ts';
+import { timeBatched } from '../../bench/lib/report.ts';
 
 const L = 'subgroup_matrix_left<f16, 16, 16>', R = 'subgroup_matrix_right<f16, 16, 16>', A = 'subgroup_matrix_result<f32, 16, 16>';
 const { load, store } = matrixCode(false);
@@ -142,14 +144,10 @@ async function main(): Promise<void> {
       const bad = got.findIndex((x) => x !== 1);
       const sink = be.alloc('f32', 256, 'mma sink');
       const once = () => be.rt.run({ kernel, variant: {}, uniforms: [iter, 0], buffers: [src.buffer, sink.buffer], workgroups: [groups] });
-      const batch = async (k: number) => { const t0 = performance.now(); for (let i = 0; i < k; i++) once(); await be.sync(); return performance.now() - t0; };
-      let k = 1, t = await batch(k);
-      while (t < 250 && k < 100_000) { k = Math.ceil(k * Math.min(10, 300 / Math.max(t, 0.5))); t = await batch(k); }
-      const ts = [await batch(k), await batch(k), await batch(k)].sort((x, y) => x - y);
+      const ms = await timeBatched(() => be.sync(), once);
       be.free(sink);
-      const ms = ts[1] / k;
       const flops = groups * v.nsg * v.accs * iter * 2 * 16 * 16 * 16;
-      console.log(`${v.name}: check ${bad < 0 ? 'ok' : `FAILED (element ${bad} = ${got[bad]}, want 1)`} | ${(flops / ms / 1e9).toFixed(1)} TFLOP/s (${ms.toFixed(3)} ms a dispatch, median of 3×${k})`);
+      console.log(`${v.name}: check ${bad < 0 ? 'ok' : `FAILED (element ${bad} = ${got[bad]}, want 1)`} | ${(flops / ms / 1e9).toFixed(1)} TFLOP/s (${ms.toFixed(3)} ms a dispatch)`);
     } catch (e) {
       console.log(`${v.name}: ERROR ${(e as Error).message.split('\n').slice(0, 6).join(' / ')}`);
       await be.sync().catch(() => undefined);

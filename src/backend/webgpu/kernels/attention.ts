@@ -29,7 +29,7 @@ import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
-import { MASK_CONSTS, MASK_PARAMS, PARAMS, checkGrid, dt, f32in, f32out, ins, maskUniforms, pow2AtLeast, unpack4, uniforms } from './attention_common.ts';
+import { MASK_CONSTS, MASK_PARAMS, PARAMS, checkGrid, dt, f32in, f32out, ins, maskUniforms, maskVariant, pow2AtLeast, unpack4, uniforms } from './attention_common.ts';
 import { attentionDecode, attentionDecodeMulti, decodeRows } from './attention_decode.ts';
 import { ATTENTION_TC_FILES, attentionTc, attentionTcBackward } from './attention_tc.ts';
 import { attentionBackwardPlan, attentionForwardPlan, blockedPitch, blockedPlan, type AttentionBackwardKernel } from './attention_plan.ts';
@@ -141,7 +141,7 @@ export function attentionPlain(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRe
 
 /** The variant flags and uniforms of a block mask (a.mask its shape, `mask` its table) for the blocked kernels. */
 function maskRun(a: AttentionArgs, mask?: GpuRef): { variant: Variant; uniforms: number[]; buffers: GPUBuffer[] } {
-  return mask ? { variant: { MASK: true, SEG: (a.mask?.segmentOffset ?? 0) > 0 }, uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [mask.h.buffer] } : { variant: {}, uniforms: uniforms(a), buffers: [] };
+  return mask ? { variant: maskVariant(a, mask), uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [mask.h.buffer] } : { variant: {}, uniforms: uniforms(a), buffers: [] };
 }
 
 /**

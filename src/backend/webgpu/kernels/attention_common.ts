@@ -16,6 +16,8 @@ export const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32
 export const MASK_PARAMS = 'mheads: u32, mqblocks: u32, mkblocks: u32, mbykey: u32, mseg: u32';
 export const MASK_CONSTS = `const MASK_QB = ${MASK_Q_BLOCK}u;\nconst MASK_KB = ${MASK_K_BLOCK}u;`;
 export const maskUniforms = (a: AttentionArgs) => (a.mask ? [a.mask.heads, a.mask.qBlocks, a.mask.kBlocks, a.mask.byKeyOffset, a.mask.segmentOffset] : []);
+/** A masked kernel's variant flags: MASK with a mask's table, SEG where its shape (a.mask) carries segments. */
+export const maskVariant = (a: AttentionArgs, mask?: unknown): { MASK?: boolean; SEG?: boolean } => (mask ? { MASK: true, SEG: (a.mask?.segmentOffset ?? 0) > 0 } : {});
 
 /** PARAMS' words for a call. */
 export function uniforms(a: AttentionArgs): number[] {

@@ -13,7 +13,7 @@
  * merge through Lred alone does it (dev versions cL, cD, cV; attention_decode_step.wgsl says so where
  * the merge is), so the branches stay as measured.
  */
-import { ArgumentError, UnsupportedError } from '../../../errors.ts';
+import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
 import { MASK_K_BLOCK, type AttentionArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
@@ -22,7 +22,7 @@ import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
-import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, maskUniforms, pow2AtLeast, uniforms } from './attention_common.ts';
+import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, maskUniforms, maskVariant, pow2AtLeast, uniforms } from './attention_common.ts';
 
 /** attention_decode_step.wgsl (the split pass's softmax, P·V and partials, shared with fox_fpa_decode.wgsl) for variant v. */
 export function decodeStepSource(v: Variant): string {
@@ -99,7 +99,7 @@ function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v:
   const { lo, hi, chunk, nsplit } = cut;
   const out = into ?? allocPartials(be, nsplit, nrows, a.d, 'attention decode');
   be.rt.run({
-    kernel: decodeKernel, variant: mask ? { ...variant, MASK: true, SEG: (a.mask?.segmentOffset ?? 0) > 0 } : variant,
+    kernel: decodeKernel, variant: { ...variant, ...maskVariant(a, mask) },
     uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit, s0, ...(mask ? maskUniforms(a) : [])],
     buffers: [q.h.buffer, out.pm.buffer, out.pl.buffer, out.pacc.buffer, k.h.buffer, v.h.buffer, ...(mask ? [mask.h.buffer] : [])],
     workgroups: [nsplit, a.kvHeads, a.batch],
@@ -179,7 +179,6 @@ function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { l
 export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, splits?: number, subgroups = be.caps.subgroups, tune: DecodeTune = {}, mask?: GpuRef): [GpuHandle, GpuHandle] {
   const rows = decodeRows(be.caps, a);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}${a.mask ? ` with a mask of ${a.mask.heads} heads` : ''}`);
-  if (!!mask !== !!a.mask) throw new ArgumentError(`webgpu: attention decode takes a mask's table and its shape (a.mask) together, not ${mask ? 'the table alone' : 'the shape alone'}`);
   // A masked step covers two listed blocks: workgroups of 128 keys, and none of the experimental forms.
   if (mask && (tune.wg ?? 128) !== 2 * MASK_K_BLOCK) throw new UnsupportedError(`webgpu: the masked attention decode takes ${2 * MASK_K_BLOCK} keys a step, not ${tune.wg}`);
   if (mask && (tune.prefetch || tune.vEarly || tune.vMid)) throw new UnsupportedError('webgpu: the masked attention decode has no prefetch, vEarly or vMid form');
