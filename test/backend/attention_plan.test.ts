@@ -89,7 +89,8 @@ test('FoX and FPA plans: decode for few rows a group, tensor cores for f16 (forw
   assert.deepEqual(modifierBackwardPlan(H200, 'fox', fox(4096, 4096, 128), 'f16', 'f32'), { dq: 'blocked', dkdv: 'tiled' }, 'dO in f32: no tensor cores');
   assert.deepEqual(modifierBackwardPlan(H200, 'fox', fox(8, 4096, 128), 'f16', 'f16'), { dq: 'blocked', dkdv: 'blocked' }, 'fewer than 16 query rows');
   assert.deepEqual(modifierBackwardPlan(H200, 'fox', fox(4096, 4096, 128), 'f16', 'f16', { tensorCores: false }), { dq: 'blocked', dkdv: 'blocked' });
-  assert.deepEqual(modifierBackwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f16', 'f16'), { dq: 'blocked', dkdv: 'blocked' }, 'FPA has no tensor-core backward');
+  assert.deepEqual(modifierBackwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' });
+  assert.deepEqual(modifierBackwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f16', 'f32'), { dq: 'blocked', dkdv: 'blocked' }, 'FPA, dO in f32: no tensor cores');
   assert.deepEqual(modifierBackwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f32', 'f32', { tile: true }), { dq: 'tiled', dkdv: 'tiled' });
   assert.deepEqual(modifierBackwardPlan(SWIFTSHADER, 'fox', fox(300, 300, 128), 'f16', 'f16'), { dq: 'tiled', dkdv: 'tiled' });
 });

@@ -2,8 +2,10 @@
  * The score modifiers on the tensor-core kernels, the default for f16 where they take the call:
  * FoX's forward and backward (attention_tc.wgsl with attention_tc_mod_fox.wgsl, and
  * attention_tc_backward.wgsl FOX: the bias c[p_i] − c[j] on every score; dc from the dS row and
- * column sums) and FPA's forward (attention_tc_mod_fpa.wgsl: key blocks from the last to the first
- * with each row's carry of min φ) (foxFpaOptions.tensorCores in
+ * column sums) and FPA's forward and backward (attention_tc_mod_fpa.wgsl: key blocks from the last
+ * to the first with each row's carry of min φ; dφ owed to each pair's argmin through the carry's
+ * posts, the suffix minima's column sums or the scan of the block holding the row's end; dℓ per
+ * key with a carry over the query blocks) (foxFpaOptions.tensorCores in
  * src/backend/webgpu/kernels/fox_fpa_attention.ts), against the CPU reference
  * (src/backend/cpu/fox_attention.ts): out and lse in f16 storage, Tq = Tk and Tq < Tk with
  * kvLength < Tk, GQA, cut-off query blocks, head dims 32 to 256, forget gates spanning −50…0.
@@ -18,7 +20,7 @@ import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import * as cpuFpa from '../../src/backend/cpu/fpa_attention.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { tcBackwardEligible, tcEligible } from '../../src/backend/webgpu/kernels/attention_tc.ts';
-import { foxAttention, foxAttentionBackward, foxFpaOptions, fpaAttention } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
+import { foxAttention, foxAttentionBackward, foxFpaOptions, fpaAttention, fpaAttentionBackward } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, type AnyHostArray } from '../../src/tensor/dtype.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 import { compareWith, cref, passesOf, readWith } from './gpu_compare.ts';
@@ -137,6 +139,49 @@ test('FPA forward on tensor cores vs CPU: out, lse; ties in φ, a rising walk, k
       await compare(lse, 'f32', wantLse as AnyHostArray, statTol('f16'), `${what} lse`);
       for (const h of [out, lse, rq.h, rk.h, rv.h, rphi.h, rlevel.h, rlam.h]) gpu!.free(h);
     }
+  } finally {
+    foxFpaOptions.tensorCores = was;
+  }
+});
+
+test('FPA backward on tensor cores vs CPU: dq, dk, dv, dφ, dℓ, dλ; ties in φ, a rising walk, keys killed by λ = 1e4, Tq < Tk, kvLength < Tk, GQA, several and cut-off query blocks, D 16 to 256; repeats bitwise [webgpu]', { skip }, async (t) => {
+  if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernels cannot run here`); return; }
+  const was = foxFpaOptions.tensorCores;
+  foxFpaOptions.tensorCores = true;
+  try {
+    let seed = 170, ran = 0;
+    // λ = 0 ('zero') is outside the CPU reference's domain: its forward is checked above against FoX.
+    for (const c of FPA_CASES.filter((x) => x.walk !== 'zero')) {
+      const a = foxArgs(c), what = JSON.stringify(c);
+      seed += 10;
+      if (!tcBackwardEligible(gpu!.caps, 'f16', 'f16', { ...a, causal: true, window: 0 })) continue;
+      const n = [c.b * c.h * c.tq * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.hkv * c.tk * c.d, c.b * c.h * c.tq * c.d];
+      const host = n.map((len, i) => f32ToHost(randomF32(len, seed + i, i === 0 ? 2 : 1), 'f16'));
+      const [phi, level, lam] = walks(c.b * c.hkv, c.tk, c.hkv, c.walk, seed + 9);
+      const [q, k, v, g] = host.map((x) => cref(x, 'f16'));
+      const ex = [phi, level, lam].map((x) => cref(x, 'f32'));
+      const [o, l] = cpuFpa.fpaAttention(q, k, v, ex[0], ex[1], ex[2], a);
+      const want = cpuFpa.fpaAttentionBackward(q, k, v, ex[0], ex[1], ex[2], cref(o as AnyHostArray, 'f16'), cref(l as AnyHostArray, 'f32'), g, a) as AnyHostArray[];
+      const [rq, rk, rv, rg] = host.map((x) => ({ h: gpu!.upload(x, 'f16'), shape: [], dtype: 'f16' as const }));
+      const [rphi, rlevel, rlam] = [phi, level, lam].map((x) => ({ h: gpu!.upload(x, 'f32'), shape: [], dtype: 'f32' as const }));
+      const ro = { h: gpu!.upload(o as AnyHostArray, 'f16'), shape: [], dtype: 'f16' as const };
+      const rl = { h: gpu!.upload(l as AnyHostArray, 'f32'), shape: [], dtype: 'f32' as const };
+      const run = () => gpu!.rt.recordDispatches(() => fpaAttentionBackward(gpu!, rq, rk, rv, rphi, rlevel, rlam, ro, rl, rg, a));
+      const { result: got, dispatches } = run();
+      assert.deepEqual(passesOf(dispatches, 'attention_tc_backward'), { fwd: 0, dq: 1, dkdv: 1 }, `${what}: the tensor-core passes ran (dispatch log)`);
+      assert.ok(dispatches.filter((d) => d.kernel === 'attention_tc_backward').every((d) => d.variant.MOD === 'fpa'), `${what}: with the FPA modifier`);
+      const names = ['dq', 'dk', 'dv', 'dphi', 'dlevel', 'dlambda'];
+      for (let i = 0; i < 6; i++) await compare(got[i], i < 3 ? 'f16' : 'f32', want[i], 1e-2, `${what} ${names[i]}`);
+      const again = run().result;
+      for (let i = 0; i < 6; i++) {
+        const dt = i < 3 ? 'f16' as const : 'f32' as const;
+        const [x1, x2] = await Promise.all([read(got[i], dt, want[i].length), read(again[i], dt, want[i].length)]);
+        assert.deepStrictEqual(x2, x1, `${what} ${names[i]}: a second backward differs`);
+      }
+      for (const h of [...got, ...again, rq.h, rk.h, rv.h, rg.h, rphi.h, rlevel.h, rlam.h, ro.h, rl.h]) gpu!.free(h);
+      ran++;
+    }
+    assert.ok(ran >= 6, `the tensor-core FPA backward took ${ran} of ${FPA_CASES.length - 1} cases`);
   } finally {
     foxFpaOptions.tensorCores = was;
   }

@@ -127,13 +127,12 @@ export type ModifierBackwardKernel = 'tensor-cores' | 'blocked' | 'tiled';
 
 /**
  * The backward passes of FoX or FPA for q, k, v of dtype x and dO of dtype g: with no tile forced,
- * FoX takes the tensor-core passes (attention_tc_backward.wgsl FOX) where they take f16 inputs and
- * dO and `tensorCores` is on; else each pass register-blocked where its tiles (with FPA's state)
- * fit, else tiled. FPA has no tensor-core backward: its dφ follows each row's argmin through the
- * key blocks in order (fox_fpa_attention.ts), which the tensor-core passes' lane-pair rows do not do.
+ * each takes the tensor-core passes (attention_tc_backward.wgsl with attention_tc_mod_fox.wgsl or
+ * attention_tc_mod_fpa.wgsl) where they take f16 inputs and dO and `tensorCores` is on; else each
+ * pass register-blocked where its tiles (with FPA's state) fit, else tiled.
  */
 export function modifierBackwardPlan(caps: GpuCaps, kind: 'fox' | 'fpa', a: FoxAttentionArgs, x: DType, g: DType, opts: { tile?: boolean; tensorCores?: boolean } = {}): { dq: ModifierBackwardKernel; dkdv: ModifierBackwardKernel } {
-  if (kind === 'fox' && !opts.tile && (opts.tensorCores ?? true) && tcBackwardEligible(caps, x, g, { ...a, causal: true, window: 0 })) return { dq: 'tensor-cores', dkdv: 'tensor-cores' };
+  if (!opts.tile && (opts.tensorCores ?? true) && tcBackwardEligible(caps, x, g, { ...a, causal: true, window: 0 })) return { dq: 'tensor-cores', dkdv: 'tensor-cores' };
   const pass = (p: BlockedPass) => (!opts.tile && modePlan(caps, kind, a.d, p, x, g).tr > 0 ? 'blocked' : 'tiled');
   return { dq: pass('dq'), dkdv: pass('dkdv') };
 }

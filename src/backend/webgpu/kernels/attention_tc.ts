@@ -190,6 +190,15 @@ function tcBackwardSmem(pass: 'dq' | 'dkdv', nsg: number, d: number, kPad: numbe
 }
 
 /**
+ * Workgroup bytes a modifier adds to the DQ pass (the larger): FoX's c of a key block; FPA's φ, ℓ,
+ * suffix minima and their places of a key block, two per-subgroup sums a key, two per-row posts, two
+ * flags a subgroup (attention_tc_mod_fpa.wgsl).
+ */
+function tcModifierSmem(kind: 'fox' | 'fpa', nsg: number, keys: number): number {
+  return kind === 'fox' ? 4 * keys : 4 * (4 * keys + 2 * nsg * keys + 2 * 16 * nsg + 2 * nsg);
+}
+
+/**
  * Whether the tensor-core backward takes these inputs: q, k, v and dO in f16 on a device with
  * 16×16×16 f16 subgroup matrices, head dim a multiple of 16 up to 256 whose tiles fit, and at least
  * 16 query rows and 16 keys (a cut-off last block moves back inside them).
@@ -293,11 +302,16 @@ export const tcBackwardKernel: Kernel = {
 /**
  * What the tensor-core backward reads beside q, k, v and dO: softmax attention's f32 lse and delta
  * (rowsum dO∘O) of the forward, or a modifier's `ex` = [lse | delta | its inputs] with `aux`, the
- * f32 buffer its gradients' partials go into. FoX (the only modifier with a tensor-core backward):
- * the inputs are c per query head and key, aux the zeroed rows + b·h·tk words of the dS row and
- * column sums (fox_fpa_attention.ts's COMBINE makes dc of them).
+ * zeroed f32 buffer its gradients' partials go into (fox_fpa_attention.ts turns them into the
+ * modifier's gradients). FoX: the inputs are c per query head and key, aux the rows + b·h·tk words
+ * of the dS row and column sums (COMBINE makes dc of them). FPA: the inputs are [φ | ℓ | λ], aux
+ * dλ's row partials, dℓ per (batch, kv head, key) and the dφ cells, tk words per (batch, head,
+ * query block of tcDqRows() rows) (REDUCE).
  */
-export type TcBackwardStats = { lse: GpuHandle; delta: GpuHandle } | { modifier: { kind: 'fox'; ex: GpuHandle; aux: GpuHandle } };
+export type TcBackwardStats = { lse: GpuHandle; delta: GpuHandle } | { modifier: { kind: 'fox' | 'fpa'; ex: GpuHandle; aux: GpuHandle } };
+
+/** Query rows a DQ workgroup of the default tensor-core backward takes (FPA's dφ cells are per block of them). */
+export const tcDqRows = () => 16 * TC_BACKWARD_DEFAULT.nsg;
 
 /**
  * dq, dk, dv on tensor cores from f16 q, k, v, dO and `stats` (callers check tcBackwardEligible;
@@ -312,7 +326,9 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   if (mask && 16 * kvNsg !== MASK_K_BLOCK) throw new UnsupportedError(`webgpu: the masked tensor-core dk/dv pass takes ${MASK_K_BLOCK / 16} subgroups (one mask block of keys), not ${kvNsg}`);
   if (kvRows !== 16 && kvRows !== 32) throw new UnsupportedError(`webgpu: the tensor-core attention backward stages 16 or 32 query rows a step, not ${kvRows}`);
   if (!tcBackwardEligible(be.caps, q.dtype, g.dtype, a)) throw new UnsupportedError(`webgpu: the tensor-core attention backward does not take ${q.dtype} inputs (dO ${g.dtype}) of head dim ${a.d} with ${a.tq} query rows and ${a.tk} keys on ${be.caps.adapterName}`);
-  const need = Math.max(tcBackwardSmem('dq', nsg, a.d, kPad, dqKeys), tcBackwardSmem('dkdv', kvNsg, a.d, kPad, kvRows));
+  const mod = 'modifier' in stats ? stats.modifier : null;
+  if (mod?.kind === 'fpa' && nsg !== TC_BACKWARD_DEFAULT.nsg) throw new UnsupportedError(`webgpu: the tensor-core FPA backward's dq pass takes ${TC_BACKWARD_DEFAULT.nsg} subgroups (its dφ cells are per ${tcDqRows()} query rows), not ${nsg}`);
+  const need = Math.max(tcBackwardSmem('dq', nsg, a.d, kPad, dqKeys), tcBackwardSmem('dkdv', kvNsg, a.d, kPad, kvRows)) + (mod ? tcModifierSmem(mod.kind, nsg, dqKeys) : 0);
   if (need > be.caps.maxWorkgroupStorage || 32 * Math.max(nsg, kvNsg) > be.caps.maxInvocations) throw new UnsupportedError(`webgpu: the tensor-core attention backward with ${nsg} and ${kvNsg} subgroups (${kvRows} query rows a dk/dv step) and rows padded by ${kPad} halves needs ${need} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
   const rows = a.batch * a.heads * a.tq, kvSize = a.batch * a.kvHeads * a.tk * a.d;
   const gq = Math.ceil(a.tq / (16 * nsg)), gk = Math.ceil(a.tk / (16 * kvNsg));
@@ -322,7 +338,6 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   const dq = be.alloc('f16', rows * a.d, 'attention dq');
   const dk = be.alloc('f16', kvSize, 'attention dk');
   const dv = be.alloc('f16', kvSize, 'attention dv');
-  const mod = 'modifier' in stats ? stats.modifier : null;
   if (mod && (mask || !a.causal || a.window !== 0)) throw new UnsupportedError(`webgpu: the tensor-core ${mod.kind} backward is causal, without a window or block mask`);
   const st = 'modifier' in stats ? [stats.modifier.ex.buffer] : [stats.lse.buffer, stats.delta.buffer];
   const aux = mod ? [mod.aux.buffer] : [];

@@ -21,10 +21,11 @@
 // and tk ≥ 16); the rows (keys) this moves in belong to the block before, which writes them
 // (put_tile skips them here: under a mask the two blocks' lists differ).
 //
-// A score modifier (FoX; MOD names it) plugs in through the hooks of attention_tc_mod_none.wgsl,
-// its file pasted at MODIFIER in each pass: DQ the forward's row hooks plus mod_grad (each dS, in
-// f32 before it is rounded to f16) and mod_row_end; DKDV their transposes (mod_key, mod_stage_rows,
-// mod_bias_t, mod_grad_t, mod_key_end). With a modifier, lse and delta travel in one f32 buffer with
+// A score modifier (FoX, FPA; MOD names it) plugs in through the hooks of attention_tc_mod_none.wgsl,
+// its file pasted at MODIFIER in each pass: DQ the forward's row hooks (key blocks from the last
+// with MOD_REVERSE) plus mod_rows, mod_grad (each dS, in f32 before it is rounded to f16), mod_after
+// and mod_row_end; DKDV their transposes (mod_keys, mod_key, mod_stage_rows, mod_bias_t,
+// mod_grad_t, mod_fold_t, mod_key_end). With a modifier, lse and delta travel in one f32 buffer with
 // the modifier's inputs behind them, ex = [lse | delta | inputs] (so that DKDV stays within 8
 // storage buffers; mod_in reads the inputs), and its gradients' partials go to `aux`.
 //
@@ -132,6 +133,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let lse2 = lse_at(qrow0 + row) * LOG2E;
   let dl = delta_at(qrow0 + row);
   mod_row(b, h, row);
+  mod_rows(b, h, i0, lid, sg, lane);
 
 {{ACCINIT}}
   var xa: array<vec4<u32>, NL>;
@@ -139,16 +141,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 #if PREFETCH
   var k0n = 0u;
   if (nblocks > 0u) {
-    k0n = visit(0u, kfirst, BK, MASK_KB, mrow, lid);
+    k0n = visit(select(0u, nblocks - 1u, MOD_REVERSE), kfirst, BK, MASK_KB, mrow, lid);
     fetch_rows(&xa, &xb, kbase, k0n, P.kvlen, lid);
     mod_fetch(lid, k0n);
   }
 #endif
   for (var it = 0u; it < nblocks; it++) {
+    let ib = select(it, nblocks - 1u - it, MOD_REVERSE);
 #if PREFETCH
     let k0 = k0n;
 #else
-    let k0 = visit(it, kfirst, BK, MASK_KB, mrow, lid);
+    let k0 = visit(ib, kfirst, BK, MASK_KB, mrow, lid);
     fetch_rows(&xa, &xb, kbase, k0, P.kvlen, lid);
     mod_fetch(lid, k0);
 #endif
@@ -158,7 +161,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     workgroupBarrier();
 #if PREFETCH
     if (it + 1u < nblocks) {
-      k0n = visit(it + 1u, kfirst, BK, MASK_KB, mrow, lid);
+      k0n = visit(select(it + 1u, nblocks - 2u - it, MOD_REVERSE), kfirst, BK, MASK_KB, mrow, lid);
       fetch_rows(&xa, &xb, kbase, k0n, P.kvlen, lid);
       mod_fetch(lid, k0n);
     }
@@ -167,7 +170,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 {{PRODUCTS}}
     workgroupBarrier();
     mod_block();
-    let full = mask_whole(mrow, it, MASK_KB, BK) && k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
+    let full = mask_whole(mrow, ib, MASK_KB, BK) && k0 + BK <= P.kvlen && (P.causal == 0u || i32(k0 + BK) - 1 <= pmin) && (P.window == 0u || i32(k0) > pmax - i32(P.window));
     for (var c = par; c < BK; c += 2u) {
       let at = sbase + c * 16u + r;
       var p = 0.0;
@@ -178,6 +181,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     }
     mod_fold();
     workgroupBarrier();
+    mod_after(lid, sg, lane);
 {{UPDATE}}
   }
   // Rows a cut-off last block moved back belong to the block before, which writes them.
@@ -242,6 +246,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let par = lane % 2u;
   let key = kb + r;
   seg_start(b);
+  mod_keys(b, g, key, j0, ifirst, lid);
   let sbase = sg * SP;
   let sc = P.scale * LOG2E;
 
@@ -301,6 +306,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         Dt[at] = f16(ds);
         Pt[at] = f16(p);
       }
+      mod_fold_t();
       workgroupBarrier();
 {{UPDATE}}
     }

@@ -20,6 +20,8 @@ var<private> mod_i0: u32;
 var<private> mod_key_pos: u32;
 var<private> mod_ck: f32;
 
+fn mod_keys(b: u32, g: u32, key: u32, j0: u32, i0: u32, lid: u32) {}
+
 fn mod_key(b: u32, bh: u32, key: u32) {
   mod_base = bh * P.tk;
   mod_key_pos = key;
@@ -38,6 +40,8 @@ fn mod_stage_rows(lid: u32, i0: u32) {
 
 fn mod_bias_t(c: u32, full: bool) -> f32 { return RowC[c] - mod_ck; }
 fn mod_grad_t(c: u32, ds: f32) { if (i32(mod_i0 + c) + P.qoff != i32(mod_key_pos)) { mod_sum += ds; } }
+
+fn mod_fold_t() {}
 
 fn mod_key_end(at: u32, write: bool) {
   let s = mod_sum + subgroupShuffleXor(mod_sum, 1u);
@@ -74,7 +78,9 @@ fn mod_block() {}
 fn mod_bias(c: u32, full: bool) -> f32 { return mod_cq - Ck[c]; }
 fn mod_fold() {}
 #if DQ
+fn mod_rows(b: u32, h: u32, i0: u32, lid: u32, sg: u32, lane: u32) {}
 fn mod_grad(c: u32, ds: f32) { if (mod_k0 + c != mod_pos) { mod_sum += ds; } }
+fn mod_after(lid: u32, sg: u32, lane: u32) {}
 
 fn mod_row_end(at: u32, write: bool) {
   let s = mod_sum + subgroupShuffleXor(mod_sum, 1u);

@@ -24,7 +24,11 @@
  * binds c alone, or [φ | ℓ | λ]). Outputs of packed dtypes go through viaStorable.
  *
  * A forward of few query rows (group·Tq ≤ 16: decode) goes to fox_fpa_decode.ts instead, the keys
- * split over many workgroups and merged by attention_combine.wgsl; the backward always runs here.
+ * split over many workgroups and merged by attention_combine.wgsl. f16 inputs (and, in the backward,
+ * dO) take the tensor-core kernels (attention_tc.ts with attention_tc_mod_fox.wgsl or
+ * attention_tc_mod_fpa.wgsl, foxFpaOptions.tensorCores) for forward, DQ and DKDV, filling `aux` in
+ * this file's layout (FPA's dφ cells per query block of tcDqRows() rows), so COMBINE and REDUCE
+ * are shared; everything else runs here.
  *
  * FoX without a forced tile takes the register-blocked kernels of attention_blocked.wgsl (its FOX
  * variant: the bias on every score, and the dS row and column sums into the same `aux` layout, so
@@ -50,7 +54,7 @@ import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { blockedSource, blockedTiles, rowLoaders } from './attention.ts';
 import { blockedPitch, modePlan, modifierBackwardPlan, modifierForwardPlan } from './attention_plan.ts';
-import { attentionTc, attentionTcBackward } from './attention_tc.ts';
+import { attentionTc, attentionTcBackward, tcDqRows } from './attention_tc.ts';
 import { checkGrid, dt, f32in, f32out, pow2AtLeast } from './attention_common.ts';
 import { viaStorable } from './elementwise.ts';
 import { concat, copyStrided } from './layout.ts';
@@ -104,12 +108,14 @@ const fpaBlockedKernel: Kernel = {
 };
 
 /**
- * `tensorCores` sends FoX's forward and backward and FPA's forward of f16 inputs to the tensor-core
- * kernels (attention_tc.wgsl with attention_tc_mod_fox.wgsl or attention_tc_mod_fpa.wgsl;
- * attention_tc_backward.wgsl FOX) where they take the call (on by default: on the H200 at D = 64
- * FoX's forward took 16K tokens from 42.4 to 15.5 ms, bench/fox_fpa.ts). SwiftShader has no
- * subgroup matrices, so only a GPU run of test/backend/webgpu_modifier_tc.test.ts checks them; false
- * keeps FoX and FPA on the blocked/plain kernels.
+ * `tensorCores` sends FoX's and FPA's forward and backward of f16 inputs to the tensor-core
+ * kernels (attention_tc.wgsl and attention_tc_backward.wgsl with attention_tc_mod_fox.wgsl or
+ * attention_tc_mod_fpa.wgsl) where they take the call (on by default: on the H200 at D = 64 FoX's
+ * forward took 16K tokens from 42.4 to 15.5 ms; at D = 128 FPA's forward+backward 998.973 → 123.045
+ * ms, bench/fox_fpa.ts). SwiftShader has no subgroup matrices, so only a GPU run of
+ * test/backend/webgpu_modifier_tc.test.ts checks them (dev/kernels/attention_tc_emulate.ts runs
+ * FPA's backward hooks on SwiftShader with ALU stand-ins for the MMAs); false keeps FoX and FPA on
+ * the blocked/plain kernels.
  */
 export const foxFpaOptions = { tensorCores: true };
 
@@ -324,7 +330,7 @@ const fpaAuxBytes = (a: FoxAttentionArgs, bq: number) =>
  * dtypes of q/k/v and of dO, which decide the DQ pass and so its rows (dqRowsOf).
  */
 export function fpaBackwardKvHeads(caps: GpuCaps, a: FoxAttentionArgs, x: DType, g: DType, tile?: Tile): number {
-  const need = fpaAuxBytes(a, dqRowsOf(caps, 'fpa', a, x, g, tile).rows);
+  const need = fpaAuxBytes(a, fpaDqRows(caps, a, x, g, tile));
   const limit = bindingLimit(caps);
   return need <= limit ? a.kvHeads : Math.min(a.kvHeads, Math.floor((a.kvHeads * limit) / need));
 }
@@ -342,7 +348,7 @@ export function fpaAttentionBackward(
   const per = fpaBackwardKvHeads(be.caps, a, q.dtype, g.dtype, tile);
   if (per >= a.kvHeads) return fpaBackwardAll(be, q, k, v, phi, level, lambda, o, lse, g, a, tile);
   if (per === 0) {
-    throw new UnsupportedError(`webgpu: fpaAttentionBackward needs ${fpaAuxBytes({ ...a, batch: 1, heads: a.heads / a.kvHeads, kvHeads: 1 }, dqRowsOf(be.caps, 'fpa', a, q.dtype, g.dtype, tile).rows)} bytes of partials for one kv head of one batch entry (${a.heads / a.kvHeads} query heads, ${a.tq}×${a.tk} tokens), above this device's ${bindingLimit(be.caps)}-byte binding limit`);
+    throw new UnsupportedError(`webgpu: fpaAttentionBackward needs ${fpaAuxBytes({ ...a, batch: 1, heads: a.heads / a.kvHeads, kvHeads: 1 }, fpaDqRows(be.caps, a, q.dtype, g.dtype, tile))} bytes of partials for one kv head of one batch entry (${a.heads / a.kvHeads} query heads, ${a.tq}×${a.tk} tokens), above this device's ${bindingLimit(be.caps)}-byte binding limit`);
   }
   const group = a.heads / a.kvHeads;
   const qInner = a.tq * a.d, kInner = a.tk * a.d;
@@ -380,12 +386,32 @@ export function fpaAttentionBackward(
   }
 }
 
+/** The plan of FPA's backward passes (modifierBackwardPlan with this file's options). */
+const fpaBackwardPasses = (caps: GpuCaps, a: FoxAttentionArgs, x: DType, g: DType, tile?: Tile) =>
+  modifierBackwardPlan(caps, 'fpa', a, x, g, { tile: tile !== undefined, tensorCores: foxFpaOptions.tensorCores });
+
+/** Query rows per DQ workgroup of FPA's backward (its dφ cells are per such block). */
+function fpaDqRows(caps: GpuCaps, a: FoxAttentionArgs, x: DType, g: DType, tile?: Tile): number {
+  return fpaBackwardPasses(caps, a, x, g, tile).dq === 'tensor-cores' ? tcDqRows() : dqRowsOf(caps, 'fpa', a, x, g, tile).rows;
+}
+
 /** FPA's backward over every head at once (one partials buffer). */
 function fpaBackwardAll(
   be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, phi: GpuRef, level: GpuRef, lambda: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, a: FoxAttentionArgs, tile?: Tile,
 ): [GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
   const nkv = a.batch * a.kvHeads * a.tk;
-  const [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (bq) => fpaAuxBytes(a, bq) / 4, a, tile);
+  let dq: GpuHandle, dk: GpuHandle, dv: GpuHandle, aux: GpuHandle, bq: number;
+  if (fpaBackwardPasses(be.caps, a, q.dtype, g.dtype, tile).dq === 'tensor-cores') {
+    // [lse | delta | φ | ℓ | λ] and the zeroed partials (rows, dℓ, dφ cells), read and filled by attention_tc_backward.wgsl with attention_tc_mod_fpa.wgsl.
+    const ex = backwardStats(be, 'fpa', o, lse, g, fpaExtra(a, phi, level, lambda), a);
+    bq = tcDqRows();
+    aux = be.alloc('f32', fpaAuxBytes(a, bq) / 4, 'fpaAttentionBackward partials');
+    be.rt.commandEncoder().clearBuffer(aux.buffer);
+    [dq, dk, dv] = attentionTcBackward(be, q, k, v, g, { modifier: { kind: 'fpa', ex, aux } }, { ...a, causal: true, window: 0 });
+    be.free(ex);
+  } else {
+    [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (rows) => fpaAuxBytes(a, rows) / 4, a, tile);
+  }
   const dphi = be.alloc('f32', nkv, 'fpa attention dphi');
   const dlevel = be.alloc('f32', nkv, 'fpa attention dlevel');
   const dlam = be.alloc('f32', a.kvHeads, 'fpa attention dlambda');
