@@ -195,31 +195,34 @@ fn mod_row(b: u32, h: u32, row: u32) {
 #endif
 }
 
-// FPA's φ and ℓ are loaded where they are staged (not prefetched).
-fn mod_fetch(lid: u32, k0: u32) {}
+// Invocation lid < BK fetches key k0 + lid's φ (+∞ past kvlen, so that it never lowers a minimum)
+// and ℓ into registers (workgroups have at least BK invocations), where the skeleton fetches K and V.
+var<private> mod_next: vec2<f32>;
+fn mod_fetch(lid: u32, k0: u32) {
+  mod_next = vec2<f32>(mod_inf(), 0.0);
+  if (lid < BK && k0 + lid < P.kvlen) { mod_next = vec2<f32>(mod_in(mod_base + k0 + lid), mod_in(P.b * P.hkv * P.tk + mod_base + k0 + lid)); }
+}
 
-// φ (+∞ past kvlen, so that it never lowers a minimum) and ℓ of the block's keys.
 fn mod_stage(lid: u32, k0: u32) {
   mod_k0 = k0;
-  for (var t = lid; t < BK; t += WG) {
-    var f = mod_inf();
-    var l = 0.0;
-    if (k0 + t < P.kvlen) { f = mod_in(mod_base + k0 + t); l = mod_in(P.b * P.hkv * P.tk + mod_base + k0 + t); }
-    Fk[t] = f;
-    Lk[t] = l;
+  if (lid < BK) {
+    Fk[lid] = mod_next.x;
+    Lk[lid] = mod_next.y;
   }
 }
 
-// Sf[t] = min φ over the block's keys after t (+∞ for the last), and (DQ) where it lies.
+// Sf[t] = min φ over the block's keys after t (+∞ for the last), and (DQ) where it lies. The loops
+// run over the whole block (a constant trip count, so the loads issue together).
 fn mod_prepare(lid: u32) {
-  for (var t = lid; t < BK; t += WG) {
+  if (lid < BK) {
+    let t = lid;
     var s = mod_inf();
 #if DQ
     var a = t;
-    for (var u = t + 1u; u < BK; u++) { if (Fk[u] <= s) { s = Fk[u]; a = u; } }
+    for (var u = 1u; u < BK; u++) { if (u > t && Fk[u] <= s) { s = Fk[u]; a = u; } }
     SfA[t] = a;
 #else
-    for (var u = t + 1u; u < BK; u++) { s = min(s, Fk[u]); }
+    for (var u = 1u; u < BK; u++) { if (u > t) { s = min(s, Fk[u]); } }
 #endif
     Sf[t] = s;
   }
@@ -369,8 +372,8 @@ fn mod_after(lid: u32, sg: u32, lane: u32) {
   if (lid < BK) {
     var sum = 0.0;
     for (var s = 0u; s < NSG; s++) { sum += Tp[s * BK + lid]; }
-    for (var cc = 0u; cc < lid; cc++) {
-      if (SfA[cc] == lid) { for (var s = 0u; s < NSG; s++) { sum += Cp[s * BK + cc]; } }
+    for (var cc = 0u; cc + 1u < BK; cc++) {
+      if (cc < lid && SfA[cc] == lid) { for (var s = 0u; s < NSG; s++) { sum += Cp[s * BK + cc]; } }
     }
     mod_cell_add(mod_k0 + lid, sum);
     let cur = (mod_it + 1u) % 2u;
