@@ -73,7 +73,7 @@ test('attention plans with a block mask: every kernel, decode where its rows sha
     (e: Error) => e instanceof UnsupportedError && e.message === 'webgpu: a masked attention backward off the tensor cores binds 9 storage buffers in its dk/dv pass; swiftshader-like allows 8');
 });
 
-test('FoX and FPA plans: decode for few rows a group, tensor cores for f16 (forward; FoX backward too), blocked where tiles fit (FPA with room for its state), tiled else or when a tile is forced', () => {
+test('FoX and FPA plans: decode for few rows a group, tensor cores for f16 (forward, and backward with f16 dO), blocked where tiles fit (FPA with room for its state), tiled else or when a tile is forced', () => {
   const fox = (tq: number, tk: number, d: number, heads = 32, kvHeads = 32) => ({ batch: 1, heads, kvHeads, tq, tk, d, kvLength: tk, qOffset: tk - tq, scale: 1 / Math.sqrt(d) });
   assert.equal(modifierForwardPlan(H200, 'fox', fox(1, 4096, 64, 32, 8), 'f16'), 'decode');
   assert.equal(modifierForwardPlan(H200, 'fox', fox(4096, 4096, 64), 'f16'), 'tensor-cores');
