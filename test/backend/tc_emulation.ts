@@ -1,0 +1,96 @@
+/**
+ * The tensor-core attention backward (src/backend/webgpu/kernels/attention_tc_backward.wgsl, with a
+ * modifier's hooks) run on a device without subgroup matrices or shader-f16 (SwiftShader), so that
+ * the skeleton's and the hooks' logic is checked in CI: the generated DQ and DKDV programs with each
+ * subgroup-matrix statement replaced by ALU loops over the same workgroup scratch —
+ *   PRODUCTS  S (Sᵀ) and dP (dPᵀ) of the subgroup's 16 rows against the staged block, written where
+ *             the matrix stores put them (column c of 16 rows at sbase + 16c);
+ *   UPDATE    dQ += dS·K (DQ), dV += Pᵀ·dO and dK += dSᵀ·Q (DKDV) into per-subgroup f32 accumulators
+ *             in workgroup memory (zero at the start of each workgroup);
+ *   STORE     the accumulators copied where the matrix store leaves them for put_tile;
+ * f16 read as packed halves into f32 (every f16 of the program becomes f32, the outputs too), and
+ * subgroup_id / subgroup_invocation_id taken from the invocation index: SwiftShader's subgroups have
+ * 4 lanes, so a lane pair still shares one and the 16-lane shuffle goes through workgroup memory.
+ * What this does not check: the MMAs' fragment layouts and the GPU compiler (a real run on the H200
+ * does, test/backend/webgpu_modifier_tc.test.ts and webgpu_attention.test.ts).
+ */
+import type { AttentionArgs } from '../../src/backend/backend.ts';
+import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import { tcBackwardKernel } from '../../src/backend/webgpu/kernels/attention_tc.ts';
+import { uniforms } from '../../src/backend/webgpu/kernels/attention_common.ts';
+import type { Kernel } from '../../src/backend/webgpu/runtime.ts';
+
+/** The generated program `code` of one pass with its subgroup-matrix statements replaced. */
+function emulate(code: string, dkdv: boolean): string {
+  const row0 = dkdv ? 'kvrow0 + kb' : 'qrow0 + rb';
+  const half = (buf: string, i: string) => `unpack2x16float(${buf}[(${i}) / 2u])[(${i}) % 2u]`;
+  const products = `  for (var e = lane; e < 16u * SC; e += 32u) {
+    let rr = e % 16u;
+    let cc = e / 16u;
+    var s = 0.0;
+    var dp = 0.0;
+    for (var dd = 0u; dd < D; dd++) {
+      let fi = (${row0} + rr) * D + dd;
+      s += ${half('fa', 'fi')} * T[cc * KD + dd];
+      dp += ${half('fb', 'fi')} * T[SC * KD + cc * KD + dd];
+    }
+    Ss[sbase + cc * 16u + rr] = s;
+    Ds[sbase + cc * 16u + rr] = dp;
+  }`;
+  // acc[e] += Σ_c scratch[column c, row e / D] · T[row c of the staged tensor at `at`, column e % D].
+  const update = (acc: string, scratch: string, at: string) => `  for (var e = lane; e < 16u * D; e += 32u) {
+    var s = 0.0;
+    for (var cc = 0u; cc < SC; cc++) { s += ${scratch}[sbase + cc * 16u + e / D] * T[${at} + cc * KD + e % D]; }
+    ${acc}[sg * 16u * D + e] += s;
+  }`;
+  let c = code.replace('  var s0 = subgroup_matrix_result<f32, 16, 16>();', products);
+  if (dkdv) {
+    c = c.replace(/^ {2}let vp0 = .*$/m, update('ACCV', 'Pt', 'SC * KD')).replace(/^ {2}let kp0 = .*$/m, update('ACCK', 'Dt', '0u'));
+  } else {
+    c = c.replace(/^ {2}let op0 = .*$/m, update('ACCO', 'Ps', '0u'));
+  }
+  c = c.replace(/subgroupMatrixStore<row_major>\(&Ss, sg \* SP, ([okv])(\d+)x, 16u\);/g, (_m, acc: string, n: string) =>
+    `for (var e = lane; e < 256u; e += 32u) { Ss[sg * SP + e] = ACC${acc.toUpperCase()}[sg * 16u * D + (e / 16u) * D + ${16 * Number(n)}u + e % 16u]; }`);
+  c = c.split('\n').filter((l) => !/subgroupMatrix|subgroup_matrix|enable f16|chromium/.test(l) || l.trimStart().startsWith('//')).join('\n');
+  c = c.replace('var<storage, read> fa: array<f16>', 'var<storage, read> fa: array<u32>').replace('var<storage, read> fb: array<f16>', 'var<storage, read> fb: array<u32>');
+  c = c.replace(/bitcast<vec2<f16>>\(/g, 'unpack2x16float(').replace(/\bf16\b/g, 'f32');
+  c = c.replace('@builtin(subgroup_id) sg: u32', '@builtin(subgroup_id) sg_hw: u32').replace('@builtin(subgroup_invocation_id) lane: u32', '@builtin(subgroup_invocation_id) lane_hw: u32');
+  c = c.replace(dkdv ? '  let g = wid.y;' : '  let h = wid.y;', (m) => `  let sg = lid / 32u;\n  let lane = lid % 32u;\n${m}`);
+  c = c.replace(/subgroupShuffleXor\((\w+), 16u\)/g, 'xch16($1, lid)');
+  const accs = dkdv ? ['ACCK', 'ACCV'] : ['ACCO'];
+  return `${c}
+${accs.map((a) => `var<workgroup> ${a}: array<f32, NSG * 16u * D>;`).join('\n')}
+var<workgroup> XCH: array<f32, WG>;
+fn xch16(x: f32, lid: u32) -> f32 { workgroupBarrier(); XCH[lid] = x; workgroupBarrier(); let y = XCH[lid ^ 16u]; workgroupBarrier(); return y; }
+`;
+}
+
+const emulatedKernel: Kernel = { name: 'attention_tc_backward_emulated', source: (v, caps) => emulate(tcBackwardKernel.source(v, caps), !!v.DKDV) };
+
+/** Subgroups a workgroup of either emulated pass: 4 (64 rows or keys), within SwiftShader's 32 KiB of workgroup memory at D 16. */
+export const EMULATED_NSG = 4;
+
+/**
+ * dq, dk, dv (f32) of the emulated backward and, with a modifier, its zeroed `aux` after both
+ * passes. q, k, v, dO: packed f16 handles; `stats`: lse and delta (no modifier) or
+ * ex = [lse | delta | inputs] with `auxWords` (a modifier). The caller frees what it gets.
+ */
+export function emulatedTcBackward(gpu: WebGpuBackend, h: { q: GpuHandle; k: GpuHandle; v: GpuHandle; g: GpuHandle }, a: AttentionArgs,
+  stats: { lse: GpuHandle; delta: GpuHandle } | { mod: 'fox' | 'fpa'; ex: GpuHandle; auxWords: number }): { dq: GpuHandle; dk: GpuHandle; dv: GpuHandle; aux: GpuHandle | null } {
+  const rows = a.batch * a.heads * a.tq, kvSize = a.batch * a.kvHeads * a.tk * a.d;
+  const dq = gpu.alloc('f32', rows * a.d, 'emulated dq'), dk = gpu.alloc('f32', kvSize, 'emulated dk'), dv = gpu.alloc('f32', kvSize, 'emulated dv');
+  const mod = 'mod' in stats ? stats.mod : '';
+  const aux = 'mod' in stats ? gpu.upload(new Float32Array(stats.auxWords), 'f32') : null;
+  const st = 'mod' in stats ? [stats.ex.buffer] : [stats.lse.buffer, stats.delta.buffer];
+  const u = uniforms({ ...a, causal: true, window: 0 });
+  const base = { D: a.d, KPAD: 8, SC: 16, MASK: false, SEG: false, MOD: mod, NSG: EMULATED_NSG };
+  gpu.rt.run({
+    kernel: emulatedKernel, variant: { ...base, DQ: true, PREFETCH: true }, uniforms: u,
+    buffers: [h.q.buffer, h.g.buffer, h.k.buffer, h.v.buffer, ...st, dq.buffer, ...(aux ? [aux.buffer] : [])], workgroups: [Math.ceil(a.tq / (16 * EMULATED_NSG)), a.heads, a.batch],
+  });
+  gpu.rt.run({
+    kernel: emulatedKernel, variant: { ...base, DKDV: true, KRELOAD: false, PREFETCH: false }, uniforms: u,
+    buffers: [h.k.buffer, h.v.buffer, h.q.buffer, h.g.buffer, ...st, dk.buffer, dv.buffer, ...(aux ? [aux.buffer] : [])], workgroups: [Math.ceil(a.tk / (16 * EMULATED_NSG)), a.kvHeads, a.batch],
+  });
+  return { dq, dk, dv, aux };
+}
