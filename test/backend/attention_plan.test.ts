@@ -93,4 +93,9 @@ test('FoX and FPA plans: decode for few rows a group, tensor cores for f16 (forw
   assert.deepEqual(modifierBackwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f16', 'f32'), { dq: 'blocked', dkdv: 'blocked' }, 'FPA, dO in f32: no tensor cores');
   assert.deepEqual(modifierBackwardPlan(H200, 'fpa', fox(4096, 4096, 64), 'f32', 'f32', { tile: true }), { dq: 'tiled', dkdv: 'tiled' });
   assert.deepEqual(modifierBackwardPlan(SWIFTSHADER, 'fox', fox(300, 300, 128), 'f16', 'f16'), { dq: 'tiled', dkdv: 'tiled' });
+  // 32 KiB of workgroup memory: at head dim 160 the tensor-core passes fit with FoX's scratch, not with FPA's.
+  const SMALL_SMEM: GpuCaps = { ...base, maxWorkgroupStorage: 32768, adapterName: 'mma-32k' };
+  assert.deepEqual(modifierBackwardPlan(SMALL_SMEM, 'fox', fox(4096, 4096, 160), 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' });
+  assert.deepEqual(modifierBackwardPlan(SMALL_SMEM, 'fpa', fox(4096, 4096, 160), 'f16', 'f16'), { dq: 'tiled', dkdv: 'tiled' }, 'FPA\'s scratch does not fit beside the tiles');
+  assert.deepEqual(modifierBackwardPlan(SMALL_SMEM, 'fpa', fox(4096, 4096, 144), 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' });
 });

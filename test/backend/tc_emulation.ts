@@ -67,8 +67,12 @@ fn xch16(x: f32, lid: u32) -> f32 { workgroupBarrier(); XCH[lid] = x; workgroupB
 
 const emulatedKernel: Kernel = { name: 'attention_tc_backward_emulated', source: (v, caps) => emulate(tcBackwardKernel.source(v, caps), !!v.DKDV) };
 
-/** Subgroups a workgroup of either emulated pass: 4 (64 rows or keys), within SwiftShader's 32 KiB of workgroup memory at D 16. */
+/** Subgroups a workgroup of either emulated pass by default: 4 (64 rows or keys), within SwiftShader's 32 KiB of workgroup memory at D 16. */
 export const EMULATED_NSG = 4;
+
+/** The emulated passes' form: DQ's subgroups and keys a step (16 or 32), and each pass's PREFETCH. */
+export interface EmulatedForm { dqNsg: number; dqKeys: number; dqPrefetch: boolean; kvPrefetch: boolean }
+export const EMULATED_DEFAULT: EmulatedForm = { dqNsg: EMULATED_NSG, dqKeys: 16, dqPrefetch: true, kvPrefetch: false };
 
 /**
  * dq, dk, dv (f32) of the emulated backward and, with a modifier, its zeroed `aux` after both
@@ -76,20 +80,20 @@ export const EMULATED_NSG = 4;
  * ex = [lse | delta | inputs] with `auxWords` (a modifier). The caller frees what it gets.
  */
 export function emulatedTcBackward(gpu: WebGpuBackend, h: { q: GpuHandle; k: GpuHandle; v: GpuHandle; g: GpuHandle }, a: AttentionArgs,
-  stats: { lse: GpuHandle; delta: GpuHandle } | { mod: 'fox' | 'fpa'; ex: GpuHandle; auxWords: number }): { dq: GpuHandle; dk: GpuHandle; dv: GpuHandle; aux: GpuHandle | null } {
+  stats: { lse: GpuHandle; delta: GpuHandle } | { mod: 'fox' | 'fpa'; ex: GpuHandle; auxWords: number }, form: EmulatedForm = EMULATED_DEFAULT): { dq: GpuHandle; dk: GpuHandle; dv: GpuHandle; aux: GpuHandle | null } {
   const rows = a.batch * a.heads * a.tq, kvSize = a.batch * a.kvHeads * a.tk * a.d;
   const dq = gpu.alloc('f32', rows * a.d, 'emulated dq'), dk = gpu.alloc('f32', kvSize, 'emulated dk'), dv = gpu.alloc('f32', kvSize, 'emulated dv');
   const mod = 'mod' in stats ? stats.mod : '';
   const aux = 'mod' in stats ? gpu.upload(new Float32Array(stats.auxWords), 'f32') : null;
   const st = 'mod' in stats ? [stats.ex.buffer] : [stats.lse.buffer, stats.delta.buffer];
   const u = uniforms({ ...a, causal: true, window: 0 });
-  const base = { D: a.d, KPAD: 8, SC: 16, MASK: false, SEG: false, MOD: mod, NSG: EMULATED_NSG };
+  const base = { D: a.d, KPAD: 8, MASK: false, SEG: false, MOD: mod };
   gpu.rt.run({
-    kernel: emulatedKernel, variant: { ...base, DQ: true, PREFETCH: true }, uniforms: u,
-    buffers: [h.q.buffer, h.g.buffer, h.k.buffer, h.v.buffer, ...st, dq.buffer, ...(aux ? [aux.buffer] : [])], workgroups: [Math.ceil(a.tq / (16 * EMULATED_NSG)), a.heads, a.batch],
+    kernel: emulatedKernel, variant: { ...base, NSG: form.dqNsg, SC: form.dqKeys, DQ: true, PREFETCH: form.dqPrefetch }, uniforms: u,
+    buffers: [h.q.buffer, h.g.buffer, h.k.buffer, h.v.buffer, ...st, dq.buffer, ...(aux ? [aux.buffer] : [])], workgroups: [Math.ceil(a.tq / (16 * form.dqNsg)), a.heads, a.batch],
   });
   gpu.rt.run({
-    kernel: emulatedKernel, variant: { ...base, DKDV: true, KRELOAD: false, PREFETCH: false }, uniforms: u,
+    kernel: emulatedKernel, variant: { ...base, NSG: EMULATED_NSG, SC: 16, DKDV: true, KRELOAD: false, PREFETCH: form.kvPrefetch }, uniforms: u,
     buffers: [h.k.buffer, h.v.buffer, h.q.buffer, h.g.buffer, ...st, dk.buffer, dv.buffer, ...(aux ? [aux.buffer] : [])], workgroups: [Math.ceil(a.tk / (16 * EMULATED_NSG)), a.kvHeads, a.batch],
   });
   return { dq, dk, dv, aux };

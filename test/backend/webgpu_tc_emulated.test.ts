@@ -5,7 +5,8 @@
  * the CPU references — dq, dk, dv, and FoX's dc or FPA's dφ, dℓ, dλ (aux reduced here as
  * fox_fpa_attention.wgsl's COMBINE and REDUCE do). Shapes: a cut-off last block of rows and of keys,
  * GQA, Tq < Tk with kvLength < Tk (qoff > 0: FPA's key carry before the queries), several query
- * and key blocks (the carries cross them), φ with ties. Head dim 16 with 4 subgroups a workgroup,
+ * and key blocks (the carries cross them), φ with ties, λ = 1e4 (keys killed), 16 and 32 keys a
+ * DQ step, each pass with and without PREFETCH. Head dim 16 with 2 or 4 subgroups a workgroup,
  * within SwiftShader's 32 KiB of workgroup memory. The real tensor-core kernels run on the GPU in
  * test/backend/webgpu_modifier_tc.test.ts.
  *
@@ -22,7 +23,7 @@ import { f32ToHost, hostToF32, type AnyHostArray } from '../../src/tensor/dtype.
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 import { compareWith, cref, readWith } from './gpu_compare.ts';
 import { foxArgs, forgetCumsum, randomF32, walks, type FoxShape, type Walk } from './fox_fpa_inputs.ts';
-import { EMULATED_NSG, emulatedTcBackward } from './tc_emulation.ts';
+import { EMULATED_DEFAULT, emulatedTcBackward, type EmulatedForm } from './tc_emulation.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
 const compare = compareWith(() => gpu!);
@@ -30,11 +31,13 @@ const read = readWith(() => gpu!);
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
 
-const CASES: (FoxShape & { walk: Walk })[] = [
+/** Shapes, φ's walk, and the emulated passes' form where it is not the default (`form`: 32 keys a DQ step with 2 subgroups, the PREFETCH flags flipped). */
+const CASES: (FoxShape & { walk: Walk; form?: EmulatedForm })[] = [
   { b: 1, h: 2, hkv: 2, tq: 150, tk: 150, d: 16, walk: 'ties' },
   { b: 1, h: 4, hkv: 2, tq: 77, tk: 130, d: 16, kvLength: 120, walk: 'smooth' },
   { b: 2, h: 2, hkv: 1, tq: 66, tk: 80, d: 16, kvLength: 75, walk: 'rise' },
   { b: 1, h: 2, hkv: 1, tq: 40, tk: 200, d: 16, walk: 'ties' },
+  { b: 1, h: 2, hkv: 1, tq: 100, tk: 110, d: 16, kvLength: 105, walk: 'kill', form: { dqNsg: 2, dqKeys: 32, dqPrefetch: false, kvPrefetch: true } },
 ];
 
 /** delta = rowsum(dO∘O): per row of o and g (rows × d), their dot product. */
@@ -65,10 +68,11 @@ for (const mod of ['none', 'fox', 'fpa'] as const) {
           : cpuFpa.fpaAttentionBackward(q, k, v, cref(phi, 'f32'), cref(level, 'f32'), cref(lam, 'f32'), o16, cref(lse, 'f32'), g, fa)) as AnyHostArray[];
       const delta = rowDots(hostToF32(o as AnyHostArray, 'f16'), hostToF32(host[3], 'f16'), rows, c.d);
       const [hq, hk, hv, hg] = host.map((x) => gpu!.upload(x, 'f16'));
-      const nqb = Math.ceil(c.tq / (16 * EMULATED_NSG));
+      const form = c.form ?? EMULATED_DEFAULT;
+      const nqb = Math.ceil(c.tq / (16 * form.dqNsg));
       const made: { lse: GpuHandle; delta: GpuHandle } | { mod: 'fox' | 'fpa'; ex: GpuHandle; auxWords: number } = mod === 'none' ? { lse: gpu!.upload(lse, 'f32'), delta: gpu!.upload(delta, 'f32') }
         : { mod, ex: gpu!.upload(concat(lse, delta, ...(mod === 'fox' ? [cv] : [phi, level, lam])), 'f32'), auxWords: mod === 'fox' ? rows + c.b * c.h * c.tk : rows + nkv + c.b * c.h * nqb * c.tk };
-      const got = emulatedTcBackward(gpu!, { q: hq, k: hk, v: hv, g: hg }, a, made);
+      const got = emulatedTcBackward(gpu!, { q: hq, k: hk, v: hv, g: hg }, a, made, form);
       const names = ['dq', 'dk', 'dv'];
       for (let i = 0; i < 3; i++) await compare([got.dq, got.dk, got.dv][i], 'f32', hostToF32(want[i], 'f16'), 2e-3, `${what} ${names[i]}`);
       if (got.aux && 'mod' in made) {

@@ -132,7 +132,7 @@ export type ModifierBackwardKernel = 'tensor-cores' | 'blocked' | 'tiled';
  * pass register-blocked where its tiles (with FPA's state) fit, else tiled.
  */
 export function modifierBackwardPlan(caps: GpuCaps, kind: 'fox' | 'fpa', a: FoxAttentionArgs, x: DType, g: DType, opts: { tile?: boolean; tensorCores?: boolean } = {}): { dq: ModifierBackwardKernel; dkdv: ModifierBackwardKernel } {
-  if (!opts.tile && (opts.tensorCores ?? true) && tcBackwardEligible(caps, x, g, { ...a, causal: true, window: 0 })) return { dq: 'tensor-cores', dkdv: 'tensor-cores' };
+  if (!opts.tile && (opts.tensorCores ?? true) && tcBackwardEligible(caps, x, g, { ...a, causal: true, window: 0 }, kind)) return { dq: 'tensor-cores', dkdv: 'tensor-cores' };
   const pass = (p: BlockedPass) => (!opts.tile && modePlan(caps, kind, a.d, p, x, g).tr > 0 ? 'blocked' : 'tiled');
   return { dq: pass('dq'), dkdv: pass('dkdv') };
 }

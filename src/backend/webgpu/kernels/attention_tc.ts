@@ -2,8 +2,10 @@
  * Attention on tensor cores (`chromium-experimental-subgroup-matrix`, 16×16×16 f16→f32 with
  * 32-wide subgroups): the forward (attention_tc.wgsl) and the backward's dq and dk/dv passes
  * (attention_tc_backward.wgsl), for f16 q, k, v (and dO) of head dim a multiple of 16. Subgroup
- * matrices cannot run on SwiftShader: test/backend/webgpu_attention.test.ts checks these against
- * the CPU reference on a device that has them (the H200), and skips them, named, elsewhere.
+ * matrices cannot run on SwiftShader: test/backend/webgpu_attention.test.ts and
+ * webgpu_modifier_tc.test.ts check these against the CPU reference on a device that has them (the
+ * H200), and skip them, named, elsewhere; webgpu_tc_emulated.test.ts runs the backward's programs
+ * there with ALU loops in place of the matrix statements (test/backend/tc_emulation.ts).
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -190,25 +192,35 @@ function tcBackwardSmem(pass: 'dq' | 'dkdv', nsg: number, d: number, kPad: numbe
 }
 
 /**
- * Workgroup bytes a modifier adds to the DQ pass (the larger): FoX's c of a key block; FPA's φ, ℓ,
- * suffix minima and their places of a key block, two per-subgroup sums a key, two per-row posts, two
- * flags a subgroup (attention_tc_mod_fpa.wgsl).
+ * Workgroup bytes a modifier adds to a backward pass of `nsg` subgroups staging `rows` keys (DQ) or
+ * query rows (DKDV) a step (attention_tc_mod_fox.wgsl, attention_tc_mod_fpa.wgsl). DQ: FoX's c of a
+ * key block; FPA's φ, ℓ, suffix minima and their places of a key block, two per-subgroup sums a
+ * key, two per-row posts, two flags a subgroup. DKDV: FoX's c of a query block; FPA's φ and its
+ * prefix minima of a query block and a word per invocation for the first key carry.
  */
-function tcModifierSmem(kind: 'fox' | 'fpa', nsg: number, keys: number): number {
-  return kind === 'fox' ? 4 * keys : 4 * (4 * keys + 2 * nsg * keys + 2 * 16 * nsg + 2 * nsg);
+function tcModifierSmem(kind: 'fox' | 'fpa' | undefined, pass: 'dq' | 'dkdv', nsg: number, rows: number): number {
+  if (!kind) return 0;
+  if (pass === 'dkdv') return kind === 'fox' ? 4 * rows : 4 * (2 * rows + 32 * nsg);
+  return kind === 'fox' ? 4 * rows : 4 * (4 * rows + 2 * nsg * rows + 2 * 16 * nsg + 2 * nsg);
+}
+
+/** Workgroup bytes of the larger pass of backward variant `v` at head dim d, with a modifier's. */
+function tcBackwardNeed(v: TcBackwardVariant, d: number, kind?: 'fox' | 'fpa'): number {
+  return Math.max(tcBackwardSmem('dq', v.nsg, d, v.kPad, v.dqKeys) + tcModifierSmem(kind, 'dq', v.nsg, v.dqKeys),
+    tcBackwardSmem('dkdv', v.kvNsg, d, v.kPad, v.kvRows) + tcModifierSmem(kind, 'dkdv', v.kvNsg, v.kvRows));
 }
 
 /**
- * Whether the tensor-core backward takes these inputs: q, k, v and dO in f16 on a device with
- * 16×16×16 f16 subgroup matrices, head dim a multiple of 16 up to 256 whose tiles fit, and at least
- * 16 query rows and 16 keys (a cut-off last block moves back inside them).
+ * Whether the tensor-core backward (with `modifier`'s hooks) takes these inputs: q, k, v and dO in
+ * f16 on a device with 16×16×16 f16 subgroup matrices, head dim a multiple of 16 up to 256 whose
+ * tiles (and the modifier's scratch) fit, and at least 16 query rows and 16 keys (a cut-off last
+ * block moves back inside them).
  */
-export function tcBackwardEligible(caps: GpuCaps, x: DType, g: DType, a: AttentionArgs): boolean {
+export function tcBackwardEligible(caps: GpuCaps, x: DType, g: DType, a: AttentionArgs, modifier?: 'fox' | 'fpa'): boolean {
   if (x !== 'f16' || g !== 'f16' || !tensorCores16(caps)) return false;
   if (a.d % 16 !== 0 || a.d === 0 || a.d > 256 || a.tq < 16 || a.tk < 16) return false;
-  const { nsg, kvNsg, kPad, kvRows, dqKeys } = TC_BACKWARD_DEFAULT;
-  const need = Math.max(tcBackwardSmem('dq', nsg, a.d, kPad, dqKeys), tcBackwardSmem('dkdv', kvNsg, a.d, kPad, kvRows));
-  return need <= caps.maxWorkgroupStorage && 32 * Math.max(nsg, kvNsg) <= caps.maxInvocations;
+  const v = TC_BACKWARD_DEFAULT;
+  return tcBackwardNeed(v, a.d, modifier) <= caps.maxWorkgroupStorage && 32 * Math.max(v.nsg, v.kvNsg) <= caps.maxInvocations;
 }
 
 /**
@@ -314,11 +326,12 @@ export type TcBackwardStats = { lse: GpuHandle; delta: GpuHandle } | { modifier:
 export const tcDqRows = () => 16 * TC_BACKWARD_DEFAULT.nsg;
 
 /**
- * dq, dk, dv on tensor cores from f16 q, k, v, dO and `stats` (callers check tcBackwardEligible;
- * FoX is causal, without a window or mask). Exported for tests and dev/kernels/attention.ts.
+ * dq, dk, dv on tensor cores from f16 q, k, v, dO and `stats` (callers check tcBackwardEligible; a
+ * modifier, FoX or FPA, is causal, without a window or mask). Exported for tests and dev/kernels/attention.ts.
  */
 export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, g: GpuRef, stats: TcBackwardStats, a: AttentionArgs, variant: Partial<TcBackwardVariant> = {}, mask?: GpuRef): [GpuHandle, GpuHandle, GpuHandle] {
-  const { nsg, kReload, kPad, kvNsg, kvRows, dqKeys, dqPrefetch, kvPrefetch } = { ...TC_BACKWARD_DEFAULT, ...variant };
+  const full = { ...TC_BACKWARD_DEFAULT, ...variant };
+  const { nsg, kReload, kPad, kvNsg, kvRows, dqKeys, dqPrefetch, kvPrefetch } = full;
   if (dqKeys !== 16 && dqKeys !== 32) throw new UnsupportedError(`webgpu: the tensor-core attention backward's dq pass stages 16 or 32 keys a step, not ${dqKeys}`);
   // With a block mask a DKDV workgroup's keys are one mask block of 64 (4 subgroups), and a DQ
   // workgroup's rows lie inside one mask block of 128.
@@ -328,7 +341,7 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   if (!tcBackwardEligible(be.caps, q.dtype, g.dtype, a)) throw new UnsupportedError(`webgpu: the tensor-core attention backward does not take ${q.dtype} inputs (dO ${g.dtype}) of head dim ${a.d} with ${a.tq} query rows and ${a.tk} keys on ${be.caps.adapterName}`);
   const mod = 'modifier' in stats ? stats.modifier : null;
   if (mod?.kind === 'fpa' && nsg !== TC_BACKWARD_DEFAULT.nsg) throw new UnsupportedError(`webgpu: the tensor-core FPA backward's dq pass takes ${TC_BACKWARD_DEFAULT.nsg} subgroups (its dφ cells are per ${tcDqRows()} query rows), not ${nsg}`);
-  const need = Math.max(tcBackwardSmem('dq', nsg, a.d, kPad, dqKeys), tcBackwardSmem('dkdv', kvNsg, a.d, kPad, kvRows)) + (mod ? tcModifierSmem(mod.kind, nsg, dqKeys) : 0);
+  const need = tcBackwardNeed(full, a.d, mod?.kind);
   if (need > be.caps.maxWorkgroupStorage || 32 * Math.max(nsg, kvNsg) > be.caps.maxInvocations) throw new UnsupportedError(`webgpu: the tensor-core attention backward with ${nsg} and ${kvNsg} subgroups (${kvRows} query rows a dk/dv step) and rows padded by ${kPad} halves needs ${need} bytes of workgroup memory; ${be.caps.adapterName} has ${be.caps.maxWorkgroupStorage}`);
   const rows = a.batch * a.heads * a.tq, kvSize = a.batch * a.kvHeads * a.tk * a.d;
   const gq = Math.ceil(a.tq / (16 * nsg)), gk = Math.ceil(a.tk / (16 * kvNsg));

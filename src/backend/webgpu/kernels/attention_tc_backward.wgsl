@@ -4,7 +4,8 @@
 //
 //   DQ    a workgroup of NSG subgroups takes 16·NSG query rows of one (batch, head); subgroup sg owns
 //         16 of them, whose q and dO fragments (D/16 left matrices each) stay in registers. Per key
-//         block of BK = 32 keys inside the causal/window bound, staged in workgroup memory:
+//         block of BK = SC keys (16 by default, or 32) inside the causal/window bound, staged in
+//         workgroup memory (from the last block to the first where the modifier says MOD_REVERSE):
 //         S = q·Kᵀ and dP = dO·Vᵀ (MMA) → workgroup memory, where each row's lane pair turns them
 //         into dS = P∘(dP − delta) with P = exp2(S·scale·log2 e − lse·log2 e), stored as f16; then
 //         dQ += dS·K (MMA). dq = scale·dQ.

@@ -111,7 +111,7 @@ const fpaBlockedKernel: Kernel = {
  * `tensorCores` sends FoX's and FPA's forward and backward of f16 inputs to the tensor-core
  * kernels (attention_tc.wgsl and attention_tc_backward.wgsl with attention_tc_mod_fox.wgsl or
  * attention_tc_mod_fpa.wgsl) where they take the call (on by default: on the H200 at D = 64 FoX's
- * forward took 16K tokens from 42.4 to 15.5 ms; at D = 128 FPA's forward+backward 998.973 → 123.045
+ * forward took 16K tokens from 42.4 to 15.5 ms; at D = 128 FPA's forward+backward 998.973 → 101.215
  * ms, bench/fox_fpa.ts). SwiftShader has no subgroup matrices, so only a GPU run of
  * test/backend/webgpu_modifier_tc.test.ts checks them (test/backend/webgpu_tc_emulated.test.ts
  * runs the backward's skeleton and hooks on SwiftShader with ALU stand-ins for the MMAs); false
