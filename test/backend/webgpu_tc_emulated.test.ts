@@ -4,8 +4,8 @@
  * with none, FoX's and FPA's hooks, their subgroup-matrix statements replaced by ALU loops
  * (test/backend/tc_emulation.ts), against the CPU references — out and lse; dq, dk, dv, and FoX's
  * dc or FPA's dφ, dℓ, dλ (aux reduced here as fox_fpa_attention.wgsl's COMBINE and REDUCE do); and
- * without a modifier under block masks (shared and per-head, with segments), the dropped key
- * blocks holding NaN. Shapes: a cut-off last block of rows and of keys,
+ * without a modifier under block masks (shared and per-head, with segments; the dropped key
+ * blocks hold NaN), a sliding window, and no causal masking. Shapes: a cut-off last block of rows and of keys,
  * GQA, Tq < Tk with kvLength < Tk (qoff > 0: FPA's key carry before the queries), several query
  * and key blocks (the carries cross them), φ with ties, λ = 1e4 (keys killed), 16 and 32 keys a
  * DQ step, each pass with and without PREFETCH. Head dim 16 with 2 or 4 subgroups a workgroup,
@@ -175,5 +175,33 @@ test('tensor-core forward and backward skeletons with a block mask, their MMAs e
     const names = ['dq', 'dk', 'dv'];
     for (let i = 0; i < 3; i++) await compare([got.dq, got.dk, got.dv][i], 'f32', hostToF32(want[i], 'f16'), 2e-3, `${what} ${names[i]}`);
     for (const x of [fwd.out, fwd.lse, got.dq, got.dk, got.dv, hq, hk, hv, hg, hm, st.lse, st.delta]) gpu!.free(x);
+  }
+});
+
+test('tensor-core forward and backward skeletons with a sliding window and without causal masking, their MMAs emulated, vs CPU: out, lse, dq, dk, dv; GQA, ragged ends, Tq < Tk [webgpu]', { skip }, async () => {
+  const cases = [
+    { b: 1, h: 2, hkv: 1, tq: 150, tk: 150, window: 40, causal: true },
+    { b: 1, h: 4, hkv: 2, tq: 90, tk: 130, window: 70, causal: true },
+    { b: 2, h: 2, hkv: 2, tq: 70, tk: 100, window: 0, causal: false },
+  ];
+  let seed = 1700;
+  for (const c of cases) {
+    seed += 10;
+    const d = 16, rows = c.b * c.h * c.tq, nkv = c.b * c.hkv * c.tk;
+    const a: AttentionArgs = { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d, kvLength: c.tk, qOffset: c.tk - c.tq, causal: c.causal, window: c.window, scale: 1 / Math.sqrt(d) };
+    const what = JSON.stringify(c);
+    const host = [rows * d, nkv * d, nkv * d, rows * d].map((len, i) => f32ToHost(randomF32(len, seed + i, i === 0 ? 2 : 1), 'f16'));
+    const [q, k, v, g] = host.map((x) => cref(x, 'f16'));
+    const [o, l] = cpuAttn.attention(q, k, v, a);
+    const want = cpuAttn.attentionBackward(q, k, v, cref(o as AnyHostArray, 'f16'), cref(l as Float32Array, 'f32'), g, a) as AnyHostArray[];
+    const [hq, hk, hv, hg] = host.map((x) => gpu!.upload(x, 'f16'));
+    const fwd = emulatedTcForward(gpu!, { q: hq, k: hk, v: hv }, a);
+    await compare(fwd.out, 'f32', hostToF32(o as AnyHostArray, 'f16'), 2e-3, `${what} out`);
+    await compare(fwd.lse, 'f32', l as Float32Array, 1e-4, `${what} lse`);
+    const delta = rowDots(hostToF32(o as AnyHostArray, 'f16'), hostToF32(host[3], 'f16'), rows, d);
+    const st = { lse: gpu!.upload(l as Float32Array, 'f32'), delta: gpu!.upload(delta, 'f32') };
+    const got = emulatedTcBackward(gpu!, { q: hq, k: hk, v: hv, g: hg }, a, st);
+    for (let i = 0; i < 3; i++) await compare([got.dq, got.dk, got.dv][i], 'f32', hostToF32(want[i], 'f16'), 2e-3, `${what} ${['dq', 'dk', 'dv'][i]}`);
+    for (const x of [fwd.out, fwd.lse, got.dq, got.dk, got.dv, hq, hk, hv, hg, st.lse, st.delta]) gpu!.free(x);
   }
 });
