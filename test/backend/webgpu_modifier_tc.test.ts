@@ -18,7 +18,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as cpuFox from '../../src/backend/cpu/fox_attention.ts';
 import * as cpuFpa from '../../src/backend/cpu/fpa_attention.ts';
-import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import type { GpuHandle, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { tcBackwardEligible, tcEligible } from '../../src/backend/webgpu/kernels/attention_tc.ts';
 import { foxAttention, foxAttentionBackward, foxFpaOptions, fpaAttention, fpaAttentionBackward } from '../../src/backend/webgpu/kernels/fox_fpa_attention.ts';
 import { f32ToHost, type AnyHostArray } from '../../src/tensor/dtype.ts';
@@ -31,6 +31,25 @@ const compare = compareWith(() => gpu!);
 const read = readWith(() => gpu!);
 exitAfterWebgpu();
 const skip = webgpuSkipReason();
+
+/**
+ * Runs a modifier's backward (`backward`, f16 gradients then f32 ones) twice: both tensor-core passes
+ * ran with the `mod` hooks (dispatch log), every output within 1e-2 of `want`, the second run
+ * bitwise equal to the first. Returns both runs' outputs for the caller to free.
+ */
+async function checkTcBackward(backward: () => GpuHandle[], mod: 'fox' | 'fpa', names: string[], want: AnyHostArray[], what: string): Promise<GpuHandle[]> {
+  const { result: got, dispatches } = gpu!.rt.recordDispatches(backward);
+  assert.deepEqual(passesOf(dispatches, 'attention_tc_backward'), { fwd: 0, dq: 1, dkdv: 1 }, `${what}: the tensor-core passes ran (dispatch log)`);
+  assert.ok(dispatches.filter((d) => d.kernel === 'attention_tc_backward').every((d) => d.variant.MOD === mod), `${what}: with the ${mod} modifier`);
+  const dtypes = names.map((_, i) => (i < 3 ? 'f16' as const : 'f32' as const));
+  for (let i = 0; i < names.length; i++) await compare(got[i], dtypes[i], want[i], 1e-2, `${what} ${names[i]}`);
+  const again = backward();
+  for (let i = 0; i < names.length; i++) {
+    const [x1, x2] = await Promise.all([read(got[i], dtypes[i], want[i].length), read(again[i], dtypes[i], want[i].length)]);
+    assert.deepStrictEqual(x2, x1, `${what} ${names[i]}: a second backward differs`);
+  }
+  return [...got, ...again];
+}
 
 const CASES: (FoxShape & { wide?: boolean })[] = [
   { b: 1, h: 2, hkv: 2, tq: 200, tk: 200, d: 64 },
@@ -84,19 +103,8 @@ test('FoX backward on tensor cores vs CPU: dq, dk, dv, dc; Tq < Tk, kvLength < T
       const rc = { h: gpu!.upload(cv, 'f32'), shape: [], dtype: 'f32' as const };
       const ro = { h: gpu!.upload(o16, 'f16'), shape: [], dtype: 'f16' as const };
       const rl = { h: gpu!.upload(l as AnyHostArray, 'f32'), shape: [], dtype: 'f32' as const };
-      const run = () => gpu!.rt.recordDispatches(() => foxAttentionBackward(gpu!, rq, rk, rv, rc, ro, rl, rg, a));
-      const { result: got, dispatches } = run();
-      assert.deepEqual(passesOf(dispatches, 'attention_tc_backward'), { fwd: 0, dq: 1, dkdv: 1 }, `${what}: the tensor-core passes ran (dispatch log)`);
-      assert.ok(dispatches.filter((d) => d.kernel === 'attention_tc_backward').every((d) => d.variant.MOD === 'fox'), `${what}: with the FoX modifier`);
-      const names = ['dq', 'dk', 'dv', 'dc'];
-      for (let i = 0; i < 4; i++) await compare(got[i], i < 3 ? 'f16' : 'f32', want[i], 1e-2, `${what} ${names[i]}`);
-      const again = run().result;
-      for (let i = 0; i < 4; i++) {
-        const dt = i < 3 ? 'f16' as const : 'f32' as const;
-        const [x1, x2] = await Promise.all([read(got[i], dt, want[i].length), read(again[i], dt, want[i].length)]);
-        assert.deepStrictEqual(x2, x1, `${what} ${names[i]}: a second backward differs`);
-      }
-      for (const h of [...got, ...again, rq.h, rk.h, rv.h, rg.h, rc.h, ro.h, rl.h]) gpu!.free(h);
+      const outs = await checkTcBackward(() => foxAttentionBackward(gpu!, rq, rk, rv, rc, ro, rl, rg, a), 'fox', ['dq', 'dk', 'dv', 'dc'], want, what);
+      for (const h of [...outs, rq.h, rk.h, rv.h, rg.h, rc.h, ro.h, rl.h]) gpu!.free(h);
       ran++;
     }
     assert.ok(ran >= 4, `the tensor-core backward took ${ran} of ${CASES.length} cases`);
@@ -166,19 +174,8 @@ test('FPA backward on tensor cores vs CPU: dq, dk, dv, dφ, dℓ, dλ; ties in �
       const [rphi, rlevel, rlam] = [phi, level, lam].map((x) => ({ h: gpu!.upload(x, 'f32'), shape: [], dtype: 'f32' as const }));
       const ro = { h: gpu!.upload(o as AnyHostArray, 'f16'), shape: [], dtype: 'f16' as const };
       const rl = { h: gpu!.upload(l as AnyHostArray, 'f32'), shape: [], dtype: 'f32' as const };
-      const run = () => gpu!.rt.recordDispatches(() => fpaAttentionBackward(gpu!, rq, rk, rv, rphi, rlevel, rlam, ro, rl, rg, a));
-      const { result: got, dispatches } = run();
-      assert.deepEqual(passesOf(dispatches, 'attention_tc_backward'), { fwd: 0, dq: 1, dkdv: 1 }, `${what}: the tensor-core passes ran (dispatch log)`);
-      assert.ok(dispatches.filter((d) => d.kernel === 'attention_tc_backward').every((d) => d.variant.MOD === 'fpa'), `${what}: with the FPA modifier`);
-      const names = ['dq', 'dk', 'dv', 'dphi', 'dlevel', 'dlambda'];
-      for (let i = 0; i < 6; i++) await compare(got[i], i < 3 ? 'f16' : 'f32', want[i], 1e-2, `${what} ${names[i]}`);
-      const again = run().result;
-      for (let i = 0; i < 6; i++) {
-        const dt = i < 3 ? 'f16' as const : 'f32' as const;
-        const [x1, x2] = await Promise.all([read(got[i], dt, want[i].length), read(again[i], dt, want[i].length)]);
-        assert.deepStrictEqual(x2, x1, `${what} ${names[i]}: a second backward differs`);
-      }
-      for (const h of [...got, ...again, rq.h, rk.h, rv.h, rg.h, rphi.h, rlevel.h, rlam.h, ro.h, rl.h]) gpu!.free(h);
+      const outs = await checkTcBackward(() => fpaAttentionBackward(gpu!, rq, rk, rv, rphi, rlevel, rlam, ro, rl, rg, a), 'fpa', ['dq', 'dk', 'dv', 'dphi', 'dlevel', 'dlambda'], want, what);
+      for (const h of [...outs, rq.h, rk.h, rv.h, rg.h, rphi.h, rlevel.h, rlam.h, ro.h, rl.h]) gpu!.free(h);
       ran++;
     }
     assert.ok(ran >= 6, `the tensor-core FPA backward took ${ran} of ${FPA_CASES.length - 1} cases`);

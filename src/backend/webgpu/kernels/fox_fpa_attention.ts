@@ -265,6 +265,20 @@ function backward(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef
 }
 
 /**
+ * The backward of either mode on the tensor cores (attention_tc_backward.wgsl with the mode's hook
+ * file): [lse | delta | extra] (backwardStats) and `auxWords` zeroed words of partials (FoX: the dS
+ * row and column sums; FPA: dλ's row partials, dℓ, the dφ cells), which the caller reduces and frees.
+ */
+function backwardTc(be: WebGpuBackend, mode: Mode, q: GpuRef, k: GpuRef, v: GpuRef, o: GpuRef, lse: GpuRef, g: GpuRef, extra: { ref: GpuRef | null; n: number }[], auxWords: number, a: FoxAttentionArgs): [GpuHandle, GpuHandle, GpuHandle, GpuHandle] {
+  const ex = backwardStats(be, mode, o, lse, g, extra, a);
+  const aux = be.alloc('f32', auxWords, `${mode}AttentionBackward partials`);
+  be.rt.commandEncoder().clearBuffer(aux.buffer);
+  const [dq, dk, dv] = attentionTcBackward(be, q, k, v, g, { modifier: { kind: mode, ex, aux } }, { ...a, causal: true, window: 0 });
+  be.free(ex);
+  return [dq, dk, dv, aux];
+}
+
+/**
  * The four entries below run the kernels attention_plan.ts's modifierForwardPlan and
  * modifierBackwardPlan pick (a pure choice from capabilities, shapes and dtypes); an optional
  * `tile` in place of foxFpaTile's choice (tests) forces the tiled kernels.
@@ -285,12 +299,7 @@ export function foxAttentionBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v:
   const plan = modifierBackwardPlan(be.caps, 'fox', a, q.dtype, g.dtype, { tile: tile !== undefined, tensorCores: foxFpaOptions.tensorCores });
   let dq: GpuHandle, dk: GpuHandle, dv: GpuHandle, aux: GpuHandle;
   if (plan.dq === 'tensor-cores') {
-    // [lse | delta | c] and the dS sums' buffer, read and filled by attention_tc_backward.wgsl with attention_tc_mod_fox.wgsl.
-    const ex = backwardStats(be, 'fox', o, lse, g, [{ ref: c, n: nc }], a);
-    aux = be.alloc('f32', rows + nc, 'foxAttentionBackward partials');
-    be.rt.commandEncoder().clearBuffer(aux.buffer);
-    [dq, dk, dv] = attentionTcBackward(be, q, k, v, g, { modifier: { kind: 'fox', ex, aux } }, { ...a, causal: true, window: 0 });
-    be.free(ex);
+    [dq, dk, dv, aux] = backwardTc(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], rows + nc, a);
   } else {
     [dq, dk, dv, aux] = backward(be, 'fox', q, k, v, o, lse, g, [{ ref: c, n: nc }], () => rows + nc, a, tile);
   }
@@ -402,13 +411,8 @@ function fpaBackwardAll(
   const nkv = a.batch * a.kvHeads * a.tk;
   let dq: GpuHandle, dk: GpuHandle, dv: GpuHandle, aux: GpuHandle, bq: number;
   if (fpaBackwardPasses(be.caps, a, q.dtype, g.dtype, tile).dq === 'tensor-cores') {
-    // [lse | delta | φ | ℓ | λ] and the zeroed partials (rows, dℓ, dφ cells), read and filled by attention_tc_backward.wgsl with attention_tc_mod_fpa.wgsl.
-    const ex = backwardStats(be, 'fpa', o, lse, g, fpaExtra(a, phi, level, lambda), a);
     bq = tcDqRows();
-    aux = be.alloc('f32', fpaAuxBytes(a, bq) / 4, 'fpaAttentionBackward partials');
-    be.rt.commandEncoder().clearBuffer(aux.buffer);
-    [dq, dk, dv] = attentionTcBackward(be, q, k, v, g, { modifier: { kind: 'fpa', ex, aux } }, { ...a, causal: true, window: 0 });
-    be.free(ex);
+    [dq, dk, dv, aux] = backwardTc(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), fpaAuxBytes(a, bq) / 4, a);
   } else {
     [dq, dk, dv, aux, bq] = backward(be, 'fpa', q, k, v, o, lse, g, fpaExtra(a, phi, level, lambda), (rows) => fpaAuxBytes(a, rows) / 4, a, tile);
   }
