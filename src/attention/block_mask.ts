@@ -18,14 +18,19 @@
  * carry the same id, on top of causal/window. A block whose pairs share no segment is left out; a
  * block is whole only where its query and key positions all carry one id.
  *
+ * Bit words (`bits`, one u32 per batch entry and position, batch × tk): a pair is visible only where
+ * the query position's word and the key's share no bit (Focus's cross-group band and its
+ * multi-membership rule, attention/focus). With bit words every listed block is partial.
+ *
  * The table (`table`, i32) holds two lists: by query block, row (b, h, qb) at
  * ((b·heads + h)·qBlocks + qb)·(kBlocks + 1): the count n, then n entries 2·kb + partial in
  * ascending kb; and its transpose by key block (for the dk/dv pass), row (b, h, kb) at
  * byKeyOffset + ((b·heads + h)·kBlocks + kb)·(qBlocks + 1): the count, then 2·qb + partial; then,
- * with segments, the ids from segmentOffset, b·tk + position.
+ * with segments, the ids from segmentOffset, b·tk + position; then, with bit words, the words
+ * from bitsOffset, b·tk + position.
  */
 import { ArgumentError } from '../errors.ts';
-import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../backend/backend.ts';
+import { MASK_K_BLOCK, MASK_Q_BLOCK, type MaskArgs } from '../backend/backend.ts';
 
 export { MASK_K_BLOCK, MASK_Q_BLOCK };
 
@@ -44,6 +49,12 @@ export interface MaskGeometry {
    * position's segment. Query positions (qOffset + i) must lie inside [0, tk).
    */
   segments?: ArrayLike<number>;
+  /**
+   * A bit word per batch entry and position (batch × tk, integers in [0, 2³²)): a pair is visible
+   * only where the query position's word and the key's share no bit. Query positions must lie
+   * inside [0, tk).
+   */
+  bits?: ArrayLike<number>;
 }
 
 export interface BlockMask {
@@ -53,6 +64,8 @@ export interface BlockMask {
   readonly qBlocks: number; readonly kBlocks: number;
   /** Where the segment ids start in the table (0: no segments). */
   readonly segmentOffset: number;
+  /** Where the bit words start in the table (0: no bit words). */
+  readonly bitsOffset: number;
   /** Both lists (see the file's comment); byKeyOffset is where the transposed one starts. */
   readonly table: Int32Array;
   readonly byKeyOffset: number;
@@ -72,8 +85,8 @@ function blockUnderPredicate(qb: number, kb: number, g: Omit<Geometry, 'segments
   return j1 <= jEndAll && j0 >= jStartAll ? 2 : 1;
 }
 
-/** A geometry with its defaults filled in; segments stay optional (null: none). */
-type Geometry = Required<Omit<MaskGeometry, 'segments'>> & { segments: Int32Array | null };
+/** A geometry with its defaults filled in; segments and bit words stay optional (null: none). */
+type Geometry = Required<Omit<MaskGeometry, 'segments' | 'bits'>> & { segments: Int32Array | null; bits: Int32Array | null };
 
 /**
  * How every block (qb, kb) of batch entry b fares, at qb·kBlocks + kb: the predicate's class, and
@@ -105,7 +118,7 @@ function blockClasses(b: number, g: Geometry, qBlocks: number, kBlocks: number):
 
 function complete(g: MaskGeometry): Geometry {
   const kvLength = g.kvLength ?? g.tk;
-  const out = { ...g, kvLength, qOffset: g.qOffset ?? kvLength - g.tq, causal: g.causal ?? true, window: g.window ?? 0, segments: null as Int32Array | null };
+  const out = { ...g, kvLength, qOffset: g.qOffset ?? kvLength - g.tq, causal: g.causal ?? true, window: g.window ?? 0, segments: null as Int32Array | null, bits: null as Int32Array | null };
   for (const k of ['batch', 'heads', 'tq', 'tk', 'kvLength', 'window'] as const) {
     if (!Number.isInteger(out[k]) || out[k] < 0) throw new ArgumentError(`blockMask: ${k} ${out[k]} must be an integer ≥ 0`);
   }
@@ -120,6 +133,17 @@ function complete(g: MaskGeometry): Geometry {
       if (ids[t] !== g.segments[t]) throw new ArgumentError(`blockMask: segment id ${g.segments[t]} at ${t} (batch ${Math.floor(t / g.tk)}, position ${t % g.tk}) is not a 32-bit integer`);
     }
     out.segments = ids;
+  }
+  if (g.bits !== undefined) {
+    if (g.bits.length !== out.batch * g.tk) throw new ArgumentError(`blockMask: bits has ${g.bits.length} words; expected batch × tk = ${out.batch} × ${g.tk} = ${out.batch * g.tk}`);
+    if (out.qOffset + g.tq > g.tk) throw new ArgumentError(`blockMask: with bit words every query position must be a key position: qOffset ${out.qOffset} + tq ${g.tq} is past tk ${g.tk}`);
+    const words = new Int32Array(g.bits.length);
+    for (let t = 0; t < words.length; t++) {
+      const w = g.bits[t];
+      if (!Number.isInteger(w) || w < 0 || w >= 2 ** 32) throw new ArgumentError(`blockMask: bit word ${w} at ${t} (batch ${Math.floor(t / g.tk)}, position ${t % g.tk}) is not an integer in [0, 2^32)`);
+      words[t] = w | 0;
+    }
+    out.bits = words;
   }
   return out;
 }
@@ -167,31 +191,84 @@ export function blockMaskFromLists(geometry: MaskGeometry, lists: (b: number, h:
 /** The table from the key blocks listOf names per (b, h, qb); classOf(kb) is block (qb, kb)'s class for b (blockClasses). */
 function build(g: Geometry, listOf: (b: number, h: number, qb: number, classOf: (kb: number) => number) => number[]): BlockMask {
   const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  // Blocks the predicate (with segments) reaches, per batch entry; the lists' partial bits (every
+  // block is partial under bit words: the words decide inside).
+  const cls = Array.from({ length: g.batch }, (_, b) => blockClasses(b, g, qBlocks, kBlocks));
+  if (g.bits) for (const c of cls) for (let i = 0; i < c.length; i++) c[i] = Math.min(c[i], 1);
+  let predicateBlocks = 0;
+  for (const c of cls) for (const x of c) if (x !== 0) predicateBlocks += g.heads;
+  return assemble(g, predicateBlocks, (b, h, qb) => listOf(b, h, qb, (kb) => cls[b][qb * kBlocks + kb]).map((kb) => 2 * kb + (cls[b][qb * kBlocks + kb] === 1 ? 1 : 0)));
+}
+
+/** The table from each (b, h, qb)'s entries 2·kb + partial in ascending kb (see the file's comment). */
+function assemble(g: Geometry, predicateBlocks: number, entriesOf: (b: number, h: number, qb: number) => ArrayLike<number>): BlockMask {
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
   const rows = g.batch * g.heads;
   const byKeyOffset = rows * qBlocks * (kBlocks + 1);
   const listsEnd = byKeyOffset + rows * kBlocks * (qBlocks + 1);
-  const table = new Int32Array(listsEnd + (g.segments?.length ?? 0));
+  const bitsOffset = g.bits ? listsEnd + (g.segments?.length ?? 0) : 0;
+  const table = new Int32Array(listsEnd + (g.segments?.length ?? 0) + (g.bits?.length ?? 0));
   if (g.segments) table.set(g.segments, listsEnd);
-  let visited = 0, predicateBlocks = 0;
-  // Blocks the predicate (with segments) reaches, per batch entry; the lists' partial bits.
-  const cls = Array.from({ length: g.batch }, (_, b) => blockClasses(b, g, qBlocks, kBlocks));
-  for (const c of cls) for (const x of c) if (x !== 0) predicateBlocks += g.heads;
+  if (g.bits) table.set(g.bits, bitsOffset);
+  let visited = 0;
   for (let r = 0; r < rows; r++) {
     const b = Math.floor(r / g.heads), h = r % g.heads;
     for (let qb = 0; qb < qBlocks; qb++) {
-      const list = listOf(b, h, qb, (kb) => cls[b][qb * kBlocks + kb]);
+      const list = entriesOf(b, h, qb);
       const at = (r * qBlocks + qb) * (kBlocks + 1);
       table[at] = list.length;
-      list.forEach((kb, n) => {
-        const partial = cls[b][qb * kBlocks + kb] === 1 ? 1 : 0;
-        table[at + 1 + n] = 2 * kb + partial;
+      for (let n = 0; n < list.length; n++) {
+        const e = list[n], kb = e >> 1;
+        table[at + 1 + n] = e;
         const kat = byKeyOffset + (r * kBlocks + kb) * (qBlocks + 1);
-        table[kat + 1 + table[kat]++] = 2 * qb + partial;
-      });
+        table[kat + 1 + table[kat]++] = 2 * qb + (e & 1);
+      }
       visited += list.length;
     }
   }
-  return { batch: g.batch, heads: g.heads, tq: g.tq, tk: g.tk, kvLength: g.kvLength, qOffset: g.qOffset, causal: g.causal, window: g.window, qBlocks, kBlocks, segmentOffset: g.segments ? listsEnd : 0, table, byKeyOffset, visited, predicateBlocks };
+  return { batch: g.batch, heads: g.heads, tq: g.tq, tk: g.tk, kvLength: g.kvLength, qOffset: g.qOffset, causal: g.causal, window: g.window, qBlocks, kBlocks, segmentOffset: g.segments ? listsEnd : 0, bitsOffset, table, byKeyOffset, visited, predicateBlocks };
+}
+
+/**
+ * A mask from entries its caller has classified itself (what Focus builds for sorted group
+ * segments and its band, where classifying every block of a long sequence would cost more than the
+ * attention): entries(b, h, qb) are 2·kb + partial in ascending kb, partial = 1 where the per-pair
+ * predicate (causal, window, valid keys, segments, bit words) must decide inside the block, 0
+ * where every pair of the block passes it. The caller vouches for the partial bits (a whole block
+ * the predicate would cut is computed whole); the checks here are those of blockMaskFromLists
+ * (range, order, no block wholly in a query block's future) and cost O(entries), so the mask of a
+ * long sequence is built in time proportional to the blocks it visits. predicateBlocks counts
+ * the blocks causal, window and valid keys alone reach (segments and bit words not counted).
+ */
+export function blockMaskFromBlocks(geometry: MaskGeometry, entries: (b: number, h: number, qb: number) => ArrayLike<number>): BlockMask {
+  const g = complete(geometry);
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  let predicateBlocks = 0;
+  for (let qb = 0; qb < qBlocks; qb++) {
+    const p0 = qb * MASK_Q_BLOCK + g.qOffset, p1 = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
+    const hi = Math.min(kBlocks - 1, Math.floor((Math.min(g.kvLength, g.causal ? p1 + 1 : g.kvLength) - 1) / MASK_K_BLOCK));
+    const lo = g.window > 0 ? Math.max(0, Math.floor((p0 - g.window + 1) / MASK_K_BLOCK)) : 0;
+    predicateBlocks += Math.max(0, hi - lo + 1) * g.batch * g.heads;
+  }
+  return assemble(g, predicateBlocks, (b, h, qb) => {
+    const list = entries(b, h, qb);
+    const where = `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * MASK_Q_BLOCK}…${Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1})`;
+    const lastPos = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
+    let prev = -1;
+    for (let n = 0; n < list.length; n++) {
+      const e = list[n], kb = e >> 1;
+      if (!Number.isInteger(e) || e < 0 || kb >= kBlocks) throw new ArgumentError(`${where}: entry ${e} names key block ${kb}, not one of 0…${kBlocks - 1}`);
+      if (kb <= prev) throw new ArgumentError(`${where}: key block ${kb} follows key block ${prev}; entries must name ascending blocks, each once`);
+      if (g.causal && kb * MASK_K_BLOCK > lastPos) throw new ArgumentError(`${where}: key block ${kb} (keys ${kb * MASK_K_BLOCK}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
+      prev = kb;
+    }
+    return list;
+  });
+}
+
+/** The table's shape as the kernels take it (Backend MaskArgs). */
+export function maskArgs(m: BlockMask): MaskArgs {
+  return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset };
 }
 
 /** Whether the mask keeps key block kb for query block qb of (b, h) (h taken modulo a shared mask's one head). */

@@ -12,12 +12,14 @@ import { fullMechanism } from './full/index.ts';
 import { localMechanism } from './local/index.ts';
 import { foxMechanism } from './fox/index.ts';
 import { fpaMechanism } from './fpa/index.ts';
+import { focusMechanism } from './focus/index.ts';
 
 export const MECHANISMS = {
   full: fullMechanism,
   local: localMechanism,
   fox: foxMechanism,
   fpa: fpaMechanism,
+  focus: focusMechanism,
 } as const satisfies { [K in string]: MechanismDef<MechanismSpec & { type: K }> };
 
 export type MechanismType = keyof typeof MECHANISMS;

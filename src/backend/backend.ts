@@ -80,9 +80,11 @@ export interface AttentionArgs {
 
 /**
  * The shape of a block mask's table (attention/block_mask.ts); segmentOffset > 0 where its
- * segment ids (b·tk + position) start in the table, 0 without segments.
+ * segment ids (b·tk + position) start in the table, 0 without segments; bitsOffset > 0 where its
+ * per-position bit words start (b·tk + position: a pair is visible only where the query's and the
+ * key's words share no bit), 0 without.
  */
-export interface MaskArgs { heads: number; qBlocks: number; kBlocks: number; byKeyOffset: number; segmentOffset: number }
+export interface MaskArgs { heads: number; qBlocks: number; kBlocks: number; byKeyOffset: number; segmentOffset: number; bitsOffset: number }
 
 /** Query rows and keys a block of a block mask covers: part of the contract, as every kernel that reads masks tiles by them. */
 export const MASK_Q_BLOCK = 128;

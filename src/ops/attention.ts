@@ -10,7 +10,7 @@ import { record } from '../tensor/autograd.ts';
 import { autocastDType } from '../tensor/autocast.ts';
 import { viaLowPrecision } from './low_precision.ts';
 import { tensor } from './creation.ts';
-import type { BlockMask } from '../attention/block_mask.ts';
+import { maskArgs, type BlockMask } from '../attention/block_mask.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { backendOf, fmt, ref, requireFloat, wrap } from './run.ts';
 
@@ -66,19 +66,22 @@ function maskInput(m: BlockMask, a: AttentionArgs, q: Tensor, k: Tensor): { args
     throw new ShapeError(`attention: the block mask was built for another call: ${what}; q ${fmt(q.shape)}, k ${fmt(k.shape)}`);
   }
   const table = tensor(m.table, [m.table.length], { dtype: 'i32', backend: q.backend });
-  return { args: { ...a, mask: { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset } }, table };
+  return { args: { ...a, mask: maskArgs(m) }, table };
 }
 
 /**
  * The forward of `attention` with its per-row logsumexp (B, H, Tq) f32, no autograd: the pieces
- * paged attention merges (ops/paged_attention.ts). `qOffset` puts query i at position qOffset + i
- * of the keys' axis (default kvLength − Tq); a row that sees no key has lse −∞ or below −1e30.
+ * paged attention and Focus merge (ops/attention_merge.ts). `qOffset` puts query i at position
+ * qOffset + i of the keys' axis (default kvLength − Tq); a row that sees no key has lse −∞ or
+ * below −1e30. A block mask is taken as `attention` takes it.
  */
 export function attentionWithLse(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions & { qOffset?: number } = {}): [Tensor, Tensor] {
-  if (opts.mask) throw new ArgumentError('attentionWithLse: block masks are taken by attention() only');
   const b = backendOf('attention', q, k, v);
-  const args = attentionArgs(q, k, v, opts);
-  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args);
+  const plain = attentionArgs(q, k, v, opts);
+  const masked = opts.mask ? maskInput(opts.mask, plain, q, k) : null;
+  const args = masked?.args ?? plain;
+  const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args, masked ? { mask: ref(masked.table) } : undefined);
+  masked?.table.dispose();
   return [wrap(b, oh, q.shape, q.dtype), wrap(b, lh, [args.batch, args.heads, args.tq], 'f32')];
 }
 

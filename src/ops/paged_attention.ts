@@ -22,8 +22,7 @@
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { attention, attentionMulti, attentionWithLse, kvWrite, type AttentionPart } from './attention.ts';
-import { cast } from './cast.ts';
-import { add, div, exp, gt, maximum, mul, sub, where } from './elementwise.ts';
+import { mergeByLse } from './attention_merge.ts';
 import { concat, narrow, reshape } from './layout.ts';
 import { fmt } from './run.ts';
 
@@ -87,22 +86,4 @@ function piece(q: Tensor, pages: KvPageList, own: number, at: number, opts: Page
   }
   if (parts.length === 1) return attention(q, parts[0].k, parts[0].v, parts[0].opts);
   return attentionMulti(q, parts) ?? mergeByLse(parts.map((r) => attentionWithLse(q, r.k, r.v, r.opts)), q.dtype);
-}
-
-/** The combine: partial (out (B, H, m, D), lse (B, H, m)) pairs → the attention over all their keys, a part with lse −∞ (no key seen) weighing 0. */
-function mergeByLse(parts: readonly [Tensor, Tensor][], dtype: Tensor['dtype']): Tensor {
-  const [b, h, m] = parts[0][1].shape;
-  const lses = parts.map(([, l]) => reshape(l, [b, h, m, 1]));
-  const seen = lses.map((l) => gt(l, -1e30)); // a row that saw no key of a part: −∞ (or −BIG) there
-  const safe = lses.map((l, i) => where(seen[i], l, -1e30));
-  const top = safe.reduce((a, l) => maximum(a, l));
-  let num: Tensor | undefined, den: Tensor | undefined;
-  parts.forEach(([o], i) => {
-    const wgt = where(seen[i], exp(sub(safe[i], top)), 0);
-    const term = mul(where(seen[i], o.dtype === 'f32' ? o : cast(o, 'f32'), 0), wgt);
-    num = num ? add(num, term) : term;
-    den = den ? add(den, wgt) : wgt;
-  });
-  const out = div(num!, den!);
-  return dtype === 'f32' ? out : cast(out, dtype);
 }

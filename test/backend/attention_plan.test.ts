@@ -54,7 +54,7 @@ test('attention backward plan: tensor cores for both passes with f16 inputs and 
 });
 
 test('attention plans with a block mask: every kernel, decode where its rows share one list; a masked backward off the tensor cores needs 9 storage buffers', () => {
-  const mask = { heads: 1, qBlocks: 32, kBlocks: 64, byKeyOffset: 32 * 65, segmentOffset: 0 };
+  const mask = { heads: 1, qBlocks: 32, kBlocks: 64, byKeyOffset: 32 * 65, segmentOffset: 0, bitsOffset: 0 };
   const a = { ...args(4096, 4096, 128), mask };
   assert.equal(attentionForwardPlan(H200, a, 'f16'), 'tensor-cores');
   assert.deepEqual(attentionBackwardPlan(H200, a, 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' });

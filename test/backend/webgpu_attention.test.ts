@@ -361,7 +361,7 @@ const docs = (lengths: number[]) => lengths.flatMap((n, i) => new Array<number>(
  */
 async function checkMasked(c: MaskCase, tol: number, ran: (dispatches: readonly DispatchRecord[], a: AttentionArgs, what: string) => void): Promise<void> {
   const cpuB = new (await import('../../src/backend/cpu/backend.ts')).CpuBackend();
-  const { blockMask } = await import('../../src/attention/block_mask.ts');
+  const { blockMask, maskArgs } = await import('../../src/attention/block_mask.ts');
   const kvLength = c.kvLength ?? c.tk, causal = c.causal ?? true;
   const m = blockMask({ batch: c.b, heads: c.heads, tq: c.tq, tk: c.tk, kvLength, causal, window: c.window ?? 0, segments: c.segments }, c.keep);
   const what = JSON.stringify({ ...c, keep: undefined, segments: c.segments ? 'docs' : undefined });
@@ -375,7 +375,7 @@ async function checkMasked(c: MaskCase, tol: number, ran: (dispatches: readonly 
   };
   const host = [randomHost(c.b * c.h * c.tq * c.d, c.dtype, 1), kvHost(2), kvHost(3), randomHost(c.b * c.h * c.tq * c.d, c.dtype, 4)];
   const opts = { mask: m, kvLength, causal, window: c.window };
-  const a: AttentionArgs = { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, causal, window: c.window ?? 0, scale: 1 / Math.sqrt(c.d), mask: { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset } };
+  const a: AttentionArgs = { batch: c.b, heads: c.h, kvHeads: c.hkv, tq: c.tq, tk: c.tk, d: c.d, kvLength, qOffset: kvLength - c.tq, causal, window: c.window ?? 0, scale: 1 / Math.sqrt(c.d), mask: maskArgs(m) };
   const results: Float32Array[][] = [];
   for (const be of [cpuB, gpu!]) {
     const [q, k, v] = host.slice(0, 3).map((x, i) => fon.tensor(x, i === 0 ? [c.b, c.h, c.tq, c.d] : [c.b, c.hkv, c.tk, c.d], { dtype: c.dtype, backend: be, requiresGrad: true }));

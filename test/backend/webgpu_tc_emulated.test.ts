@@ -26,7 +26,7 @@ import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.
 import { compareWith, cref, readWith } from './gpu_compare.ts';
 import { foxArgs, forgetCumsum, randomF32, walks, type FoxShape, type Walk } from './fox_fpa_inputs.ts';
 import { EMULATED_DEFAULT, emulatedTcBackward, emulatedTcForward, type EmulatedForm } from './tc_emulation.ts';
-import { blockMask } from '../../src/attention/block_mask.ts';
+import { blockMask, maskArgs } from '../../src/attention/block_mask.ts';
 import type { CpuRef } from '../../src/backend/cpu/host.ts';
 
 const gpu = (await webgpuOrSkip()) as WebGpuBackend | null;
@@ -154,7 +154,7 @@ test('tensor-core forward and backward skeletons with a block mask, their MMAs e
     const d = 16, tq = c.t, tk = c.t;
     const m = blockMask({ batch: c.b, heads: c.heads, tq, tk, kvLength: tk, causal: true, window: 0, segments: c.segments }, c.keep);
     const a: AttentionArgs = { batch: c.b, heads: c.h, kvHeads: c.hkv, tq, tk, d, kvLength: tk, qOffset: 0, causal: true, window: 0, scale: 1 / Math.sqrt(d),
-      mask: { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset } };
+      mask: maskArgs(m) };
     const what = JSON.stringify({ ...c, keep: undefined, segments: c.segments ? 'docs' : undefined });
     const rows = c.b * c.h * tq, nkv = c.b * c.hkv * tk;
     // Keys 64…127 (key block 1, dropped everywhere) are NaN: a kernel that read them would spread it.

@@ -65,13 +65,15 @@ export function keptKeyBlocks(mask: CpuRef | undefined, a: AttentionArgs, b: num
 }
 
 /**
- * With a block mask of segments (MaskArgs.segmentOffset > 0): whether query i (at position p) and
- * key j of batch entry b lie in different segments, so that the pair is dropped; else null.
+ * With a block mask of segments or bit words (MaskArgs.segmentOffset, bitsOffset > 0): whether
+ * query i (at position p) and key j of batch entry b lie in different segments or have words that
+ * share a bit, so that the pair is dropped; else null.
  */
 export function segmentsApart(mask: CpuRef | undefined, a: AttentionArgs, b: number): ((p: number, j: number) => boolean) | null {
-  if (!mask || !a.mask || a.mask.segmentOffset === 0) return null;
-  const t = mask.h as Int32Array, at = a.mask.segmentOffset + b * a.tk;
-  return (p, j) => t[at + p] !== t[at + j];
+  if (!mask || !a.mask || (a.mask.segmentOffset === 0 && a.mask.bitsOffset === 0)) return null;
+  const t = mask.h as Int32Array, seg = a.mask.segmentOffset, bits = a.mask.bitsOffset;
+  const at = seg + b * a.tk, bt = bits + b * a.tk;
+  return (p, j) => (seg > 0 && t[at + p] !== t[at + j]) || (bits > 0 && (t[bt + p] & t[bt + j]) !== 0);
 }
 
 export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs, mask?: CpuRef): [CpuHandle, CpuHandle] {

@@ -3,8 +3,9 @@
 // visits [first, end) in steps of its block; with MASK it visits what the mask's table lists, whose
 // values reach every invocation through workgroup memory (workgroupUniformLoad), so that the loops
 // around the kernels' barriers stay uniform. With SEG (a mask of segments, P.mseg > 0 where the
-// table's segment ids start) a pair is visible only inside one segment, and a listed block is
-// whole only where its entry's partial bit says so (pair_visible, mask_whole).
+// table's segment ids start, or of bit words, P.mbits > 0 where they start) a pair is visible only
+// inside one segment and where its words share no bit, and a listed block is whole only where its
+// entry's partial bit says so (pair_visible, mask_whole).
 #if MASK
 var<workgroup> Mval: u32;
 
@@ -33,13 +34,17 @@ fn mask_count(mrow: u32, span: u32, step: u32, lid: u32) -> u32 {
 
 #if SEG
 var<private> seg_base: u32;
+var<private> bits_base: u32;
 
-// Where batch entry b's segment ids start in the table.
-fn seg_start(b: u32) { seg_base = P.mseg + b * P.tk; }
+// Where batch entry b's segment ids and bit words start in the table (each only where P.mseg, P.mbits > 0).
+fn seg_start(b: u32) { seg_base = P.mseg + b * P.tk; bits_base = P.mbits + b * P.tk; }
 
-// visible() inside one segment: query row i (at position i + qoff, a key position) and key j.
+// visible() inside one segment (where the mask has segments) and for words that share no bit
+// (where it has bit words): query row i (at position i + qoff, a key position) and key j.
 fn pair_visible(i: u32, j: u32) -> bool {
-  return visible(i, j) && mask[seg_base + u32(i32(i) + P.qoff)] == mask[seg_base + j];
+  let p = u32(i32(i) + P.qoff);
+  return visible(i, j) && (P.mseg == 0u || mask[seg_base + p] == mask[seg_base + j])
+    && (P.mbits == 0u || (mask[bits_base + p] & mask[bits_base + j]) == 0);
 }
 
 // Whether the it-th block of `step` rows of list row mrow lies in a mask block marked whole.

@@ -16,7 +16,7 @@ import type { Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { preprocess, type Variant } from '../wgsl.ts';
 import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
-import { MASK_CONSTS, MASK_PARAMS, PARAMS, checkGrid, maskUniforms, uniforms } from './attention_common.ts';
+import { MASK_CONSTS, MASK_PARAMS, PARAMS, checkGrid, maskPairs, maskUniforms, uniforms } from './attention_common.ts';
 import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../../backend.ts';
 
 export const ATTENTION_TC_FILES = ['attention_tc', 'attention_tc_backward', 'attention_mask', 'attention_tc_keys', 'attention_tc_mod_none', 'attention_tc_mod_fox', 'attention_tc_mod_fpa'];
@@ -173,7 +173,7 @@ export function attentionTc(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, 
   const out = be.alloc('f16', rows * a.d, 'attention');
   const lse = be.alloc('f32', rows, 'attention lse');
   be.rt.run({
-    kernel: tcKernel, variant: { D: a.d, NSG: nsg, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, PREFETCH: prefetch, MOD: modifier?.kind ?? '', MASK: !!mask, SEG: !!mask && (a.mask?.segmentOffset ?? 0) > 0 },
+    kernel: tcKernel, variant: { D: a.d, NSG: nsg, QRELOAD: qReload, LOAD_ARG: loadArg, KPAD: kPad, PREFETCH: prefetch, MOD: modifier?.kind ?? '', MASK: !!mask, SEG: !!mask && maskPairs(a) },
     uniforms: [...uniforms(a), ...maskUniforms(a)], buffers: [q.h.buffer, k.h.buffer, v.h.buffer, out.buffer, lse.buffer, ...modifierBuffers(modifier), ...(mask ? [mask.h.buffer] : [])], workgroups: [gx, a.heads, a.batch],
   });
   return [out, lse];
@@ -354,7 +354,7 @@ export function attentionTcBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: 
   if (mod && (mask || !a.causal || a.window !== 0)) throw new UnsupportedError(`webgpu: the tensor-core ${mod.kind} backward is causal, without a window or block mask`);
   const st = 'modifier' in stats ? [stats.modifier.ex.buffer] : [stats.lse.buffer, stats.delta.buffer];
   const aux = mod ? [mod.aux.buffer] : [];
-  const seg = !!mask && (a.mask?.segmentOffset ?? 0) > 0;
+  const seg = !!mask && maskPairs(a);
   be.rt.run({
     kernel: tcBackwardKernel, variant: { D: a.d, NSG: nsg, KPAD: kPad, SC: dqKeys, DQ: true, PREFETCH: dqPrefetch, MASK: !!mask, SEG: seg, MOD: mod?.kind ?? '' },
     uniforms: u, buffers: [q.h.buffer, g.h.buffer, k.h.buffer, v.h.buffer, ...st, dq.buffer, ...aux, ...m], workgroups: [gq, a.heads, a.batch],

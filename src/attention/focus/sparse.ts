@@ -1,0 +1,156 @@
+/**
+ * Focus's exact sparse prefill (specs/focus_spot.md A4 and Part D), over the shared attention
+ * kernels with block masks — no kernel of its own. Pair (i, j) is kept iff j ≤ i and (i − j ≤ w or
+ * the tokens share a group); the kept pairs split into two disjoint sets:
+ *
+ *   A: pairs that share a group, counted once, in their lowest shared group c;
+ *   B: local pairs (i − j ≤ w) that share no group.
+ *
+ * A runs over the group-sorted layout: every token is copied into each of its k groups, the copies
+ * stably sorted by group (a counting sort: within a group the original order stays, so causal
+ * attention inside a group's segment is causal in the original positions). The segments are the
+ * block mask's segments (the packed-documents predicate), and with k ≥ 2 each row carries the bit
+ * word m & (2^c − 1) (its memberships below its group c): a pair of one segment is visible only
+ * where those words share no bit, i.e. where c is the lowest group the two tokens share (the spec's
+ * multi-membership proposal: each pair counted once). B is the sliding-window attention (window
+ * w + 1) in the original order with the bit words m: visible only where the tokens share no
+ * group. The k copies' results of A and B's merge by their logsumexp (ops/attention_merge.ts);
+ * RoPE was applied before, at the original positions. With k = 1 the words of A are all 0 and it
+ * is the paper's sort + segments.
+ *
+ * Masks are built from the segment boundaries (attention/block_mask.ts blockMaskFromBlocks), in
+ * time proportional to the blocks visited. Shapes: q (B, H, T, D), k and v (B, Hkv, T, D),
+ * positions 0 … T − 1; bits (B·T) the membership words (groups.ts membershipBits).
+ */
+import { blockMaskFromBlocks, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../block_mask.ts';
+import { ArgumentError } from '../../errors.ts';
+import { attentionWithLse } from '../../ops/attention.ts';
+import { mergeByLse } from '../../ops/attention_merge.ts';
+import { tensor } from '../../ops/creation.ts';
+import { embedding } from '../../ops/indexing.ts';
+import { permute, reshape } from '../../ops/layout.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+
+/** The group-sorted layout of one batch of membership words: rows, their positions and groups. */
+export interface SortedGroups {
+  /** Rows per batch entry: k·T (every token in exactly k groups). */
+  rows: number;
+  /** Per batch entry and row (B·rows): the token's position. */
+  position: Int32Array;
+  /** Per batch entry and row: the row's group (the segment id). */
+  group: Int32Array;
+  /** Per batch entry, K + 1 offsets: group c's rows are [start[b·(K+1) + c], start[b·(K+1) + c + 1]). */
+  start: Int32Array;
+  /** Per batch entry, token and copy (B·T·k): the row holding the token's copy in its j-th group (ascending groups). */
+  copyRow: Int32Array;
+}
+
+/** The stable counting sort of every token's copies by group (A4: sort by group; multi-membership: one copy per group). */
+export function sortByGroup(bits: Uint32Array, batch: number, t: number, groups: number, topK: number): SortedGroups {
+  const rows = topK * t;
+  const position = new Int32Array(batch * rows), group = new Int32Array(batch * rows);
+  const start = new Int32Array(batch * (groups + 1)), copyRow = new Int32Array(batch * t * topK);
+  for (let b = 0; b < batch; b++) {
+    const st = b * (groups + 1);
+    for (let p = 0; p < t; p++) {
+      const w = bits[b * t + p];
+      let n = 0;
+      for (let c = 0; c < groups; c++) if (w & (1 << c)) { start[st + c + 1]++; n++; }
+      if (n !== topK) throw new ArgumentError(`focus: token ${p} of batch entry ${b} is in ${n} groups (word ${w}); expected ${topK}`);
+    }
+    for (let c = 0; c < groups; c++) start[st + c + 1] += start[st + c];
+    const next = Array.from(start.subarray(st, st + groups));
+    for (let p = 0; p < t; p++) {
+      const w = bits[b * t + p];
+      let j = 0;
+      for (let c = 0; c < groups; c++) {
+        if (!(w & (1 << c))) continue;
+        const r = next[c]++;
+        position[b * rows + r] = p;
+        group[b * rows + r] = c;
+        copyRow[(b * t + p) * topK + j++] = r;
+      }
+    }
+  }
+  return { rows, position, group, start, copyRow };
+}
+
+/**
+ * Set A's mask over the sorted rows: query block qb visits the key blocks from its first row's
+ * segment start to its diagonal; a block is whole where the query block lies in one segment, the
+ * key block inside it and wholly at or before the block's first row, and no bit words apply.
+ */
+export function groupSegmentsMask(s: SortedGroups, batch: number, groups: number, bits?: Int32Array): BlockMask {
+  const r = s.rows;
+  return blockMaskFromBlocks({ batch, heads: 1, tq: r, tk: r, segments: s.group, ...(bits ? { bits } : {}) }, (b, _h, qb) => {
+    const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(r, i0 + MASK_Q_BLOCK) - 1;
+    const g0 = s.group[b * r + i0], g1 = s.group[b * r + i1];
+    const first = s.start[b * (groups + 1) + g0];
+    const out: number[] = [];
+    for (let kb = Math.floor(first / MASK_K_BLOCK); kb <= Math.floor(i1 / MASK_K_BLOCK); kb++) {
+      const j0 = kb * MASK_K_BLOCK, j1 = j0 + MASK_K_BLOCK - 1;
+      const whole = !bits && g0 === g1 && j0 >= first && j1 <= i0;
+      out.push(2 * kb + (whole ? 0 : 1));
+    }
+    return out;
+  });
+}
+
+/** Set B's mask: the band of w + 1 keys back from each query, every block partial (the bit words decide). */
+export function crossGroupBandMask(bits: Uint32Array, batch: number, t: number, window: number): BlockMask {
+  return blockMaskFromBlocks({ batch, heads: 1, tq: t, tk: t, window: window + 1, bits }, (_b, _h, qb) => {
+    const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(t, i0 + MASK_Q_BLOCK) - 1;
+    const out: number[] = [];
+    for (let kb = Math.floor(Math.max(0, i0 - window) / MASK_K_BLOCK); kb <= Math.floor(i1 / MASK_K_BLOCK); kb++) out.push(2 * kb + 1);
+    return out;
+  });
+}
+
+/** Rows of x (B, heads, T, W) picked per batch entry by `rows` (B·R positions into T) → (B, heads, R, W). */
+export function gatherRows(x: Tensor, rows: Int32Array, r: number): Tensor {
+  const [b, heads, t, w] = x.shape;
+  const ids = new Int32Array(b * r);
+  for (let bb = 0; bb < b; bb++) for (let i = 0; i < r; i++) ids[bb * r + i] = bb * t + rows[bb * r + i];
+  const table = reshape(permute(x, [0, 2, 1, 3]), [b * t, heads * w]); // (B·T, heads·W)
+  const picked = embedding(table, tensor(ids, [b * r], { dtype: 'i32', backend: x.backend })); // (B·R, heads·W)
+  return permute(reshape(picked, [b, r, heads, w]), [0, 2, 1, 3]); // (B, heads, R, W)
+}
+
+/** What the sparse prefill ran: the masks' visited blocks against full causal attention's, for the pairs-retained figures. */
+export interface FocusPrefillStats { blocksA: number; blocksB: number; causalBlocks: number }
+
+/**
+ * The exact hard Focus attention over positions 0 … T − 1 (see the file's comment): equal to
+ * dense.ts hardFocusDense (the masked reference). No autograd.
+ */
+export function focusSparseAttention(q: Tensor, k: Tensor, v: Tensor, bits: Uint32Array, o: { groups: number; topK: number; window: number }, stats?: FocusPrefillStats): Tensor {
+  const [b, h, t] = q.shape;
+  if (bits.length !== b * t) throw new ArgumentError(`focus: ${bits.length} membership words for batch ${b} × ${t} positions`);
+  const s = sortByGroup(bits, b, t, o.groups, o.topK);
+  let lowBits: Int32Array | undefined;
+  if (o.topK > 1) {
+    lowBits = new Int32Array(b * s.rows);
+    for (let bb = 0; bb < b; bb++) for (let r = 0; r < s.rows; r++) {
+      const at = bb * s.rows + r;
+      lowBits[at] = bits[bb * t + s.position[at]] & ((1 << s.group[at]) - 1);
+    }
+  }
+  const maskA = groupSegmentsMask(s, b, o.groups, lowBits);
+  const maskB = crossGroupBandMask(bits, b, t, o.window);
+  if (stats) {
+    stats.blocksA += maskA.visited; stats.blocksB += maskB.visited;
+    for (let i0 = 0; i0 < t; i0 += MASK_Q_BLOCK) stats.causalBlocks += b * (Math.floor((Math.min(t, i0 + MASK_Q_BLOCK) - 1) / MASK_K_BLOCK) + 1);
+  }
+  const [oA, lA] = attentionWithLse(gatherRows(q, s.position, s.rows), gatherRows(k, s.position, s.rows), gatherRows(v, s.position, s.rows), { mask: maskA });
+  const [oB, lB] = attentionWithLse(q, k, v, { mask: maskB, window: o.window + 1 });
+  // Each token's k copies of A back at its position, then the merge with B.
+  const lA4 = reshape(lA, [b, h, s.rows, 1]); // (B, H, R, 1)
+  const parts: [Tensor, Tensor][] = [];
+  for (let j = 0; j < o.topK; j++) {
+    const rowOf = new Int32Array(b * t);
+    for (let i = 0; i < b * t; i++) rowOf[i] = s.copyRow[i * o.topK + j];
+    parts.push([gatherRows(oA, rowOf, t), reshape(gatherRows(lA4, rowOf, t), [b, h, t])]);
+  }
+  parts.push([oB, lB]);
+  return mergeByLse(parts, q.dtype);
+}
