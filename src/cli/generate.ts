@@ -6,6 +6,7 @@ import { checkDraftLayers } from '../model/organs.ts';
 import { checkPageRows } from '../infer/page_pool.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
+import { applyFocusTopK } from './focus.ts';
 
 export const GENERATE_USAGE = `usage: fon generate --model DIR --prompt TEXT [options]
 
@@ -27,6 +28,7 @@ options:
   --stop TEXT        stop before TEXT (repeatable)
   --truncate         keep the end of a prompt longer than the context (with a warning) instead of failing
   --backend NAME     cpu, wasm, webgpu or auto (default)
+  --focus-top-k k    Focus layers keep k of their K groups per token (1 ≤ k ≤ K; default: the config's k)
   --allow-non-finite load weights that hold NaN or ±Inf (by default an error names the tensor)
   --draft-revise     draft–revise decoding (the default for a model with organs): layers 0 … D−1
                      and the exit head draft, the rest verify each draft in one pass; greedy
@@ -71,7 +73,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
     'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
     stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, stats: { type: 'boolean' }, 'allow-non-finite': { type: 'boolean' },
     'draft-revise': { type: 'boolean' }, 'no-draft-revise': { type: 'boolean' }, 'draft-layers': { type: 'string' }, gamma: { type: 'string' },
-    'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' },
+    'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' }, 'focus-top-k': { type: 'string' },
   });
   if (v.help) { console.log(GENERATE_USAGE); return 0; }
   const dir = requireFlag('generate', 'model', v.model);
@@ -83,6 +85,12 @@ export async function generateCommand(argv: string[]): Promise<number> {
   const backend = await backendFromFlag('generate', v.backend);
   const loaded = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'] });
   const { model, tokenizer } = loaded;
+  try {
+    applyFocusTopK('generate', v['focus-top-k'], model);
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
   const L = model.config.nLayers;
   const draftLayers = v['draft-layers'] === undefined ? undefined : checkDraftLayers(numberFlag('generate', 'draft-layers', v['draft-layers'], 0, { integer: true }), L, 'generate: --draft-layers', (m) => new UsageError(m));
   const wantDraft = !v['no-draft-revise'] && (v['draft-revise'] || draftLayers !== undefined || model.config.organs !== undefined);

@@ -5,13 +5,15 @@ import { describeMechanism } from '../attention/table.ts';
 import { loadModel } from '../io/model_checkpoint.ts';
 import { parseFlags, requireFlag } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
+import { focusParameters } from './focus.ts';
 
 export const INFO_USAGE = `usage: fon info --model DIR [--json] [--allow-non-finite]
 
 Prints the model's parameter count, model config, tokenizer size, KV-cache bytes per token (f32
 and f16 caches; before eviction; with Depth-Attention also without it, which is the same), each
 layer's mechanism with what it notes (FPA: dead-key eviction or stack decoding) and the organs
-(draft layers and exit head, with their training weights). DIR is a FON checkpoint or a Hugging
+(draft layers and exit head, with their training weights) and, with Focus layers, the parameters
+they add (W_g and C) and their share of the model. DIR is a FON checkpoint or a Hugging
 Face folder (then its architecture too, and the config as FON maps it). Loads on the CPU.
 
 options:
@@ -23,6 +25,7 @@ export async function infoCommand(argv: string[]): Promise<number> {
   if (v.help) { console.log(INFO_USAGE); return 0; }
   const dir = requireFlag('info', 'model', v.model);
   const { model, tokenizer, config, dir: ckpt, architecture } = await loadModel(dir, await backendFromFlag('info', 'cpu'), { allowNonFinite: v['allow-non-finite'] });
+  const focus = focusParameters(config);
   const info = {
     checkpoint: ckpt,
     ...(architecture ? { huggingFace: architecture } : {}),
@@ -35,6 +38,8 @@ export async function infoCommand(argv: string[]): Promise<number> {
     layers: Array.from({ length: config.nLayers }, (_, i) => { const d = describeMechanism(layerAttention(config, i)); return { mechanism: d.label, ...d.facts }; }),
     /** The organs: draft layers 0 … D−1 with the exit head, revise layers D … L−1, the training weights. */
     ...(config.organs ? { organs: { ...config.organs, draft: [0, config.organs.draftLayers], revise: [config.organs.draftLayers, config.nLayers] } } : {}),
+    /** Focus: the trained parameters its layers add (W_g and C; the log-normalizers are not counted) and in how many layers. */
+    ...(focus.layers ? { focus: { parameters: focus.count, layers: focus.layers } } : {}),
     config,
   };
   model.dispose();
@@ -55,6 +60,10 @@ export async function infoCommand(argv: string[]): Promise<number> {
   if (config.organs) {
     const o = config.organs, d = o.draftLayers;
     console.log(`organs: draft = layers 0 … ${d - 1} + exit head (final norm and LM head after layer ${d - 1}), revise = layers ${d} … ${config.nLayers - 1}; exit loss λ_D ${o.exitLoss}, distillation λ_KL ${o.distill}, layer dropout ${o.layerDropout}`);
+  }
+  if (info.focus) {
+    const share = (100 * info.focus.parameters) / info.parameters;
+    console.log(`focus: ${info.focus.parameters.toLocaleString('en-US')} parameters in ${info.focus.layers} layer${info.focus.layers === 1 ? '' : 's'} (${share < 0.01 ? share.toPrecision(2) : share.toFixed(2)}% of the model)`);
   }
   console.log(`config: ${JSON.stringify(config)}`);
   return 0;

@@ -2,7 +2,8 @@
  * `fon train`: tokenizer → token stores → model → training loop with evaluation, checkpoints,
  * a JSONL log and a loss plot, then a final evaluation and a sample (with organs, the log's steps
  * carry the exit head's CE and the KL, and the evaluations the exit head's figures on a line of
- * their own). Readable top to bottom: flags → (resume or fresh) set-up → loop → finish. Ctrl-C
+ * their own; with Focus layers, the dominance of their largest groups, cli/focus.ts). Readable top
+ * to bottom: flags → (resume or fresh) set-up → loop → finish. Ctrl-C
  * stops after the current step and writes a checkpoint; a second Ctrl-C exits at once (checkpoints
  * are written atomically, so the last one stays intact either way).
  */
@@ -14,7 +15,7 @@ import { loadModel, loadOptimizerState, readTrainerState, saveCheckpoint } from 
 import { resolveCheckpointDir } from '../io/checkpoint_dir.ts';
 import { byteTokenizer, trainBpe, END_OF_TEXT, type Tokenizer } from '../io/tokenizer/tokenizer.ts';
 import { generate } from '../infer/generate.ts';
-import { parseModelConfig, type ModelConfig } from '../model/config.ts';
+import { layerAttention, parseModelConfig, type ModelConfig } from '../model/config.ts';
 import { Decoder } from '../model/decoder.ts';
 import { preset, PRESET_NAMES } from '../model/presets.ts';
 import { ParamFactory } from '../nn/params.ts';
@@ -28,6 +29,8 @@ import { backendFromFlag } from './backend_flag.ts';
 import { loadCorpus, type Corpus } from './corpus.ts';
 import { Progress } from './progress.ts';
 import { parseJson } from '../io/json.ts';
+import { focusComposesOnto, focusLayers } from '../attention/focus/index.ts';
+import { addFocusLayers, checkTrainOnly, focusDominanceLines, focusLogFields, freezeAllButFocus, isFocusParameter, measureFocusDominance, parseAddFlag, resetFocusStats, trainOnlyFlag, type FocusDominance, type TrainOnly } from './focus.ts';
 
 /** The defaults `--preset tiny` trains with (other presets bring their own: train/preset_training.ts). */
 const TINY: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining('tiny').train };
@@ -38,6 +41,9 @@ Trains a decoder language model, evaluates it on the validation split, writes ch
 (DIR/latest.json → DIR/step-N/), a JSONL log (DIR/log.jsonl) and a loss plot (DIR/loss.svg).
 A config with "organs" trains the draft organ's exit head too (CE + λ_D·CE(exit) + λ_KL·KL, layer
 dropout; train/organ_loss.ts): the log adds exitLoss and distill, the evaluations the exit head's.
+A model with Focus layers adds to each evaluation the largest group's share of the memberships
+(focusDominance, ideal 1/K; a layer where one group holds ≥ 90% of the tokens is reported as
+collapsed: focusCollapsed) and plots it against the step (DIR/dominance.svg).
 
 data and model:
   --data PATH|builtin:brown  text file, folder of them, .jsonl with a "text" field, or the built-in Brown Corpus
@@ -47,6 +53,12 @@ data and model:
   --tokenizer byte|bpe:N     bytes, or a byte-level BPE of N tokens trained on the training split (default: the preset's, tiny bpe:1024)
   --init-from DIR            start from the weights, config and tokenizer of a model: a FON checkpoint or a Hugging Face
                              folder (fine-tuning; --preset, --config and --tokenizer do not apply; --lr defaults to 1e-4)
+  --add focus[:OPTS]         make every full-attention layer a Focus layer (attention/focus) before training: of the
+                             --init-from model (its weights load, the Focus tensors W_g, C start fresh from --seed)
+                             or of the preset / --config. OPTS: K=groups, k=top-k at inference, dg=group width d_g,
+                             w=window, tau=τ, N=Sinkhorn iterations, gate=mask|literal, lambda=λ, beta=β (defaults:
+                             K=8,k=2,dg=16,w=128,tau=0.1,N=10,gate=mask,lambda=10,beta=0.5), e.g. --add focus:K=8,k=2
+  --train-only focus         train only the Focus layers' W_g and C; every other tensor is saved as it was loaded
   --backend NAME             cpu, wasm, webgpu or auto (default: a hardware GPU, else wasm)
   --precision P              f32, bf16 or f16: matmuls and attention in P, master weights, optimizer state and
                              reductions in f32, f16 with dynamic loss scaling; checkpoints stay f32 (default auto:
@@ -75,7 +87,7 @@ const FLAGS = {
   'grad-clip': { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-windows': { type: 'string' },
   'checkpoint-every': { type: 'string' }, seed: { type: 'string' }, 'final-eval-windows': { type: 'string' },
   sample: { type: 'boolean' }, 'stop-after': { type: 'string' }, 'sample-tokens': { type: 'string' },
-  'init-from': { type: 'string' }, precision: { type: 'string' },
+  'init-from': { type: 'string' }, precision: { type: 'string' }, add: { type: 'string' }, 'train-only': { type: 'string' },
 } as const;
 
 type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
@@ -92,11 +104,15 @@ interface RunSpec {
   train: TrainConfig;
   /** The model the run started from (--init-from), when not from fresh weights. */
   initFrom?: string;
+  /** --add as given: the layers the run added to the model it started from (a record; the checkpoint's config holds them). */
+  add?: string;
+  /** --train-only: the part of the model trained, the rest frozen; a resume freezes the same so the optimizer state lines up. */
+  trainOnly?: TrainOnly;
   fingerprint?: { trainTokens: number; validationTokens: number; checksum: number; backend: string };
 }
 
 /** Flags a resumed run takes from its checkpoint; giving them with --resume is an error. */
-const FIXED_BY_CHECKPOINT = ['data', 'preset', 'config', 'tokenizer', 'init-from', 'batch', 'accumulate', 'context', 'lr', 'min-lr', 'warmup', 'weight-decay', 'grad-clip', 'seed', 'precision', 'overwrite'] as const;
+const FIXED_BY_CHECKPOINT = ['data', 'preset', 'config', 'tokenizer', 'init-from', 'add', 'train-only', 'batch', 'accumulate', 'context', 'lr', 'min-lr', 'warmup', 'weight-decay', 'grad-clip', 'seed', 'precision', 'overwrite'] as const;
 
 /** FNV-1a over 1024 ids spread evenly through the store (and its length). */
 function storeChecksum(store: TokenStore): number {
@@ -109,7 +125,7 @@ function storeChecksum(store: TokenStore): number {
   return h >>> 0;
 }
 
-interface LogEntry { step: number; [k: string]: number | string }
+interface LogEntry { step: number; [k: string]: number | string | number[] | Record<string, number> }
 
 /** Fine-tuning from --init-from: a learning rate for weights that are already trained. */
 const INIT_FROM_TRAIN: Partial<TrainConfig> = { lr: 1e-4, minLr: 1e-5 };
@@ -121,10 +137,18 @@ function precisionFlag(s: string | undefined): Precision | 'auto' {
   return s as Precision | 'auto';
 }
 
+/** The training defaults the flags override: the preset's (or INIT_FROM_TRAIN's) over DEFAULT_TRAIN. */
+function trainDefaults(v: Flags): TrainConfig {
+  return { ...DEFAULT_TRAIN, ...presetTraining(v.preset ?? 'tiny').train, ...(v['init-from'] !== undefined ? INIT_FROM_TRAIN : {}) };
+}
+
+/** --seed, or the defaults' (what trainConfigFrom will say), for what is made before the training config. */
+const seedFlag = (v: Flags): number => numberFlag('train', 'seed', v.seed, trainDefaults(v).seed, { integer: true, min: 0 });
+
 /** Flags over the preset's training defaults (or INIT_FROM_TRAIN's) over DEFAULT_TRAIN. */
 function trainConfigFrom(v: Flags, context: number): TrainConfig {
   const n = (name: keyof Flags, fallback: number, o: { integer?: boolean; min?: number; max?: number } = {}) => numberFlag('train', name, v[name], fallback, o);
-  const d: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining(v.preset ?? 'tiny').train, ...(v['init-from'] !== undefined ? INIT_FROM_TRAIN : {}) };
+  const d = trainDefaults(v);
   const steps = n('steps', d.steps, { integer: true, min: 1 });
   return {
     steps, batchSize: n('batch', d.batchSize, { integer: true, min: 1 }),
@@ -184,12 +208,33 @@ function* limited(store: TokenStore, context: number, max: number): Generator<Ev
   for (const w of evalWindows(store, context)) { if (i++ >= max) return; yield w; }
 }
 
-function plot(outDir: string, log: LogEntry[]): Promise<void> {
+async function plot(outDir: string, log: LogEntry[], focusIdeal: number | null): Promise<void> {
   const train = log.filter((e) => typeof e.loss === 'number').map((e) => [e.step, e.loss as number] as [number, number]);
   const val = log.filter((e) => typeof e.valLoss === 'number').map((e) => [e.step, e.valLoss as number] as [number, number]);
   const series = [{ name: 'train', points: train }, ...(val.length ? [{ name: 'validation', points: val }] : [])];
-  if (train.length === 0) return Promise.resolve();
-  return writeFileAtomic(joinPath(outDir, 'loss.svg'), linePlot({ title: 'loss', xLabel: 'step', yLabel: 'cross-entropy (nats/token)', series }));
+  if (train.length === 0) return;
+  await writeFileAtomic(joinPath(outDir, 'loss.svg'), linePlot({ title: 'loss', xLabel: 'step', yLabel: 'cross-entropy (nats/token)', series }));
+  await plotDominance(outDir, log, focusIdeal);
+}
+
+/**
+ * DIR/dominance.svg for a model with Focus layers: at each evaluation, the largest group's share
+ * of the memberships averaged over the Focus layers, the lowest and highest layer's, and the
+ * balanced 1/K (when every layer has the same K). Nothing without focusDominance in the log.
+ */
+function plotDominance(outDir: string, log: LogEntry[], ideal: number | null): Promise<void> {
+  const entries = log.filter((e) => typeof e.focusDominance === 'number');
+  if (entries.length === 0) return Promise.resolve();
+  const byLayer = (e: LogEntry) => Object.values(typeof e.focusLayerDominance === 'object' && !Array.isArray(e.focusLayerDominance) ? e.focusLayerDominance : {});
+  const points = (f: (e: LogEntry) => number | undefined) => entries.flatMap((e) => { const y = f(e); return y === undefined ? [] : [[e.step, 100 * y] as [number, number]]; });
+  const ext = (g: (...x: number[]) => number) => (e: LogEntry) => { const l = byLayer(e); return l.length > 1 ? g(...l) : undefined; };
+  const steps = entries.map((e) => e.step);
+  const series = [
+    { name: 'mean over Focus layers', points: points((e) => e.focusDominance as number) },
+    ...(entries.some((e) => byLayer(e).length > 1) ? [{ name: 'lowest layer', points: points(ext(Math.min)) }, { name: 'highest layer', points: points(ext(Math.max)) }] : []),
+    ...(ideal !== null ? [{ name: 'balanced (1/K)', points: [[Math.min(...steps), 100 * ideal], [Math.max(...steps), 100 * ideal]] as [number, number][] }] : []),
+  ];
+  return writeFileAtomic(joinPath(outDir, 'dominance.svg'), linePlot({ title: 'Focus: largest group\'s share', xLabel: 'step', yLabel: 'share of group memberships (%)', series, markers: true }));
 }
 
 /** The exit head's validation figures for the log (models with organs). */
@@ -254,24 +299,51 @@ export async function trainCommand(argv: string[]): Promise<number> {
     const loaded = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'] });
     ({ model, tokenizer } = loaded);
     resumeDir = loaded.dir;
+    if (spec.trainOnly !== undefined && spec.trainOnly !== 'focus') throw new UsageError(`train: --resume: ${dir}/trainer.json: run.trainOnly = ${JSON.stringify(spec.trainOnly)}: expected "focus" or no key`);
+    checkTrainOnly(spec.trainOnly, model.config);
     corpus = await loadCorpus(spec.data);
     say(`resuming ${loaded.dir} at step ${state.step}`);
   } else {
     if (hasCheckpoint && !v.overwrite) throw new UsageError(`train: ${outDir} already holds a checkpoint; pass --resume to continue it or --overwrite to start afresh`);
     const data = requireFlag('train', 'data', v.data);
+    const add = v.add !== undefined ? parseAddFlag(v.add) : undefined;
+    const trainOnly = trainOnlyFlag(v['train-only']);
+    const focusRun = { ...(v.add !== undefined ? { add: v.add } : {}), ...(trainOnly ? { trainOnly } : {}) };
     if (v['init-from'] !== undefined) {
       // Fine-tuning: the model brings its config, tokenizer and weights.
       const clash = (['preset', 'config', 'tokenizer'] as const).filter((k) => v[k] !== undefined);
       if (clash.length) throw new UsageError(`train: --init-from ${v['init-from']} brings the model's config and tokenizer; drop ${clash.map((k) => `--${k}`).join(', ')}`);
       backend = await backendFromFlag('train', v.backend);
-      const init = await loadModel(v['init-from'], backend, { allowNonFinite: v['allow-non-finite'] });
+      const seed = seedFlag(v);
+      // --add: the stored config with Focus layers for its full ones; their tensors start fresh.
+      let added: number[] = [];
+      const adapt = add ? {
+        config: (c: ModelConfig) => {
+          added = Array.from({ length: c.nLayers }, (_, i) => i).filter((i) => focusComposesOnto(layerAttention(c, i)));
+          return addFocusLayers(c, add, v.add!);
+        },
+        freshMissing: isFocusParameter, seed,
+      } : undefined;
+      const init = await loadModel(v['init-from'], backend, { allowNonFinite: v['allow-non-finite'], adapt });
       ({ model, tokenizer } = init);
+      try {
+        checkTrainOnly(trainOnly, model.config);
+      } catch (e) {
+        model.dispose();
+        throw e;
+      }
       const train = trainConfigFrom(v, model.config.contextLength);
       corpus = await loadCorpus(data);
-      spec = { data: corpus.name, tokenizer: `from ${init.dir}`, train, initFrom: init.dir };
+      spec = { data: corpus.name, tokenizer: `from ${init.dir}`, train, initFrom: init.dir, ...focusRun };
       say(`starting from ${init.dir}`);
+      if (add) {
+        const label = focusLayers(model).find(([i]) => i === added[0])![1].name;
+        say(`--add ${v.add}: ${added.length === 1 ? `layer ${added[0]} is a Focus layer` : `layers ${added.join(', ')} are Focus layers`} (${label}); their W_g and C start fresh (seed ${seed})`);
+      }
     } else {
       const base = await modelConfigFrom(v);
+      if (add) base.cfg = addFocusLayers(base.cfg, add, v.add!);
+      checkTrainOnly(trainOnly, base.cfg);
       const tokSpec = v.tokenizer ?? presetTraining(v.preset ?? 'tiny').tokenizer;
       checkTokenizerSpec(tokSpec);
       const train = trainConfigFrom(v, base.cfg.contextLength);
@@ -279,7 +351,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
       corpus = await loadCorpus(data);
       tokenizer = await makeTokenizer(tokSpec, corpus, say);
       const cfg = withVocab(base, tokenizer.vocabSize, v.config ?? `preset ${v.preset ?? 'tiny'}`);
-      spec = { data: corpus.name, tokenizer: tokSpec, train };
+      spec = { data: corpus.name, tokenizer: tokSpec, train, ...focusRun };
       model = new Decoder(cfg, new ParamFactory({ backend, seed: train.seed }));
     }
   }
@@ -294,6 +366,8 @@ export async function trainCommand(argv: string[]): Promise<number> {
     if (was.backend !== backend.name) say(`warning: the run was trained on ${was.backend} and resumes on ${backend.name}: the loss curve will differ by rounding (pass --backend ${was.backend} to continue exactly)`);
   }
   spec.fingerprint = fingerprint;
+  // --train-only focus (also on resume, so the optimizer's state indexes the same tensors): only W_g and C train.
+  const frozen = spec.trainOnly === 'focus' ? freezeAllButFocus(model) : null;
   const resumed = resumeDir ? await readTrainerState(resumeDir) : null;
   const trainer = new Trainer(model, new BatchSampler(stores.train, { batch: tc.batchSize, context: tc.context, seed: tc.seed }), tc, resumed?.lossScale);
   // The run description keeps the precision the steps really take ('auto' resolved), so a resume on
@@ -309,6 +383,10 @@ export async function trainCommand(argv: string[]): Promise<number> {
   const byteLengths = tokenByteLengths(tokenizer, model.config.vocabSize);
   say(`model: ${(model.parameterCount() / 1e6).toFixed(2)}M parameters, ${model.config.nLayers} layers, d=${model.config.dModel}; backend ${backend.name}, precision ${trainer.precision}; `
     + `data ${spec.data}: ${stores.train.length} training and ${stores.validation.length} validation tokens`);
+  if (frozen) say(`--train-only focus: training ${frozen.trained.toLocaleString('en-US')} of ${frozen.total.toLocaleString('en-US')} parameters (W_g and C of ${focusLayers(model).length} Focus layer${focusLayers(model).length === 1 ? '' : 's'}), the rest frozen`);
+  /** 1/K when every Focus layer has the same K (the balanced share, drawn in dominance.svg). */
+  const groups = new Set(focusLayers(model).map(([, f]) => f.spec.groups));
+  const focusIdeal = groups.size === 1 ? 1 / [...groups][0] : null;
 
   let savedStep = -1;
   const save = async () => {
@@ -320,14 +398,16 @@ export async function trainCommand(argv: string[]): Promise<number> {
       trainer: { step: trainer.step, optimizerScalars: opt.scalars, run: spec as unknown as Record<string, unknown>, ...(trainer.lossScale ? { lossScale: trainer.lossScale.state() } : {}) },
     });
     await writeLog(outDir, log);
-    await plot(outDir, log);
+    await plot(outDir, log, focusIdeal);
   };
-  const validate = async (windows: number, label: string): Promise<EvalResult> => {
+  /** An evaluation; with Focus layers also their groups' dominance over the validation tokens alone (the training steps' counts are dropped first). */
+  const validate = async (windows: number, label: string): Promise<EvalResult & { focus: FocusDominance | null }> => {
     const total = Math.min(windows, Math.max(1, Math.ceil((stores.validation.length - 1) / tc.context)));
     const bar = new Progress({ label, total, unit: 'win' });
+    resetFocusStats(model);
     const r = await evaluate(model, limited(stores.validation, tc.context, windows), { byteLengths, batch: tc.batchSize, onProgress: (n) => bar.update(n) });
     bar.finish();
-    return r;
+    return { ...r, focus: await measureFocusDominance(model) };
   };
 
   // ---- the loop
@@ -355,8 +435,9 @@ export async function trainCommand(argv: string[]): Promise<number> {
       const last = r.step === tc.steps;
       if (tc.evalEvery > 0 && r.step % tc.evalEvery === 0 && !last) {
         const e = await validate(tc.evalWindows, 'eval');
-        log.push({ step: r.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e) });
+        log.push({ step: r.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e), ...focusLogFields(e.focus) });
         bar.log(`step ${r.step}: validation loss ${e.loss.toFixed(4)}, bits per byte ${e.bitsPerByte.toFixed(3)}${e.exit ? `; exit head loss ${e.exit.loss.toFixed(4)}, bits per byte ${e.exit.bitsPerByte.toFixed(3)}` : ''}`);
+        if (e.focus) for (const line of focusDominanceLines(e.focus)) bar.log(line);
       }
       if ((tc.checkpointEvery > 0 && r.step % tc.checkpointEvery === 0) || last) await save();
       if (r.step >= stopAfter && !last) stop = true;
@@ -373,12 +454,13 @@ export async function trainCommand(argv: string[]): Promise<number> {
 
   // ---- finish: full evaluation, the log and plot, a sample
   const e = await validate(finalWindows, 'validation');
-  log.push({ step: trainer.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e) });
+  log.push({ step: trainer.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e), ...focusLogFields(e.focus) });
   await writeLog(outDir, log);
-  await plot(outDir, log);
+  await plot(outDir, log, focusIdeal);
   console.log(`validation: perplexity ${e.perplexity.toFixed(2)}, bits per byte ${e.bitsPerByte.toFixed(3)} (${e.tokens} tokens, ${e.bytes} bytes)`);
+  if (e.focus) for (const line of focusDominanceLines(e.focus)) console.log(line);
   if (e.exit) console.log(`validation, exit head after ${e.exit.draftLayers} of ${model.config.nLayers} layers: perplexity ${e.exit.perplexity.toFixed(2)}, bits per byte ${e.exit.bitsPerByte.toFixed(3)}`);
-  console.log(`checkpoint: ${outDir} (loss plot ${joinPath(outDir, 'loss.svg')})`);
+  console.log(`checkpoint: ${outDir} (loss plot ${joinPath(outDir, 'loss.svg')}${e.focus ? `, Focus dominance ${joinPath(outDir, 'dominance.svg')}` : ''})`);
   if (v.sample) {
     const n = sampleTokens;
     console.log('sample:');

@@ -77,15 +77,30 @@ function parseJsonFile(text: string, file: string): unknown {
   return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
 }
 
+/**
+ * A model built from another config than the one stored (`fon train --init-from DIR --add focus`):
+ * `config` maps the stored config to the one built; the stored tensors load as usual and the
+ * parameters the checkpoint lacks whose names `freshMissing` accepts are initialised fresh from
+ * `seed` (ParamFactory freshMissing). Any other missing or misshapen tensor is the usual error.
+ */
+export interface ModelAdaptation {
+  config: (stored: ModelConfig) => ModelConfig;
+  freshMissing: (name: string) => boolean;
+  seed: number;
+}
+
 /** How a model is loaded. */
 export interface LoadModelOptions {
   /** Load weights that hold NaN or ±Inf (by default a SafetensorsError names the tensor and the count). */
   allowNonFinite?: boolean;
+  /** Build another model than the stored config describes, over its weights (ModelAdaptation). */
+  adapt?: ModelAdaptation;
 }
 
 /**
  * Loads the model and tokenizer of a checkpoint (an output directory or a checkpoint directory),
- * or of a Hugging Face model folder (weights in f32).
+ * or of a Hugging Face model folder (weights in f32). With `adapt`, the model (and the returned
+ * config) is the adapted one.
  */
 export async function loadModel(path: string, backend: Backend, opts: LoadModelOptions = {}): Promise<LoadedModel> {
   if (await isHfModelDir(path)) return { ...(await loadHfModel(path, backend, opts)), dir: path };
@@ -94,6 +109,7 @@ export async function loadModel(path: string, backend: Backend, opts: LoadModelO
   const cfgJson = parseJsonFile(await readCheckpointText(dir, 'config.json'), cfgFile);
   const config = parseModelConfig(cfgJson, undefined, cfgFile); // unknown keys and bad values first
   requireEveryKey(cfgJson, cfgFile);
+  const built = opts.adapt ? opts.adapt.config(config) : config; // before any tensor is read
   const tokFile = `${dir}/${TOKENIZER_FILE}`;
   const tokenizer = loadTokenizer(parseJsonFile(await readCheckpointText(dir, TOKENIZER_FILE), tokFile), tokFile);
   if (tokenizer.vocabSize > config.vocabSize) {
@@ -101,11 +117,12 @@ export async function loadModel(path: string, backend: Backend, opts: LoadModelO
   }
   const modelFile = `${dir}/${MODEL_FILE}`;
   const weights = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, MODEL_FILE), modelFile), { backend, source: modelFile, finite: !opts.allowNonFinite });
-  const f = new ParamFactory({ backend, weights, source: modelFile });
+  const a = opts.adapt;
+  const f = new ParamFactory({ backend, weights, source: modelFile, ...(a ? { freshMissing: a.freshMissing, seed: a.seed } : {}) });
   try {
     let model: Decoder;
     try {
-      model = new Decoder(config, f);
+      model = new Decoder(built, f);
     } catch (e) {
       f.disposeMade(); // a tensor missing or misshapen part-way: free what was built
       throw e;
@@ -115,7 +132,7 @@ export async function loadModel(path: string, backend: Backend, opts: LoadModelO
       model.dispose();
       throw new CheckpointError(`${modelFile} has tensors the config does not use: ${extra.slice(0, 5).join(', ')}${extra.length > 5 ? ', …' : ''}`);
     }
-    return { model, tokenizer, config, dir };
+    return { model, tokenizer, config: built, dir };
   } finally {
     for (const t of Object.values(weights)) t.dispose();
   }

@@ -39,6 +39,13 @@ export interface ParamFactoryOptions {
    * are not held twice; the caller still disposes those named by `unused()`.
    */
   adoptWeights?: boolean;
+  /**
+   * Names that may be initialised fresh (from `seed`, as without `weights`) when `weights` lacks
+   * them: a model that adds layers to a checkpoint's (`fon train --init-from DIR --add focus`
+   * makes the new Focus tensors this way). A name it refuses, or one that `weights` holds with
+   * another shape, still fails with the ShapeError naming the tensor.
+   */
+  freshMissing?: (name: string) => boolean;
 }
 
 export class ParamFactory {
@@ -48,8 +55,11 @@ export class ParamFactory {
   private readonly weights?: Record<string, Tensor>;
   private readonly source: string;
   private readonly adopt: boolean;
+  private readonly freshMissing?: (name: string) => boolean;
   private readonly made = new Set<string>();
   private readonly tensors: Tensor[] = [];
+  /** Names made fresh although weights were given (freshMissing), in construction order. */
+  readonly freshNames: string[] = [];
 
   constructor(opts: ParamFactoryOptions) {
     this.backend = opts.backend;
@@ -58,20 +68,27 @@ export class ParamFactory {
     this.weights = opts.weights;
     this.source = opts.source ?? 'weights';
     this.adopt = opts.adoptWeights ?? false;
+    this.freshMissing = opts.freshMissing;
   }
 
   /** A trainable leaf named `name`, kept out of every tidy scope (the module owns it). */
   make(name: string, shape: readonly number[], init: Init): Tensor {
     if (this.made.has(name)) throw new ArgumentError(`parameter '${name}' is defined twice`);
     this.made.add(name);
-    const t = noGrad(() => this.weights ? this.load(name, shape) : this.fresh(name, shape, init));
+    const t = noGrad(() => this.weights && !this.mayBeFresh(name) ? this.load(name, shape) : this.fresh(name, shape, init));
     t.requiresGrad = true;
     this.tensors.push(t);
     return keep(t);
   }
 
+  /** Whether `name` is made fresh although weights were given: absent from them and accepted by `freshMissing`. */
+  private mayBeFresh(name: string): boolean {
+    return this.freshMissing !== undefined && !Object.hasOwn(this.weights!, name) && this.freshMissing(name);
+  }
+
   private fresh(name: string, shape: readonly number[], init: Init): Tensor {
     const opts = { backend: this.backend, dtype: this.dtype };
+    if (this.weights) this.freshNames.push(name);
     if (init.kind === 'normal') return randn(shape, { ...opts, std: init.std, seed: nameSeed(this.seed, name) });
     return full(shape, init.kind === 'ones' ? 1 : 0, opts);
   }

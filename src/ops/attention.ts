@@ -8,6 +8,7 @@ import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
 import type { AttentionArgs } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
 import { autocastDType } from '../tensor/autocast.ts';
+import { keep } from '../tensor/scope.ts';
 import { viaLowPrecision } from './low_precision.ts';
 import { tensor } from './creation.ts';
 import { maskArgs, type BlockMask } from '../attention/block_mask.ts';
@@ -56,7 +57,7 @@ function attentionArgs(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions &
 }
 
 /** The mask's geometry against the call's (a ShapeError naming both where they differ) and its table as an i32 tensor. */
-function maskInput(m: BlockMask, a: AttentionArgs, q: Tensor, k: Tensor): { args: AttentionArgs; table: Tensor } {
+function maskInput(m: BlockMask, a: AttentionArgs, q: Tensor, k: Tensor): { args: AttentionArgs; table: Tensor; owned: boolean } {
   const want = { batch: a.batch, tq: a.tq, tk: a.tk, kvLength: a.kvLength, qOffset: a.qOffset, causal: a.causal, window: a.window };
   const got = { batch: m.batch, tq: m.tq, tk: m.tk, kvLength: m.kvLength, qOffset: m.qOffset, causal: m.causal, window: m.window };
   const off = (Object.keys(want) as (keyof typeof want)[]).filter((key) => want[key] !== got[key]);
@@ -65,8 +66,17 @@ function maskInput(m: BlockMask, a: AttentionArgs, q: Tensor, k: Tensor): { args
     const what = [...off.map((key) => `${key} ${got[key]} (attention: ${want[key]})`), ...(heads ? [`heads ${m.heads} (attention: 1 or ${a.heads})`] : [])].join(', ');
     throw new ShapeError(`attention: the block mask was built for another call: ${what}; q ${fmt(q.shape)}, k ${fmt(k.shape)}`);
   }
-  const table = tensor(m.table, [m.table.length], { dtype: 'i32', backend: q.backend });
-  return { args: { ...a, mask: maskArgs(m) }, table };
+  const up = (m as Partial<UploadedMask>).device;
+  const table = up && up.backend === q.backend ? up : tensor(m.table, [m.table.length], { dtype: 'i32', backend: q.backend });
+  return { args: { ...a, mask: maskArgs(m) }, table, owned: table !== up };
+}
+
+/** A block mask with its table already on a backend (uploadMask): calls that take it read that copy instead of uploading the table again. */
+export interface UploadedMask extends BlockMask { readonly device: Tensor }
+
+/** `m` with its table uploaded once to `backend` (the caller disposes `device`): for a mask used by many calls (benchmarks, repeated layers). */
+export function uploadMask(m: BlockMask, backend: Tensor['backend']): UploadedMask {
+  return { ...m, device: keep(tensor(m.table, [m.table.length], { dtype: 'i32', backend })) };
 }
 
 /**
@@ -81,7 +91,7 @@ export function attentionWithLse(q: Tensor, k: Tensor, v: Tensor, opts: Attentio
   const masked = opts.mask ? maskInput(opts.mask, plain, q, k) : null;
   const args = masked?.args ?? plain;
   const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args, masked ? { mask: ref(masked.table) } : undefined);
-  masked?.table.dispose();
+  if (masked?.owned) masked.table.dispose();
   return [wrap(b, oh, q.shape, q.dtype), wrap(b, lh, [args.batch, args.heads, args.tq], 'f32')];
 }
 
@@ -118,7 +128,7 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
     const [dq, dk, dv] = b.attentionBackward(ref(qs), ref(ks), ref(vs), ref(os), ref(ls), ref(g), args, ts && { mask: ref(ts) });
     return [wrap(b, dq, qs.shape, qs.dtype), wrap(b, dk, ks.shape, ks.dtype), wrap(b, dv, vs.shape, vs.dtype)];
   }, [q, k, v, out, lse, ...(table ? [table] : [])]);
-  table?.dispose();
+  if (masked?.owned) table?.dispose();
   lse.dispose();
   return out;
 }

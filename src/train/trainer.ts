@@ -13,6 +13,10 @@
  * layer, sequence) whose rate ramps with step/steps, no generator state) or lives in the checkpoint
  * (weights, optimizer moments and step count), so a run stopped at step s and resumed follows the
  * uninterrupted run's loss curve.
+ *
+ * Only parameters with requiresGrad are trained (`trainableParameters`): Focus's log-normalizers
+ * never are, and `fon train --train-only focus` freezes the rest of the model before the Trainer
+ * is made.
  */
 import { ArgumentError, clip, ConfigError, type FonError, showValue, UnsupportedError } from '../errors.ts';
 import { tensor } from '../ops/creation.ts';
@@ -136,6 +140,11 @@ export function checkTrainConfig(c: TrainConfig, contextLength: number): void {
   if (!(c.lr > 0) || c.minLr > c.lr) throw new ArgumentError(`train: need lr > 0 and 0 ≤ minLr ≤ lr, got lr ${c.lr}, minLr ${c.minLr}`);
 }
 
+/** The parameters training updates: those with requiresGrad, in the model's order (the optimizer state's indexes). */
+export function trainableParameters(model: Decoder): Tensor[] {
+  return model.parameters().filter((p) => p.requiresGrad);
+}
+
 export class Trainer {
   readonly optimizer: AdamW;
   readonly schedule: Schedule;
@@ -155,9 +164,14 @@ export class Trainer {
       throw new UnsupportedError(`train: precision '${this.precision}' is not offered by the ${model.embed.weight.backend.name} backend${support.missing ? ` (${support.missing})` : ''}; it offers ${support.offered.join(', ')}`);
     }
     this.lossScale = this.precision === 'f16' ? new DynamicLossScale(lossScale) : null;
+    // The optimizer takes the parameters that require gradients, in the model's order: frozen ones
+    // (Focus's log-normalizers, updated in place; everything a `--train-only` run leaves out) are
+    // neither updated nor decayed, and a resume that freezes the same ones indexes the same state.
+    const trainable = trainableParameters(model);
+    if (trainable.length === 0) throw new ArgumentError('train: every parameter of the model is frozen (requiresGrad false); nothing to train');
     // Decoupled weight decay on matrices only (norm weights, biases and 1-D tensors are not decayed).
-    this.optimizer = new AdamW(model.parameters(), { lr: c.lr, betas: [c.beta1, c.beta2], weightDecay: c.weightDecay });
-    this.optimizer.decayMask = model.parameters().map((p) => p.rank >= 2);
+    this.optimizer = new AdamW(trainable, { lr: c.lr, betas: [c.beta1, c.beta2], weightDecay: c.weightDecay });
+    this.optimizer.decayMask = trainable.map((p) => p.rank >= 2);
     this.schedule = warmupCosine(c.lr, c.warmup, c.steps, c.minLr);
   }
 

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import { ArgumentError, ShapeError, type Tensor } from '../../src/index.ts';
 import { CpuBackend } from '../../src/backend/cpu/backend.ts';
-import { blockMask, blockMaskFromLists, maskKeeps, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../../src/attention/block_mask.ts';
+import { blockMask, blockMaskFromBlocks, blockMaskFromLists, maskKeeps, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../../src/attention/block_mask.ts';
 import { attention, attentionWithLse, type AttentionOptions } from '../../src/ops/attention.ts';
 import { checkGradient } from '../parity/run.ts';
 
@@ -124,14 +124,17 @@ test('blockMaskFromLists: the lists in order, by query and by key; a future, unk
   assert.throws(() => blockMask({ ...g, kvLength: 300 }), /kvLength 300 must be at most tk 256/);
 });
 
-test('a mask built for another call is refused, naming both; decode paths refuse masks', () => fon.tidy(() => {
+test('a mask built for another call is refused, naming both; attentionWithLse takes masks as attention does, decode paths refuse them', () => fon.tidy(() => {
   const q = fon.randn([1, 2, 200, 4], { seed: 1 }), k = fon.randn([1, 2, 200, 4], { seed: 2 });
   const m = blockMask({ batch: 1, heads: 1, tq: 150, tk: 200 });
   assert.throws(() => attention(q, k, k, { mask: m }),
     (e: Error) => e instanceof ShapeError && e.message === 'attention: the block mask was built for another call: tq 150 (attention: 200), qOffset 50 (attention: 0); q [1, 2, 200, 4], k [1, 2, 200, 4]');
   assert.throws(() => attention(q, k, k, { mask: blockMask({ batch: 1, heads: 3, tq: 200, tk: 200 }) }), /heads 3 \(attention: 1 or 2\)/);
   assert.throws(() => attention(q, k, k, { window: 8, mask: blockMask({ batch: 1, heads: 1, tq: 200, tk: 200 }) }), /window 0 \(attention: 8\)/);
-  assert.throws(() => attentionWithLse(q, k, k, { mask: blockMask({ batch: 1, heads: 1, tq: 200, tk: 200 }) }), /attentionWithLse: block masks are taken by attention\(\) only/);
+  // attentionWithLse takes a mask as attention does (Focus merges masked parts): the same checks, the same output.
+  assert.throws(() => attentionWithLse(q, k, k, { window: 8, mask: blockMask({ batch: 1, heads: 1, tq: 200, tk: 200 }) }), /window 0 \(attention: 8\)/);
+  const whole = blockMask({ batch: 1, heads: 1, tq: 200, tk: 200 });
+  close(vals(attentionWithLse(q, k, k, { mask: whole })[0]), vals(attention(q, k, k, { mask: whole })), 'attentionWithLse with a mask');
 }));
 
 test('blocks with no visible pair are never listed; a dropped key never contributes, while NaN in a visited one still shows', () => fon.tidy(() => {
@@ -209,4 +212,49 @@ test('segments: bad ids refused by name', () => {
   assert.throws(() => blockMask({ ...g, segments: new Array(100).fill(0) }), (e: Error) => e instanceof ArgumentError && e.message === 'blockMask: segments has 100 ids; expected batch × tk = 2 × 100 = 200');
   assert.throws(() => blockMask({ ...g, segments: [...new Array(199).fill(0), 0.5] }), /segment id 0.5 at 199 \(batch 1, position 99\) is not a 32-bit integer/);
   assert.throws(() => blockMask({ batch: 1, heads: 1, tq: 10, tk: 100, qOffset: 95, causal: false, segments: new Array(100).fill(0) }), /with segments every query position must be a key position: qOffset 95 \+ tq 10 is past tk 100/);
+});
+
+test('bit words: a pair is visible only where the words share no bit (forward and gradients against the dense reference), every listed block partial; with segments both predicates hold', () => {
+  const t = 260, words = Array.from({ length: 2 * t }, (_, i) => (1 << (i % 3)) | (i % 5 === 0 ? 8 : 0));
+  const docs = Array.from({ length: 2 * t }, (_, i) => ((i % t) < 100 ? 0 : 1));
+  for (const segments of [undefined, docs]) {
+    const q = fon.randn([2, 2, t, 4], { seed: 31 }), k = fon.randn([2, 2, t, 4], { seed: 32 }), v = fon.randn([2, 2, t, 4], { seed: 33 });
+    const m = blockMask({ batch: 2, heads: 1, tq: t, tk: t, bits: words, ...(segments ? { segments } : {}) });
+    for (let n = 0; n < m.table[0]; n++) assert.equal(m.table[1 + n] & 1, 1, 'every listed block is partial');
+    // Each word shares a bit with itself: the reference drops the diagonal too, so each row keeps some earlier key but row 0.
+    const ref = (qq: Tensor, kk: Tensor, vv: Tensor) => {
+      const [b, h] = qq.shape;
+      const add = new Float32Array(b * h * t * t);
+      for (let bb = 0; bb < b; bb++) for (let hh = 0; hh < h; hh++) for (let i = 0; i < t; i++) for (let j = 0; j < t; j++) {
+        const ok = j <= i && (words[bb * t + i] & words[bb * t + j]) === 0 && (!segments || segments[bb * t + i] === segments[bb * t + j]);
+        add[((bb * h + hh) * t + i) * t + j] = ok ? 0 : -1e30;
+      }
+      return fon.matmul(fon.softmax(fon.add(fon.mul(fon.matmul(qq, kk, { transB: true }), 0.5), fon.tensor(add, [b, h, t, t])), -1), vv);
+    };
+    const [got, lse] = attentionWithLse(q, k, v, { mask: m });
+    const l = vals(lse);
+    // Rows that see no key (row 0, and each document's first row) have lse −∞ and come out 0.
+    const blind = (r: number) => (r % t === 0) || (!!segments && r % t === 100);
+    for (let r = 0; r < l.length; r++) if (!blind(r)) assert.ok(Number.isFinite(l[r]), `row ${r} sees a key`);
+    const g = vals(got), w = vals(ref(q, k, v));
+    for (let r = 0; r < l.length; r++) if (!blind(r)) close(g.subarray(r * 4, r * 4 + 4), w.subarray(r * 4, r * 4 + 4), `row ${r}`);
+  }
+  assert.throws(() => blockMask({ batch: 1, heads: 1, tq: 4, tk: 4, bits: [1, 2, -1, 0] }), /bit word -1 at 2 \(batch 0, position 2\) is not an integer in \[0, 2\^32\)/);
+  assert.throws(() => blockMask({ batch: 1, heads: 1, tq: 4, tk: 4, bits: [1] }), /bits has 1 words; expected batch × tk = 1 × 4 = 4/);
+});
+
+test('blockMaskFromBlocks: the caller\'s entries as they are (whole and partial), predicate blocks counted arithmetically, bad entries refused with the block named', () => {
+  const g = { batch: 1, heads: 1, tq: 300, tk: 300 };
+  // Causal by hand: key blocks up to the last row's; whole where every key is at or before the block's first row.
+  const lists = (_b: number, _h: number, qb: number) => Array.from({ length: Math.floor((Math.min(300, 128 * qb + 128) - 1) / 64) + 1 }, (_, kb) => 2 * kb + (kb * 64 + 63 <= 128 * qb ? 0 : 1));
+  const fast = blockMaskFromBlocks(g, lists);
+  const slow = blockMask(g);
+  assert.deepEqual(Array.from(fast.table), Array.from(slow.table), 'the classified causal mask, entry for entry');
+  assert.equal(fast.predicateBlocks, slow.predicateBlocks);
+  assert.equal(fast.visited, slow.visited);
+  const windowed = { ...g, window: 100 };
+  assert.equal(blockMaskFromBlocks(windowed, () => []).predicateBlocks, blockMask(windowed).predicateBlocks);
+  assert.throws(() => blockMaskFromBlocks(g, (_b, _h, qb) => (qb === 0 ? [2 * 3] : [])), /query block 0 \(rows 0…127\): key block 3 \(keys 192…\) lies after every query of the block/);
+  assert.throws(() => blockMaskFromBlocks(g, (_b, _h, qb) => (qb === 1 ? [2, 0] : [])), /key block 0 follows key block 1; entries must name ascending blocks, each once/);
+  assert.throws(() => blockMaskFromBlocks(g, (_b, _h, qb) => (qb === 2 ? [2 * 5] : [])), /entry 10 names key block 5, not one of 0…4/);
 });

@@ -21,6 +21,7 @@ import { causalLogits, groupScores, membershipBits, membershipOneHot, sinkhorn }
 import { focusSparseAttention, sortByGroup } from '../../src/attention/focus/sparse.ts';
 import { FocusGroupLists } from '../../src/attention/focus/group_lists.ts';
 import { FocusAttention, focusLayers, setFocusInference } from '../../src/attention/focus/index.ts';
+import { keptPairs } from '../../src/attention/focus/focus.ts';
 import { maxDiff } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
@@ -281,4 +282,31 @@ test('training the centroids moves the running log-normalizers and lowers the lo
   assert.notDeepEqual(Array.from(await host(f.lognorm)), before, 'the log-normalizers follow Sinkhorn\'s potentials');
   assert.deepEqual(Array.from(await host(m.layers[0].attn.q.weight)), Array.from(frozen), 'frozen weights unchanged');
   void causalLogits;
+});
+
+test('pairs kept: the host count from bit words equals brute force and the device count, for k = 1 … 3', async () => {
+  const [b, t, kk, w] = [2, 75, 4, 9];
+  for (const topK of [1, 2, 3]) {
+    const bits = randomBits(b * t, kk, topK, 40 + topK);
+    let brute = 0;
+    for (let bb = 0; bb < b; bb++) for (let i = 0; i < t; i++) for (let j = 0; j <= i; j++) if (i - j <= w || (bits[bb * t + i] & bits[bb * t + j]) !== 0) brute++;
+    assert.deepEqual(keptPairs(bits, b, t, w), [brute, (b * t * (t + 1)) / 2], `k=${topK}`);
+  }
+  // Through a layer: the device form's (forced by a backend without readSync) and the host form's pairs agree.
+  const cfg = focusConfig({ topK: 2 });
+  const m = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 8 }));
+  const [[, f]] = focusLayers(m);
+  const ids = fon.randint([1, 90], 0, 50, { backend: cpu, seed: 13 });
+  fon.noGrad(() => m.forward(ids));
+  const host = Array.from(await f.stats.pairs!.data());
+  f.resetStats();
+  const readSync = cpu.readSync;
+  (cpu as { readSync?: unknown }).readSync = undefined;
+  try {
+    fon.noGrad(() => m.forward(ids));
+  } finally {
+    (cpu as { readSync?: unknown }).readSync = readSync;
+  }
+  assert.deepEqual(Array.from(await f.stats.pairs!.data()), host);
+  assert.ok(host[0] < host[1] && host[0] > 0);
 });

@@ -31,7 +31,7 @@ test('every table entry is filed under its own type and parses its bare entry', 
 });
 
 test('options are checked by their mechanism: unknown keys, bad values, the list of types', () => {
-  assert.throws(() => parseLayerAttention({ type: 'focus' }, 'config: attention[1]'), new RegExp(`config: attention\\[1\\]: 'type' = "focus": expected one of ${Object.keys(MECHANISMS).map((k) => `"${k}"`).join(', ')}`));
+  assert.throws(() => parseLayerAttention({ type: 'mamba' }, 'config: attention[1]'), new RegExp(`config: attention\\[1\\]: 'type' = "mamba": expected one of ${Object.keys(MECHANISMS).map((k) => `"${k}"`).join(', ')}`));
   assert.throws(() => parseLayerAttention({ type: 'full', window: 3 }, 'c'), /c: unknown key 'window' for attention type "full"$/);
   assert.throws(() => parseLayerAttention({ type: 'local', window: 0 }, 'c'), /c: 'window' = 0: expected a positive integer/);
   assert.throws(() => parseLayerAttention({ type: 'fox', outputGate: 1 }, 'c'), /c: 'outputGate' = 1: expected true or false/);

@@ -349,9 +349,18 @@ test('attention tensor-core backward vs CPU: dq, dk, dv with GQA sums, D 32 to 2
 });
 
 /** A masked attention case: shapes, storage dtype, the mask's heads (1 or h), its kept blocks (key block 1 always dropped) and optional segments. */
-interface MaskCase { b: number; h: number; hkv: number; tq: number; tk: number; d: number; dtype: FloatDType; heads: number; kvLength?: number; window?: number; causal?: boolean; segments?: number[]; keep: (b: number, h: number, qb: number, kb: number) => boolean }
+interface MaskCase { b: number; h: number; hkv: number; tq: number; tk: number; d: number; dtype: FloatDType; heads: number; kvLength?: number; window?: number; causal?: boolean; segments?: number[]; bits?: number[]; keep: (b: number, h: number, qb: number, kb: number) => boolean }
 
 const docs = (lengths: number[]) => lengths.flatMap((n, i) => new Array<number>(n).fill(i));
+/** Bit words of n positions over `groups` bits, k set each (Focus's memberships: a pair is visible only where the words share no bit). */
+const words = (n: number, groups: number, k: number) => Array.from({ length: n }, (_, i) => {
+  let w = 0;
+  for (let j = 0; popcount(w) < k; j++) w |= 1 << ((i * 7 + j * 3 + (i >> 3)) % groups);
+  return w;
+});
+const popcount = (w: number) => { let n = 0; for (; w; w &= w - 1) n++; return n; };
+/** Whether a case's mask carries a pair predicate (segments or bit words): the SEG variant. */
+const pairs = (c: MaskCase) => !!c.segments || !!c.bits;
 
 /**
  * One masked case on the CPU backend and on this device through ops' attention, forward and
@@ -363,8 +372,8 @@ async function checkMasked(c: MaskCase, tol: number, ran: (dispatches: readonly 
   const cpuB = new (await import('../../src/backend/cpu/backend.ts')).CpuBackend();
   const { blockMask, maskArgs } = await import('../../src/attention/block_mask.ts');
   const kvLength = c.kvLength ?? c.tk, causal = c.causal ?? true;
-  const m = blockMask({ batch: c.b, heads: c.heads, tq: c.tq, tk: c.tk, kvLength, causal, window: c.window ?? 0, segments: c.segments }, c.keep);
-  const what = JSON.stringify({ ...c, keep: undefined, segments: c.segments ? 'docs' : undefined });
+  const m = blockMask({ batch: c.b, heads: c.heads, tq: c.tq, tk: c.tk, kvLength, causal, window: c.window ?? 0, segments: c.segments, bits: c.bits }, c.keep);
+  const what = JSON.stringify({ ...c, keep: undefined, segments: c.segments ? 'docs' : undefined, bits: c.bits ? 'words' : undefined });
   const kvHost = (seed: number) => {
     const x = hostToF32(randomHost(c.b * c.hkv * c.tk * c.d, c.dtype, seed), c.dtype);
     for (let bh = 0; bh < c.b * c.hkv; bh++) {
@@ -394,7 +403,7 @@ async function checkMasked(c: MaskCase, tol: number, ran: (dispatches: readonly 
   });
 }
 
-test('attention with a block mask on tensor cores vs CPU: forward and gradients, shared and per-head masks, GQA, ragged ends, packed documents (segments); key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async (t) => {
+test('attention with a block mask on tensor cores vs CPU: forward and gradients, shared and per-head masks, GQA, ragged ends, packed documents (segments), bit words (alone and with segments); key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async (t) => {
   if (!tcEligible(gpu!.caps, 'f16', 64)) { t.skip(`no f16 subgroup matrices on ${gpu!.caps.adapterName}: the tensor-core kernels cannot run here (the register-blocked test covers masks on this device)`); return; }
   const sq = (x: Omit<MaskCase, 'tq' | 'tk' | 'dtype'> & { t: number }): MaskCase => ({ ...x, tq: x.t, tk: x.t, dtype: 'f16' });
   const cases: MaskCase[] = [
@@ -402,13 +411,16 @@ test('attention with a block mask on tensor cores vs CPU: forward and gradients,
     sq({ b: 2, h: 4, hkv: 2, t: 333, d: 128, heads: 4, keep: (b, h, qb, kb) => kb !== 1 && ((kb + h + b) % 3 !== 1 || kb === 2 * qb) }),
     sq({ b: 2, h: 2, hkv: 1, t: 400, d: 64, heads: 1, keep: (_b, _h, _qb, kb) => kb !== 1, segments: [...docs([70, 150, 180]), ...docs([400])] }),
     sq({ b: 1, h: 4, hkv: 2, t: 333, d: 128, heads: 4, keep: (_b, h, qb, kb) => (kb !== 1 && (kb + h) % 4 !== 3) || kb === 2 * qb, segments: docs([100, 33, 200]) }),
+    // Bit words (Focus's band and multi-membership), alone and with segments.
+    sq({ b: 2, h: 2, hkv: 1, t: 300, d: 64, heads: 1, keep: (_b, _h, _qb, kb) => kb !== 1, bits: words(600, 4, 1) }),
+    sq({ b: 1, h: 2, hkv: 2, t: 270, d: 64, heads: 1, keep: (_b, _h, _qb, kb) => kb !== 1, segments: docs([90, 180]), bits: words(270, 5, 2) }),
   ];
   for (const c of cases) {
-    await checkMasked(c, 1e-2, (dispatches, _a, what) => assert.ok(dispatches.some((d) => d.kernel === 'attention_tc' && d.variant.MASK && !!d.variant.SEG === !!c.segments), `${what}: the masked tensor-core forward ran`));
+    await checkMasked(c, 1e-2, (dispatches, _a, what) => assert.ok(dispatches.some((d) => d.kernel === 'attention_tc' && d.variant.MASK && !!d.variant.SEG === pairs(c)), `${what}: the masked tensor-core forward ran`));
   }
 });
 
-test('attention decode with a block mask vs CPU: only the listed key blocks read (block 1 and the keys past kvLength hold NaN), shared masks over GQA groups and per-head masks over groups of one, window, kvLength < Tk, Tk not a multiple of the block, packed documents, fewer listed blocks than chunks, a batch entry that sees nothing; f32, f16, bf16 [webgpu]', { skip }, async () => {
+test('attention decode with a block mask vs CPU: only the listed key blocks read (block 1 and the keys past kvLength hold NaN), shared masks over GQA groups and per-head masks over groups of one, window, kvLength < Tk, Tk not a multiple of the block, packed documents, bit words, fewer listed blocks than chunks, a batch entry that sees nothing; f32, f16, bf16 [webgpu]', { skip }, async () => {
   const cases: MaskCase[] = [
     { b: 1, h: 8, hkv: 2, tq: 1, tk: 1000, d: 64, dtype: 'f16', heads: 1, keep: (_b, _h, _qb, kb) => kb !== 1 && (kb % 3 !== 2 || kb === 15) },
     { b: 2, h: 4, hkv: 4, tq: 2, tk: 700, d: 32, dtype: 'f32', heads: 4, kvLength: 650, window: 300, keep: (b, h, _qb, kb) => kb !== 1 && (kb + h + b) % 3 !== 0 },
@@ -419,16 +431,18 @@ test('attention decode with a block mask vs CPU: only the listed key blocks read
     { b: 2, h: 2, hkv: 2, tq: 1, tk: 300, d: 16, dtype: 'f32', heads: 1, keep: (b, _h, _qb, kb) => b === 0 && kb !== 1 },
     // kvLength inside a listed block, and a last block cut off by Tk: its rows past kvLength (NaN) are never read.
     { b: 2, h: 4, hkv: 2, tq: 1, tk: 1000, d: 32, dtype: 'f16', heads: 1, kvLength: 990, keep: (_b, _h, _qb, kb) => kb !== 1 },
+    // Bit words: only keys whose word shares no bit with the query's.
+    { b: 1, h: 4, hkv: 2, tq: 2, tk: 600, d: 32, dtype: 'f32', heads: 1, bits: words(600, 4, 1), keep: (_b, _h, _qb, kb) => kb !== 1 },
   ];
   for (const c of cases) {
     await checkMasked(c, c.dtype === 'f32' ? 1e-4 : 2 * TOL[c.dtype], (dispatches, a, what) => {
       assert.equal(attentionForwardPlan(gpu!.caps, a, c.dtype), 'decode', `${what}: the plan takes decode`);
-      assert.ok(dispatches.some((d) => d.kernel === 'attention_decode' && d.variant.MASK && !!d.variant.SEG === !!c.segments), `${what}: the masked decode ran`);
+      assert.ok(dispatches.some((d) => d.kernel === 'attention_decode' && d.variant.MASK && !!d.variant.SEG === pairs(c)), `${what}: the masked decode ran`);
     });
   }
 });
 
-test('attention with a block mask on the register-blocked and plain kernels vs CPU: forward and gradients, shared and per-head masks, GQA, window, kvLength < Tk, Tq < Tk, not causal, packed documents (segments), f32, f16, bf16; key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async () => {
+test('attention with a block mask on the register-blocked and plain kernels vs CPU: forward and gradients, shared and per-head masks, GQA, window, kvLength < Tk, Tq < Tk, not causal, packed documents (segments), bit words (alone and with segments), f32, f16, bf16; key blocks the mask drops hold NaN and are never read [webgpu]', { skip }, async () => {
   // Head dims that are not multiples of 16 keep f16 off the tensor cores where a device has them.
   const cases: MaskCase[] = [
     { b: 1, h: 2, hkv: 1, tq: 300, tk: 300, d: 32, dtype: 'f32', heads: 1, keep: (_b, _h, qb, kb) => kb !== 1 && (kb === 2 * qb || (qb + kb) % 2 === 0) },
@@ -439,6 +453,9 @@ test('attention with a block mask on the register-blocked and plain kernels vs C
     { b: 1, h: 2, hkv: 1, tq: 260, tk: 260, d: 24, dtype: 'bf16', heads: 2, segments: docs([100, 33, 127]), keep: (_b, h, qb, kb) => (kb !== 1 && (kb + h) % 4 !== 3) || kb === 2 * qb },
     // f32 at head dim 64: the backward's blocked tiles pass 32 KB, so the plain kernels on such a device (SwiftShader).
     { b: 1, h: 2, hkv: 1, tq: 140, tk: 140, d: 64, dtype: 'f32', heads: 1, segments: docs([60, 80]), keep: (_b, _h, _qb, kb) => kb !== 1 },
+    // Bit words alone, and with segments.
+    { b: 2, h: 2, hkv: 1, tq: 200, tk: 200, d: 32, dtype: 'f32', heads: 1, bits: words(400, 4, 1), keep: (_b, _h, _qb, kb) => kb !== 1 },
+    { b: 1, h: 2, hkv: 1, tq: 210, tk: 210, d: 24, dtype: 'bf16', heads: 1, segments: docs([80, 130]), bits: words(210, 6, 3), keep: (_b, _h, _qb, kb) => kb !== 1 },
   ];
   const ran = new Set<string>();
   for (const c of cases) {
@@ -446,7 +463,7 @@ test('attention with a block mask on the register-blocked and plain kernels vs C
       // Each pass on the kernel the plan names, reading the mask.
       const bwd = attentionBackwardPlan(gpu!.caps, a, c.dtype, c.dtype);
       const want = [attentionForwardPlan(gpu!.caps, a, c.dtype), bwd.dq, bwd.dkdv].map((k, i) => `attention_${k} ${['FWD', 'DQ', 'DKDV'][i]}`);
-      const masked = dispatches.filter((d) => d.variant.MASK && !!d.variant.SEG === !!c.segments && d.kernel !== 'attention_tc' && d.kernel !== 'attention_tc_backward');
+      const masked = dispatches.filter((d) => d.variant.MASK && !!d.variant.SEG === pairs(c) && d.kernel !== 'attention_tc' && d.kernel !== 'attention_tc_backward');
       assert.deepEqual(masked.map((d) => `${d.kernel} ${d.variant.FWD ? 'FWD' : d.variant.DQ ? 'DQ' : 'DKDV'}`), want, `${what}: the masked passes ran`);
       for (const w of want) ran.add(w.split(' ')[0]);
     });

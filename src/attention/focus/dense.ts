@@ -19,6 +19,7 @@ import { add, gt, mul, sigmoid, sub, where } from '../../ops/elementwise.ts';
 import { narrow, reshape } from '../../ops/layout.ts';
 import { matmul } from '../../ops/matmul.ts';
 import { softmax } from '../../ops/reduce.ts';
+import { keep } from '../../tensor/scope.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { logSigmoid, toF32 } from '../common/gates.ts';
 
@@ -39,6 +40,25 @@ function causalMask(tq: number, l: number): Float32Array {
   const m = new Float32Array(tq * l), off = l - tq;
   for (let i = 0; i < tq; i++) for (let j = off + i + 1; j < l; j++) m[i * l + j] = HIDDEN;
   return m;
+}
+
+/**
+ * The constant (Tq, L) masks on a backend, made once per shape and kept (training builds the same
+ * ones every step): 'far' (farMask), 'local' (1 − far) and 'causal' (causalMask, additive).
+ */
+const constants = new WeakMap<object, Map<string, Tensor>>();
+export function constantMask(be: Tensor['backend'], kind: 'far' | 'local' | 'causal', tq: number, l: number, window: number): Tensor {
+  let byKey = constants.get(be);
+  if (!byKey) constants.set(be, (byKey = new Map()));
+  const key = `${kind}:${tq}:${l}:${kind === 'causal' ? 0 : window}`;
+  let t = byKey.get(key);
+  if (!t) {
+    const host = kind === 'causal' ? causalMask(tq, l) : farMask(tq, l, window);
+    if (kind === 'local') for (let i = 0; i < host.length; i++) host[i] = 1 - host[i];
+    t = keep(tensor(host, [tq, l], { backend: be }));
+    byKey.set(key, t);
+  }
+  return t;
 }
 
 /**
@@ -67,8 +87,8 @@ export function softFocusAttention(q: Tensor, k: Tensor, v: Tensor, g: Tensor, o
   const [b, , t] = q.shape;
   const be = q.backend;
   const a = reshape(matmul(g, g, { transB: true }), [b, 1, 1, t, t]); // (B, 1, 1, T, T): group affinity
-  const far = tensor(farMask(t, t, o.window), [t, t], { backend: be });
-  const causal = tensor(causalMask(t, t), [t, t], { backend: be });
+  const far = constantMask(be, 'far', t, t, o.window);
+  const causal = constantMask(be, 'causal', t, t, 0);
   return denseScored(q, k, v, (s) => {
     const gated = o.gate === 'literal'
       ? mul(s, add(mul(far, sub(sigmoid(mul(a, o.lambda)), 1)), 1)) // s · (local + (1 − local)·σ(λa))
@@ -111,8 +131,8 @@ export function hardFocusDenseOnDevice(q: Tensor, k: Tensor, v: Tensor, member: 
   const be = q.backend;
   const mq = narrow(member, 1, l - tq, tq); // (B, Tq, K)
   const shared = gt(matmul(mq, member, { transB: true }), 0.5); // (B, Tq, L): some group in common
-  const local = tensor(farMask(tq, l, window).map((x) => 1 - x), [tq, l], { backend: be });
-  const causal = tensor(causalMask(tq, l), [tq, l], { backend: be });
+  const local = constantMask(be, 'local', tq, l, window);
+  const causal = constantMask(be, 'causal', tq, l, 0);
   const keep = where(shared, 1, local); // (B, Tq, L): 1 where shared or local
   const mask = reshape(add(mul(sub(keep, 1), 1e30), causal), [b, 1, 1, tq, l]); // 0 kept, −1e30 not (causal on top)
   return denseScored(q, k, v, (s) => add(s, mask));

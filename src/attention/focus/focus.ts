@@ -24,7 +24,8 @@
  */
 import { attention, kvWrite } from '../../ops/attention.ts';
 import { tensor } from '../../ops/creation.ts';
-import { add, mul } from '../../ops/elementwise.ts';
+import { add, gt, maximum, mul } from '../../ops/elementwise.ts';
+import { matmul } from '../../ops/matmul.ts';
 import { concat, narrow, permute, reshape } from '../../ops/layout.ts';
 import { Linear } from '../../nn/linear.ts';
 import { Module } from '../../nn/module.ts';
@@ -32,7 +33,7 @@ import { isGradEnabled, keep, noGrad } from '../../tensor/scope.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { ArgumentError } from '../../errors.ts';
 import type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput } from '../mechanism.ts';
-import { hardFocusDenseOnDevice, softFocusAttention, type FocusGate } from './dense.ts';
+import { constantMask, hardFocusDenseOnDevice, softFocusAttention, type FocusGate } from './dense.ts';
 import { causalLogits, centredPotentials, groupScores, membershipBits, membershipOneHot, softAssignments } from './groups.ts';
 import { FocusGroupLists } from './group_lists.ts';
 import { focusSparseAttention, gatherRows, type FocusPrefillStats } from './sparse.ts';
@@ -70,6 +71,8 @@ export interface FocusLayerStats {
   counts?: Tensor;
   /** Hard sparse prefill only: blocks visited by set A and set B against full causal attention's. */
   blocks: FocusPrefillStats;
+  /** Hard forwards (both forms): (2) f32, the pairs the rule keeps and the causal pairs, summed since reset. */
+  pairs?: Tensor;
 }
 
 export class FocusAttention extends Module implements AttentionMechanism {
@@ -114,11 +117,13 @@ export class FocusAttention extends Module implements AttentionMechanism {
     if (!q.backend.readSync) {
       const member = membershipOneHot(logits, topK);
       this.count(member);
+      this.addPairs(noGrad(() => keptPairsOnDevice(member, s.window)));
       return hardFocusDenseOnDevice(q, k, v, member, s.window);
     }
     const [b, t] = scores.shape;
     const bits = membershipBits(logits.dataSync() as Float32Array, b * t, s.groups, topK);
     this.countBits(bits, q);
+    this.addPairs(tensor(Float32Array.from(keptPairs(bits, b, t, s.window)), [2], { backend: q.backend }));
     return focusSparseAttention(q, k, v, bits, { groups: s.groups, topK, window: s.window }, this.stats.blocks);
   }
 
@@ -147,10 +152,20 @@ export class FocusAttention extends Module implements AttentionMechanism {
     this.count(reshape(tensor(c, [c.length], { backend: like.backend }), [1, 1, c.length]));
   }
 
+  private addPairs(p: Tensor): void {
+    noGrad(() => {
+      const next = this.stats.pairs ? add(this.stats.pairs, p) : p;
+      this.stats.pairs?.dispose();
+      this.stats.pairs = keep(next);
+    });
+  }
+
   /** Forgets the counts and block figures (a new measurement starts). */
   resetStats(): void {
     this.stats.counts?.dispose();
     this.stats.counts = undefined;
+    this.stats.pairs?.dispose();
+    this.stats.pairs = undefined;
     this.stats.blocks = { blocksA: 0, blocksB: 0, causalBlocks: 0 };
   }
 
@@ -188,6 +203,36 @@ export class FocusAttention extends Module implements AttentionMechanism {
     const out = concat(rows, 2); // (1, H, B·n, D) in batch-major order
     return b === 1 ? out : permute(reshape(out, [h, b, n, d]), [1, 0, 2, 3]);
   }
+}
+
+/**
+ * Pairs the hard rule keeps over positions 0 … T − 1 of each batch entry, and the causal pairs
+ * T(T + 1)/2 each: [kept, causal], from bit words (B·T). Exact for any k: a running count of each
+ * distinct word seen more than w positions back.
+ */
+export function keptPairs(bits: Uint32Array, batch: number, t: number, window: number): [number, number] {
+  let kept = 0;
+  for (let b = 0; b < batch; b++) {
+    const seen = new Map<number, number>();
+    for (let i = 0; i < t; i++) {
+      const far = i - window - 1; // position j ≤ far is outside the window
+      if (far >= 0) { const w = bits[b * t + far]; seen.set(w, (seen.get(w) ?? 0) + 1); }
+      kept += Math.min(i, window) + 1;
+      const wi = bits[b * t + i];
+      for (const [w, n] of seen) if (w & wi) kept += n;
+    }
+  }
+  return [kept, (batch * t * (t + 1)) / 2];
+}
+
+/** keptPairs on the device from membership one-hot (B, T, K): [kept, causal] (2) f32. */
+function keptPairsOnDevice(member: Tensor, window: number): Tensor {
+  const [b, t] = member.shape;
+  const shared = gt(matmul(member, member, { transB: true }), 0.5); // (B, T, T)
+  const band = constantMask(member.backend, 'local', t, t, window); // 1 where i − j ≤ w (and j > i: cut below)
+  const causal = gt(constantMask(member.backend, 'causal', t, t, 0), -1); // 1 where j ≤ i
+  const keptMask = mul(maximum(shared, band), causal);
+  return concat([reshape(sum(keptMask), [1]), tensor(Float32Array.of((b * t * (t + 1)) / 2), [1], { backend: member.backend })], 0);
 }
 
 /** The layer's label, e.g. "focus(K=8, k=2, w=128)". */

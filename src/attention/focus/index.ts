@@ -6,7 +6,7 @@
  * and generate use to pick the inference k (`--focus-top-k`).
  */
 import { ConfigError } from '../../errors.ts';
-import type { AttentionMechanism, MechanismDef } from '../mechanism.ts';
+import type { AttentionMechanism, MechanismDef, MechanismSpec } from '../mechanism.ts';
 import { choiceOption, intOption, show } from '../options.ts';
 import { FocusAttention, focusLabel, type FocusSpec } from './focus.ts';
 import { FocusGroupLists } from './group_lists.ts';
@@ -55,6 +55,20 @@ export const focusMechanism: MechanismDef<FocusSpec> = {
   }),
   hfExport: () => ({ unsupported: '"focus" layers (learned-centroid sparse attention) have no Hugging Face counterpart' }),
 };
+
+/** The layer kinds Focus composes onto (`fon train --add focus`): full causal attention, whose q, k and v it then groups. */
+const COMPOSES_ONTO: readonly string[] = ['full'];
+
+/** Whether `fon train --add focus` turns a layer of this entry into a Focus layer. */
+export const focusComposesOnto = (a: MechanismSpec): boolean => COMPOSES_ONTO.includes(a.type);
+
+/** A layer entry with Focus composed onto it (options over FOCUS_DEFAULTS, parsed later as a config), or the entry itself where Focus does not compose onto it. */
+export function composeFocus(a: MechanismSpec, options: Record<string, unknown>): MechanismSpec | Record<string, unknown> {
+  return focusComposesOnto(a) ? { type: 'focus', ...options } : a;
+}
+
+/** Whether a layer entry is a Focus layer. */
+export const isFocusSpec = (a: MechanismSpec): a is FocusSpec => a.type === 'focus';
 
 /** A model's Focus layers, by layer index (the mechanisms of model.layers[i].attn). */
 export function focusLayers(model: { layers: readonly { attn: { mechanism: AttentionMechanism } }[] }): [number, FocusAttention][] {

@@ -106,13 +106,28 @@ export function crossGroupBandMask(bits: Uint32Array, batch: number, t: number, 
   });
 }
 
-/** Rows of x (B, heads, T, W) picked per batch entry by `rows` (B·R positions into T) → (B, heads, R, W). */
+/**
+ * Rows of x (B, heads, T, W) picked per batch entry by `rows` (B·R positions into T) → (B, heads,
+ * R, W), as one embedding lookup. Few rows (decoding: heads·R ≤ 2T) are looked up in x seen as a
+ * (B·heads·T, W) table, so a contiguous x (a cache) is read only at the picked rows; many rows
+ * (prefill) go through x laid out (B·T, heads·W), so the host builds B·R ids, not B·heads·R.
+ */
 export function gatherRows(x: Tensor, rows: Int32Array, r: number): Tensor {
   const [b, heads, t, w] = x.shape;
+  const be = x.backend;
+  if (heads * r <= 2 * t) {
+    const ids = new Int32Array(b * heads * r);
+    for (let bb = 0; bb < b; bb++) for (let h = 0; h < heads; h++) {
+      const base = (bb * heads + h) * t, at = (bb * heads + h) * r;
+      for (let i = 0; i < r; i++) ids[at + i] = base + rows[bb * r + i];
+    }
+    const picked = embedding(reshape(x, [b * heads * t, w]), tensor(ids, [ids.length], { dtype: 'i32', backend: be })); // (B·heads·R, W)
+    return reshape(picked, [b, heads, r, w]);
+  }
   const ids = new Int32Array(b * r);
   for (let bb = 0; bb < b; bb++) for (let i = 0; i < r; i++) ids[bb * r + i] = bb * t + rows[bb * r + i];
   const table = reshape(permute(x, [0, 2, 1, 3]), [b * t, heads * w]); // (B·T, heads·W)
-  const picked = embedding(table, tensor(ids, [b * r], { dtype: 'i32', backend: x.backend })); // (B·R, heads·W)
+  const picked = embedding(table, tensor(ids, [ids.length], { dtype: 'i32', backend: be })); // (B·R, heads·W)
   return permute(reshape(picked, [b, r, heads, w]), [0, 2, 1, 3]); // (B, heads, R, W)
 }
 

@@ -30,6 +30,7 @@ import { parseGenerationConfig, type HfGenerationDefaults } from './generation.t
 import { hfTokenizer } from './tokenizer.ts';
 import { hfWeightPlan, takeValues, type HfParamSource } from './weights.ts';
 import { parseJson } from '../json.ts';
+import type { LoadModelOptions } from '../model_checkpoint.ts';
 
 export type { HfGenerationDefaults } from './generation.ts';
 
@@ -115,11 +116,14 @@ async function readWeights(shards: SafetensorsShards, params: HfParamSource[], b
  * (CheckpointError), an unsupported architecture or config value (UnsupportedError), an unknown
  * config key (ConfigError), missing weights or a missing shard (CheckpointError), a tensor
  * missing or of the wrong shape (ShapeError: its name, the expected and the found shape), a
- * truncated or corrupt safetensors file (SafetensorsError).
+ * truncated or corrupt safetensors file (SafetensorsError). With `adapt` (ModelAdaptation), the
+ * weights are read as the folder's config plans them and the model built (and the config
+ * returned) is the adapted one.
  */
-export async function loadHfModel(dir: string, backend: Backend, opts: { allowNonFinite?: boolean } = {}): Promise<LoadedHfModel> {
+export async function loadHfModel(dir: string, backend: Backend, opts: LoadModelOptions = {}): Promise<LoadedHfModel> {
   const configFile = joinPath(dir, 'config.json');
-  const { architecture, config } = hfConfigToModelConfig(parseJsonFile(await readCheckpointText(dir, 'config.json'), configFile), configFile);
+  const { architecture, config: stored } = hfConfigToModelConfig(parseJsonFile(await readCheckpointText(dir, 'config.json'), configFile), configFile);
+  const config = opts.adapt ? opts.adapt.config(stored) : stored;
 
   const tokFile = joinPath(dir, 'tokenizer.json');
   const tokJson = parseJsonFile(await readCheckpointText(dir, 'tokenizer.json'), tokFile);
@@ -134,13 +138,14 @@ export async function loadHfModel(dir: string, backend: Backend, opts: { allowNo
   const shards = await SafetensorsShards.openDir(dir);
   let weights: Record<string, Tensor>;
   try {
-    const plan = hfWeightPlan(architecture, config, shards.names());
+    const plan = hfWeightPlan(architecture, stored, shards.names());
     checkTensors(shards, plan.params, plan.isIgnorable, configFile);
     weights = await readWeights(shards, plan.params, backend, !opts.allowNonFinite);
   } finally {
     await shards.close();
   }
-  const f = new ParamFactory({ backend, weights, source: shards.source, adoptWeights: true });
+  const a = opts.adapt;
+  const f = new ParamFactory({ backend, weights, source: shards.source, adoptWeights: true, ...(a ? { freshMissing: a.freshMissing, seed: a.seed } : {}) });
   try {
     return { model: new Decoder(config, f), tokenizer, config, architecture, generation };
   } catch (e) {

@@ -1,0 +1,230 @@
+/**
+ * Focus prefill benchmark (specs/focus_spot.md A4, A6 Table 6): the exact hard Focus attention
+ * (attention/focus/sparse.ts: group-sorted segments + cross-group band + logsumexp merge, on the
+ * shared masked kernels) against FON's own dense causal attention and PyTorch's SDPA (bf16,
+ * bench/torch_attention.py) on the same GPU in the same run, at B = 1, H = 32, D = 128, f16.
+ * Memberships are random but balanced as trained Focus groups are (each token in k of K groups,
+ * uniformly), so a group holds about k·T/K tokens.
+ *
+ * What each Focus row times, apart:
+ * - `assign`: the group scores and causal logits (a T × C by C × 16 by 16 × K product on the GPU)
+ *   and their read to the host, then the membership bits (top-k on the host);
+ * - `sort+masks`: the counting sort and the two block masks built on the host (O(blocks visited))
+ *   and uploaded;
+ * - `attention`: the row gathers, the two masked attention calls and the merge on the GPU — the
+ *   figure the speedups are computed from, beside `total` (all three).
+ * Where q, k or v pass a WebGPU binding (2 GiB: beyond 256K tokens at H = 32), the heads are split
+ * into groups that fit and each group is one call (the masks are shared by every head).
+ *
+ *   node --import tsx bench/focus.ts [--tokens 16384,65536,262144,1048576] [--configs 4:1,8:1,4:2]
+ *                                    [--dense 16384,65536,262144] [--decode 131072] [--json bench/results_focus_h200.json]
+ *
+ * `--configs` lists K:k pairs; `--dense` the lengths at which FON's dense attention is timed too
+ * (1M tokens of FON's dense prefill take minutes a call); `--decode` times one decoding step of a
+ * Focus layer at that cache length (group lists on the host, the query's keys gathered) against
+ * FON's dense decode.
+ */
+import { parseArgs } from 'node:util';
+import * as fon from '../src/index.ts';
+import '../src/backend/webgpu/index.ts';
+import type { Backend, Tensor } from '../src/index.ts';
+import { attention, attentionWithLse, uploadMask, type UploadedMask } from '../src/ops/attention.ts';
+import { mergeByLse } from '../src/ops/attention_merge.ts';
+import { crossGroupBandMask, gatherRows, groupSegmentsMask, sortByGroup } from '../src/attention/focus/sparse.ts';
+import { causalLogits, groupScores, membershipBits } from '../src/attention/focus/groups.ts';
+import { FocusGroupLists } from '../src/attention/focus/group_lists.ts';
+import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    tokens: { type: 'string', default: '16384,65536,262144,1048576' },
+    configs: { type: 'string', default: '4:1,8:1,4:2' },
+    dense: { type: 'string', default: '16384,65536,262144' },
+    decode: { type: 'string', default: '131072' },
+    window: { type: 'string', default: '128' },
+    json: { type: 'string' },
+  },
+});
+
+const H = 32, D = 128, C = 4096, DG = 16;
+const W = Number(flags.window);
+const list = (s: string) => s.split(',').filter(Boolean).map(Number);
+const BINDING = 2 ** 31 - 4;
+
+/** Balanced random memberships: each token in k distinct groups drawn uniformly (a fixed LCG). */
+function balancedBits(t: number, groups: number, k: number, seed: number): Uint32Array {
+  let s = seed >>> 0;
+  const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const out = new Uint32Array(t);
+  for (let i = 0; i < t; i++) {
+    let w = 0, n = 0;
+    while (n < k) { const c = Math.floor(rnd() * groups); if (!(w & (1 << c))) { w |= 1 << c; n++; } }
+    out[i] = w >>> 0;
+  }
+  return out;
+}
+
+/**
+ * Random (1, n, rows, width) f16 on the device: a draw of at most 65536 rows (the draws are made on
+ * the host, which is slow) repeated along the rows, each copy scaled a little differently.
+ */
+function deviceRandn(b: Backend, n: number, rows: number, width: number, seed: number): Tensor {
+  const base = fon.randn([1, n, Math.min(rows, 65536), width], { seed, backend: b, dtype: 'f16' });
+  if (rows <= 65536) return base;
+  const parts: Tensor[] = [];
+  for (let r = 0; r < rows; r += 65536) {
+    const m = Math.min(65536, rows - r);
+    parts.push(fon.mul(m === 65536 ? base : fon.narrow(base, 2, 0, m), 1 - r / (4 * rows)));
+  }
+  const out = fon.keep(fon.concat(parts, 2));
+  for (const p of parts) p.dispose();
+  base.dispose();
+  return out;
+}
+
+/** Bytes of a mask table over tq × tk (both lists): the by-query rows of kBlocks + 1 entries and their transpose. */
+const maskTableBytes = (tq: number, tk: number) => 4 * (Math.ceil(tq / 128) * (Math.ceil(tk / 64) + 1) + Math.ceil(tk / 64) * (Math.ceil(tq / 128) + 1));
+
+/** Heads per call so that a (1, heads, rows, D) f16 tensor fits one binding. */
+const headsPerCall = (rows: number) => Math.max(1, Math.min(H, Math.floor(BINDING / (rows * D * 2))));
+
+interface FocusTiming { assignMs: number; sortMs: number; attnMs: number; blocksA: number; blocksB: number; causalBlocks: number }
+
+/** ms of the three stages of one Focus prefill at t tokens with K groups and k memberships. */
+async function timeFocus(b: Backend, t: number, groups: number, k: number): Promise<FocusTiming> {
+  // assign: scores and causal logits on the GPU (rows in chunks that fit a binding), read back, top-k on the host.
+  const chunkRows = Math.min(t, 2 ** 18);
+  const x = fon.reshape(deviceRandn(b, 1, chunkRows, C, 5), [1, chunkRows, C]);
+  const proj = fon.randn([DG, C], { seed: 6, backend: b, std: 1 / Math.sqrt(C) }), cent = fon.randn([groups, DG], { seed: 7, backend: b, std: 0.25 });
+  const lognorm = fon.zeros([groups], { backend: b });
+  await b.sync();
+  let t0 = performance.now();
+  for (let r = 0; r < t; r += chunkRows) {
+    const logitsHost = await fon.tidy(() => causalLogits(groupScores(x, proj, cent), 0.1, lognorm)).data();
+    membershipBits(logitsHost as Float32Array, chunkRows, groups, k);
+  }
+  const assignMs = performance.now() - t0;
+  for (const y of [x, proj, cent, lognorm]) y.dispose();
+  // The memberships timed below are balanced random ones (trained groups are balanced; a random
+  // projection's are not), made with the same number of groups.
+  const bits = balancedBits(t, groups, k, 11);
+  t0 = performance.now();
+  const s = sortByGroup(bits, 1, t, groups, k);
+  let lowBits: Int32Array | undefined;
+  if (k > 1) {
+    lowBits = new Int32Array(s.rows);
+    for (let r = 0; r < s.rows; r++) lowBits[r] = bits[s.position[r]] & ((1 << s.group[r]) - 1);
+  }
+  const maskA = uploadMask(groupSegmentsMask(s, 1, groups, lowBits), b);
+  const maskB = uploadMask(crossGroupBandMask(bits, 1, t, W), b);
+  await b.sync();
+  const sortMs = performance.now() - t0;
+  const hc = headsPerCall(s.rows);
+  const chunks: { q: Tensor; k: Tensor; v: Tensor }[] = [];
+  for (let h0 = 0; h0 < H; h0 += hc) {
+    const n = Math.min(hc, H - h0);
+    chunks.push({ q: deviceRandn(b, n, t, D, 1 + h0), k: deviceRandn(b, n, t, D, 2 + h0), v: deviceRandn(b, n, t, D, 3 + h0) });
+  }
+  const rowsOf = Array.from({ length: k }, (_, j) => Int32Array.from({ length: t }, (_, p) => s.copyRow[p * k + j]));
+  const once = () => fon.tidy(() => {
+    for (const c of chunks) {
+      const n = c.q.shape[1];
+      const [oA, lA] = attentionWithLse(gatherRows(c.q, s.position, s.rows), gatherRows(c.k, s.position, s.rows), gatherRows(c.v, s.position, s.rows), { mask: maskA });
+      const [oB, lB] = attentionWithLse(c.q, c.k, c.v, { mask: maskB, window: W + 1 });
+      const lA4 = fon.reshape(lA, [1, n, s.rows, 1]);
+      const parts: [Tensor, Tensor][] = rowsOf.map((rows) => [gatherRows(oA, rows, t), fon.reshape(gatherRows(lA4, rows, t), [1, n, t])]);
+      parts.push([oB, lB]);
+      mergeByLse(parts, 'f16');
+    }
+  });
+  try {
+    const attnMs = await timeBatched(() => b.sync(), once);
+    let causalBlocks = 0;
+    for (let i0 = 0; i0 < t; i0 += 128) causalBlocks += Math.floor((Math.min(t, i0 + 128) - 1) / 64) + 1;
+    return { assignMs, sortMs, attnMs, blocksA: maskA.visited, blocksB: maskB.visited, causalBlocks };
+  } finally {
+    for (const c of chunks) for (const y of [c.q, c.k, c.v]) y.dispose();
+    for (const m of [maskA, maskB] as UploadedMask[]) m.device.dispose();
+  }
+}
+
+/** ms of FON's dense causal prefill at t tokens (heads split as for Focus). */
+async function timeDense(b: Backend, t: number): Promise<number> {
+  const hc = headsPerCall(t);
+  const chunks: Tensor[][] = [];
+  for (let h0 = 0; h0 < H; h0 += hc) {
+    const n = Math.min(hc, H - h0);
+    chunks.push([1, 2, 3].map((s) => deviceRandn(b, n, t, D, s + h0)));
+  }
+  try {
+    return await timeBatched(() => b.sync(), () => fon.tidy(() => { for (const [q, k, v] of chunks) attention(q, k, v); }));
+  } finally {
+    for (const c of chunks) for (const y of c) y.dispose();
+  }
+}
+
+/** ms of one Focus decoding step at t cached tokens (K groups, k memberships, GQA 32/8) against the dense decode. */
+async function timeDecode(b: Backend, t: number, groups: number, k: number): Promise<{ focusMs: number; denseMs: number; keys: number }> {
+  const opts = { backend: b, dtype: 'f16' as const };
+  const q = fon.randn([1, H, 1, D], { seed: 1, ...opts });
+  const kc = deviceRandn(b, 8, t, D, 2), vc = deviceRandn(b, 8, t, D, 3);
+  const lists = new FocusGroupLists(1, t, groups);
+  lists.append(0, balancedBits(t, groups, k, 13));
+  const keysOf = lists.visible(0, t - 1, W);
+  try {
+    const focusMs = await timeBatched(() => b.sync(), () => fon.tidy(() => {
+      const keys = lists.visible(0, t - 1, W); // the host's share of a step: the query's key list
+      attention(q, gatherRows(kc, keys, keys.length), gatherRows(vc, keys, keys.length), { causal: false });
+    }));
+    const denseMs = await timeBatched(() => b.sync(), () => fon.tidy(() => { attention(q, kc, vc); }));
+    return { focusMs, denseMs, keys: keysOf.length };
+  } finally {
+    for (const y of [q, kc, vc]) y.dispose();
+  }
+}
+
+async function main(): Promise<void> {
+  const b = await fon.initBackend('webgpu');
+  const caps = (b as unknown as { caps: { adapterName: string } }).caps;
+  console.log(`FON Focus bench on ${caps.adapterName}: B 1, H ${H}, D ${D}, f16, w ${W}`);
+  const tokens = list(flags.tokens), dense = list(flags.dense);
+  const configs = flags.configs.split(',').filter(Boolean).map((s) => s.split(':').map(Number) as [number, number]);
+  const python = findPython('torch', ['python3', '/usr/bin/python3']);
+  const torch = new Map<number, number>();
+  if (python) {
+    const res = runPython(python, new URL('./torch_attention.py', import.meta.url).pathname, tokens.map((t) => ({ key: `prefill-${t}`, op: 'prefill', t, h: H, hkv: H, d: D })), 1_800_000) as { key: string; ms: number }[] | null;
+    for (const r of res ?? []) torch.set(Number(r.key.split('-')[1]), r.ms);
+  } else console.log('(no PyTorch found: its column is left empty)');
+  const rows: Record<string, unknown>[] = [];
+  for (const t of tokens) {
+    const denseMs = dense.includes(t) ? await timeDense(b, t) : undefined;
+    const torchMs = torch.get(t);
+    console.error(`  ${t}: FON dense ${denseMs?.toFixed(2) ?? '—'} ms, PyTorch SDPA ${torchMs?.toFixed(2) ?? '—'} ms`);
+    for (const [groups, k] of configs) {
+      if (maskTableBytes(k * t, k * t) > BINDING) {
+        console.error(`  ${t} K=${groups} k=${k}: skipped: set A's mask table over ${k * t} rows would take ${(maskTableBytes(k * t, k * t) / 2 ** 30).toFixed(1)} GiB, past a binding (the table's dense rows; a compact form is left for later)`);
+        continue;
+      }
+      const f = await timeFocus(b, t, groups, k);
+      const total = f.assignMs + f.sortMs + f.attnMs;
+      const row = { tokens: t, groups, k, ...f, totalMs: total, denseMs, torchMs, blocksVisited: (f.blocksA + f.blocksB) / f.causalBlocks, vsDense: denseMs && denseMs / f.attnMs, vsTorch: torchMs && torchMs / f.attnMs, vsTorchTotal: torchMs && torchMs / total };
+      rows.push(row);
+      console.error(`  ${t} K=${groups} k=${k}: assign ${f.assignMs.toFixed(1)} ms, sort+masks ${f.sortMs.toFixed(1)} ms, attention ${f.attnMs.toFixed(2)} ms (blocks ${(row.blocksVisited * 100).toFixed(1)}% of causal)`);
+    }
+  }
+  const n = (x: unknown, p = 2) => (typeof x === 'number' ? x.toFixed(p) : '—');
+  console.log('\n| tokens | K | k | assign ms | sort+masks ms | Focus attention ms | blocks visited | FON dense ms | PyTorch SDPA ms | vs FON dense | vs PyTorch (attention) | vs PyTorch (total) |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.tokens} | ${r.groups} | ${r.k} | ${n(r.assignMs, 1)} | ${n(r.sortMs, 1)} | ${n(r.attnMs)} | ${n((r.blocksVisited as number) * 100, 1)}% | ${n(r.denseMs)} | ${n(r.torchMs)} | ${n(r.vsDense)}× | ${n(r.vsTorch)}× | ${n(r.vsTorchTotal)}× |`);
+  const decode: Record<string, unknown>[] = [];
+  for (const t of list(flags.decode)) for (const [groups, k] of configs) {
+    const d = await timeDecode(b, t, groups, k);
+    decode.push({ tokens: t, groups, k, ...d });
+    console.log(`decode at ${t} cached tokens, K=${groups} k=${k}: Focus ${d.focusMs.toFixed(3)} ms per step (${d.keys} keys read) against dense ${d.denseMs.toFixed(3)} ms = ${(d.denseMs / d.focusMs).toFixed(2)}×`);
+  }
+  if (flags.json) writeJson(flags.json, { date: new Date().toISOString(), adapter: caps.adapterName, shapes: { batch: 1, heads: H, headDim: D, window: W, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows, decode });
+}
+
+await main();
+await fon.shutdownBackends();
+process.exit(0);
