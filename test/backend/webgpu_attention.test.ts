@@ -355,7 +355,7 @@ const docs = (lengths: number[]) => lengths.flatMap((n, i) => new Array<number>(
 /** Bit words of n positions over `groups` bits, k set each (Focus's memberships: a pair is visible only where the words share no bit). */
 const words = (n: number, groups: number, k: number) => Array.from({ length: n }, (_, i) => {
   let w = 0;
-  for (let j = 0; popcount(w) < k; j++) w |= 1 << ((i * 7 + j * 3 + (i >> 3)) % groups);
+  for (let j = 0; popcount(w) < k; j++) w |= 1 << ((i * 7 + j + (i >> 3)) % groups); // j steps by 1: k distinct bits for any k ≤ groups
   return w;
 });
 const popcount = (w: number) => { let n = 0; for (; w; w &= w - 1) n++; return n; };

@@ -24,7 +24,7 @@ test('config: bad input names the key and the value', () => {
     [{ headDim: 33 }, /'headDim' = 33 must be even for RoPE/],
     [{ dModel: 0 }, /'dModel' = 0: expected a positive integer/],
     [{ attention: [{ type: 'local' }] }, /attention\[0\]: 'window' = undefined: expected a positive integer/],
-    [{ attention: [{ type: 'focus' }] }, /'type' = "focus": expected one of "full", "local"/],
+    [{ attention: [{ type: 'mamba' }] }, /'type' = "mamba": expected one of "full", "local"/],
     [{ attention: [{ type: 'full', window: 3 }] }, /unknown key 'window' for attention type "full"/],
     [{ attention: ['full', 'full'] }, /'attention' has 2 entries; expected 1 or nLayers = 4/],
     [[1, 2], /expected a JSON object/],
