@@ -136,7 +136,7 @@ for (const c of CASES) {
       const want = hardFocusDense(q, k, v, bits, c.window);
       const err = await maxDiff(got, want);
       assert.ok(err <= 1e-5, `k=${topK}: max |Δ| ${err}`);
-      assert.ok(stats.blocksA > 0 && stats.blocksB > 0 && stats.causalBlocks > 0);
+      assert.ok(stats.blocksA > 0 && stats.causalBlocks > 0 && (topK === c.groups ? stats.blocksA === stats.causalBlocks : stats.blocksB > 0), `k=${topK}: blocks ${JSON.stringify(stats)}`);
     }
     // k = K keeps every causal pair: plain causal attention.
     const all = new Uint32Array(c.b * c.t).fill(2 ** c.groups - 1);
@@ -309,4 +309,25 @@ test('pairs kept: the host count from bit words equals brute force and the devic
   }
   assert.deepEqual(Array.from(await f.stats.pairs!.data()), host);
   assert.ok(host[0] < host[1] && host[0] > 0);
+});
+
+test('the device form keeps the group lists in step: a truncate after device-form decoding (draft–revise) rewinds, and decoding again equals the prefill', async () => {
+  const cfg = focusConfig({ topK: 2 });
+  const m = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 14 }));
+  const ids = fon.randint([1, 40], 0, 50, { backend: cpu, seed: 15 });
+  const want = fon.noGrad(() => m.forward(ids));
+  const readSync = cpu.readSync;
+  (cpu as { readSync?: unknown }).readSync = undefined;
+  try {
+    const cache = new KvCache(cfg, 1, 40, cpu);
+    fon.noGrad(() => m.forward(fon.narrow(ids, 1, 0, 30), { cache: cache.layers, pos: 0 }));
+    cache.length = 30;
+    for (let p = 30; p < 35; p++) { fon.noGrad(() => m.forward(fon.narrow(ids, 1, p, 1), { cache: cache.layers, pos: p })); cache.length = p + 1; }
+    cache.truncate(32);
+    const again = fon.noGrad(() => m.forward(fon.narrow(ids, 1, 32, 8), { cache: cache.layers, pos: 32 }));
+    assert.ok(await maxDiff(again, fon.narrow(want, 1, 32, 8)) <= 1e-4);
+    cache.dispose();
+  } finally {
+    (cpu as { readSync?: unknown }).readSync = readSync;
+  }
 });

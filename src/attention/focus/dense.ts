@@ -43,11 +43,18 @@ function causalMask(tq: number, l: number): Float32Array {
 }
 
 /**
- * The constant (Tq, L) masks on a backend, made once per shape and kept (training builds the same
- * ones every step): 'far' (farMask), 'local' (1 − far) and 'causal' (causalMask, additive).
+ * The constant (Tq, L) masks on a backend: 'far' (farMask), 'local' (1 − far) and 'causal'
+ * (causalMask, additive). Square ones (training, prefill, evaluation windows: few shapes, the same
+ * every step) are made once and kept; the others (decoding steps: a new length each) are made per
+ * call and belong to the caller's scope.
  */
 const constants = new WeakMap<object, Map<string, Tensor>>();
 export function constantMask(be: Tensor['backend'], kind: 'far' | 'local' | 'causal', tq: number, l: number, window: number): Tensor {
+  if (tq !== l) {
+    const host = kind === 'causal' ? causalMask(tq, l) : farMask(tq, l, window);
+    if (kind === 'local') for (let i = 0; i < host.length; i++) host[i] = 1 - host[i];
+    return tensor(host, [tq, l], { backend: be });
+  }
   let byKey = constants.get(be);
   if (!byKey) constants.set(be, (byKey = new Map()));
   const key = `${kind}:${tq}:${l}:${kind === 'causal' ? 0 : window}`;

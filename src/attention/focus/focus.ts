@@ -36,7 +36,8 @@ import type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput } fr
 import { constantMask, hardFocusDenseOnDevice, softFocusAttention, type FocusGate } from './dense.ts';
 import { causalLogits, centredPotentials, groupScores, membershipBits, membershipOneHot, softAssignments } from './groups.ts';
 import { FocusGroupLists } from './group_lists.ts';
-import { focusSparseAttention, gatherRows, type FocusPrefillStats } from './sparse.ts';
+import { focusSparseAttention, type FocusPrefillStats } from './sparse.ts';
+import { embedding } from '../../ops/indexing.ts';
 import { sum } from '../../ops/reduce.ts';
 
 /** The config entry of a Focus layer. */
@@ -118,7 +119,8 @@ export class FocusAttention extends Module implements AttentionMechanism {
       const member = membershipOneHot(logits, topK);
       this.count(member);
       this.addPairs(noGrad(() => keptPairsOnDevice(member, s.window)));
-      return hardFocusDenseOnDevice(q, k, v, member, s.window);
+      // k = K keeps every pair: plain causal attention.
+      return topK === s.groups ? attention(q, k, v) : hardFocusDenseOnDevice(q, k, v, member, s.window);
     }
     const [b, t] = scores.shape;
     const bits = membershipBits(logits.dataSync() as Float32Array, b * t, s.groups, topK);
@@ -127,7 +129,7 @@ export class FocusAttention extends Module implements AttentionMechanism {
     return focusSparseAttention(q, k, v, bits, { groups: s.groups, topK, window: s.window }, this.stats.blocks);
   }
 
-  /** u ← m·u + (1 − m)·centred(U), in place and without gradient (the running log-normalizers). */
+  /** u ← m·u + (1 − m)·centred(U), in place and without gradient (the running log-normalizers), at every forward with gradients (each micro-batch). */
   private followPotentials(potentials: Tensor): void {
     noGrad(() => {
       const u = add(mul(this.lognorm, LOGNORM_MOMENTUM), mul(centredPotentials(potentials), 1 - LOGNORM_MOMENTUM));
@@ -182,27 +184,43 @@ export class FocusAttention extends Module implements AttentionMechanism {
     if (!state || !lists) throw new ArgumentError(`${this.name}: the KV cache slot has no Focus state; make the cache with KvCache from this model's config`);
     kvWrite(state, reshape(permute(member, [0, 2, 1]), [b, s.groups, n, 1]), pos);
     const l = pos + n;
+    if (lists.length > pos) lists.truncate(pos);
+    if (topK === s.groups) { // every pair kept: plain causal attention over the cache
+      lists.advance(pos, n);
+      return attention(q, cache.k, cache.v, { causal: true, kvLength: l });
+    }
     if (!q.backend.readSync) {
+      lists.advance(pos, n);
       const all = permute(reshape(narrow(state, 2, 0, l), [b, s.groups, l]), [0, 2, 1]); // (B, L, K)
       return hardFocusDenseOnDevice(q, narrow(cache.k, 2, 0, l), narrow(cache.v, 2, 0, l), all, s.window);
     }
     const bits = membershipBits(logits.dataSync() as Float32Array, b * n, s.groups, topK);
-    if (lists.length > pos) lists.truncate(pos);
     lists.append(pos, bits);
     if (pos === 0) return focusSparseAttention(q, k, v, bits, { groups: s.groups, topK, window: s.window });
-    // Each new query over the keys its lists name (group_lists.ts visible).
+    // Each new query over the keys its lists name (group_lists.ts visible), gathered from the
+    // whole cache (batch entry bb's rows), so a step reads those keys only.
     const rows: Tensor[] = [];
     for (let bb = 0; bb < b; bb++) {
-      const kb = narrow(cache.k, 0, bb, 1), vb = narrow(cache.v, 0, bb, 1);
       for (let i = 0; i < n; i++) {
         const keys = lists.visible(bb, pos + i, s.window);
         const qi = narrow(narrow(q, 0, bb, 1), 2, i, 1); // (1, H, 1, D)
-        rows.push(attention(qi, gatherRows(kb, keys, keys.length), gatherRows(vb, keys, keys.length), { causal: false }));
+        rows.push(attention(qi, gatherEntry(cache.k, bb, keys), gatherEntry(cache.v, bb, keys), { causal: false }));
       }
     }
     const out = concat(rows, 2); // (1, H, B·n, D) in batch-major order
     return b === 1 ? out : permute(reshape(out, [h, b, n, d]), [1, 0, 2, 3]);
   }
+}
+
+/**
+ * Rows `keys` of batch entry b of a cache (B, Hkv, Tmax, D) → (1, Hkv, R, D): one embedding lookup
+ * in the cache seen as a (B·Hkv·Tmax, D) table, so only those rows are read.
+ */
+function gatherEntry(x: Tensor, b: number, keys: Int32Array): Tensor {
+  const [, heads, t, w] = x.shape, r = keys.length;
+  const ids = new Int32Array(heads * r);
+  for (let h = 0; h < heads; h++) for (let i = 0; i < r; i++) ids[h * r + i] = (b * heads + h) * t + keys[i];
+  return reshape(embedding(reshape(x, [x.shape[0] * heads * t, w]), tensor(ids, [ids.length], { dtype: 'i32', backend: x.backend })), [1, heads, r, w]);
 }
 
 /**

@@ -43,6 +43,17 @@ export class FocusGroupLists implements CacheSideState {
     this.length = pos + n;
   }
 
+  /**
+   * Moves the length over positions pos … pos + n − 1 without their words: the device form
+   * (focus.ts), which keeps membership in the cache's "member" state, still truncates through the
+   * cache, so the lists follow its length (their words are then not read).
+   */
+  advance(pos: number, n: number): void {
+    if (pos !== this.length) throw new ArgumentError(`focus: the group lists hold ${this.length} positions; a step at ${pos} must follow them (truncate first)`);
+    if (pos + n > this.capacity) throw new ArgumentError(`focus: positions up to ${pos + n - 1} pass the cache's ${this.capacity}`);
+    this.length = pos + n;
+  }
+
   private push(b: number, c: number, p: number): void {
     let list = this.lists[b][c];
     const n = this.counts[b][c];

@@ -24,7 +24,7 @@
  */
 import { blockMaskFromBlocks, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../block_mask.ts';
 import { ArgumentError } from '../../errors.ts';
-import { attentionWithLse } from '../../ops/attention.ts';
+import { attention, attentionWithLse } from '../../ops/attention.ts';
 import { mergeByLse } from '../../ops/attention_merge.ts';
 import { tensor } from '../../ops/creation.ts';
 import { embedding } from '../../ops/indexing.ts';
@@ -141,6 +141,12 @@ export interface FocusPrefillStats { blocksA: number; blocksB: number; causalBlo
 export function focusSparseAttention(q: Tensor, k: Tensor, v: Tensor, bits: Uint32Array, o: { groups: number; topK: number; window: number }, stats?: FocusPrefillStats): Tensor {
   const [b, h, t] = q.shape;
   if (bits.length !== b * t) throw new ArgumentError(`focus: ${bits.length} membership words for batch ${b} × ${t} positions`);
+  let causal = 0;
+  for (let i0 = 0; i0 < t; i0 += MASK_Q_BLOCK) causal += b * (Math.floor((Math.min(t, i0 + MASK_Q_BLOCK) - 1) / MASK_K_BLOCK) + 1);
+  if (o.topK === o.groups) { // every pair kept: plain causal attention, which visits every causal block
+    if (stats) { stats.blocksA += causal; stats.causalBlocks += causal; }
+    return attention(q, k, v);
+  }
   const s = sortByGroup(bits, b, t, o.groups, o.topK);
   let lowBits: Int32Array | undefined;
   if (o.topK > 1) {
@@ -154,7 +160,7 @@ export function focusSparseAttention(q: Tensor, k: Tensor, v: Tensor, bits: Uint
   const maskB = crossGroupBandMask(bits, b, t, o.window);
   if (stats) {
     stats.blocksA += maskA.visited; stats.blocksB += maskB.visited;
-    for (let i0 = 0; i0 < t; i0 += MASK_Q_BLOCK) stats.causalBlocks += b * (Math.floor((Math.min(t, i0 + MASK_Q_BLOCK) - 1) / MASK_K_BLOCK) + 1);
+    stats.causalBlocks += causal;
   }
   const [oA, lA] = attentionWithLse(gatherRows(q, s.position, s.rows), gatherRows(k, s.position, s.rows), gatherRows(v, s.position, s.rows), { mask: maskA });
   const [oB, lB] = attentionWithLse(q, k, v, { mask: maskB, window: o.window + 1 });
