@@ -13,8 +13,9 @@
  *   and uploaded;
  * - `attention`: the row gathers, the two masked attention calls and the merge on the GPU — the
  *   figure the speedups are computed from, beside `total` (all three).
- * Where q, k or v pass a WebGPU binding (2 GiB: beyond 256K tokens at H = 32), the heads are split
- * into groups that fit and each group is one call (the masks are shared by every head).
+ * The stages are the library's own (attention/focus/sparse.ts planFocusPrefill, runFocusPrefill).
+ * Where q, k, v or the merge's f32 intermediates pass a WebGPU binding (2 GiB), the heads are split
+ * into groups that fit and each group runs the same plan (its masks are shared by every head).
  *
  *   node --import tsx bench/focus.ts [--tokens 16384,65536,262144,1048576] [--configs 4:1,8:1,4:2]
  *                                    [--dense 16384,65536,262144] [--decode 131072] [--json bench/results_focus_h200.json]
@@ -28,9 +29,8 @@ import { parseArgs } from 'node:util';
 import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
-import { attention, attentionWithLse, uploadMask, type UploadedMask } from '../src/ops/attention.ts';
-import { mergeByLse } from '../src/ops/attention_merge.ts';
-import { crossGroupBandMask, gatherRows, groupSegmentsMask, sortByGroup } from '../src/attention/focus/sparse.ts';
+import { attention, uploadMask } from '../src/ops/attention.ts';
+import { addPrefillStats, gatherEntryRows, planFocusPrefill, runFocusPrefill } from '../src/attention/focus/sparse.ts';
 import { causalLogits, groupScores, membershipBits } from '../src/attention/focus/groups.ts';
 import { FocusGroupLists } from '../src/attention/focus/group_lists.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
@@ -109,42 +109,28 @@ async function timeFocus(b: Backend, t: number, groups: number, k: number): Prom
   // projection's are not), made with the same number of groups.
   const bits = balancedBits(t, groups, k, 11);
   t0 = performance.now();
-  const s = sortByGroup(bits, 1, t, groups, k);
-  let lowBits: Int32Array | undefined;
-  if (k > 1) {
-    lowBits = new Int32Array(s.rows);
-    for (let r = 0; r < s.rows; r++) lowBits[r] = bits[s.position[r]] & ((1 << s.group[r]) - 1);
-  }
-  const maskA = uploadMask(groupSegmentsMask(s, 1, groups, lowBits), b);
-  const maskB = uploadMask(crossGroupBandMask(bits, 1, t, W), b);
+  const planned = planFocusPrefill(bits, 1, t, { groups, topK: k, window: W });
+  // k = K plans plain causal attention: no masks.
+  const maskA = planned.maskA && uploadMask(planned.maskA, b), maskB = planned.maskB && uploadMask(planned.maskB, b);
+  const plan = { ...planned, maskA, maskB };
   await b.sync();
   const sortMs = performance.now() - t0;
-  const hc = headsPerCall(s.rows);
+  const hc = headsPerCall(planned.sorted?.rows ?? t);
   const chunks: { q: Tensor; k: Tensor; v: Tensor }[] = [];
   for (let h0 = 0; h0 < H; h0 += hc) {
     const n = Math.min(hc, H - h0);
     chunks.push({ q: deviceRandn(b, n, t, D, 1 + h0), k: deviceRandn(b, n, t, D, 2 + h0), v: deviceRandn(b, n, t, D, 3 + h0) });
   }
-  const rowsOf = Array.from({ length: k }, (_, j) => Int32Array.from({ length: t }, (_, p) => s.copyRow[p * k + j]));
-  const once = () => fon.tidy(() => {
-    for (const c of chunks) {
-      const n = c.q.shape[1];
-      const [oA, lA] = attentionWithLse(gatherRows(c.q, s.position, s.rows), gatherRows(c.k, s.position, s.rows), gatherRows(c.v, s.position, s.rows), { mask: maskA });
-      const [oB, lB] = attentionWithLse(c.q, c.k, c.v, { mask: maskB, window: W + 1 });
-      const lA4 = fon.reshape(lA, [1, n, s.rows, 1]);
-      const parts: [Tensor, Tensor][] = rowsOf.map((rows) => [gatherRows(oA, rows, t), fon.reshape(gatherRows(lA4, rows, t), [1, n, t])]);
-      parts.push([oB, lB]);
-      mergeByLse(parts, 'f16');
-    }
-  });
+  // The masks are built for one head: each head group runs the same plan.
+  const once = () => fon.tidy(() => { for (const c of chunks) runFocusPrefill(c.q, c.k, c.v, plan); });
   try {
     const attnMs = await timeBatched(() => b.sync(), once);
-    let causalBlocks = 0;
-    for (let i0 = 0; i0 < t; i0 += 128) causalBlocks += Math.floor((Math.min(t, i0 + 128) - 1) / 64) + 1;
-    return { assignMs, sortMs, attnMs, blocksA: maskA.visited, blocksB: maskB.visited, causalBlocks };
+    const stats = { blocksA: 0, blocksB: 0, causalBlocks: 0 };
+    addPrefillStats(stats, planned);
+    return { assignMs, sortMs, attnMs, ...stats };
   } finally {
     for (const c of chunks) for (const y of [c.q, c.k, c.v]) y.dispose();
-    for (const m of [maskA, maskB] as UploadedMask[]) m.device.dispose();
+    maskA?.device.dispose(); maskB?.device.dispose();
   }
 }
 
@@ -174,7 +160,7 @@ async function timeDecode(b: Backend, t: number, groups: number, k: number): Pro
   try {
     const focusMs = await timeBatched(() => b.sync(), () => fon.tidy(() => {
       const keys = lists.visible(0, t - 1, W); // the host's share of a step: the query's key list
-      attention(q, gatherRows(kc, keys, keys.length), gatherRows(vc, keys, keys.length), { causal: false });
+      attention(q, gatherEntryRows(kc, 0, keys), gatherEntryRows(vc, 0, keys), { causal: false });
     }));
     const denseMs = await timeBatched(() => b.sync(), () => fon.tidy(() => { attention(q, kc, vc); }));
     return { focusMs, denseMs, keys: keysOf.length };

@@ -229,6 +229,22 @@ function assemble(g: Geometry, predicateBlocks: number, entriesOf: (b: number, h
   return { batch: g.batch, heads: g.heads, tq: g.tq, tk: g.tk, kvLength: g.kvLength, qOffset: g.qOffset, causal: g.causal, window: g.window, qBlocks, kBlocks, segmentOffset: g.segments ? listsEnd : 0, bitsOffset, table, byKeyOffset, visited, predicateBlocks };
 }
 
+/** Blocks causal, window and valid keys reach for one batch entry and head (segments and bit words not counted), in O(query blocks). */
+function predicateBlockCount(g: Omit<Geometry, 'segments' | 'bits'>): number {
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  let n = 0;
+  for (let qb = 0; qb < qBlocks; qb++) {
+    const p0 = qb * MASK_Q_BLOCK + g.qOffset, p1 = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
+    const hi = Math.min(kBlocks - 1, Math.floor((Math.min(g.kvLength, g.causal ? p1 + 1 : g.kvLength) - 1) / MASK_K_BLOCK));
+    const lo = g.window > 0 ? Math.max(0, Math.floor((p0 - g.window + 1) / MASK_K_BLOCK)) : 0;
+    n += Math.max(0, hi - lo + 1);
+  }
+  return n;
+}
+
+/** Blocks full causal attention over t positions visits (one batch entry and head): what a mask's visited blocks are measured against. */
+export const causalBlockCount = (t: number): number => predicateBlockCount(complete({ batch: 1, heads: 1, tq: t, tk: t }));
+
 /**
  * A mask from entries its caller has classified itself (what Focus builds for sorted group
  * segments and its band, where classifying every block of a long sequence would cost more than the
@@ -243,14 +259,7 @@ function assemble(g: Geometry, predicateBlocks: number, entriesOf: (b: number, h
 export function blockMaskFromBlocks(geometry: MaskGeometry, entries: (b: number, h: number, qb: number) => ArrayLike<number>): BlockMask {
   const g = complete(geometry);
   const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
-  let predicateBlocks = 0;
-  for (let qb = 0; qb < qBlocks; qb++) {
-    const p0 = qb * MASK_Q_BLOCK + g.qOffset, p1 = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
-    const hi = Math.min(kBlocks - 1, Math.floor((Math.min(g.kvLength, g.causal ? p1 + 1 : g.kvLength) - 1) / MASK_K_BLOCK));
-    const lo = g.window > 0 ? Math.max(0, Math.floor((p0 - g.window + 1) / MASK_K_BLOCK)) : 0;
-    predicateBlocks += Math.max(0, hi - lo + 1) * g.batch * g.heads;
-  }
-  return assemble(g, predicateBlocks, (b, h, qb) => {
+  return assemble(g, predicateBlockCount(g) * g.batch * g.heads, (b, h, qb) => {
     const list = entries(b, h, qb);
     const where = `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * MASK_Q_BLOCK}…${Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1})`;
     const lastPos = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;

@@ -36,8 +36,7 @@ import type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput } fr
 import { constantMask, hardFocusDenseOnDevice, softFocusAttention, type FocusGate } from './dense.ts';
 import { causalLogits, centredPotentials, groupScores, membershipBits, membershipOneHot, softAssignments } from './groups.ts';
 import { FocusGroupLists } from './group_lists.ts';
-import { focusSparseAttention, type FocusPrefillStats } from './sparse.ts';
-import { embedding } from '../../ops/indexing.ts';
+import { focusSparseAttention, gatherEntryRows, type FocusPrefillStats } from './sparse.ts';
 import { sum } from '../../ops/reduce.ts';
 
 /** The config entry of a Focus layer. */
@@ -118,14 +117,14 @@ export class FocusAttention extends Module implements AttentionMechanism {
     if (!q.backend.readSync) {
       const member = membershipOneHot(logits, topK);
       this.count(member);
-      this.addPairs(noGrad(() => keptPairsOnDevice(member, s.window)));
+      this.accumulate('pairs', noGrad(() => keptPairsOnDevice(member, s.window)));
       // k = K keeps every pair: plain causal attention.
       return topK === s.groups ? attention(q, k, v) : hardFocusDenseOnDevice(q, k, v, member, s.window);
     }
     const [b, t] = scores.shape;
     const bits = membershipBits(logits.dataSync() as Float32Array, b * t, s.groups, topK);
     this.countBits(bits, q);
-    this.addPairs(tensor(Float32Array.from(keptPairs(bits, b, t, s.window)), [2], { backend: q.backend }));
+    this.accumulate('pairs', tensor(Float32Array.from(keptPairs(bits, b, t, s.window)), [2], { backend: q.backend }));
     return focusSparseAttention(q, k, v, bits, { groups: s.groups, topK, window: s.window }, this.stats.blocks);
   }
 
@@ -140,11 +139,16 @@ export class FocusAttention extends Module implements AttentionMechanism {
 
   /** Adds memberships (B, T, K) to the per-group counts. */
   private count(member: Tensor): void {
+    this.accumulate('counts', noGrad(() => sum(member, [0, 1]))); // (K)
+  }
+
+  /** stats[key] += x, kept out of every scope (read when logged, freed by resetStats). */
+  private accumulate(key: 'counts' | 'pairs', x: Tensor): void {
     noGrad(() => {
-      const c = sum(member, [0, 1]); // (K)
-      const next = this.stats.counts ? add(this.stats.counts, c) : c;
-      this.stats.counts?.dispose();
-      this.stats.counts = keep(next);
+      const prev = this.stats[key];
+      const next = prev ? add(prev, x) : x;
+      prev?.dispose();
+      this.stats[key] = keep(next);
     });
   }
 
@@ -152,14 +156,6 @@ export class FocusAttention extends Module implements AttentionMechanism {
     const c = new Float32Array(this.spec.groups);
     for (const w of bits) for (let g = 0; g < c.length; g++) if (w & (1 << g)) c[g]++;
     this.count(reshape(tensor(c, [c.length], { backend: like.backend }), [1, 1, c.length]));
-  }
-
-  private addPairs(p: Tensor): void {
-    noGrad(() => {
-      const next = this.stats.pairs ? add(this.stats.pairs, p) : p;
-      this.stats.pairs?.dispose();
-      this.stats.pairs = keep(next);
-    });
   }
 
   /** Forgets the counts and block figures (a new measurement starts). */
@@ -204,23 +200,12 @@ export class FocusAttention extends Module implements AttentionMechanism {
       for (let i = 0; i < n; i++) {
         const keys = lists.visible(bb, pos + i, s.window);
         const qi = narrow(narrow(q, 0, bb, 1), 2, i, 1); // (1, H, 1, D)
-        rows.push(attention(qi, gatherEntry(cache.k, bb, keys), gatherEntry(cache.v, bb, keys), { causal: false }));
+        rows.push(attention(qi, gatherEntryRows(cache.k, bb, keys), gatherEntryRows(cache.v, bb, keys), { causal: false }));
       }
     }
     const out = concat(rows, 2); // (1, H, B·n, D) in batch-major order
     return b === 1 ? out : permute(reshape(out, [h, b, n, d]), [1, 0, 2, 3]);
   }
-}
-
-/**
- * Rows `keys` of batch entry b of a cache (B, Hkv, Tmax, D) → (1, Hkv, R, D): one embedding lookup
- * in the cache seen as a (B·Hkv·Tmax, D) table, so only those rows are read.
- */
-function gatherEntry(x: Tensor, b: number, keys: Int32Array): Tensor {
-  const [, heads, t, w] = x.shape, r = keys.length;
-  const ids = new Int32Array(heads * r);
-  for (let h = 0; h < heads; h++) for (let i = 0; i < r; i++) ids[h * r + i] = (b * heads + h) * t + keys[i];
-  return reshape(embedding(reshape(x, [x.shape[0] * heads * t, w]), tensor(ids, [ids.length], { dtype: 'i32', backend: x.backend })), [1, heads, r, w]);
 }
 
 /**

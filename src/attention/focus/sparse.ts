@@ -22,7 +22,7 @@
  * time proportional to the blocks visited. Shapes: q (B, H, T, D), k and v (B, Hkv, T, D),
  * positions 0 … T − 1; bits (B·T) the membership words (groups.ts membershipBits).
  */
-import { blockMaskFromBlocks, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../block_mask.ts';
+import { blockMaskFromBlocks, causalBlockCount, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../block_mask.ts';
 import { ArgumentError } from '../../errors.ts';
 import { attention, attentionWithLse } from '../../ops/attention.ts';
 import { mergeByLse } from '../../ops/attention_merge.ts';
@@ -107,27 +107,28 @@ export function crossGroupBandMask(bits: Uint32Array, batch: number, t: number, 
 }
 
 /**
+ * Rows `keys` of batch entry b of x (B, heads, T, W) → (1, heads, R, W): one embedding lookup in x
+ * seen as a (B·heads·T, W) table, so a contiguous x (a cache) is read only at those rows.
+ */
+export function gatherEntryRows(x: Tensor, b: number, keys: Int32Array): Tensor {
+  const [batch, heads, t, w] = x.shape, r = keys.length;
+  const ids = new Int32Array(heads * r);
+  for (let h = 0; h < heads; h++) for (let i = 0; i < r; i++) ids[h * r + i] = (b * heads + h) * t + keys[i];
+  return reshape(embedding(reshape(x, [batch * heads * t, w]), tensor(ids, [ids.length], { dtype: 'i32', backend: x.backend })), [1, heads, r, w]);
+}
+
+/**
  * Rows of x (B, heads, T, W) picked per batch entry by `rows` (B·R positions into T) → (B, heads,
- * R, W), as one embedding lookup. Few rows (decoding: heads·R ≤ 2T) are looked up in x seen as a
- * (B·heads·T, W) table, so a contiguous x (a cache) is read only at the picked rows; many rows
- * (prefill) go through x laid out (B·T, heads·W), so the host builds B·R ids, not B·heads·R.
+ * R, W), as one embedding lookup. One batch entry and few rows (heads·R ≤ 2T) take
+ * gatherEntryRows; otherwise x is laid out (B·T, heads·W), so the host builds B·R ids, not B·heads·R.
  */
 export function gatherRows(x: Tensor, rows: Int32Array, r: number): Tensor {
   const [b, heads, t, w] = x.shape;
-  const be = x.backend;
-  if (heads * r <= 2 * t) {
-    const ids = new Int32Array(b * heads * r);
-    for (let bb = 0; bb < b; bb++) for (let h = 0; h < heads; h++) {
-      const base = (bb * heads + h) * t, at = (bb * heads + h) * r;
-      for (let i = 0; i < r; i++) ids[at + i] = base + rows[bb * r + i];
-    }
-    const picked = embedding(reshape(x, [b * heads * t, w]), tensor(ids, [ids.length], { dtype: 'i32', backend: be })); // (B·heads·R, W)
-    return reshape(picked, [b, heads, r, w]);
-  }
+  if (b === 1 && heads * r <= 2 * t) return gatherEntryRows(x, 0, rows.subarray(0, r));
   const ids = new Int32Array(b * r);
   for (let bb = 0; bb < b; bb++) for (let i = 0; i < r; i++) ids[bb * r + i] = bb * t + rows[bb * r + i];
   const table = reshape(permute(x, [0, 2, 1, 3]), [b * t, heads * w]); // (B·T, heads·W)
-  const picked = embedding(table, tensor(ids, [ids.length], { dtype: 'i32', backend: be })); // (B·R, heads·W)
+  const picked = embedding(table, tensor(ids, [ids.length], { dtype: 'i32', backend: x.backend })); // (B·R, heads·W)
   return permute(reshape(picked, [b, r, heads, w]), [0, 2, 1, 3]); // (B, heads, R, W)
 }
 
@@ -135,43 +136,65 @@ export function gatherRows(x: Tensor, rows: Int32Array, r: number): Tensor {
 export interface FocusPrefillStats { blocksA: number; blocksB: number; causalBlocks: number }
 
 /**
- * The exact hard Focus attention over positions 0 … T − 1 (see the file's comment): equal to
- * dense.ts hardFocusDense (the masked reference). No autograd.
+ * The host's half of the sparse prefill for one batch of membership words: the sort, both masks
+ * (built for heads = 1, so any head split of q, k and v takes them), and for each of the k copies
+ * the rows that bring A's results back to the positions. `dense` where k = K: every pair is kept,
+ * and plain causal attention runs instead. Masks may be uploaded once (ops/attention.ts uploadMask)
+ * by a caller that runs the plan many times.
  */
-export function focusSparseAttention(q: Tensor, k: Tensor, v: Tensor, bits: Uint32Array, o: { groups: number; topK: number; window: number }, stats?: FocusPrefillStats): Tensor {
-  const [b, h, t] = q.shape;
-  if (bits.length !== b * t) throw new ArgumentError(`focus: ${bits.length} membership words for batch ${b} × ${t} positions`);
-  let causal = 0;
-  for (let i0 = 0; i0 < t; i0 += MASK_Q_BLOCK) causal += b * (Math.floor((Math.min(t, i0 + MASK_Q_BLOCK) - 1) / MASK_K_BLOCK) + 1);
-  if (o.topK === o.groups) { // every pair kept: plain causal attention, which visits every causal block
-    if (stats) { stats.blocksA += causal; stats.causalBlocks += causal; }
-    return attention(q, k, v);
-  }
-  const s = sortByGroup(bits, b, t, o.groups, o.topK);
+export interface FocusPrefillPlan {
+  batch: number; t: number; window: number;
+  dense: boolean;
+  sorted?: SortedGroups;
+  maskA?: BlockMask; maskB?: BlockMask;
+  /** Per copy j: (B·T) rows of A holding each position's j-th copy. */
+  copies: Int32Array[];
+}
+
+export function planFocusPrefill(bits: Uint32Array, batch: number, t: number, o: { groups: number; topK: number; window: number }): FocusPrefillPlan {
+  if (bits.length !== batch * t) throw new ArgumentError(`focus: ${bits.length} membership words for batch ${batch} × ${t} positions`);
+  if (o.topK === o.groups) return { batch, t, window: o.window, dense: true, copies: [] };
+  const s = sortByGroup(bits, batch, t, o.groups, o.topK);
   let lowBits: Int32Array | undefined;
   if (o.topK > 1) {
-    lowBits = new Int32Array(b * s.rows);
-    for (let bb = 0; bb < b; bb++) for (let r = 0; r < s.rows; r++) {
+    lowBits = new Int32Array(batch * s.rows);
+    for (let bb = 0; bb < batch; bb++) for (let r = 0; r < s.rows; r++) {
       const at = bb * s.rows + r;
       lowBits[at] = bits[bb * t + s.position[at]] & ((1 << s.group[at]) - 1);
     }
   }
-  const maskA = groupSegmentsMask(s, b, o.groups, lowBits);
-  const maskB = crossGroupBandMask(bits, b, t, o.window);
-  if (stats) {
-    stats.blocksA += maskA.visited; stats.blocksB += maskB.visited;
-    stats.causalBlocks += causal;
-  }
-  const [oA, lA] = attentionWithLse(gatherRows(q, s.position, s.rows), gatherRows(k, s.position, s.rows), gatherRows(v, s.position, s.rows), { mask: maskA });
-  const [oB, lB] = attentionWithLse(q, k, v, { mask: maskB, window: o.window + 1 });
+  const copies = Array.from({ length: o.topK }, (_, j) => Int32Array.from({ length: batch * t }, (_, i) => s.copyRow[i * o.topK + j]));
+  return { batch, t, window: o.window, dense: false, sorted: s, maskA: groupSegmentsMask(s, batch, o.groups, lowBits), maskB: crossGroupBandMask(bits, batch, t, o.window), copies };
+}
+
+/** The device's half: q (B, H, T, D), k and v (B, Hkv, T, D), any H, through a plan → (B, H, T, D). */
+export function runFocusPrefill(q: Tensor, k: Tensor, v: Tensor, plan: FocusPrefillPlan): Tensor {
+  if (plan.dense) return attention(q, k, v);
+  const [b, h, t] = q.shape;
+  const s = plan.sorted!;
+  const [oA, lA] = attentionWithLse(gatherRows(q, s.position, s.rows), gatherRows(k, s.position, s.rows), gatherRows(v, s.position, s.rows), { mask: plan.maskA });
+  const [oB, lB] = attentionWithLse(q, k, v, { mask: plan.maskB, window: plan.window + 1 });
   // Each token's k copies of A back at its position, then the merge with B.
   const lA4 = reshape(lA, [b, h, s.rows, 1]); // (B, H, R, 1)
-  const parts: [Tensor, Tensor][] = [];
-  for (let j = 0; j < o.topK; j++) {
-    const rowOf = new Int32Array(b * t);
-    for (let i = 0; i < b * t; i++) rowOf[i] = s.copyRow[i * o.topK + j];
-    parts.push([gatherRows(oA, rowOf, t), reshape(gatherRows(lA4, rowOf, t), [b, h, t])]);
-  }
+  const parts: [Tensor, Tensor][] = plan.copies.map((rows) => [gatherRows(oA, rows, t), reshape(gatherRows(lA4, rows, t), [b, h, t])]);
   parts.push([oB, lB]);
   return mergeByLse(parts, q.dtype);
+}
+
+/** Blocks the plan's masks visit, added to `stats` beside full causal attention's (dense: every causal block). */
+export function addPrefillStats(stats: FocusPrefillStats, plan: FocusPrefillPlan): void {
+  const causal = plan.batch * causalBlockCount(plan.t);
+  stats.causalBlocks += causal;
+  if (plan.dense) stats.blocksA += causal;
+  else { stats.blocksA += plan.maskA!.visited; stats.blocksB += plan.maskB!.visited; }
+}
+
+/**
+ * The exact hard Focus attention over positions 0 … T − 1 (see the file's comment): equal to
+ * dense.ts hardFocusDense (the masked reference). No autograd.
+ */
+export function focusSparseAttention(q: Tensor, k: Tensor, v: Tensor, bits: Uint32Array, o: { groups: number; topK: number; window: number }, stats?: FocusPrefillStats): Tensor {
+  const plan = planFocusPrefill(bits, q.shape[0], q.shape[2], o);
+  if (stats) addPrefillStats(stats, plan);
+  return runFocusPrefill(q, k, v, plan);
 }
