@@ -20,17 +20,20 @@
  *   node --import tsx bench/focus.ts [--tokens 16384,65536,262144,1048576] [--configs 4:1,8:1,4:2]
  *                                    [--dense 16384,65536,262144] [--decode 131072] [--json bench/results_focus_h200.json]
  *
- * `--configs` lists K:k pairs; `--dense` the lengths at which FON's dense attention is timed too
- * (1M tokens of FON's dense prefill take minutes a call); `--decode` times one decoding step of a
- * Focus layer at that cache length (group lists on the host, the query's keys gathered) against
- * FON's dense decode.
+ * `--configs` lists K:k pairs, `--skip` the T:K:k runs left out (k = 2 of 4 at 1M tokens keeps 5/6
+ * of the causal pairs over 2M sorted rows: minutes a call); `--dense` the lengths at which FON's
+ * dense attention is timed too (1M tokens of FON's dense prefill take minutes a call); `--split`
+ * the lengths at which the attention stage is also timed in parts (the row gathers, set A, set B;
+ * the merge with the gathers back is what is left); `--decode` times one decoding step of a Focus
+ * layer at that cache length (group lists on the host, the query's keys gathered) against FON's
+ * dense decode.
  */
 import { parseArgs } from 'node:util';
 import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
-import { attention, uploadMask } from '../src/ops/attention.ts';
-import { addPrefillStats, gatherEntryRows, planFocusPrefill, runFocusPrefill } from '../src/attention/focus/sparse.ts';
+import { attention, attentionWithLse, uploadMask } from '../src/ops/attention.ts';
+import { addPrefillStats, gatherEntryRows, gatherRows, planFocusPrefill, runFocusPrefill } from '../src/attention/focus/sparse.ts';
 import { causalLogits, groupScores, membershipBits } from '../src/attention/focus/groups.ts';
 import { FocusGroupLists } from '../src/attention/focus/group_lists.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
@@ -41,6 +44,8 @@ const { values: flags } = parseArgs({
     configs: { type: 'string', default: '4:1,8:1,4:2' },
     dense: { type: 'string', default: '16384,65536,262144' },
     decode: { type: 'string', default: '131072' },
+    split: { type: 'string', default: '16384,65536,262144' },
+    skip: { type: 'string', default: '1048576:4:2' },
     window: { type: 'string', default: '128' },
     json: { type: 'string' },
   },
@@ -82,16 +87,19 @@ function deviceRandn(b: Backend, n: number, rows: number, width: number, seed: n
   return out;
 }
 
-/** Bytes of a mask table over tq × tk (both lists): the by-query rows of kBlocks + 1 entries and their transpose. */
-const maskTableBytes = (tq: number, tk: number) => 4 * (Math.ceil(tq / 128) * (Math.ceil(tk / 64) + 1) + Math.ceil(tk / 64) * (Math.ceil(tq / 128) + 1));
+/**
+ * Gives the pool's parked buffers back to the device between runs of different shapes: each run
+ * parks its own sizes, and a later, larger run could otherwise run out of device memory.
+ */
+const trim = (b: Backend) => (b as unknown as { rt?: { trimPool(): void } }).rt?.trimPool();
 
 /** Heads per call so that a (1, heads, rows, D) tensor fits one binding in f32 (the merge works in f32). */
 const headsPerCall = (rows: number) => Math.max(1, Math.min(H, Math.floor(BINDING / (rows * D * 4))));
 
-interface FocusTiming { assignMs: number; sortMs: number; attnMs: number; blocksA: number; blocksB: number; causalBlocks: number }
+interface FocusTiming { assignMs: number; sortMs: number; attnMs: number; tableBytes: number; parts?: { gatherMs: number; setAMs: number; setBMs: number; mergeMs: number }; blocksA: number; blocksB: number; causalBlocks: number }
 
 /** ms of the three stages of one Focus prefill at t tokens with K groups and k memberships. */
-async function timeFocus(b: Backend, t: number, groups: number, k: number): Promise<FocusTiming> {
+async function timeFocus(b: Backend, t: number, groups: number, k: number, split: boolean): Promise<FocusTiming> {
   // assign: scores and causal logits on the GPU (rows in chunks that fit a binding), read back, top-k on the host.
   const chunkRows = Math.min(t, 2 ** 16); // x in f32 for the scores (groups.ts) stays under a binding
   const x = fon.reshape(deviceRandn(b, 1, chunkRows, C, 5), [1, chunkRows, C]);
@@ -122,12 +130,24 @@ async function timeFocus(b: Backend, t: number, groups: number, k: number): Prom
     chunks.push({ q: deviceRandn(b, n, t, D, 1 + h0), k: deviceRandn(b, n, t, D, 2 + h0), v: deviceRandn(b, n, t, D, 3 + h0) });
   }
   // The masks are built for one head: each head group runs the same plan.
-  const once = () => fon.tidy(() => { for (const c of chunks) runFocusPrefill(c.q, c.k, c.v, plan); });
+  // Each head group's intermediates go back to the pool before the next group runs (at 1M tokens
+  // a group's gathers and f32 merge take about 15 GiB).
+  const once = () => { for (const c of chunks) fon.tidy(() => { runFocusPrefill(c.q, c.k, c.v, plan); }); };
   try {
     const attnMs = await timeBatched(() => b.sync(), once);
     const stats = { blocksA: 0, blocksB: 0, causalBlocks: 0 };
     addPrefillStats(stats, planned);
-    return { assignMs, sortMs, attnMs, ...stats };
+    const tableBytes = 4 * ((planned.maskA?.table.length ?? 0) + (planned.maskB?.table.length ?? 0));
+    if (!split || plan.dense) return { assignMs, sortMs, attnMs, tableBytes, ...stats };
+    // The parts, as runFocusPrefill runs them: the gathers into the sorted layout, set A over
+    // them, set B; the rest (A's copies gathered back and the merge) by difference.
+    const s = planned.sorted!;
+    const gather = (c: { q: Tensor; k: Tensor; v: Tensor }) => [c.q, c.k, c.v].map((x) => gatherRows(x, s.position, s.rows)) as [Tensor, Tensor, Tensor];
+    const gatherMs = await timeBatched(() => b.sync(), () => { for (const c of chunks) fon.tidy(() => { gather(c); }); });
+    const gatherAMs = await timeBatched(() => b.sync(), () => { for (const c of chunks) fon.tidy(() => { attentionWithLse(...gather(c), { mask: maskA }); }); });
+    const setBMs = await timeBatched(() => b.sync(), () => { for (const c of chunks) fon.tidy(() => { attentionWithLse(c.q, c.k, c.v, { mask: maskB, window: W + 1 }); }); });
+    const parts = { gatherMs, setAMs: gatherAMs - gatherMs, setBMs, mergeMs: attnMs - gatherAMs - setBMs };
+    return { assignMs, sortMs, attnMs, tableBytes, parts, ...stats };
   } finally {
     for (const c of chunks) for (const y of [c.q, c.k, c.v]) y.dispose();
     maskA?.device.dispose(); maskB?.device.dispose();
@@ -143,7 +163,7 @@ async function timeDense(b: Backend, t: number): Promise<number> {
     chunks.push([1, 2, 3].map((s) => deviceRandn(b, n, t, D, s + h0)));
   }
   try {
-    return await timeBatched(() => b.sync(), () => fon.tidy(() => { for (const [q, k, v] of chunks) attention(q, k, v); }));
+    return await timeBatched(() => b.sync(), () => { for (const [q, k, v] of chunks) fon.tidy(() => { attention(q, k, v); }); });
   } finally {
     for (const c of chunks) for (const y of c) y.dispose();
   }
@@ -173,7 +193,8 @@ async function main(): Promise<void> {
   const b = await fon.initBackend('webgpu');
   const caps = (b as unknown as { caps: { adapterName: string } }).caps;
   console.log(`FON Focus bench on ${caps.adapterName}: B 1, H ${H}, D ${D}, f16, w ${W}`);
-  const tokens = list(flags.tokens), dense = list(flags.dense);
+  const tokens = list(flags.tokens), dense = list(flags.dense), splitAt = list(flags.split);
+  const skip = new Set(flags.skip.split(',').filter(Boolean));
   const configs = flags.configs.split(',').filter(Boolean).map((s) => s.split(':').map(Number) as [number, number]);
   const python = findPython('torch', ['python3', '/usr/bin/python3']);
   const torch = new Map<number, number>();
@@ -184,18 +205,18 @@ async function main(): Promise<void> {
   const rows: Record<string, unknown>[] = [];
   for (const t of tokens) {
     const denseMs = dense.includes(t) ? await timeDense(b, t) : undefined;
+    trim(b);
     const torchMs = torch.get(t);
     console.error(`  ${t}: FON dense ${denseMs?.toFixed(2) ?? '—'} ms, PyTorch SDPA ${torchMs?.toFixed(2) ?? '—'} ms`);
     for (const [groups, k] of configs) {
-      if (maskTableBytes(k * t, k * t) > BINDING) {
-        console.error(`  ${t} K=${groups} k=${k}: skipped: set A's mask table over ${k * t} rows would take ${(maskTableBytes(k * t, k * t) / 2 ** 30).toFixed(1)} GiB, past a binding (the table's dense rows; a compact form is left for later)`);
-        continue;
-      }
-      const f = await timeFocus(b, t, groups, k);
+      if (skip.has(`${t}:${groups}:${k}`)) { console.error(`  ${t} K=${groups} k=${k}: skipped (--skip)`); continue; }
+      const f = await timeFocus(b, t, groups, k, splitAt.includes(t));
+      trim(b);
       const total = f.assignMs + f.sortMs + f.attnMs;
       const row = { tokens: t, groups, k, ...f, totalMs: total, denseMs, torchMs, blocksVisited: (f.blocksA + f.blocksB) / f.causalBlocks, vsDense: denseMs && denseMs / f.attnMs, vsTorch: torchMs && torchMs / f.attnMs, vsTorchTotal: torchMs && torchMs / total };
       rows.push(row);
-      console.error(`  ${t} K=${groups} k=${k}: assign ${f.assignMs.toFixed(1)} ms, sort+masks ${f.sortMs.toFixed(1)} ms, attention ${f.attnMs.toFixed(2)} ms (blocks ${(row.blocksVisited * 100).toFixed(1)}% of causal)`);
+      const parts = f.parts ? ` = gathers ${f.parts.gatherMs.toFixed(2)} + set A ${f.parts.setAMs.toFixed(2)} + set B ${f.parts.setBMs.toFixed(2)} + merge ${f.parts.mergeMs.toFixed(2)}` : '';
+      console.error(`  ${t} K=${groups} k=${k}: assign ${f.assignMs.toFixed(1)} ms, sort+masks ${f.sortMs.toFixed(1)} ms (tables ${(f.tableBytes / 2 ** 20).toFixed(1)} MiB), attention ${f.attnMs.toFixed(2)} ms${parts} (blocks ${(row.blocksVisited * 100).toFixed(1)}% of causal)`);
     }
   }
   const n = (x: unknown, p = 2) => (typeof x === 'number' ? x.toFixed(p) : '—');

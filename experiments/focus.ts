@@ -144,6 +144,8 @@ function main(): void {
       const fd = join(flags.runs, `K8-ft-s${seed}`);
       train(fd, ['--init-from', join(flags.runs, `K8-s${seed}`), '--steps', flags['ft-steps'], '--lr', '1e-4', '--batch', flags.batch, '--seed', String(seed)]);
       for (const k of [1, 2, 8]) (focusPpl[k] ??= []).push(evalModel(fd, k).perplexity);
+      results.finetune = [{ densePpl, focusPpl }];
+      save(results, lines);
     }
     lines.push(`| dense fine-tuned | ${fmt(densePpl)} |`);
     for (const k of [1, 2, 8]) lines.push(`| Focus K = 8 fine-tuned, k = ${k} | ${fmt(focusPpl[k])} |`);
@@ -165,6 +167,8 @@ function main(): void {
       const dd = seed === 1 ? teacher : join(flags.runs, `teacher-${flags.preset}-s${seed}`);
       if (seed !== 1) train(dd, ['--preset', flags.preset, '--seed', String(seed), ...teacherSteps]);
       densePpl.push(seed === 1 ? dense.perplexity : evalModel(dd).perplexity);
+      results.scratch = { ppl, densePpl };
+      save(results, lines);
     }
     lines.push('| model | perplexity (seeds) |', '|---|---|', `| dense | ${fmt(densePpl)} |`, ...[1, 2, 8].map((k) => `| Focus K = 8 from scratch, k = ${k} | ${fmt(ppl[k])} |`), '');
     results.scratch = { ppl, densePpl };

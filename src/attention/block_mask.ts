@@ -22,17 +22,23 @@
  * the query position's word and the key's share no bit (Focus's cross-group band and its
  * multi-membership rule, attention/focus). With bit words every listed block is partial.
  *
- * The table (`table`, i32) holds two lists: by query block, row (b, h, qb) at
- * ((b·heads + h)·qBlocks + qb)·(kBlocks + 1): the count n, then n entries 2·kb + partial in
- * ascending kb; and its transpose by key block (for the dk/dv pass), row (b, h, kb) at
- * byKeyOffset + ((b·heads + h)·kBlocks + kb)·(qBlocks + 1): the count, then 2·qb + partial; then,
- * with segments, the ids from segmentOffset, b·tk + position; then, with bit words, the words
- * from bitsOffset, b·tk + position.
+ * The table (`table`, i32) is compact (CSR-like): its size follows the blocks visited, not the
+ * blocks there are, so a band or a sparse group mask over a million tokens stays small. It holds
+ * two indexes of row starts, then the lists they point at, then the segment ids and bit words:
+ * - the by-query index, at (b·heads + h)·qBlocks + qb: where row (b, h, qb)'s list starts;
+ * - the by-key index (for the dk/dv pass), from byKeyOffset, at byKeyOffset + (b·heads + h)·kBlocks
+ *   + kb: where row (b, h, kb)'s list starts;
+ * - each list: the count n, then n entries, 2·kb + partial in ascending kb by query, 2·qb + partial
+ *   in ascending qb by key;
+ * - with segments, the ids from segmentOffset, b·tk + position; with bit words, the words from
+ *   bitsOffset, b·tk + position.
  */
 import { ArgumentError } from '../errors.ts';
 import { MASK_K_BLOCK, MASK_Q_BLOCK, type MaskArgs } from '../backend/backend.ts';
 
 export { MASK_K_BLOCK, MASK_Q_BLOCK };
+// Local copies for the hot loops (an imported binding may be read through a getter once transpiled).
+const QB = MASK_Q_BLOCK, KB = MASK_K_BLOCK;
 
 /** Where the queries and keys sit: the geometry of AttentionArgs a mask is built for. */
 export interface MaskGeometry {
@@ -66,7 +72,7 @@ export interface BlockMask {
   readonly segmentOffset: number;
   /** Where the bit words start in the table (0: no bit words). */
   readonly bitsOffset: number;
-  /** Both lists (see the file's comment); byKeyOffset is where the transposed one starts. */
+  /** The indexes, the lists, segment ids and bit words (see the file's comment); byKeyOffset is where the by-key index starts. */
   readonly table: Int32Array;
   readonly byKeyOffset: number;
   /** Blocks visited, and blocks the predicate (causal, window, valid keys, segments) alone would visit. */
@@ -75,8 +81,8 @@ export interface BlockMask {
 
 /** How a block fares under the predicate: 0 none of its pairs visible, 1 some, 2 all. */
 function blockUnderPredicate(qb: number, kb: number, g: Omit<Geometry, 'segments'>): 0 | 1 | 2 {
-  const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(g.tq, i0 + MASK_Q_BLOCK) - 1;
-  const j0 = kb * MASK_K_BLOCK, j1 = Math.min(g.tk, j0 + MASK_K_BLOCK) - 1;
+  const i0 = qb * QB, i1 = Math.min(g.tq, i0 + QB) - 1;
+  const j0 = kb * KB, j1 = Math.min(g.tk, j0 + KB) - 1;
   const p0 = i0 + g.qOffset, p1 = i1 + g.qOffset;
   // Visible pairs: j < kvLength, j ≤ p (causal), j > p − window (window).
   const jEndAll = Math.min(g.kvLength - 1, g.causal ? p0 : Infinity), jStartAll = g.window > 0 ? p1 - g.window + 1 : -Infinity;
@@ -100,12 +106,12 @@ function blockClasses(b: number, g: Geometry, qBlocks: number, kBlocks: number):
   for (let qb = 0; qb < qBlocks; qb++) {
     // The last query position of each segment in the query block (once for all its key blocks).
     const lastQuery = new Map<number, number>();
-    if (seg) for (let i = qb * MASK_Q_BLOCK; i < Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK); i++) lastQuery.set(seg[at + i + g.qOffset], i + g.qOffset);
+    if (seg) for (let i = qb * QB; i < Math.min(g.tq, (qb + 1) * QB); i++) lastQuery.set(seg[at + i + g.qOffset], i + g.qOffset);
     for (let kb = 0; kb < kBlocks; kb++) {
       const base = blockUnderPredicate(qb, kb, g);
       if (base === 0 || seg === null) { out[qb * kBlocks + kb] = base; continue; }
       let one = lastQuery.size === 1, shared = false;
-      for (let j = kb * MASK_K_BLOCK; j < Math.min(g.tk, g.kvLength, (kb + 1) * MASK_K_BLOCK); j++) {
+      for (let j = kb * KB; j < Math.min(g.tk, g.kvLength, (kb + 1) * KB); j++) {
         const last = lastQuery.get(seg[at + j]);
         if (last === undefined) one = false;
         else if (!g.causal || j <= last) shared = true;
@@ -156,7 +162,7 @@ export function blockMask(geometry: MaskGeometry, keep: (b: number, h: number, q
   const g = complete(geometry);
   return build(g, (b, h, qb, classOf) => {
     const out: number[] = [];
-    for (let kb = 0; kb < Math.ceil(g.tk / MASK_K_BLOCK); kb++) if (classOf(kb) !== 0 && keep(b, h, qb, kb)) out.push(kb);
+    for (let kb = 0; kb < Math.ceil(g.tk / KB); kb++) if (classOf(kb) !== 0 && keep(b, h, qb, kb)) out.push(kb);
     return out;
   });
 }
@@ -169,18 +175,18 @@ export function blockMask(geometry: MaskGeometry, keep: (b: number, h: number, q
  */
 export function blockMaskFromLists(geometry: MaskGeometry, lists: (b: number, h: number, qb: number) => readonly number[]): BlockMask {
   const g = complete(geometry);
-  const kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  const kBlocks = Math.ceil(g.tk / KB);
   return build(g, (b, h, qb, classOf) => {
     const seen = new Set<number>();
     const out: number[] = [];
     for (const kb of lists(b, h, qb)) {
-      const where = `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * MASK_Q_BLOCK}…${Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1})`;
-      if (!Number.isInteger(kb) || kb < 0 || kb >= kBlocks) throw new ArgumentError(`${where}: key block ${kb} is not one of 0…${kBlocks - 1}`);
-      if (seen.has(kb)) throw new ArgumentError(`${where}: key block ${kb} is listed twice`);
+      const where = () => `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * QB}…${Math.min(g.tq, (qb + 1) * QB) - 1})`;
+      if (!Number.isInteger(kb) || kb < 0 || kb >= kBlocks) throw new ArgumentError(`${where()}: key block ${kb} is not one of 0…${kBlocks - 1}`);
+      if (seen.has(kb)) throw new ArgumentError(`${where()}: key block ${kb} is listed twice`);
       seen.add(kb);
-      const lastPos = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
-      if (g.causal && kb * MASK_K_BLOCK > lastPos) {
-        throw new ArgumentError(`${where}: key block ${kb} (keys ${kb * MASK_K_BLOCK}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
+      const lastPos = Math.min(g.tq, (qb + 1) * QB) - 1 + g.qOffset;
+      if (g.causal && kb * KB > lastPos) {
+        throw new ArgumentError(`${where()}: key block ${kb} (keys ${kb * KB}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
       }
       if (classOf(kb) !== 0) out.push(kb);
     }
@@ -190,7 +196,7 @@ export function blockMaskFromLists(geometry: MaskGeometry, lists: (b: number, h:
 
 /** The table from the key blocks listOf names per (b, h, qb); classOf(kb) is block (qb, kb)'s class for b (blockClasses). */
 function build(g: Geometry, listOf: (b: number, h: number, qb: number, classOf: (kb: number) => number) => number[]): BlockMask {
-  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  const qBlocks = Math.ceil(g.tq / QB), kBlocks = Math.ceil(g.tk / KB);
   // Blocks the predicate (with segments) reaches, per batch entry; the lists' partial bits (every
   // block is partial under bit words: the words decide inside).
   const cls = Array.from({ length: g.batch }, (_, b) => blockClasses(b, g, qBlocks, kBlocks));
@@ -202,41 +208,69 @@ function build(g: Geometry, listOf: (b: number, h: number, qb: number, classOf: 
 
 /** The table from each (b, h, qb)'s entries 2·kb + partial in ascending kb (see the file's comment). */
 function assemble(g: Geometry, predicateBlocks: number, entriesOf: (b: number, h: number, qb: number) => ArrayLike<number>): BlockMask {
-  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
-  const rows = g.batch * g.heads;
-  const byKeyOffset = rows * qBlocks * (kBlocks + 1);
-  const listsEnd = byKeyOffset + rows * kBlocks * (qBlocks + 1);
-  const bitsOffset = g.bits ? listsEnd + (g.segments?.length ?? 0) : 0;
-  const table = new Int32Array(listsEnd + (g.segments?.length ?? 0) + (g.bits?.length ?? 0));
-  if (g.segments) table.set(g.segments, listsEnd);
-  if (g.bits) table.set(g.bits, bitsOffset);
+  const qBlocks = Math.ceil(g.tq / QB), kBlocks = Math.ceil(g.tk / KB);
+  const rows = g.batch * g.heads, qRows = rows * qBlocks, kRows = rows * kBlocks;
+  // The query lists, gathered first (the key lists' sizes come from them).
+  let entries = new Int32Array(Math.max(1024, 4 * qRows));
+  const qStart = new Int32Array(qRows + 1), keyCount = new Int32Array(kRows);
   let visited = 0;
   for (let r = 0; r < rows; r++) {
     const b = Math.floor(r / g.heads), h = r % g.heads;
     for (let qb = 0; qb < qBlocks; qb++) {
       const list = entriesOf(b, h, qb);
-      const at = (r * qBlocks + qb) * (kBlocks + 1);
-      table[at] = list.length;
+      if (visited + list.length > entries.length) {
+        const grown = new Int32Array(Math.max(2 * entries.length, visited + list.length));
+        grown.set(entries.subarray(0, visited));
+        entries = grown;
+      }
       for (let n = 0; n < list.length; n++) {
-        const e = list[n], kb = e >> 1;
-        table[at + 1 + n] = e;
-        const kat = byKeyOffset + (r * kBlocks + kb) * (qBlocks + 1);
-        table[kat + 1 + table[kat]++] = 2 * qb + (e & 1);
+        entries[visited + n] = list[n];
+        keyCount[r * kBlocks + (list[n] >> 1)]++;
       }
       visited += list.length;
+      qStart[r * qBlocks + qb + 1] = visited;
     }
   }
-  return { batch: g.batch, heads: g.heads, tq: g.tq, tk: g.tk, kvLength: g.kvLength, qOffset: g.qOffset, causal: g.causal, window: g.window, qBlocks, kBlocks, segmentOffset: g.segments ? listsEnd : 0, bitsOffset, table, byKeyOffset, visited, predicateBlocks };
+  const byKeyOffset = qRows, listsStart = qRows + kRows;
+  const keyListsStart = listsStart + qRows + visited, listsEnd = keyListsStart + kRows + visited;
+  const segmentOffset = g.segments ? listsEnd : 0;
+  const bitsOffset = g.bits ? listsEnd + (g.segments?.length ?? 0) : 0;
+  const size = listsEnd + (g.segments?.length ?? 0) + (g.bits?.length ?? 0);
+  if (size >= 2 ** 31) throw new ArgumentError(`blockMask: the table would hold ${size} entries (${visited} blocks visited twice, ${qRows + kRows} list rows); at most 2^31 − 1 are addressable`);
+  const table = new Int32Array(size);
+  if (g.segments) table.set(g.segments, segmentOffset);
+  if (g.bits) table.set(g.bits, bitsOffset);
+  let at = listsStart;
+  for (let i = 0; i < qRows; i++) {
+    const n = qStart[i + 1] - qStart[i];
+    table[i] = at;
+    table[at] = n;
+    table.set(entries.subarray(qStart[i], qStart[i + 1]), at + 1);
+    at += n + 1;
+  }
+  for (let j = 0; j < kRows; j++) {
+    table[byKeyOffset + j] = at;
+    at += keyCount[j] + 1;
+  }
+  for (let r = 0; r < rows; r++) {
+    for (let qb = 0; qb < qBlocks; qb++) {
+      for (let e = qStart[r * qBlocks + qb]; e < qStart[r * qBlocks + qb + 1]; e++) {
+        const kat = table[byKeyOffset + r * kBlocks + (entries[e] >> 1)];
+        table[kat + 1 + table[kat]++] = 2 * qb + (entries[e] & 1);
+      }
+    }
+  }
+  return { batch: g.batch, heads: g.heads, tq: g.tq, tk: g.tk, kvLength: g.kvLength, qOffset: g.qOffset, causal: g.causal, window: g.window, qBlocks, kBlocks, segmentOffset, bitsOffset, table, byKeyOffset, visited, predicateBlocks };
 }
 
 /** Blocks causal, window and valid keys reach for one batch entry and head (segments and bit words not counted), in O(query blocks). */
 function predicateBlockCount(g: Omit<Geometry, 'segments' | 'bits'>): number {
-  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  const qBlocks = Math.ceil(g.tq / QB), kBlocks = Math.ceil(g.tk / KB);
   let n = 0;
   for (let qb = 0; qb < qBlocks; qb++) {
-    const p0 = qb * MASK_Q_BLOCK + g.qOffset, p1 = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
-    const hi = Math.min(kBlocks - 1, Math.floor((Math.min(g.kvLength, g.causal ? p1 + 1 : g.kvLength) - 1) / MASK_K_BLOCK));
-    const lo = g.window > 0 ? Math.max(0, Math.floor((p0 - g.window + 1) / MASK_K_BLOCK)) : 0;
+    const p0 = qb * QB + g.qOffset, p1 = Math.min(g.tq, (qb + 1) * QB) - 1 + g.qOffset;
+    const hi = Math.min(kBlocks - 1, Math.floor((Math.min(g.kvLength, g.causal ? p1 + 1 : g.kvLength) - 1) / KB));
+    const lo = g.window > 0 ? Math.max(0, Math.floor((p0 - g.window + 1) / KB)) : 0;
     n += Math.max(0, hi - lo + 1);
   }
   return n;
@@ -253,22 +287,23 @@ export const causalBlockCount = (t: number): number => predicateBlockCount(compl
  * where every pair of the block passes it. The caller vouches for the partial bits (a whole block
  * the predicate would cut is computed whole); the checks here are those of blockMaskFromLists
  * (range, order, no block wholly in a query block's future) and cost O(entries), so the mask of a
- * long sequence is built in time proportional to the blocks it visits. predicateBlocks counts
+ * long sequence is built in time proportional to the blocks it visits. Each list is read before
+ * the next call, so a caller may hand back one buffer's views. predicateBlocks counts
  * the blocks causal, window and valid keys alone reach (segments and bit words not counted).
  */
 export function blockMaskFromBlocks(geometry: MaskGeometry, entries: (b: number, h: number, qb: number) => ArrayLike<number>): BlockMask {
   const g = complete(geometry);
-  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  const qBlocks = Math.ceil(g.tq / QB), kBlocks = Math.ceil(g.tk / KB);
   return assemble(g, predicateBlockCount(g) * g.batch * g.heads, (b, h, qb) => {
     const list = entries(b, h, qb);
-    const where = `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * MASK_Q_BLOCK}…${Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1})`;
-    const lastPos = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
+    const where = () => `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * QB}…${Math.min(g.tq, (qb + 1) * QB) - 1})`;
+    const lastPos = Math.min(g.tq, (qb + 1) * QB) - 1 + g.qOffset;
     let prev = -1;
     for (let n = 0; n < list.length; n++) {
       const e = list[n], kb = e >> 1;
-      if (!Number.isInteger(e) || e < 0 || kb >= kBlocks) throw new ArgumentError(`${where}: entry ${e} names key block ${kb}, not one of 0…${kBlocks - 1}`);
-      if (kb <= prev) throw new ArgumentError(`${where}: key block ${kb} follows key block ${prev}; entries must name ascending blocks, each once`);
-      if (g.causal && kb * MASK_K_BLOCK > lastPos) throw new ArgumentError(`${where}: key block ${kb} (keys ${kb * MASK_K_BLOCK}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
+      if (!Number.isInteger(e) || e < 0 || kb >= kBlocks) throw new ArgumentError(`${where()}: entry ${e} names key block ${kb}, not one of 0…${kBlocks - 1}`);
+      if (kb <= prev) throw new ArgumentError(`${where()}: key block ${kb} follows key block ${prev}; entries must name ascending blocks, each once`);
+      if (g.causal && kb * KB > lastPos) throw new ArgumentError(`${where()}: key block ${kb} (keys ${kb * KB}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
       prev = kb;
     }
     return list;
@@ -280,9 +315,25 @@ export function maskArgs(m: BlockMask): MaskArgs {
   return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset };
 }
 
+/** Where row (b, h, qb)'s list starts in a mask's table (its count; the entries follow), h taken modulo a shared mask's one head. */
+export function maskListAt(m: BlockMask, b: number, h: number, qb: number): number {
+  return m.table[(b * m.heads + (m.heads === 1 ? 0 : h)) * m.qBlocks + qb];
+}
+
+/** Query block qb of (b, h)'s entries, 2·kb + partial in ascending kb. */
+export function maskEntries(m: BlockMask, b: number, h: number, qb: number): Int32Array {
+  const at = maskListAt(m, b, h, qb);
+  return m.table.subarray(at + 1, at + 1 + m.table[at]);
+}
+
+/** Key block kb of (b, h)'s entries in the transposed list, 2·qb + partial in ascending qb. */
+export function maskKeyEntries(m: BlockMask, b: number, h: number, kb: number): Int32Array {
+  const at = m.table[m.byKeyOffset + (b * m.heads + (m.heads === 1 ? 0 : h)) * m.kBlocks + kb];
+  return m.table.subarray(at + 1, at + 1 + m.table[at]);
+}
+
 /** Whether the mask keeps key block kb for query block qb of (b, h) (h taken modulo a shared mask's one head). */
 export function maskKeeps(m: BlockMask, b: number, h: number, qb: number, kb: number): boolean {
-  const at = ((b * m.heads + (m.heads === 1 ? 0 : h)) * m.qBlocks + qb) * (m.kBlocks + 1);
-  for (let n = 0; n < m.table[at]; n++) if (m.table[at + 1 + n] >> 1 === kb) return true;
+  for (const e of maskEntries(m, b, h, qb)) if (e >> 1 === kb) return true;
   return false;
 }

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import { ArgumentError, ShapeError, type Tensor } from '../../src/index.ts';
 import { CpuBackend } from '../../src/backend/cpu/backend.ts';
-import { blockMask, blockMaskFromBlocks, blockMaskFromLists, maskKeeps, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../../src/attention/block_mask.ts';
+import { blockMask, blockMaskFromBlocks, blockMaskFromLists, maskEntries, maskKeeps, maskKeyEntries, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../../src/attention/block_mask.ts';
 import { attention, attentionWithLse, type AttentionOptions } from '../../src/ops/attention.ts';
 import { checkGradient } from '../parity/run.ts';
 
@@ -112,10 +112,14 @@ test('blockMaskFromLists: the lists in order, by query and by key; a future, unk
   const g = { batch: 1, heads: 1, tq: 256, tk: 256 };
   const m = blockMaskFromLists(g, (_b, _h, qb) => (qb === 0 ? [1, 0] : [3, 0]));
   // Query block 0 (rows 0…127) lists key blocks 0 and 1, both cut by the causal rule (partial).
-  assert.deepEqual([...m.table.subarray(0, 5)], [2, 2 * 0 + 1, 2 * 1 + 1, 0, 0]);
-  assert.deepEqual([...m.table.subarray(5, 10)], [2, 2 * 0 + 0, 2 * 3 + 1, 0, 0], 'query block 1: key block 0 whole, 3 on the diagonal');
-  // By key: key block 0 is seen by query blocks 0 (partial) and 1 (whole).
-  assert.deepEqual([...m.table.subarray(m.byKeyOffset, m.byKeyOffset + 3)], [2, 1, 2]);
+  assert.deepEqual([...maskEntries(m, 0, 0, 0)], [2 * 0 + 1, 2 * 1 + 1]);
+  assert.deepEqual([...maskEntries(m, 0, 0, 1)], [2 * 0 + 0, 2 * 3 + 1], 'query block 1: key block 0 whole, 3 on the diagonal');
+  // By key: key block 0 is seen by query blocks 0 (partial) and 1 (whole); 2 by none, 3 by query block 1 (partial).
+  assert.deepEqual([...maskKeyEntries(m, 0, 0, 0)], [1, 2]);
+  assert.deepEqual([...maskKeyEntries(m, 0, 0, 2)], []);
+  assert.deepEqual([...maskKeyEntries(m, 0, 0, 3)], [2 * 1 + 1]);
+  // The table is compact: two indexes (2 query rows, 4 key rows), each list's count and entries.
+  assert.equal(m.table.length, 2 + 4 + (2 + 4) + (4 + 4));
   assert.equal(m.visited, 4);
   assert.throws(() => blockMaskFromLists(g, (_b, _h, qb) => (qb === 0 ? [2] : [])),
     (e: Error) => e instanceof ArgumentError && e.message === 'blockMask: batch 0, head 0, query block 0 (rows 0…127): key block 2 (keys 128…) lies after every query of the block (last position 127): a causal mask cannot let a query see a future key');
@@ -171,13 +175,12 @@ test('segments: packed documents attend within themselves, as the dense referenc
   assert.equal(maskKeeps(m, 0, 0, 2, 0), false);
   assert.equal(maskKeeps(m, 0, 0, 2, 3), true);
   // The one-segment batch entry's lists, partial bits included, are plain causal's.
-  const rows = m.qBlocks * (m.kBlocks + 1);
-  assert.deepEqual(Array.from(m.table.subarray(rows, 2 * rows)), Array.from(plain.table.subarray(rows, 2 * rows)));
+  for (let qb = 0; qb < m.qBlocks; qb++) assert.deepEqual([...maskEntries(m, 1, 0, qb)], [...maskEntries(plain, 1, 0, qb)], `query block ${qb}`);
   // Block (1, 1) of the first entry (rows 128…255, keys 64…127) lies inside the second document
   // for its keys but not for its rows (70…219 is the second document): partial.
-  const entry = (qb: number, kb: number) => { const at = qb * (m.kBlocks + 1); for (let n = 0; n < m.table[at]; n++) if (m.table[at + 1 + n] >> 1 === kb) return m.table[at + 1 + n] & 1; return -1; };
+  const entry = (qb: number, kb: number) => { for (const e of maskEntries(m, 0, 0, qb)) if (e >> 1 === kb) return e & 1; return -1; };
   assert.equal(entry(1, 1), 1);
-  assert.equal(blockMask({ batch: 1, heads: 1, tq: t, tk: t, segments: new Array(t).fill(3) }).table[1 * (m.kBlocks + 1) + 1] & 1, 0, 'a block of one segment below the diagonal is whole');
+  assert.equal(maskEntries(blockMask({ batch: 1, heads: 1, tq: t, tk: t, segments: new Array(t).fill(3) }), 0, 0, 1)[0] & 1, 0, 'a block of one segment below the diagonal is whole');
 
   const q = fon.randn([2, 2, t, d], { seed: 11, requiresGrad: true });
   const k = fon.randn([2, 1, t, d], { seed: 12, requiresGrad: true });
@@ -220,7 +223,7 @@ test('bit words: a pair is visible only where the words share no bit (forward an
   for (const segments of [undefined, docs]) {
     const q = fon.randn([2, 2, t, 4], { seed: 31 }), k = fon.randn([2, 2, t, 4], { seed: 32 }), v = fon.randn([2, 2, t, 4], { seed: 33 });
     const m = blockMask({ batch: 2, heads: 1, tq: t, tk: t, bits: words, ...(segments ? { segments } : {}) });
-    for (let n = 0; n < m.table[0]; n++) assert.equal(m.table[1 + n] & 1, 1, 'every listed block is partial');
+    for (let qb = 0; qb < m.qBlocks; qb++) for (const e of maskEntries(m, 1, 0, qb)) assert.equal(e & 1, 1, 'every listed block is partial');
     // Each word shares a bit with itself: the reference drops the diagonal too, so each row keeps some earlier key but row 0.
     const ref = (qq: Tensor, kk: Tensor, vv: Tensor) => {
       const [b, h] = qq.shape;

@@ -81,28 +81,31 @@ export function sortByGroup(bits: Uint32Array, batch: number, t: number, groups:
  * key block inside it and wholly at or before the block's first row, and no bit words apply.
  */
 export function groupSegmentsMask(s: SortedGroups, batch: number, groups: number, bits?: Int32Array): BlockMask {
-  const r = s.rows;
+  const r = s.rows, QB = MASK_Q_BLOCK, KB = MASK_K_BLOCK;
+  const out = new Int32Array(Math.ceil(r / KB));
   return blockMaskFromBlocks({ batch, heads: 1, tq: r, tk: r, segments: s.group, ...(bits ? { bits } : {}) }, (b, _h, qb) => {
-    const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(r, i0 + MASK_Q_BLOCK) - 1;
+    const i0 = qb * QB, i1 = Math.min(r, i0 + QB) - 1;
     const g0 = s.group[b * r + i0], g1 = s.group[b * r + i1];
     const first = s.start[b * (groups + 1) + g0];
-    const out: number[] = [];
-    for (let kb = Math.floor(first / MASK_K_BLOCK); kb <= Math.floor(i1 / MASK_K_BLOCK); kb++) {
-      const j0 = kb * MASK_K_BLOCK, j1 = j0 + MASK_K_BLOCK - 1;
+    let n = 0;
+    for (let kb = Math.floor(first / KB); kb <= Math.floor(i1 / KB); kb++) {
+      const j0 = kb * KB, j1 = j0 + KB - 1;
       const whole = !bits && g0 === g1 && j0 >= first && j1 <= i0;
-      out.push(2 * kb + (whole ? 0 : 1));
+      out[n++] = 2 * kb + (whole ? 0 : 1);
     }
-    return out;
+    return out.subarray(0, n);
   });
 }
 
 /** Set B's mask: the band of w + 1 keys back from each query, every block partial (the bit words decide). */
 export function crossGroupBandMask(bits: Uint32Array, batch: number, t: number, window: number): BlockMask {
+  const QB = MASK_Q_BLOCK, KB = MASK_K_BLOCK;
+  const out = new Int32Array(Math.ceil(t / KB));
   return blockMaskFromBlocks({ batch, heads: 1, tq: t, tk: t, window: window + 1, bits }, (_b, _h, qb) => {
-    const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(t, i0 + MASK_Q_BLOCK) - 1;
-    const out: number[] = [];
-    for (let kb = Math.floor(Math.max(0, i0 - window) / MASK_K_BLOCK); kb <= Math.floor(i1 / MASK_K_BLOCK); kb++) out.push(2 * kb + 1);
-    return out;
+    const i0 = qb * QB, i1 = Math.min(t, i0 + QB) - 1;
+    let n = 0;
+    for (let kb = Math.floor(Math.max(0, i0 - window) / KB); kb <= Math.floor(i1 / KB); kb++) out[n++] = 2 * kb + 1;
+    return out.subarray(0, n);
   });
 }
 
@@ -163,7 +166,8 @@ export function planFocusPrefill(bits: Uint32Array, batch: number, t: number, o:
       lowBits[at] = bits[bb * t + s.position[at]] & ((1 << s.group[at]) - 1);
     }
   }
-  const copies = Array.from({ length: o.topK }, (_, j) => Int32Array.from({ length: batch * t }, (_, i) => s.copyRow[i * o.topK + j]));
+  const copies = Array.from({ length: o.topK }, () => new Int32Array(batch * t));
+  for (let i = 0; i < batch * t; i++) for (let j = 0; j < o.topK; j++) copies[j][i] = s.copyRow[i * o.topK + j];
   return { batch, t, window: o.window, dense: false, sorted: s, maskA: groupSegmentsMask(s, batch, o.groups, lowBits), maskB: crossGroupBandMask(bits, batch, t, o.window), copies };
 }
 

@@ -58,7 +58,7 @@ export function finishRow(s: Float32Array, m: number, first: number, n: number, 
 export function keptKeyBlocks(mask: CpuRef | undefined, a: AttentionArgs, b: number, h: number, i: number): Uint8Array | null {
   if (!mask || !a.mask) return null;
   const m = a.mask, t = mask.h as Int32Array;
-  const at = ((b * m.heads + (m.heads === 1 ? 0 : h)) * m.qBlocks + Math.floor(i / MASK_Q_BLOCK)) * (m.kBlocks + 1);
+  const at = t[(b * m.heads + (m.heads === 1 ? 0 : h)) * m.qBlocks + Math.floor(i / MASK_Q_BLOCK)]; // the by-query index (block_mask.ts)
   const kept = new Uint8Array(m.kBlocks);
   for (let n = 0; n < t[at]; n++) kept[t[at + 1 + n] >> 1] = 1;
   return kept;

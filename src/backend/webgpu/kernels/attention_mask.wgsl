@@ -14,14 +14,15 @@ fn mask_head(h: u32) -> u32 {
   return h;
 }
 
-// Row of the by-query list for the query block holding row i0.
+// Where the by-query list of the query block holding row i0 starts (its count; the entries follow),
+// read from the table's by-query index (the table is compact: attention/block_mask.ts).
 fn mask_row(b: u32, h: u32, i0: u32) -> u32 {
-  return ((b * P.mheads + mask_head(h)) * P.mqblocks + i0 / MASK_QB) * (P.mkblocks + 1u);
+  return u32(mask[(b * P.mheads + mask_head(h)) * P.mqblocks + i0 / MASK_QB]);
 }
 
-// Row of the by-key list for the key block holding key j0.
+// Where the by-key list of the key block holding key j0 starts, from the by-key index.
 fn mask_key_row(b: u32, h: u32, j0: u32) -> u32 {
-  return P.mbykey + ((b * P.mheads + mask_head(h)) * P.mkblocks + j0 / MASK_KB) * (P.mqblocks + 1u);
+  return u32(mask[P.mbykey + (b * P.mheads + mask_head(h)) * P.mkblocks + j0 / MASK_KB]);
 }
 
 // Blocks of `step` rows a list row names (each entry a mask block of `span` rows).
