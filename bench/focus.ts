@@ -33,7 +33,7 @@ import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
 import { attention, attentionWithLse, uploadMask } from '../src/ops/attention.ts';
-import { addPrefillStats, gatherEntryRows, gatherRows, planFocusPrefill, runFocusPrefill } from '../src/attention/focus/sparse.ts';
+import { addPrefillStats, gatherEntryRows, planFocusPrefill, rowLists, runFocusPrefill } from '../src/attention/focus/sparse.ts';
 import { causalLogits, groupScores, membershipBits } from '../src/attention/focus/groups.ts';
 import { FocusGroupLists } from '../src/attention/focus/group_lists.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
@@ -140,9 +140,9 @@ async function timeFocus(b: Backend, t: number, groups: number, k: number, split
     const tableBytes = 4 * ((planned.maskA?.table.length ?? 0) + (planned.maskB?.table.length ?? 0));
     if (!split || plan.dense) return { assignMs, sortMs, attnMs, tableBytes, ...stats };
     // The parts, as runFocusPrefill runs them: the gathers into the sorted layout, set A over
-    // them, set B; the rest (A's copies gathered back and the merge) by difference.
+    // them, set B; the rest (the merge, reading A's copies in place) by difference.
     const s = planned.sorted!;
-    const gather = (c: { q: Tensor; k: Tensor; v: Tensor }) => [c.q, c.k, c.v].map((x) => gatherRows(x, s.position, s.rows)) as [Tensor, Tensor, Tensor];
+    const gather = (c: { q: Tensor; k: Tensor; v: Tensor }) => { const r = rowLists(s.position, 1, s.rows, b); return [c.q, c.k, c.v].map((x) => fon.gatherRows(x, r, 2)) as [Tensor, Tensor, Tensor]; };
     const gatherMs = await timeBatched(() => b.sync(), () => { for (const c of chunks) fon.tidy(() => { gather(c); }); });
     const gatherAMs = await timeBatched(() => b.sync(), () => { for (const c of chunks) fon.tidy(() => { attentionWithLse(...gather(c), { mask: maskA }); }); });
     const setBMs = await timeBatched(() => b.sync(), () => { for (const c of chunks) fon.tidy(() => { attentionWithLse(c.q, c.k, c.v, { mask: maskB, window: W + 1 }); }); });

@@ -11,6 +11,12 @@ import type { Precision } from '../tensor/autocast.ts';
 import type { AnyHostArray, DType, FloatDType } from '../tensor/dtype.ts';
 
 /** A kernel's view of a tensor: the backend's own handle plus what the op layer knows of it. */
+/** One part of Backend.mergeLse: out (O, N, D) of any float dtype and lse (O, N) f32, its rows picked by rows (O / share, M) i32 or, where rows is null, N = M. */
+export interface MergePart<H> { out: Ref<H>; lse: Ref<H>; rows: Ref<H> | null; n: number }
+
+/** Backend.mergeLse's shape: O outer entries (batch·heads), M rows each of D columns, one row list per `share` outer entries; the out dtype. */
+export interface MergeArgs { o: number; m: number; d: number; share: number; dtype: DType }
+
 export interface Ref<H> {
   readonly h: H;
   readonly shape: readonly number[];
@@ -149,6 +155,12 @@ export interface Kernels<H> {
   concat(xs: readonly Ref<H>[], outer: number, inners: readonly number[]): H;
   /** x (O, N, I), idx i32 (O, M, I) → out (O, M, I) with out[o,m,i] = x[o, idx[o,m,i], i]. */
   gather(x: Ref<H>, idx: Ref<H>, o: number, n: number, m: number, inner: number): H;
+  /**
+   * x (O, N, I), rows i32 (O / share, M) → out (O, M, I) with out[o,m,i] = x[o, rows[⌊o/share⌋, m], i]:
+   * one list of rows for each `share` consecutive o (the heads of a batch entry), so the index is
+   * M words per list, not O·M·I. Out-of-range rows throw on the CPU, give zeros on the GPU.
+   */
+  gatherRows(x: Ref<H>, rows: Ref<H>, o: number, n: number, m: number, inner: number, share: number): H;
   /** base (O, N, I) plus src (O, M, I) added at rows idx (O, M, I): the transpose of gather. */
   scatterAdd(base: Ref<H>, idx: Ref<H>, src: Ref<H>, o: number, n: number, m: number, inner: number): H;
   /** table (V, C), ids i32 (T) → (T, C). Out-of-range ids throw on the CPU, give zeros on the GPU. */
@@ -189,6 +201,14 @@ export interface Kernels<H> {
    * table, args.mask its shape).
    */
   attention(q: Ref<H>, k: Ref<H>, v: Ref<H>, args: AttentionArgs, extras?: AttentionExtras<H>): [H, H];
+  /**
+   * The logsumexp merge of two attention parts over disjoint keys (ops/attention_merge.ts): for
+   * output row (o, i) of O × M, part p's row is rows_p[⌊o/share⌋, i] of its N_p (or i where rows_p
+   * is null); out = (w_a·out_a + w_b·out_b) / (w_a + w_b) with w_p = e^(lse_p − max), a part whose
+   * row saw no key (lse ≤ −1e30) weighing 0 → out (O, M, D) in args.dtype and lse (O, M) f32 (−∞
+   * and a NaN row where neither part saw a key).
+   */
+  mergeLse(a: MergePart<H>, b: MergePart<H>, args: MergeArgs): [H, H];
   /**
    * Optional: q against several key sets at once (the pages of a paged KV cache), each with its
    * own AttentionArgs (q's shape alike in all), as one softmax over all their visible keys →

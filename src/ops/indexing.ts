@@ -3,6 +3,7 @@ import { ShapeError } from '../errors.ts';
 import { record } from '../tensor/autograd.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { zerosLike } from './creation.ts';
+import { broadcastTo, reshape } from './layout.ts';
 import { backendOf, fmt, normAxis, ref, requireDType, requireSameDType, sizeOf, wrap } from './run.ts';
 
 function axisView(x: Tensor, a: number): [number, number, number] {
@@ -25,6 +26,31 @@ export function gather(x: Tensor, index: Tensor, axis: number): Tensor {
   const m = index.shape[a];
   const out = wrap(b, b.gather(ref(x), ref(index), o, n, m, inner), index.shape, x.dtype);
   return record('gather', out, [x], (g, [idx]) => [scatterAddRaw(zerosLike(x, { dtype: g.dtype, backend: g.backend }), idx, g, a)], [index]);
+}
+
+/**
+ * Rows of x along `axis`, one list per group of leading entries: rows i32 (S, M), where S divides
+ * the product O of x's dimensions before `axis`, and the o-th leading entry reads list ⌊o/(O/S)⌋
+ * (x (B, H, T, D), axis 2, rows (B, M): each batch entry's heads take its list) → x's shape with
+ * M along `axis`. One pass, an index of S·M words (gather's is the output's size). Its gradient is
+ * gather's (the rows scatter-added back).
+ */
+export function gatherRows(x: Tensor, rows: Tensor, axis: number): Tensor {
+  const b = backendOf('gatherRows', x, rows);
+  requireDType('gatherRows', 'rows', rows, 'i32');
+  const a = normAxis('gatherRows', axis, x.rank);
+  const [o, n, inner] = axisView(x, a);
+  if (rows.rank !== 2 || rows.shape[0] < 1 || o % rows.shape[0] !== 0) {
+    throw new ShapeError(`gatherRows: rows ${fmt(rows.shape)} must be (S, M) with S dividing the ${o} entries before axis ${a} of ${fmt(x.shape)}`);
+  }
+  const [s, m] = rows.shape;
+  const shape = x.shape.map((d, i) => (i === a ? m : d));
+  const out = wrap(b, b.gatherRows(ref(x), ref(rows), o, n, m, inner, o / s), shape, x.dtype);
+  return record('gatherRows', out, [x], (g, [r]) => {
+    // The full index gather's transpose takes: each list broadcast over its group and the inner dims.
+    const idx = reshape(broadcastTo(reshape(r, [s, 1, m, 1]), [s, o / s, m, inner]), shape);
+    return [scatterAddRaw(zerosLike(x, { dtype: g.dtype, backend: g.backend }), idx, g, a)];
+  }, [rows]);
 }
 
 function scatterAddRaw(base: Tensor, index: Tensor, src: Tensor, a: number): Tensor {

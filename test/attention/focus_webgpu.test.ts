@@ -3,7 +3,8 @@
  * (weights from one seed, drawn on the host) gives the same logits in the soft training forward
  * and the same gradients of W_g and C; the hard forward, which on webgpu runs the dense masked form
  * with membership kept on the device (no read-back), gives the CPU's sparse result for k = 1 and 2;
- * decoding through the KV cache on webgpu equals its own prefill; the pairs-kept counts agree.
+ * decoding through the KV cache on webgpu equals its own prefill; the pairs-kept counts agree; the
+ * exact sparse prefill (row gathers, masked kernels, the fused merge) equals the CPU's.
  * Run: FON_REQUIRE_WEBGPU=1 node --import tsx --test test/attention/focus_webgpu.test.ts
  */
 import { test } from 'node:test';
@@ -15,6 +16,7 @@ import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
 import { focusLayers, setFocusInference } from '../../src/attention/focus/index.ts';
+import { focusSparseAttention } from '../../src/attention/focus/sparse.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
 
 const cpu = await fon.initBackend('cpu');
@@ -66,3 +68,25 @@ test('Focus decoding through the KV cache on webgpu equals its prefill logits [w
   close(parts, want, 1e-4, 'decode');
   cache.dispose();
 });
+
+test('the sparse prefill (gathers, sorted segments, band, fused merge) on webgpu equals the CPU for every k of K = 4, batch 2, GQA, f32 and f16 [webgpu]', { skip }, async () => {
+  const [b, h, hkv, t, d, groups, window] = [2, 4, 2, 150, 8, 4, 12];
+  for (const dtype of ['f32', 'f16'] as const) {
+    const inputs = (be: Backend) => [[b, h, t, d, 31], [b, hkv, t, d, 32], [b, hkv, t, d, 33]].map(([n0, n1, n2, n3, seed]) => {
+      const x = fon.tensor(fon.randn([n0, n1, n2, n3], { seed, backend: cpu }).dataSync(), [n0, n1, n2, n3], { backend: be });
+      return dtype === 'f32' ? x : fon.cast(x, dtype);
+    });
+    const [qc, kc, vc] = inputs(cpu), [qg, kg, vg] = inputs(gpu!);
+    for (let topK = 1; topK < groups; topK++) {
+      // Each token in topK distinct groups (a fixed pattern that covers every group).
+      const bits = Uint32Array.from({ length: b * t }, (_, i) => { let w = 0; for (let j = 0; j < topK; j++) w |= 1 << ((i * 7 + j * 3 + (i >> 4)) % groups); while (popcount(w) < topK) w |= 1 << (31 - Math.clz32(~w & (2 ** groups - 1))); return w >>> 0; });
+      const o = { groups, topK, window };
+      const want = await host(fon.cast(focusSparseAttention(qc, kc, vc, bits, o), 'f32'));
+      const got = focusSparseAttention(qg, kg, vg, bits, o);
+      assert.equal(got.dtype, dtype);
+      close(await host(fon.cast(got, 'f32')), want, dtype === 'f32' ? 1e-5 : 4e-3, `${dtype} k=${topK}`);
+    }
+  }
+});
+
+function popcount(w: number): number { let n = 0; for (; w; w &= w - 1) n++; return n; }

@@ -304,6 +304,24 @@ describe('indexing', () => {
     fon.backward(fon.sum(y));
     assert.deepEqual(vals(table.grad!), [1, 1, 1, 1, 2, 2]);
   });
+  test('gatherRows: each batch entry\'s heads read its list of rows, as gather with the list spelt out; its gradient sums repeats; bad lists refused', () => {
+    // x (2, 2, 3, 2): row r of head h of batch entry b holds 100·b + 10·h + r, twice.
+    const ref = (b: number, h: number, r: number) => 100 * b + 10 * h + r;
+    const data = Array.from({ length: 24 }, (_, i) => ref(Math.floor(i / 12), Math.floor(i / 6) % 2, Math.floor((i % 6) / 2)));
+    const xx = fon.tensor(data, [2, 2, 3, 2], { requiresGrad: true });
+    const rows = t([[2, 0, 2, 1], [1, 1, 0, 0]], undefined, 'i32');
+    const y = fon.gatherRows(xx, rows, 2);
+    assert.deepEqual(y.shape, [2, 2, 4, 2]);
+    const want = [[2, 0, 2, 1], [1, 1, 0, 0]].flatMap((list, b) => [0, 1].flatMap((h) => list.flatMap((r) => [ref(b, h, r), ref(b, h, r)])));
+    assert.deepEqual(vals(y), want);
+    const full = t(Array.from({ length: 32 }, (_, i) => [[2, 0, 2, 1], [1, 1, 0, 0]][i >> 4][(i >> 1) & 3]), [2, 2, 4, 2], 'i32');
+    assert.deepEqual(vals(fon.gather(xx, full, 2)), want);
+    fon.backward(fon.sum(y));
+    // Batch entry 0 reads row 2 twice, rows 0 and 1 once; entry 1 reads rows 0 and 1 twice each, row 2 never.
+    assert.deepEqual(vals(xx.grad!), [1, 1, 1, 1, 2, 2, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 0, 0, 2, 2, 2, 2, 0, 0]);
+    assert.throws(() => fon.gatherRows(xx, t([[0], [1], [2]], undefined, 'i32'), 2), /gatherRows: rows \[3, 1\] must be \(S, M\) with S dividing the 4 entries before axis 2 of \[2, 2, 3, 2\]/);
+    assert.throws(() => fon.gatherRows(xx, t([[0, 3]], undefined, 'i32'), 2), /gatherRows: index 3 out of range \[0, 3\)/);
+  });
 });
 
 describe('scans and sorting', () => {

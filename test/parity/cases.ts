@@ -442,6 +442,13 @@ add({ op: 'gather', inputs: [inp([7, 33]), inp([7, 0], randint(0, 33), 'i32')], 
 for (const dtype of ['f16', 'bf16', 'i32', 'u8'] as const) {
   add({ op: 'gather', inputs: [inp([7, 33], genFor(dtype), dtype), inp([7, 9], randint(0, 33), 'i32')], note: 'axis=-1', run: ([x, i]) => fon.gather(x, i, -1), tol: EXACT });
 }
+// gatherRows: (B, H, T, D) rows per batch entry (repeats, odd widths); one list for all; a list per entry of a leading axis.
+add({ op: 'gatherRows', inputs: [inp([2, 3, 11, 5]), inp([2, 7], randint(0, 11), 'i32')], note: 'axis=2, per batch entry', run: ([x, r]) => fon.gatherRows(x, r, 2), grad: [0], tol: EXACT });
+add({ op: 'gatherRows', inputs: [inp([6, 33]), inp([1, 40], randint(0, 33), 'i32')], note: 'axis=-1, one list', run: ([x, r]) => fon.gatherRows(x, r, -1), grad: [0], tol: EXACT });
+add({ op: 'gatherRows', inputs: [inp([4, 9, 3]), inp([4, 5], randint(0, 9), 'i32')], note: 'axis=1, a list each', run: ([x, r]) => fon.gatherRows(x, r, 1), grad: [0], tol: EXACT });
+for (const dtype of ['f16', 'bf16', 'i32', 'u8'] as const) {
+  add({ op: 'gatherRows', inputs: [inp([2, 2, 9, 7], genFor(dtype), dtype), inp([2, 5], randint(0, 9), 'i32')], note: 'axis=2, odd rows', run: ([x, r]) => fon.gatherRows(x, r, 2), tol: EXACT });
+}
 add({ op: 'scatterAdd', inputs: [inp([7, 33]), inp([7, 40], randint(0, 33), 'i32'), inp([7, 40])], note: 'axis=1', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 1), grad: [0, 2], tol: ACC });
 add({ op: 'scatterAdd', inputs: [inp([7, 33]), inp([9, 33], randint(0, 7), 'i32'), inp([9, 33])], note: 'axis=0', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 0), grad: [0, 2], tol: ACC });
 add({ op: 'scatterAdd', inputs: [inp([1]), inp([3], randint(0, 1), 'i32'), inp([3])], note: 'axis=0', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 0), grad: [0, 2], tol: ACC });

@@ -25,10 +25,10 @@
 import { blockMaskFromBlocks, causalBlockCount, MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../block_mask.ts';
 import { ArgumentError } from '../../errors.ts';
 import { attention, attentionWithLse } from '../../ops/attention.ts';
-import { mergeByLse } from '../../ops/attention_merge.ts';
+import { mergeByLse, type MergePartInput } from '../../ops/attention_merge.ts';
 import { tensor } from '../../ops/creation.ts';
-import { embedding } from '../../ops/indexing.ts';
-import { permute, reshape } from '../../ops/layout.ts';
+import { embedding, gatherRows } from '../../ops/indexing.ts';
+import { reshape } from '../../ops/layout.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 
 /** The group-sorted layout of one batch of membership words: rows, their positions and groups. */
@@ -120,19 +120,9 @@ export function gatherEntryRows(x: Tensor, b: number, keys: Int32Array): Tensor 
   return reshape(embedding(reshape(x, [batch * heads * t, w]), tensor(ids, [ids.length], { dtype: 'i32', backend: x.backend })), [1, heads, r, w]);
 }
 
-/**
- * Rows of x (B, heads, T, W) picked per batch entry by `rows` (B·R positions into T) → (B, heads,
- * R, W), as one embedding lookup. One batch entry and few rows (heads·R ≤ 2T) take
- * gatherEntryRows; otherwise x is laid out (B·T, heads·W), so the host builds B·R ids, not B·heads·R.
- */
-export function gatherRows(x: Tensor, rows: Int32Array, r: number): Tensor {
-  const [b, heads, t, w] = x.shape;
-  if (b === 1 && heads * r <= 2 * t) return gatherEntryRows(x, 0, rows.subarray(0, r));
-  const ids = new Int32Array(b * r);
-  for (let bb = 0; bb < b; bb++) for (let i = 0; i < r; i++) ids[bb * r + i] = bb * t + rows[bb * r + i];
-  const table = reshape(permute(x, [0, 2, 1, 3]), [b * t, heads * w]); // (B·T, heads·W)
-  const picked = embedding(table, tensor(ids, [ids.length], { dtype: 'i32', backend: x.backend })); // (B·R, heads·W)
-  return permute(reshape(picked, [b, r, heads, w]), [0, 2, 1, 3]); // (B, heads, R, W)
+/** A batch's row lists (B·R positions, R per entry) as the (B, R) i32 tensor gatherRows and mergeByLse read. */
+export function rowLists(rows: Int32Array, batch: number, r: number, backend: Tensor['backend']): Tensor {
+  return tensor(rows.subarray(0, batch * r), [batch, r], { dtype: 'i32', backend });
 }
 
 /** What the sparse prefill ran: the masks' visited blocks against full causal attention's, for the pairs-retained figures. */
@@ -171,16 +161,19 @@ export function planFocusPrefill(bits: Uint32Array, batch: number, t: number, o:
   return { batch, t, window: o.window, dense: false, sorted: s, maskA: groupSegmentsMask(s, batch, o.groups, lowBits), maskB: crossGroupBandMask(bits, batch, t, o.window), copies };
 }
 
-/** The device's half: q (B, H, T, D), k and v (B, Hkv, T, D), any H, through a plan → (B, H, T, D). */
+/**
+ * The device's half: q (B, H, T, D), k and v (B, Hkv, T, D), any H, through a plan → (B, H, T, D).
+ * q, k and v are gathered into the sorted layout (one gatherRows each); A's k copies are read in
+ * place by the merge through their row lists.
+ */
 export function runFocusPrefill(q: Tensor, k: Tensor, v: Tensor, plan: FocusPrefillPlan): Tensor {
   if (plan.dense) return attention(q, k, v);
-  const [b, h, t] = q.shape;
+  const [b, , t] = q.shape;
   const s = plan.sorted!;
-  const [oA, lA] = attentionWithLse(gatherRows(q, s.position, s.rows), gatherRows(k, s.position, s.rows), gatherRows(v, s.position, s.rows), { mask: plan.maskA });
+  const sorted = rowLists(s.position, b, s.rows, q.backend);
+  const [oA, lA] = attentionWithLse(gatherRows(q, sorted, 2), gatherRows(k, sorted, 2), gatherRows(v, sorted, 2), { mask: plan.maskA });
   const [oB, lB] = attentionWithLse(q, k, v, { mask: plan.maskB, window: plan.window + 1 });
-  // Each token's k copies of A back at its position, then the merge with B.
-  const lA4 = reshape(lA, [b, h, s.rows, 1]); // (B, H, R, 1)
-  const parts: [Tensor, Tensor][] = plan.copies.map((rows) => [gatherRows(oA, rows, t), reshape(gatherRows(lA4, rows, t), [b, h, t])]);
+  const parts: MergePartInput[] = plan.copies.map((rows) => [oA, lA, rowLists(rows, b, t, q.backend)] as const);
   parts.push([oB, lB]);
   return mergeByLse(parts, q.dtype);
 }

@@ -11,7 +11,8 @@ import { depthMix, depthMixBackward } from './depth_mix.ts';
 import { binary, cast, fill, unary, where } from './elementwise.ts';
 import { crossEntropy, crossEntropyBackward, layernorm, layernormBackward, rmsnorm, rmsnormBackward, rope } from './fused.ts';
 import type { CpuHandle } from './host.ts';
-import { assignStrided, concat, copyStrided, embedding, embeddingBackward, gather, scatterAdd } from './layout.ts';
+import { mergeLse } from './attention_merge.ts';
+import { assignStrided, concat, copyStrided, embedding, embeddingBackward, gather, gatherRows, scatterAdd } from './layout.ts';
 import { matmul } from './matmul.ts';
 import { logsumexp, reduce, scan, softmax, softmaxBackward, sort } from './reduce.ts';
 
@@ -51,6 +52,7 @@ export class CpuBackend implements Backend<CpuHandle> {
   assignStrided: Backend<CpuHandle>['assignStrided'] = (b, s, args) => this.track(assignStrided(b, s, args));
   concat: Backend<CpuHandle>['concat'] = (xs, o, i) => this.track(concat(xs, o, i));
   gather: Backend<CpuHandle>['gather'] = (x, i, o, n, m, c) => this.track(gather(x, i, o, n, m, c));
+  gatherRows: Backend<CpuHandle>['gatherRows'] = (x, r, o, n, m, c, share) => this.track(gatherRows(x, r, o, n, m, c, share));
   scatterAdd: Backend<CpuHandle>['scatterAdd'] = (b, i, s, o, n, m, c) => this.track(scatterAdd(b, i, s, o, n, m, c));
   embedding: Backend<CpuHandle>['embedding'] = (t, ids, v, c) => this.track(embedding(t, ids, v, c));
   embeddingBackward: Backend<CpuHandle>['embeddingBackward'] = (g, ids, v, c) => this.track(embeddingBackward(g, ids, v, c));
@@ -69,6 +71,7 @@ export class CpuBackend implements Backend<CpuHandle> {
   cast: Backend<CpuHandle>['cast'] = (x, to) => this.track(cast(x, to));
   fill: Backend<CpuHandle>['fill'] = (n, v, d) => this.track(fill(n, v, d));
   attention: Backend<CpuHandle>['attention'] = (q, k, v, a, x) => this.trackAll(attentionEntry(q, k, v, a, x));
+  mergeLse: Backend<CpuHandle>['mergeLse'] = (a, b, args) => this.trackAll(mergeLse(a, b, args));
   attentionBackward: Backend<CpuHandle>['attentionBackward'] = (q, k, v, o, l, g, a, x) => this.trackAll(attentionBackwardEntry(q, k, v, o, l, g, a, x));
   depthMix: Backend<CpuHandle>['depthMix'] = (q, ks, vs, a) => this.trackAll(depthMix(q, ks, vs, a));
   depthMixBackward: Backend<CpuHandle>['depthMixBackward'] = (q, ks, vs, al, g, a) => {

@@ -55,6 +55,17 @@ export function gather(x: CpuRef, idx: CpuRef, o: number, n: number, m: number, 
   return out;
 }
 
+export function gatherRows(x: CpuRef, rows: CpuRef, o: number, n: number, m: number, inner: number, share: number): CpuHandle {
+  const out = allocHost(x.dtype, o * m * inner);
+  const rv = rows.h, xv = x.h;
+  for (let a = 0; a < o; a++) for (let j = 0; j < m; j++) {
+    const r = rv[Math.floor(a / share) * m + j];
+    checkIndex(r, n, 'gatherRows');
+    out.set(xv.subarray((a * n + r) * inner, (a * n + r + 1) * inner) as never, (a * m + j) * inner);
+  }
+  return out;
+}
+
 export function scatterAdd(base: CpuRef, idx: CpuRef, src: CpuRef, o: number, n: number, m: number, inner: number): CpuHandle {
   const acc = Float32Array.from(f32(base));
   const sv = f32(src), iv = idx.h;

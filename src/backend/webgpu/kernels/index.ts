@@ -11,10 +11,11 @@ import { ATTENTION_FILES, attentionKernels } from './attention.ts';
 import { FOX_FPA_FILES } from './fox_fpa_attention.ts';
 import { attentionEntry } from './attention_entry.ts';
 import { DEPTH_MIX_FILES, depthMixKernels } from './depth_mix.ts';
+import { MERGE_FILES, mergeKernels } from './attention_merge.ts';
 
 /** Every .wgsl file under kernels/ (loaded when the backend starts). */
-export const KERNEL_FILES: readonly string[] = [...ELEMENTWISE_FILES, ...LAYOUT_FILES, ...ROW_FILES, ...MATMUL_FILES, ...ATTENTION_FILES, ...FOX_FPA_FILES, ...DEPTH_MIX_FILES];
+export const KERNEL_FILES: readonly string[] = [...ELEMENTWISE_FILES, ...LAYOUT_FILES, ...ROW_FILES, ...MATMUL_FILES, ...ATTENTION_FILES, ...FOX_FPA_FILES, ...DEPTH_MIX_FILES, ...MERGE_FILES];
 
 export function gpuKernels(be: WebGpuBackend): KernelTable {
-  return { ...elementwiseKernels(be), ...layoutKernels(be), ...rowKernels(be), ...matmulKernels(be), ...attentionKernels(be), ...attentionEntry(be), ...depthMixKernels(be) };
+  return { ...elementwiseKernels(be), ...layoutKernels(be), ...rowKernels(be), ...matmulKernels(be), ...attentionKernels(be), ...attentionEntry(be), ...depthMixKernels(be), ...mergeKernels(be) };
 }

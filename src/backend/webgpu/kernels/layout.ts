@@ -153,6 +153,18 @@ export function gather(be: WebGpuBackend, x: GpuRef, idx: GpuRef, o: number, n: 
   return out;
 }
 
+/** out[o,j,i] = x[o, rows[⌊o/share⌋, j], i]: one pass over output words; out-of-range rows give 0. */
+export function gatherRows(be: WebGpuBackend, x: GpuRef, rows: GpuRef, o: number, n: number, m: number, inner: number, share: number): GpuHandle {
+  const count = o * m * inner;
+  const out = be.alloc(x.dtype, count, 'gatherRows');
+  const per = perWord(x.dtype);
+  be.rt.run({
+    kernel: copyKernel, variant: { ROWS: true, INDEXED: true, SP: per, DP: per },
+    uniforms: [count, m, inner, n, share], buffers: [x.h.buffer, rows.h.buffer, out.buffer], workgroups: grid(Math.ceil(count / per), WG),
+  });
+  return out;
+}
+
 /**
  * base plus src added at rows idx, deterministic without atomics: each output element walks the
  * M candidates of its column in order (the reference's order, f32 accumulation), so the cost is
@@ -254,12 +266,13 @@ export function sgd(be: WebGpuBackend, p: GpuRef, g: GpuRef, buf: GpuRef, a: SGD
   });
 }
 
-export function layoutKernels(be: WebGpuBackend): Pick<KernelTable, 'copyStrided' | 'assignStrided' | 'concat' | 'gather' | 'scatterAdd' | 'embedding' | 'embeddingBackward' | 'adamw' | 'sgd'> {
+export function layoutKernels(be: WebGpuBackend): Pick<KernelTable, 'copyStrided' | 'assignStrided' | 'concat' | 'gather' | 'gatherRows' | 'scatterAdd' | 'embedding' | 'embeddingBackward' | 'adamw' | 'sgd'> {
   return {
     copyStrided: (x, args) => copyStrided(be, x, args),
     assignStrided: (base, src, args) => assignStrided(be, base, src, args),
     concat: (xs, outer, inners) => concat(be, xs, outer, inners),
     gather: (x, idx, o, n, m, inner) => gather(be, x, idx, o, n, m, inner),
+    gatherRows: (x, rows, o, n, m, inner, share) => gatherRows(be, x, rows, o, n, m, inner, share),
     scatterAdd: (base, idx, src, o, n, m, inner) => scatterAdd(be, base, idx, src, o, n, m, inner),
     embedding: (table, ids, v, c) => embedding(be, table, ids, v, c),
     embeddingBackward: (dy, ids, v, c) => embeddingBackward(be, dy, ids, v, c),

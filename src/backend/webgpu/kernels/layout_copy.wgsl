@@ -5,6 +5,7 @@
 // from, one element per word). The mode picks where output element e comes from:
 //   STRIDED  x[offset + Σ k_d·stride_d]  (strides may be 0 or negative: u32 arithmetic wraps)
 //   GATHER   x[(a·rows + idx[e])·inner + c]  for e = (a, j, c) in (O, M, inner)
+//   ROWS     x[(a·rows + idx[⌊a/share⌋·M + j])·inner + c]  for e = (a, j, c) in (O, M, inner)
 //   EMBED    x[idx[t]·c + j]  for e = (t, j) in (T, C)
 //   CONCAT   one input's block of columns [col, col+inner) of each of `outer` rows of width
 //            `total`; invocation (row, q) owns the words of its row's block not already owned by
@@ -15,6 +16,9 @@ struct Params { n: u32, rank: u32, offset: u32, pad: u32, shape: array<vec4<u32>
 #endif
 #if GATHER
 struct Params { n: u32, m: u32, inner: u32, rows: u32 }
+#endif
+#if ROWS
+struct Params { n: u32, m: u32, inner: u32, rows: u32, share: u32 }
 #endif
 #if EMBED
 struct Params { n: u32, c: u32, v: u32, pad: u32 }
@@ -56,6 +60,15 @@ fn src_index(e: u32) -> u32 {
   let r = idx[e];
   if (r < 0 || u32(r) >= P.rows) { return NONE; }
   let a = e / (P.m * P.inner);
+  return (a * P.rows + u32(r)) * P.inner + e % P.inner;
+}
+#endif
+#if ROWS
+fn src_index(e: u32) -> u32 {
+  let j = (e / P.inner) % P.m;
+  let a = e / (P.m * P.inner);
+  let r = idx[(a / P.share) * P.m + j];
+  if (r < 0 || u32(r) >= P.rows) { return NONE; }
   return (a * P.rows + u32(r)) * P.inner + e % P.inner;
 }
 #endif
