@@ -75,7 +75,12 @@ export interface BlockMask {
   /** The indexes, the lists, segment ids and bit words (see the file's comment); byKeyOffset is where the by-key index starts. */
   readonly table: Int32Array;
   readonly byKeyOffset: number;
-  /** Blocks visited, and blocks the predicate (causal, window, valid keys, segments) alone would visit. */
+  /**
+   * A mask built for the forward only (its by-key lists left empty, as Focus's device plan builds
+   * it): attention refuses it where a gradient would read those lists.
+   */
+  readonly forwardOnly?: boolean;
+  /** Blocks visited, and blocks the predicate (causal, window, valid keys, segments) alone would visit (NaN where unknown on the host). */
   readonly visited: number; readonly predicateBlocks: number;
 }
 

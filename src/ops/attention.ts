@@ -8,7 +8,7 @@ import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
 import type { AttentionArgs } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
 import { autocastDType } from '../tensor/autocast.ts';
-import { keep } from '../tensor/scope.ts';
+import { isGradEnabled, keep } from '../tensor/scope.ts';
 import { viaLowPrecision } from './low_precision.ts';
 import { tensor } from './creation.ts';
 import { maskArgs, type BlockMask } from '../attention/block_mask.ts';
@@ -119,6 +119,9 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
   if (low && q.dtype === 'f32') return viaLowPrecision(low, [q, k, v], ([ql, kl, vl]) => attention(ql, kl, vl, opts));
   const b = backendOf('attention', q, k, v);
   const plain = attentionArgs(q, k, v, opts);
+  if (opts.mask?.forwardOnly && isGradEnabled() && (q.requiresGrad || k.requiresGrad || v.requiresGrad)) {
+    throw new ArgumentError('attention: this block mask was built for the forward only (its by-key lists are empty); run it under noGrad or build the mask on the host');
+  }
   const masked = opts.mask ? maskInput(opts.mask, plain, q, k) : null;
   const args = masked?.args ?? plain, table = masked?.table;
   const [oh, lh] = b.attention(ref(q), ref(k), ref(v), args, table && { mask: ref(table) });

@@ -23,6 +23,8 @@ import { FocusGroupLists } from '../../src/attention/focus/group_lists.ts';
 import { FocusAttention, focusLayers, setFocusInference } from '../../src/attention/focus/index.ts';
 import { keptPairs } from '../../src/attention/focus/focus.ts';
 import { maxDiff } from './fixtures.ts';
+import { checkDevicePlan } from './focus_device_plan.ts';
+import { planFocusPrefillOnDevice } from '../../src/attention/focus/device_plan.ts';
 
 const cpu = await fon.initBackend('cpu');
 const randn = (shape: number[], seed: number, std = 1) => fon.randn(shape, { backend: cpu, seed, std });
@@ -284,6 +286,21 @@ test('training the centroids moves the running log-normalizers and lowers the lo
   void causalLogits;
 });
 
+test('a training step whose Sinkhorn potentials are not finite leaves the log-normalizers as they were', async () => {
+  const m = new Decoder(focusConfig(), new ParamFactory({ backend: cpu, seed: 6 }));
+  const [[, f]] = focusLayers(m);
+  const ids = fon.randint([1, 24], 0, 50, { backend: cpu, seed: 3 });
+  m.loss(fon.narrow(ids, 1, 0, 23), fon.narrow(ids, 1, 1, 23)); // one finite step moves u off 0
+  const before = Array.from(await host(f.lognorm));
+  assert.ok(before.some((x) => x !== 0) && before.every(Number.isFinite));
+  const c = Float32Array.from(await host(f.centroids));
+  c[0] = NaN;
+  fon.kvWrite(fon.reshape(f.centroids, [1, 1, c.length, 1]), fon.tensor(c, [1, 1, c.length, 1]), 0);
+  const loss = m.loss(fon.narrow(ids, 1, 0, 23), fon.narrow(ids, 1, 1, 23));
+  assert.ok(Number.isNaN((await host(loss))[0]), 'the step diverged');
+  assert.deepEqual(Array.from(await host(f.lognorm)), before);
+});
+
 test('pairs kept: the host count from bit words equals brute force and the device count, for k = 1 … 3', async () => {
   const [b, t, kk, w] = [2, 75, 4, 9];
   for (const topK of [1, 2, 3]) {
@@ -330,4 +347,16 @@ test('the device form keeps the group lists in step: a truncate after device-for
   } finally {
     (cpu as { readSync?: unknown }).readSync = readSync;
   }
+});
+
+test('the device plan (sort, row lists and masks from the membership one-hot, generic ops only) equals the host plan for every k < K, batch 2, ragged blocks; its mask refuses a gradient', async () => {
+  for (const topK of [1, 2, 3]) await checkDevicePlan(cpu, { batch: 2, t: 300, groups: 4, topK, window: 20, heads: 2, kvHeads: 1, d: 4 });
+  await checkDevicePlan(cpu, { batch: 1, t: 130, groups: 32, topK: 2, window: 0, heads: 1, kvHeads: 1, d: 4 });
+  // Large groups: query blocks inside one segment, with whole key blocks before them.
+  await checkDevicePlan(cpu, { batch: 2, t: 1200, groups: 2, topK: 1, window: 70, heads: 1, kvHeads: 1, d: 4 });
+  const member = fon.tensor(Float32Array.from({ length: 40 * 4 }, (_, e) => (e % 4 === Math.floor(e / 4) % 4 ? 1 : 0)), [1, 40, 4]);
+  const plan = planFocusPrefillOnDevice(member, { groups: 4, topK: 1, window: 3 });
+  const q = fon.randn([1, 1, 40, 4], { requiresGrad: true }), x = fon.randn([1, 1, 40, 4]);
+  assert.throws(() => fon.attention(fon.narrow(fon.concat([q, q], 2), 2, 0, 40), x, x, { mask: plan.maskA }), /attention: this block mask was built for the forward only \(its by-key lists are empty\); run it under noGrad or build the mask on the host/);
+  assert.throws(() => planFocusPrefillOnDevice(member, { groups: 4, topK: 4, window: 3 }), /focus: a device plan needs k in 1 … K − 1 and membership \(B, T, 4\); got k 4/);
 });

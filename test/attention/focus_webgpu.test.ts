@@ -1,8 +1,9 @@
 /**
  * Focus on the WebGPU backend (SwiftShader in CI) against the CPU: the same tiny Focus model
  * (weights from one seed, drawn on the host) gives the same logits in the soft training forward
- * and the same gradients of W_g and C; the hard forward, which on webgpu runs the dense masked form
- * with membership kept on the device (no read-back), gives the CPU's sparse result for k = 1 and 2;
+ * and the same gradients of W_g and C; the hard forward, which on webgpu plans the sparse path on
+ * the device (device_plan.ts: no read-back), gives the CPU's result for k = 1 and 2; the device
+ * plan equals the host plan entry for entry;
  * decoding through the KV cache on webgpu equals its own prefill; the pairs-kept counts agree; the
  * exact sparse prefill (row gathers, masked kernels, the fused merge) equals the CPU's.
  * Run: FON_REQUIRE_WEBGPU=1 node --import tsx --test test/attention/focus_webgpu.test.ts
@@ -17,6 +18,7 @@ import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
 import { focusLayers, setFocusInference } from '../../src/attention/focus/index.ts';
 import { focusSparseAttention } from '../../src/attention/focus/sparse.ts';
+import { checkDevicePlan } from './focus_device_plan.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
 
 const cpu = await fon.initBackend('cpu');
@@ -90,3 +92,8 @@ test('the sparse prefill (gathers, sorted segments, band, fused merge) on webgpu
 });
 
 function popcount(w: number): number { let n = 0; for (; w; w &= w - 1) n++; return n; }
+
+test('the device plan on webgpu equals the host plan (positions, copy rows, set A\'s entries, segment ids and words, set B\'s table) and its prefill the host path\'s, k = 1 and 2 [webgpu]', { skip }, async () => {
+  for (const topK of [1, 2]) await checkDevicePlan(gpu!, { batch: 2, t: 200, groups: 4, topK, window: 9, heads: 2, kvHeads: 1, d: 8 });
+  await checkDevicePlan(gpu!, { batch: 1, t: 700, groups: 2, topK: 1, window: 30, heads: 1, kvHeads: 1, d: 8 });
+});

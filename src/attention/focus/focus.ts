@@ -12,19 +12,18 @@
  * - soft (training; the default whenever gradients are on): Sinkhorn-balanced soft assignments over
  *   the window and the gated logits of dense.ts (gate "literal" or "mask"), O(T²) like the paper's;
  * - hard (inference; the default under noGrad): each token's top-k groups of softmax(S/τ − u),
- *   causal, and the exact masked rule, run as sparse.ts's sorted segments + cross-group band on
- *   backends that read to the host synchronously (cpu, wasm), and as the equal dense masked form
- *   (dense.ts hardFocusDenseOnDevice) on webgpu, whose reads are asynchronous (a GPU-side sort and
- *   mask builder is left for later: BENCHMARKS.md times the sparse path on the GPU with the
- *   membership read apart).
+ *   causal, and the exact masked rule, run as sparse.ts's sorted segments + cross-group band: its
+ *   plan (sort, row lists, masks) built on the host where reads are synchronous (cpu, wasm), and
+ *   on the device (device_plan.ts) on webgpu, whose reads are asynchronous. Decoding steps on
+ *   webgpu take the equal dense masked form over the cache (dense.ts hardFocusDenseOnDevice).
  * `setFocusInference` (index.ts) overrides the mode and k for eval and generate (--focus-top-k).
  *
  * Cache: contiguous k and v, the membership one-hot per position (state "member", K per position,
  * for the device form) and the group lists (side state "focus", group_lists.ts) that decode reads.
  */
 import { attention, kvWrite } from '../../ops/attention.ts';
-import { tensor } from '../../ops/creation.ts';
-import { add, gt, maximum, mul } from '../../ops/elementwise.ts';
+import { arange, tensor } from '../../ops/creation.ts';
+import { abs, add, gt, le, lt, maximum, mul, sub, where } from '../../ops/elementwise.ts';
 import { matmul } from '../../ops/matmul.ts';
 import { concat, narrow, permute, reshape } from '../../ops/layout.ts';
 import { Linear } from '../../nn/linear.ts';
@@ -33,10 +32,11 @@ import { isGradEnabled, keep, noGrad } from '../../tensor/scope.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { ArgumentError } from '../../errors.ts';
 import type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput } from '../mechanism.ts';
-import { constantMask, hardFocusDenseOnDevice, softFocusAttention, type FocusGate } from './dense.ts';
+import { hardFocusDenseOnDevice, softFocusAttention, type FocusGate } from './dense.ts';
 import { causalLogits, centredPotentials, groupScores, membershipBits, membershipOneHot, softAssignments } from './groups.ts';
 import { FocusGroupLists } from './group_lists.ts';
-import { focusSparseAttention, gatherEntryRows, type FocusPrefillStats } from './sparse.ts';
+import { focusSparseAttention, gatherEntryRows, runSortedPrefill, type FocusPrefillStats } from './sparse.ts';
+import { planFocusPrefillOnDevice } from './device_plan.ts';
 import { sum } from '../../ops/reduce.ts';
 
 /** The config entry of a Focus layer. */
@@ -118,8 +118,8 @@ export class FocusAttention extends Module implements AttentionMechanism {
       const member = membershipOneHot(logits, topK);
       this.count(member);
       this.accumulate('pairs', noGrad(() => keptPairsOnDevice(member, s.window)));
-      // k = K keeps every pair: plain causal attention.
-      return topK === s.groups ? attention(q, k, v) : hardFocusDenseOnDevice(q, k, v, member, s.window);
+      // k = K keeps every pair: plain causal attention; else the sparse path, planned on the device.
+      return topK === s.groups ? attention(q, k, v) : runSortedPrefill(q, k, v, planFocusPrefillOnDevice(member, { groups: s.groups, topK, window: s.window }));
     }
     const [b, t] = scores.shape;
     const bits = membershipBits(logits.dataSync() as Float32Array, b * t, s.groups, topK);
@@ -128,10 +128,16 @@ export class FocusAttention extends Module implements AttentionMechanism {
     return focusSparseAttention(q, k, v, bits, { groups: s.groups, topK, window: s.window }, this.stats.blocks);
   }
 
-  /** u ← m·u + (1 − m)·centred(U), in place and without gradient (the running log-normalizers), at every forward with gradients (each micro-batch). */
+  /**
+   * u ← m·u + (1 − m)·centred(U), in place and without gradient (the running log-normalizers), at
+   * every forward with gradients (each micro-batch). A group whose potential is not finite (a step
+   * that diverged) keeps its u: one bad batch must not poison every later hard assignment.
+   */
   private followPotentials(potentials: Tensor): void {
     noGrad(() => {
-      const u = add(mul(this.lognorm, LOGNORM_MOMENTUM), mul(centredPotentials(potentials), 1 - LOGNORM_MOMENTUM));
+      const fresh = centredPotentials(potentials);
+      const blended = add(mul(this.lognorm, LOGNORM_MOMENTUM), mul(fresh, 1 - LOGNORM_MOMENTUM));
+      const u = where(lt(abs(fresh), 1e30), blended, this.lognorm); // NaN and ±∞ compare false
       const k = this.spec.groups;
       kvWrite(reshape(this.lognorm, [1, 1, k, 1]), reshape(u, [1, 1, k, 1]), 0);
     });
@@ -187,6 +193,8 @@ export class FocusAttention extends Module implements AttentionMechanism {
     }
     if (!q.backend.readSync) {
       lists.advance(pos, n);
+      // A prompt: the sparse prefill planned on the device; a step (or a verify pass) of n rows: the dense masked form over the cache, O(n·L).
+      if (pos === 0 && n > 1) return runSortedPrefill(q, k, v, planFocusPrefillOnDevice(member, { groups: s.groups, topK, window: s.window }));
       const all = permute(reshape(narrow(state, 2, 0, l), [b, s.groups, l]), [0, 2, 1]); // (B, L, K)
       return hardFocusDenseOnDevice(q, narrow(cache.k, 2, 0, l), narrow(cache.v, 2, 0, l), all, s.window);
     }
@@ -228,14 +236,25 @@ export function keptPairs(bits: Uint32Array, batch: number, t: number, window: n
   return [kept, (batch * t * (t + 1)) / 2];
 }
 
-/** keptPairs on the device from membership one-hot (B, T, K): [kept, causal] (2) f32. */
+/**
+ * keptPairs on the device from membership one-hot (B, T, K): [kept, causal] (2) f32. Query rows
+ * go in chunks against the keys up to each chunk's end, so no (T, T) tensor is made: a chunk's
+ * tensors hold about 2^24 elements.
+ */
 function keptPairsOnDevice(member: Tensor, window: number): Tensor {
   const [b, t] = member.shape;
-  const shared = gt(matmul(member, member, { transB: true }), 0.5); // (B, T, T)
-  const band = constantMask(member.backend, 'local', t, t, window); // 1 where i − j ≤ w (and j > i: cut below)
-  const causal = gt(constantMask(member.backend, 'causal', t, t, 0), -1); // 1 where j ≤ i
-  const keptMask = mul(maximum(shared, band), causal);
-  return concat([reshape(sum(keptMask), [1]), tensor(Float32Array.of((b * t * (t + 1)) / 2), [1], { backend: member.backend })], 0);
+  const be = member.backend;
+  const chunk = Math.max(1, Math.min(t, Math.floor(2 ** 24 / Math.max(1, b * t))));
+  let kept: Tensor | undefined;
+  for (let i0 = 0; i0 < t; i0 += chunk) {
+    const c = Math.min(chunk, t - i0), l = i0 + c;
+    const shared = gt(matmul(narrow(member, 1, i0, c), narrow(member, 1, 0, l), { transB: true }), 0.5); // (B, c, L)
+    const i = reshape(arange(i0, l, 1, { dtype: 'f32', backend: be }), [c, 1]), j = reshape(arange(0, l, 1, { dtype: 'f32', backend: be }), [1, l]);
+    const mask = mul(le(j, i), maximum(shared, le(sub(i, j), window))); // j ≤ i and (i − j ≤ w or a shared group)
+    const part = reshape(sum(mask), [1]);
+    kept = kept ? add(kept, part) : part;
+  }
+  return concat([kept ?? tensor(Float32Array.of(0), [1], { backend: be }), tensor(Float32Array.of((b * t * (t + 1)) / 2), [1], { backend: be })], 0);
 }
 
 /** The layer's label, e.g. "focus(K=8, k=2, w=128)". */

@@ -163,17 +163,28 @@ export function planFocusPrefill(bits: Uint32Array, batch: number, t: number, o:
 
 /**
  * The device's half: q (B, H, T, D), k and v (B, Hkv, T, D), any H, through a plan → (B, H, T, D).
- * q, k and v are gathered into the sorted layout (one gatherRows each); A's k copies are read in
- * place by the merge through their row lists.
+ * The row lists go up once; runSortedPrefill does the rest.
  */
 export function runFocusPrefill(q: Tensor, k: Tensor, v: Tensor, plan: FocusPrefillPlan): Tensor {
   if (plan.dense) return attention(q, k, v);
   const [b, , t] = q.shape;
   const s = plan.sorted!;
-  const sorted = rowLists(s.position, b, s.rows, q.backend);
-  const [oA, lA] = attentionWithLse(gatherRows(q, sorted, 2), gatherRows(k, sorted, 2), gatherRows(v, sorted, 2), { mask: plan.maskA });
-  const [oB, lB] = attentionWithLse(q, k, v, { mask: plan.maskB, window: plan.window + 1 });
-  const parts: MergePartInput[] = plan.copies.map((rows) => [oA, lA, rowLists(rows, b, t, q.backend)] as const);
+  return runSortedPrefill(q, k, v, {
+    position: rowLists(s.position, b, s.rows, q.backend),
+    copies: plan.copies.map((rows) => rowLists(rows, b, t, q.backend)),
+    maskA: plan.maskA!, maskB: plan.maskB!, window: plan.window,
+  });
+}
+
+/**
+ * The sparse prefill from row lists on the device (a host plan's, uploaded, or device_plan.ts's):
+ * q, k and v gathered into the sorted layout (one gatherRows each), set A over them, set B over the
+ * band, and the merge, which reads A's k copies in place through their row lists.
+ */
+export function runSortedPrefill(q: Tensor, k: Tensor, v: Tensor, p: { position: Tensor; copies: Tensor[]; maskA: BlockMask; maskB: BlockMask; window: number }): Tensor {
+  const [oA, lA] = attentionWithLse(gatherRows(q, p.position, 2), gatherRows(k, p.position, 2), gatherRows(v, p.position, 2), { mask: p.maskA });
+  const [oB, lB] = attentionWithLse(q, k, v, { mask: p.maskB, window: p.window + 1 });
+  const parts: MergePartInput[] = p.copies.map((rows) => [oA, lA, rows] as const);
   parts.push([oB, lB]);
   return mergeByLse(parts, q.dtype);
 }
