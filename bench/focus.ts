@@ -24,16 +24,18 @@
  * of the causal pairs over 2M sorted rows: minutes a call); `--dense` the lengths at which FON's
  * dense attention is timed too (1M tokens of FON's dense prefill take minutes a call); `--split`
  * the lengths at which the attention stage is also timed in parts (the row gathers, set A, set B;
- * the merge with the gathers back is what is left); `--decode` times one decoding step of a Focus
- * layer at that cache length (group lists on the host, the query's keys gathered) against FON's
- * dense decode.
+ * the merge, reading A's copies in place, is what is left); `--device-plan` the lengths at which
+ * the library's webgpu path is timed too (the plan built on the device, then the same prefill);
+ * `--decode` times one decoding step of a Focus layer at that cache length (group lists on the
+ * host, the query's keys gathered) against FON's dense decode.
  */
 import { parseArgs } from 'node:util';
 import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
 import { attention, attentionWithLse, uploadMask } from '../src/ops/attention.ts';
-import { addPrefillStats, gatherEntryRows, planFocusPrefill, rowLists, runFocusPrefill } from '../src/attention/focus/sparse.ts';
+import { addPrefillStats, gatherEntryRows, planFocusPrefill, rowLists, runFocusPrefill, runSortedPrefill } from '../src/attention/focus/sparse.ts';
+import { planFocusPrefillOnDevice } from '../src/attention/focus/device_plan.ts';
 import { causalLogits, groupScores, membershipBits } from '../src/attention/focus/groups.ts';
 import { FocusGroupLists } from '../src/attention/focus/group_lists.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
@@ -45,6 +47,7 @@ const { values: flags } = parseArgs({
     dense: { type: 'string', default: '16384,65536,262144' },
     decode: { type: 'string', default: '131072' },
     split: { type: 'string', default: '16384,65536,262144' },
+    'device-plan': { type: 'string', default: '16384,65536,262144' },
     skip: { type: 'string', default: '1048576:4:2' },
     window: { type: 'string', default: '128' },
     json: { type: 'string' },
@@ -96,10 +99,10 @@ const trim = (b: Backend) => (b as unknown as { rt?: { trimPool(): void } }).rt?
 /** Heads per call so that a (1, heads, rows, D) tensor fits one binding in f32 (the merge works in f32). */
 const headsPerCall = (rows: number) => Math.max(1, Math.min(H, Math.floor(BINDING / (rows * D * 4))));
 
-interface FocusTiming { assignMs: number; sortMs: number; attnMs: number; tableBytes: number; parts?: { gatherMs: number; setAMs: number; setBMs: number; mergeMs: number }; blocksA: number; blocksB: number; causalBlocks: number }
+interface FocusTiming { assignMs: number; sortMs: number; attnMs: number; devicePlanMs?: number; tableBytes: number; parts?: { gatherMs: number; setAMs: number; setBMs: number; mergeMs: number }; blocksA: number; blocksB: number; causalBlocks: number }
 
 /** ms of the three stages of one Focus prefill at t tokens with K groups and k memberships. */
-async function timeFocus(b: Backend, t: number, groups: number, k: number, split: boolean): Promise<FocusTiming> {
+async function timeFocus(b: Backend, t: number, groups: number, k: number, split: boolean, devicePlan: boolean): Promise<FocusTiming> {
   // assign: scores and causal logits on the GPU (rows in chunks that fit a binding), read back, top-k on the host.
   const chunkRows = Math.min(t, 2 ** 16); // x in f32 for the scores (groups.ts) stays under a binding
   const x = fon.reshape(deviceRandn(b, 1, chunkRows, C, 5), [1, chunkRows, C]);
@@ -138,7 +141,19 @@ async function timeFocus(b: Backend, t: number, groups: number, k: number, split
     const stats = { blocksA: 0, blocksB: 0, causalBlocks: 0 };
     addPrefillStats(stats, planned);
     const tableBytes = 4 * ((planned.maskA?.table.length ?? 0) + (planned.maskB?.table.length ?? 0));
-    if (!split || plan.dense) return { assignMs, sortMs, attnMs, tableBytes, ...stats };
+    // The library's webgpu path: the plan built on the device from the membership one-hot (no
+    // read-back), then the same prefill: the whole of it, plan included.
+    let devicePlanMs: number | undefined;
+    if (devicePlan && !plan.dense) {
+      const member = fon.tensor(Float32Array.from({ length: t * groups }, (_, e) => (bits[Math.floor(e / groups)] >>> (e % groups)) & 1), [1, t, groups], { backend: b });
+      devicePlanMs = await timeBatched(() => b.sync(), () => fon.tidy(() => {
+        const dp = planFocusPrefillOnDevice(member, { groups, topK: k, window: W });
+        for (const c of chunks) fon.tidy(() => { runSortedPrefill(c.q, c.k, c.v, dp); });
+      }));
+      member.dispose();
+      trim(b);
+    }
+    if (!split || plan.dense) return { assignMs, sortMs, attnMs, devicePlanMs, tableBytes, ...stats };
     // The parts, as runFocusPrefill runs them: the gathers into the sorted layout, set A over
     // them, set B; the rest (the merge, reading A's copies in place) by difference.
     const s = planned.sorted!;
@@ -147,7 +162,7 @@ async function timeFocus(b: Backend, t: number, groups: number, k: number, split
     const gatherAMs = await timeBatched(() => b.sync(), () => { for (const c of chunks) fon.tidy(() => { attentionWithLse(...gather(c), { mask: maskA }); }); });
     const setBMs = await timeBatched(() => b.sync(), () => { for (const c of chunks) fon.tidy(() => { attentionWithLse(c.q, c.k, c.v, { mask: maskB, window: W + 1 }); }); });
     const parts = { gatherMs, setAMs: gatherAMs - gatherMs, setBMs, mergeMs: attnMs - gatherAMs - setBMs };
-    return { assignMs, sortMs, attnMs, tableBytes, parts, ...stats };
+    return { assignMs, sortMs, attnMs, devicePlanMs, tableBytes, parts, ...stats };
   } finally {
     for (const c of chunks) for (const y of [c.q, c.k, c.v]) y.dispose();
     maskA?.device.dispose(); maskB?.device.dispose();
@@ -193,7 +208,7 @@ async function main(): Promise<void> {
   const b = await fon.initBackend('webgpu');
   const caps = (b as unknown as { caps: { adapterName: string } }).caps;
   console.log(`FON Focus bench on ${caps.adapterName}: B 1, H ${H}, D ${D}, f16, w ${W}`);
-  const tokens = list(flags.tokens), dense = list(flags.dense), splitAt = list(flags.split);
+  const tokens = list(flags.tokens), dense = list(flags.dense), splitAt = list(flags.split), devicePlanAt = list(flags['device-plan']);
   const skip = new Set(flags.skip.split(',').filter(Boolean));
   const configs = flags.configs.split(',').filter(Boolean).map((s) => s.split(':').map(Number) as [number, number]);
   const python = findPython('torch', ['python3', '/usr/bin/python3']);
@@ -210,12 +225,13 @@ async function main(): Promise<void> {
     console.error(`  ${t}: FON dense ${denseMs?.toFixed(2) ?? '—'} ms, PyTorch SDPA ${torchMs?.toFixed(2) ?? '—'} ms`);
     for (const [groups, k] of configs) {
       if (skip.has(`${t}:${groups}:${k}`)) { console.error(`  ${t} K=${groups} k=${k}: skipped (--skip)`); continue; }
-      const f = await timeFocus(b, t, groups, k, splitAt.includes(t));
+      const f = await timeFocus(b, t, groups, k, splitAt.includes(t), devicePlanAt.includes(t));
       trim(b);
       const total = f.assignMs + f.sortMs + f.attnMs;
       const row = { tokens: t, groups, k, ...f, totalMs: total, denseMs, torchMs, blocksVisited: (f.blocksA + f.blocksB) / f.causalBlocks, vsDense: denseMs && denseMs / f.attnMs, vsTorch: torchMs && torchMs / f.attnMs, vsTorchTotal: torchMs && torchMs / total };
       rows.push(row);
       const parts = f.parts ? ` = gathers ${f.parts.gatherMs.toFixed(2)} + set A ${f.parts.setAMs.toFixed(2)} + set B ${f.parts.setBMs.toFixed(2)} + merge ${f.parts.mergeMs.toFixed(2)}` : '';
+      if (f.devicePlanMs !== undefined) console.error(`  ${t} K=${groups} k=${k}: planned on the device (the library's webgpu path), plan and attention: ${f.devicePlanMs.toFixed(2)} ms`);
       console.error(`  ${t} K=${groups} k=${k}: assign ${f.assignMs.toFixed(1)} ms, sort+masks ${f.sortMs.toFixed(1)} ms (tables ${(f.tableBytes / 2 ** 20).toFixed(1)} MiB), attention ${f.attnMs.toFixed(2)} ms${parts} (blocks ${(row.blocksVisited * 100).toFixed(1)}% of causal)`);
     }
   }
