@@ -110,11 +110,13 @@ export function crossGroupBandMask(bits: Uint32Array, batch: number, t: number, 
 }
 
 /**
- * Rows `keys` of batch entry b of x (B, heads, T, W) → (1, heads, R, W): one embedding lookup in x
- * seen as a (B·heads·T, W) table, so a contiguous x (a cache) is read only at those rows.
+ * Rows `keys` of batch entry b of x (B, heads, T, W) → (1, heads, R, W), x (a cache) read only at
+ * those rows: with one batch entry, gatherRows with the R keys as the heads' shared list; else one
+ * embedding lookup in x seen as a (B·heads·T, W) table (heads·R ids).
  */
 export function gatherEntryRows(x: Tensor, b: number, keys: Int32Array): Tensor {
   const [batch, heads, t, w] = x.shape, r = keys.length;
+  if (batch === 1) return gatherRows(x, tensor(keys, [1, r], { dtype: 'i32', backend: x.backend }), 2);
   const ids = new Int32Array(heads * r);
   for (let h = 0; h < heads; h++) for (let i = 0; i < r; i++) ids[h * r + i] = (b * heads + h) * t + keys[i];
   return reshape(embedding(reshape(x, [batch * heads * t, w]), tensor(ids, [ids.length], { dtype: 'i32', backend: x.backend })), [1, heads, r, w]);
