@@ -1,0 +1,81 @@
+/**
+ * SpotAttention's selector (specs/focus_spot.md B2): a small indexer beside a frozen attention
+ * layer that scores past tokens for the current one. From the layer's normed input x (B, T, C):
+ *
+ *   q_h = W_Q^h x_q (4 index heads of 128),  k = W_K x_t (one 128-wide key per token: the
+ *   "selector keys" the cache keeps),  w_h = (W_w x_q)_h (per-query head weights),
+ *   s[q, t] = Σ_h w_h(q) · ReLU(q_h(q) · k(t) / √128)   for t ≤ q,
+ *
+ * token scores that softmax into the selector's distribution over the causal tokens (what the KL
+ * distillation trains) and max-pool over 16-token blocks into block scores (what selection ranks).
+ * Variant choices where the paper is silent (B2 [I]): the index q and k carry no RoPE, and the dot
+ * product is scaled by 1/√d_I (as DeepSeek's lightning indexer does) so that scores start O(1).
+ * Parameters, under the attention block's name: `spot.q.weight` (H_I·d_I, C), `spot.k.weight`
+ * (d_I, C), `spot.w.weight` (H_I, C): d·(4·128 + 128 + 4) in all.
+ */
+import { Linear } from '../../nn/linear.ts';
+import { Module } from '../../nn/module.ts';
+import type { ParamFactory } from '../../nn/params.ts';
+import { arange, full } from '../../ops/creation.ts';
+import { exp, le, mul, relu, sub, where } from '../../ops/elementwise.ts';
+import { matmul } from '../../ops/matmul.ts';
+import { concat, permute, reshape } from '../../ops/layout.ts';
+import { logsumexp, max, sum } from '../../ops/reduce.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import { SPOT_BLOCK } from './selection.ts';
+
+/** A score for pairs a query cannot see (t > q, or block padding): below every real score, finite so that 0·it stays 0. */
+export const SPOT_MASKED = -1e30;
+
+/** The selector's shape: index heads H_I and their width d_I (B2: 4 × 128). */
+export interface SelectorShape { heads: number; dim: number }
+
+export class SpotSelector extends Module {
+  readonly q: Linear;
+  readonly k: Linear;
+  readonly w: Linear;
+
+  constructor(f: ParamFactory, name: string, dModel: number, readonly shape: SelectorShape = { heads: 4, dim: 128 }) {
+    super();
+    const std = 1 / Math.sqrt(dModel);
+    this.q = this.child(new Linear(f, `${name}.spot.q`, dModel, shape.heads * shape.dim, { std }));
+    this.k = this.child(new Linear(f, `${name}.spot.k`, dModel, shape.dim, { std }));
+    this.w = this.child(new Linear(f, `${name}.spot.w`, dModel, shape.heads, { std }));
+  }
+
+  /** The selector keys of x (B, T, C) → (B, T, d_I): one per token, what the cache keeps. */
+  keys(x: Tensor): Tensor {
+    return this.k.forward(x);
+  }
+
+  /** Token scores of queries xq (B, n, C) at positions pos … pos + n − 1 against keys (B, L, d_I) → (B, n, L), SPOT_MASKED where t > q. */
+  scores(xq: Tensor, keys: Tensor, pos = 0): Tensor {
+    const [b, n] = xq.shape;
+    const { heads, dim } = this.shape;
+    const l = keys.shape[1];
+    const q = permute(reshape(this.q.forward(xq), [b, n, heads, dim]), [0, 2, 1, 3]); // (B, H_I, n, d)
+    const dots = matmul(q, reshape(keys, [b, 1, l, dim]), { transB: true }); // (B, H_I, n, L)
+    const w = reshape(permute(this.w.forward(xq), [0, 2, 1]), [b, heads, n, 1]);
+    const s = sum(mul(relu(mul(dots, 1 / Math.sqrt(dim))), w), 1); // (B, n, L)
+    return causalMasked(s, pos);
+  }
+}
+
+/** s (B, n, L) with SPOT_MASKED where key t lies after query pos + i. */
+export function causalMasked(s: Tensor, pos: number): Tensor {
+  const [, n, l] = s.shape;
+  const i = reshape(arange(pos, pos + n, 1, { dtype: 'f32', backend: s.backend }), [n, 1]);
+  const t = reshape(arange(0, l, 1, { dtype: 'f32', backend: s.backend }), [1, l]);
+  return where(le(t, i), s, SPOT_MASKED);
+}
+
+/** Token scores (B, n, L) → (block scores, block masses) (B, n, ⌈L/16⌉): the max-pooled score and the softmax's mass per 16-token block. */
+export function blockScores(s: Tensor): { scores: Tensor; mass: Tensor } {
+  const [b, n, l] = s.shape;
+  const nb = Math.ceil(l / SPOT_BLOCK), pad = nb * SPOT_BLOCK - l;
+  const padded = pad ? concat([s, full([b, n, pad], SPOT_MASKED, { backend: s.backend })], 2) : s;
+  const blocks = reshape(padded, [b, n, nb, SPOT_BLOCK]);
+  const p = exp(sub(padded, logsumexp(padded, -1, { keepDims: true })));
+  return { scores: max(blocks, 3), mass: sum(reshape(p, [b, n, nb, SPOT_BLOCK]), 3) };
+}
+
