@@ -1,0 +1,74 @@
+/**
+ * SpotAttention's sparse decode (attention/spot/decode_mask.ts): a step that reads the selected
+ * 16-token blocks equals dense attention over exactly those keys (a masked dense reference, GQA,
+ * batch 2 with different selections, a cache longer than its valid rows); selecting every block
+ * equals dense decoding; the mask lists only the key blocks holding a selected block; a selection
+ * that skips the query's own block or is out of order is refused. On webgpu (SwiftShader in CI)
+ * the split-K decode kernel gives the CPU's result.
+ * Run: FON_REQUIRE_WEBGPU=1 node --import tsx --test test/attention/spot_decode.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fon from '../../src/index.ts';
+import type { Backend, Tensor } from '../../src/index.ts';
+import { maskEntries } from '../../src/attention/block_mask.ts';
+import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
+import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
+
+const cpu = await fon.initBackend('cpu');
+const gpu = await webgpuOrSkip();
+exitAfterWebgpu();
+const skip = webgpuSkipReason();
+
+const [B, H, HKV, TK, D, L] = [2, 4, 2, 420, 8, 397]; // 25 selector blocks (the last partial), 7 mask blocks
+const SELECTED = [[0, 1, 5, 6, 7, 20, 24], [2, 9, 10, 11, 12, 13, 14, 15, 16, 24]];
+const vals = async (t: Tensor) => Array.from((await t.data()) as Float32Array);
+
+function inputs(be: Backend) {
+  const x = (shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: be });
+  return { q: x([B, H, 1, D], 1), k: x([B, HKV, TK, D], 2), v: x([B, HKV, TK, D], 3) };
+}
+
+/** Dense attention of each batch entry's query over the keys of its selected blocks only. */
+async function reference(q: Tensor, k: Tensor, v: Tensor, selected: number[][]): Promise<number[]> {
+  const Q = await vals(q), K = await vals(k), V = await vals(v);
+  const out: number[] = [];
+  for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) {
+    const kv = Math.floor(h / (H / HKV));
+    const keys = Array.from({ length: L }, (_, j) => j).filter((j) => selected[b].includes(Math.floor(j / 16)));
+    const s = keys.map((j) => { let a = 0; for (let e = 0; e < D; e++) a += Q[(b * H + h) * D + e] * K[((b * HKV + kv) * TK + j) * D + e]; return a / Math.sqrt(D); });
+    const m = Math.max(...s), z = s.reduce((a, x) => a + Math.exp(x - m), 0);
+    for (let e = 0; e < D; e++) out.push(keys.reduce((a, j, n) => a + (Math.exp(s[n] - m) / z) * V[((b * HKV + kv) * TK + j) * D + e], 0));
+  }
+  return out;
+}
+
+function close(a: number[], b: number[], tol: number, what: string): void {
+  assert.equal(a.length, b.length);
+  for (let i = 0; i < a.length; i++) assert.ok(Math.abs(a[i] - b[i]) <= tol, `${what}[${i}]: ${a[i]} against ${b[i]}`);
+}
+
+test('a step over the selected blocks equals attention over exactly their keys; every block selected equals dense decoding; the mask lists only blocks with a selection', async () => {
+  const { q, k, v } = inputs(cpu);
+  const mask = spotDecodeMask(SELECTED, L, TK);
+  // Entry 0 selects blocks 0, 1, 5, 6, 7, 20, 24: key blocks (64 keys) 0, 1, 5, 6; entry 1 (2, 9 … 16, 24) key blocks 0, 2, 3, 4, 6.
+  assert.deepEqual(Array.from(maskEntries(mask, 0, 0, 0), (e) => e >> 1), [0, 1, 5, 6]);
+  assert.deepEqual(Array.from(maskEntries(mask, 1, 0, 0), (e) => e >> 1), [0, 2, 3, 4, 6]);
+  close(await vals(fon.attention(q, k, v, { kvLength: L, mask })), await reference(q, k, v, SELECTED), 1e-5, 'selected');
+  const all = Array.from({ length: B }, () => Array.from({ length: 25 }, (_, i) => i));
+  close(await vals(fon.attention(q, k, v, { kvLength: L, mask: spotDecodeMask(all, L, TK) })), await vals(fon.attention(q, k, v, { kvLength: L })), 1e-6, 'every block');
+  assert.throws(() => spotDecodeMask([[0, 1]], L, TK), /spot: batch entry 0 must select its query's own block 24/);
+  assert.throws(() => spotDecodeMask([[3, 1, 24]], L, TK), /spot: batch entry 0 selects block 1; expected ascending blocks in 0 … 24, each once/);
+  assert.throws(() => spotDecodeMask([[0, 25]], L, TK), /selects block 25/);
+});
+
+test('the sparse decode on webgpu (split-K decode kernel with the mask) equals the CPU, f32 and f16 [webgpu]', { skip }, async () => {
+  const mask = spotDecodeMask(SELECTED, L, TK);
+  const want = await vals(fon.attention(inputs(cpu).q, inputs(cpu).k, inputs(cpu).v, { kvLength: L, mask }));
+  for (const dtype of ['f32', 'f16'] as const) {
+    const { q, k, v } = inputs(gpu!);
+    const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
+    const got = await vals(fon.cast(fon.attention(c(q), c(k), c(v), { kvLength: L, mask }), 'f32'));
+    close(got, want, dtype === 'f32' ? 1e-5 : 5e-3, dtype);
+  }
+});
