@@ -29,13 +29,16 @@
  * `--decode` times one decoding step of a Focus layer at that cache length (group lists on the
  * host, the query's keys gathered) against FON's dense decode.
  */
+import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { linePlot } from '../src/io/plot_svg.ts';
 import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import type { Backend, Tensor } from '../src/index.ts';
 import { attention, attentionWithLse, uploadMask } from '../src/ops/attention.ts';
 import { addPrefillStats, gatherEntryRows, planFocusPrefill, rowLists, runFocusPrefill, runSortedPrefill } from '../src/attention/focus/sparse.ts';
 import { planFocusPrefillOnDevice } from '../src/attention/focus/device_plan.ts';
+import { focusDecodeOnDevice } from '../src/attention/focus/device_decode.ts';
 import { causalLogits, groupScores, membershipBits } from '../src/attention/focus/groups.ts';
 import { FocusGroupLists } from '../src/attention/focus/group_lists.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
@@ -185,23 +188,44 @@ async function timeDense(b: Backend, t: number): Promise<number> {
 }
 
 /** ms of one Focus decoding step at t cached tokens (K groups, k memberships, GQA 32/8) against the dense decode. */
-async function timeDecode(b: Backend, t: number, groups: number, k: number): Promise<{ focusMs: number; denseMs: number; keys: number }> {
+async function timeDecode(b: Backend, t: number, groups: number, k: number): Promise<{ focusMs: number; deviceMs: number; denseMs: number; keys: number }> {
   const opts = { backend: b, dtype: 'f16' as const };
   const q = fon.randn([1, H, 1, D], { seed: 1, ...opts });
   const kc = deviceRandn(b, 8, t, D, 2), vc = deviceRandn(b, 8, t, D, 3);
+  const bits = balancedBits(t, groups, k, 13);
   const lists = new FocusGroupLists(1, t, groups);
-  lists.append(0, balancedBits(t, groups, k, 13));
+  lists.append(0, bits);
   const keysOf = lists.visible(0, t - 1, W);
+  const member = fon.tensor(Float32Array.from({ length: t * groups }, (_, e) => (bits[Math.floor(e / groups)] >>> (e % groups)) & 1), [1, t, groups], { backend: b });
   try {
     const focusMs = await timeBatched(() => b.sync(), () => fon.tidy(() => {
       const keys = lists.visible(0, t - 1, W); // the host's share of a step: the query's key list
       attention(q, gatherEntryRows(kc, 0, keys), gatherEntryRows(vc, 0, keys), { causal: false });
     }));
+    // The library's webgpu step: the decode kernels with bit words over the whole cache (k + 2 parts).
+    const deviceMs = await timeBatched(() => b.sync(), () => fon.tidy(() => { focusDecodeOnDevice(q, kc, vc, member, { topK: k, window: W, kvLength: t }); }));
     const denseMs = await timeBatched(() => b.sync(), () => fon.tidy(() => { attention(q, kc, vc); }));
-    return { focusMs, denseMs, keys: keysOf.length };
+    return { focusMs, deviceMs, denseMs, keys: keysOf.length };
   } finally {
-    for (const y of [q, kc, vc]) y.dispose();
+    for (const y of [q, kc, vc, member]) y.dispose();
   }
+}
+
+/**
+ * Writes the JSON (--json) as rows come, so a run cut short keeps what it measured, and beside it
+ * the prefill time against tokens (log-log): FON dense, PyTorch SDPA and each Focus configuration.
+ */
+function save(adapter: string, rows: Record<string, unknown>[], decode: Record<string, unknown>[]): void {
+  if (!flags.json) return;
+  writeJson(flags.json, { date: new Date().toISOString(), adapter, shapes: { batch: 1, heads: H, headDim: D, window: W, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows, decode });
+  const byTokens = (key: string, pick: (r: Record<string, unknown>) => boolean) => [...new Map(rows.filter((r) => pick(r) && typeof r[key] === 'number').map((r) => [r.tokens as number, r[key] as number])).entries()];
+  const series = [
+    { name: 'FON dense', points: byTokens('denseMs', () => true) },
+    { name: 'PyTorch SDPA (bf16)', points: byTokens('torchMs', () => true) },
+    ...[...new Set(rows.map((r) => `${r.groups}:${r.k}`))].map((c) => ({ name: `Focus K=${c.split(':')[0]} k=${c.split(':')[1]}`, points: byTokens('attnMs', (r) => `${r.groups}:${r.k}` === c) })),
+  ].filter((x) => x.points.length > 0);
+  if (series.length === 0) return;
+  writeFileSync(flags.json.replace(/\.json$/, '') + '-prefill.svg', linePlot({ title: `Focus prefill on ${adapter.split(':')[0]}`, xLabel: 'tokens', yLabel: 'ms (B 1, H 32, D 128)', series, logX: true, logY: true, markers: true }));
 }
 
 async function main(): Promise<void> {
@@ -230,6 +254,7 @@ async function main(): Promise<void> {
       const total = f.assignMs + f.sortMs + f.attnMs;
       const row = { tokens: t, groups, k, ...f, totalMs: total, denseMs, torchMs, blocksVisited: (f.blocksA + f.blocksB) / f.causalBlocks, vsDense: denseMs && denseMs / f.attnMs, vsTorch: torchMs && torchMs / f.attnMs, vsTorchTotal: torchMs && torchMs / total };
       rows.push(row);
+      save(caps.adapterName, rows, []);
       const parts = f.parts ? ` = gathers ${f.parts.gatherMs.toFixed(2)} + set A ${f.parts.setAMs.toFixed(2)} + set B ${f.parts.setBMs.toFixed(2)} + merge ${f.parts.mergeMs.toFixed(2)}` : '';
       if (f.devicePlanMs !== undefined) console.error(`  ${t} K=${groups} k=${k}: planned on the device (the library's webgpu path), plan and attention: ${f.devicePlanMs.toFixed(2)} ms`);
       console.error(`  ${t} K=${groups} k=${k}: assign ${f.assignMs.toFixed(1)} ms, sort+masks ${f.sortMs.toFixed(1)} ms (tables ${(f.tableBytes / 2 ** 20).toFixed(1)} MiB), attention ${f.attnMs.toFixed(2)} ms${parts} (blocks ${(row.blocksVisited * 100).toFixed(1)}% of causal)`);
@@ -243,9 +268,9 @@ async function main(): Promise<void> {
   for (const t of list(flags.decode)) for (const [groups, k] of configs) {
     const d = await timeDecode(b, t, groups, k);
     decode.push({ tokens: t, groups, k, ...d });
-    console.log(`decode at ${t} cached tokens, K=${groups} k=${k}: Focus ${d.focusMs.toFixed(3)} ms per step (${d.keys} keys read) against dense ${d.denseMs.toFixed(3)} ms = ${(d.denseMs / d.focusMs).toFixed(2)}×`);
+    console.log(`decode at ${t} cached tokens, K=${groups} k=${k}: Focus ${d.focusMs.toFixed(3)} ms per step with host lists (${d.keys} keys read), ${d.deviceMs.toFixed(3)} ms on the device (bit words, k + 2 passes), against dense ${d.denseMs.toFixed(3)} ms = ${(d.denseMs / d.focusMs).toFixed(2)}× and ${(d.denseMs / d.deviceMs).toFixed(2)}×`);
   }
-  if (flags.json) writeJson(flags.json, { date: new Date().toISOString(), adapter: caps.adapterName, shapes: { batch: 1, heads: H, headDim: D, window: W, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows, decode });
+  save(caps.adapterName, rows, decode);
 }
 
 await main();

@@ -25,6 +25,7 @@ import { keptPairs } from '../../src/attention/focus/focus.ts';
 import { maxDiff } from './fixtures.ts';
 import { checkDevicePlan } from './focus_device_plan.ts';
 import { planFocusPrefillOnDevice } from '../../src/attention/focus/device_plan.ts';
+import { focusDecodeOnDevice } from '../../src/attention/focus/device_decode.ts';
 
 const cpu = await fon.initBackend('cpu');
 const randn = (shape: number[], seed: number, std = 1) => fon.randn(shape, { backend: cpu, seed, std });
@@ -359,4 +360,21 @@ test('the device plan (sort, row lists and masks from the membership one-hot, ge
   const q = fon.randn([1, 1, 40, 4], { requiresGrad: true }), x = fon.randn([1, 1, 40, 4]);
   assert.throws(() => fon.attention(fon.narrow(fon.concat([q, q], 2), 2, 0, 40), x, x, { mask: plan.maskA }), /attention: this block mask was built for the forward only \(its by-key lists are empty\); run it under noGrad or build the mask on the host/);
   assert.throws(() => planFocusPrefillOnDevice(member, { groups: 4, topK: 4, window: 3 }), /focus: a device plan needs k in 1 … K − 1 and membership \(B, T, 4\); got k 4/);
+});
+
+test('a decoding step on the device (decode kernels with bit words: a part per query group, the band, the own key) equals the dense masked rule for every k < K, batch 2, GQA, stale cache rows past the step', async () => {
+  const [b, h, hkv, tmax, d, groups] = [2, 4, 2, 150, 8, 4];
+  for (const [topK, window, l] of [[1, 9, 131], [2, 0, 97], [3, 20, 150], [2, 40, 20]] as const) {
+    const bits = randomBits(b * tmax, groups, topK, 60 + topK);
+    const member = fon.tensor(Float32Array.from({ length: b * tmax * groups }, (_, e) => (bits[Math.floor(e / groups)] >>> (e % groups)) & 1), [b, tmax, groups]);
+    const q = randn([b, h, 1, d], 71), k = randn([b, hkv, tmax, d], 72), v = randn([b, hkv, tmax, d], 73);
+    const got = focusDecodeOnDevice(q, k, v, member, { topK, window, kvLength: l });
+    // The reference: the rule over positions 0 … l − 1, query at l − 1 (its q in the last row).
+    const kl = fon.narrow(k, 2, 0, l), vl = fon.narrow(v, 2, 0, l);
+    const qFull = fon.concat([fon.zeros([b, h, l - 1, d]), q], 2);
+    const wordsL = Uint32Array.from({ length: b * l }, (_, i) => bits[Math.floor(i / l) * tmax + (i % l)]);
+    const want = fon.narrow(hardFocusDense(qFull, kl, vl, wordsL, window), 2, l - 1, 1);
+    const err = await maxDiff(got, want);
+    assert.ok(err <= 1e-5, `k=${topK}, w=${window}, L=${l}: max |Δ| ${err}`);
+  }
 });

@@ -14,8 +14,9 @@
  * - hard (inference; the default under noGrad): each token's top-k groups of softmax(S/τ − u),
  *   causal, and the exact masked rule, run as sparse.ts's sorted segments + cross-group band: its
  *   plan (sort, row lists, masks) built on the host where reads are synchronous (cpu, wasm), and
- *   on the device (device_plan.ts) on webgpu, whose reads are asynchronous. Decoding steps on
- *   webgpu take the equal dense masked form over the cache (dense.ts hardFocusDenseOnDevice).
+ *   on the device (device_plan.ts) on webgpu, whose reads are asynchronous. A decoding step on
+ *   webgpu runs the decode kernels with bit words over the cache (device_decode.ts); a verify pass
+ *   of several rows the equal dense masked form (dense.ts hardFocusDenseOnDevice).
  * `setFocusInference` (index.ts) overrides the mode and k for eval and generate (--focus-top-k).
  *
  * Cache: contiguous k and v, the membership one-hot per position (state "member", K per position,
@@ -37,6 +38,7 @@ import { causalLogits, centredPotentials, groupScores, membershipBits, membershi
 import { FocusGroupLists } from './group_lists.ts';
 import { focusSparseAttention, gatherEntryRows, runSortedPrefill, type FocusPrefillStats } from './sparse.ts';
 import { planFocusPrefillOnDevice } from './device_plan.ts';
+import { focusDecodeOnDevice } from './device_decode.ts';
 import { sum } from '../../ops/reduce.ts';
 
 /** The config entry of a Focus layer. */
@@ -193,8 +195,11 @@ export class FocusAttention extends Module implements AttentionMechanism {
     }
     if (!q.backend.readSync) {
       lists.advance(pos, n);
-      // A prompt: the sparse prefill planned on the device; a step (or a verify pass) of n rows: the dense masked form over the cache, O(n·L).
+      // A prompt: the sparse prefill planned on the device; a step: the decode kernels with bit
+      // words (device_decode.ts); a verify pass of n rows: the dense masked form over the cache, O(n·L).
       if (pos === 0 && n > 1) return runSortedPrefill(q, k, v, planFocusPrefillOnDevice(member, { groups: s.groups, topK, window: s.window }));
+      const tmax = cache.k.shape[2];
+      if (n === 1) return focusDecodeOnDevice(q, cache.k, cache.v, permute(reshape(state, [b, s.groups, tmax]), [0, 2, 1]), { topK, window: s.window, kvLength: l });
       const all = permute(reshape(narrow(state, 2, 0, l), [b, s.groups, l]), [0, 2, 1]); // (B, L, K)
       return hardFocusDenseOnDevice(q, narrow(cache.k, 2, 0, l), narrow(cache.v, 2, 0, l), all, s.window);
     }
