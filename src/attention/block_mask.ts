@@ -37,8 +37,6 @@ import { ArgumentError } from '../errors.ts';
 import { MASK_K_BLOCK, MASK_Q_BLOCK, type MaskArgs } from '../backend/backend.ts';
 
 export { MASK_K_BLOCK, MASK_Q_BLOCK };
-// Local copies for the hot loops (an imported binding may be read through a getter once transpiled).
-const QB = MASK_Q_BLOCK, KB = MASK_K_BLOCK;
 
 /** Where the queries and keys sit: the geometry of AttentionArgs a mask is built for. */
 export interface MaskGeometry {
@@ -86,8 +84,8 @@ export interface BlockMask {
 
 /** How a block fares under the predicate: 0 none of its pairs visible, 1 some, 2 all. */
 function blockUnderPredicate(qb: number, kb: number, g: Omit<Geometry, 'segments'>): 0 | 1 | 2 {
-  const i0 = qb * QB, i1 = Math.min(g.tq, i0 + QB) - 1;
-  const j0 = kb * KB, j1 = Math.min(g.tk, j0 + KB) - 1;
+  const i0 = qb * MASK_Q_BLOCK, i1 = Math.min(g.tq, i0 + MASK_Q_BLOCK) - 1;
+  const j0 = kb * MASK_K_BLOCK, j1 = Math.min(g.tk, j0 + MASK_K_BLOCK) - 1;
   const p0 = i0 + g.qOffset, p1 = i1 + g.qOffset;
   // Visible pairs: j < kvLength, j ≤ p (causal), j > p − window (window).
   const jEndAll = Math.min(g.kvLength - 1, g.causal ? p0 : Infinity), jStartAll = g.window > 0 ? p1 - g.window + 1 : -Infinity;
@@ -111,12 +109,12 @@ function blockClasses(b: number, g: Geometry, qBlocks: number, kBlocks: number):
   for (let qb = 0; qb < qBlocks; qb++) {
     // The last query position of each segment in the query block (once for all its key blocks).
     const lastQuery = new Map<number, number>();
-    if (seg) for (let i = qb * QB; i < Math.min(g.tq, (qb + 1) * QB); i++) lastQuery.set(seg[at + i + g.qOffset], i + g.qOffset);
+    if (seg) for (let i = qb * MASK_Q_BLOCK; i < Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK); i++) lastQuery.set(seg[at + i + g.qOffset], i + g.qOffset);
     for (let kb = 0; kb < kBlocks; kb++) {
       const base = blockUnderPredicate(qb, kb, g);
       if (base === 0 || seg === null) { out[qb * kBlocks + kb] = base; continue; }
       let one = lastQuery.size === 1, shared = false;
-      for (let j = kb * KB; j < Math.min(g.tk, g.kvLength, (kb + 1) * KB); j++) {
+      for (let j = kb * MASK_K_BLOCK; j < Math.min(g.tk, g.kvLength, (kb + 1) * MASK_K_BLOCK); j++) {
         const last = lastQuery.get(seg[at + j]);
         if (last === undefined) one = false;
         else if (!g.causal || j <= last) shared = true;
@@ -167,7 +165,7 @@ export function blockMask(geometry: MaskGeometry, keep: (b: number, h: number, q
   const g = complete(geometry);
   return build(g, (b, h, qb, classOf) => {
     const out: number[] = [];
-    for (let kb = 0; kb < Math.ceil(g.tk / KB); kb++) if (classOf(kb) !== 0 && keep(b, h, qb, kb)) out.push(kb);
+    for (let kb = 0; kb < Math.ceil(g.tk / MASK_K_BLOCK); kb++) if (classOf(kb) !== 0 && keep(b, h, qb, kb)) out.push(kb);
     return out;
   });
 }
@@ -180,18 +178,18 @@ export function blockMask(geometry: MaskGeometry, keep: (b: number, h: number, q
  */
 export function blockMaskFromLists(geometry: MaskGeometry, lists: (b: number, h: number, qb: number) => readonly number[]): BlockMask {
   const g = complete(geometry);
-  const kBlocks = Math.ceil(g.tk / KB);
+  const kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
   return build(g, (b, h, qb, classOf) => {
     const seen = new Set<number>();
     const out: number[] = [];
     for (const kb of lists(b, h, qb)) {
-      const where = () => `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * QB}…${Math.min(g.tq, (qb + 1) * QB) - 1})`;
+      const where = () => `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * MASK_Q_BLOCK}…${Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1})`;
       if (!Number.isInteger(kb) || kb < 0 || kb >= kBlocks) throw new ArgumentError(`${where()}: key block ${kb} is not one of 0…${kBlocks - 1}`);
       if (seen.has(kb)) throw new ArgumentError(`${where()}: key block ${kb} is listed twice`);
       seen.add(kb);
-      const lastPos = Math.min(g.tq, (qb + 1) * QB) - 1 + g.qOffset;
-      if (g.causal && kb * KB > lastPos) {
-        throw new ArgumentError(`${where()}: key block ${kb} (keys ${kb * KB}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
+      const lastPos = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
+      if (g.causal && kb * MASK_K_BLOCK > lastPos) {
+        throw new ArgumentError(`${where()}: key block ${kb} (keys ${kb * MASK_K_BLOCK}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
       }
       if (classOf(kb) !== 0) out.push(kb);
     }
@@ -201,7 +199,7 @@ export function blockMaskFromLists(geometry: MaskGeometry, lists: (b: number, h:
 
 /** The table from the key blocks listOf names per (b, h, qb); classOf(kb) is block (qb, kb)'s class for b (blockClasses). */
 function build(g: Geometry, listOf: (b: number, h: number, qb: number, classOf: (kb: number) => number) => number[]): BlockMask {
-  const qBlocks = Math.ceil(g.tq / QB), kBlocks = Math.ceil(g.tk / KB);
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
   // Blocks the predicate (with segments) reaches, per batch entry; the lists' partial bits (every
   // block is partial under bit words: the words decide inside).
   const cls = Array.from({ length: g.batch }, (_, b) => blockClasses(b, g, qBlocks, kBlocks));
@@ -213,7 +211,7 @@ function build(g: Geometry, listOf: (b: number, h: number, qb: number, classOf: 
 
 /** The table from each (b, h, qb)'s entries 2·kb + partial in ascending kb (see the file's comment). */
 function assemble(g: Geometry, predicateBlocks: number, entriesOf: (b: number, h: number, qb: number) => ArrayLike<number>): BlockMask {
-  const qBlocks = Math.ceil(g.tq / QB), kBlocks = Math.ceil(g.tk / KB);
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
   const rows = g.batch * g.heads, qRows = rows * qBlocks, kRows = rows * kBlocks;
   // The query lists, gathered first (the key lists' sizes come from them).
   let entries = new Int32Array(Math.max(1024, 4 * qRows));
@@ -270,12 +268,12 @@ function assemble(g: Geometry, predicateBlocks: number, entriesOf: (b: number, h
 
 /** Blocks causal, window and valid keys reach for one batch entry and head (segments and bit words not counted), in O(query blocks). */
 function predicateBlockCount(g: Omit<Geometry, 'segments' | 'bits'>): number {
-  const qBlocks = Math.ceil(g.tq / QB), kBlocks = Math.ceil(g.tk / KB);
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
   let n = 0;
   for (let qb = 0; qb < qBlocks; qb++) {
-    const p0 = qb * QB + g.qOffset, p1 = Math.min(g.tq, (qb + 1) * QB) - 1 + g.qOffset;
-    const hi = Math.min(kBlocks - 1, Math.floor((Math.min(g.kvLength, g.causal ? p1 + 1 : g.kvLength) - 1) / KB));
-    const lo = g.window > 0 ? Math.max(0, Math.floor((p0 - g.window + 1) / KB)) : 0;
+    const p0 = qb * MASK_Q_BLOCK + g.qOffset, p1 = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
+    const hi = Math.min(kBlocks - 1, Math.floor((Math.min(g.kvLength, g.causal ? p1 + 1 : g.kvLength) - 1) / MASK_K_BLOCK));
+    const lo = g.window > 0 ? Math.max(0, Math.floor((p0 - g.window + 1) / MASK_K_BLOCK)) : 0;
     n += Math.max(0, hi - lo + 1);
   }
   return n;
@@ -298,17 +296,17 @@ export const causalBlockCount = (t: number): number => predicateBlockCount(compl
  */
 export function blockMaskFromBlocks(geometry: MaskGeometry, entries: (b: number, h: number, qb: number) => ArrayLike<number>): BlockMask {
   const g = complete(geometry);
-  const qBlocks = Math.ceil(g.tq / QB), kBlocks = Math.ceil(g.tk / KB);
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
   return assemble(g, predicateBlockCount(g) * g.batch * g.heads, (b, h, qb) => {
     const list = entries(b, h, qb);
-    const where = () => `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * QB}…${Math.min(g.tq, (qb + 1) * QB) - 1})`;
-    const lastPos = Math.min(g.tq, (qb + 1) * QB) - 1 + g.qOffset;
+    const where = () => `blockMask: batch ${b}, head ${h}, query block ${qb} (rows ${qb * MASK_Q_BLOCK}…${Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1})`;
+    const lastPos = Math.min(g.tq, (qb + 1) * MASK_Q_BLOCK) - 1 + g.qOffset;
     let prev = -1;
     for (let n = 0; n < list.length; n++) {
       const e = list[n], kb = e >> 1;
       if (!Number.isInteger(e) || e < 0 || kb >= kBlocks) throw new ArgumentError(`${where()}: entry ${e} names key block ${kb}, not one of 0…${kBlocks - 1}`);
       if (kb <= prev) throw new ArgumentError(`${where()}: key block ${kb} follows key block ${prev}; entries must name ascending blocks, each once`);
-      if (g.causal && kb * KB > lastPos) throw new ArgumentError(`${where()}: key block ${kb} (keys ${kb * KB}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
+      if (g.causal && kb * MASK_K_BLOCK > lastPos) throw new ArgumentError(`${where()}: key block ${kb} (keys ${kb * MASK_K_BLOCK}…) lies after every query of the block (last position ${lastPos}): a causal mask cannot let a query see a future key`);
       prev = kb;
     }
     return list;

@@ -11,17 +11,17 @@ import type { Precision } from '../tensor/autocast.ts';
 import type { AnyHostArray, DType, FloatDType } from '../tensor/dtype.ts';
 
 /** A kernel's view of a tensor: the backend's own handle plus what the op layer knows of it. */
-/** One part of Backend.mergeLse: out (O, N, D) of any float dtype and lse (O, N) f32, its rows picked by rows (O / share, M) i32 or, where rows is null, N = M. */
-export interface MergePart<H> { out: Ref<H>; lse: Ref<H>; rows: Ref<H> | null; n: number }
-
-/** Backend.mergeLse's shape: O outer entries (batch·heads), M rows each of D columns, one row list per `share` outer entries; the out dtype. */
-export interface MergeArgs { o: number; m: number; d: number; share: number; dtype: DType }
-
 export interface Ref<H> {
   readonly h: H;
   readonly shape: readonly number[];
   readonly dtype: DType;
 }
+
+/** One part of Backend.mergeLse: out (O, N, D) of any float dtype and lse (O, N) f32, its rows picked by rows (O / share, M) i32 or, where rows is null, N = M. */
+export interface MergePart<H> { out: Ref<H>; lse: Ref<H>; rows: Ref<H> | null; n: number }
+
+/** Backend.mergeLse's shape: O outer entries (batch·heads), M rows each of D columns, one row list per `share` outer entries; the out dtype. */
+export interface MergeArgs { o: number; m: number; d: number; share: number; dtype: DType }
 
 export type UnaryOp =
   | 'neg' | 'abs' | 'exp' | 'log' | 'sqrt' | 'rsqrt' | 'tanh' | 'sigmoid' | 'silu' | 'gelu'

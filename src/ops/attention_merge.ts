@@ -45,25 +45,26 @@ export function mergeByLse(parts: readonly MergePartInput[], dtype: Tensor['dtyp
     if (rowsOf(p) !== m) throw new ShapeError(`mergeByLse: part ${i} gives ${rowsOf(p)} rows; part 0 gives ${m}`);
   });
   const needsGrad = isGradEnabled() && parts.some((p) => p[0].requiresGrad || p[1].requiresGrad);
-  return needsGrad ? mergeRecorded(parts, b, h, m, dtype) : mergeFused(parts, b, h, m, d, dtype);
+  // One part is only its rows picked out (the recorded form: a row that saw no key comes out NaN there too).
+  return needsGrad || parts.length === 1 ? mergeRecorded(parts, b, h, m, dtype) : mergeFused(parts, b, h, m, d, dtype);
+}
+
+/** A part with its rows picked out of its own layout (rows list, if any) into plain order (B, H, M, ·). */
+function inPlainOrder(p: MergePartInput, b: number, h: number, m: number): MergePartInput {
+  const [o, l, r] = p;
+  return r ? [gatherRows(o, r, 2), reshape(gatherRows(reshape(l, [b, h, o.shape[2], 1]), r, 2), [b, h, m])] : [o, l];
 }
 
 /** Part by part through Backend.mergeLse: the running merge in f32, the last pass in `dtype`. */
 function mergeFused(parts: readonly MergePartInput[], b: number, h: number, m: number, d: number, dtype: Tensor['dtype']): Tensor {
   const be = backendOf('mergeByLse', ...parts.flatMap((p) => [...p]));
   const part = (p: MergePartInput) => ({ out: ref(p[0]), lse: ref(p[1]), rows: p[2] ? ref(p[2]) : null, n: p[0].shape[2], share: p[2] ? (b * h) / p[2].shape[0] : 1 });
-  if (parts.length === 1) {
-    const [o, , r] = parts[0];
-    const picked = r ? gatherRows(o, r, 2) : o;
-    return picked.dtype === dtype ? picked : cast(picked, dtype);
-  }
-  // A part's rows picked out into plain order (for two lists grouped differently, which one pass cannot read).
-  const picked = (p: MergePartInput): MergePartInput => [gatherRows(p[0], p[2]!, 2), reshape(gatherRows(reshape(p[1], [b, h, p[0].shape[2], 1]), p[2]!, 2), [b, h, m])];
   let acc: MergePartInput = parts[0];
   for (let i = 1; i < parts.length; i++) {
     let a = part(acc);
     const c = part(parts[i]);
-    if (a.rows && c.rows && a.share !== c.share) a = part(acc = picked(acc));
+    // Two lists grouped differently, which one pass cannot read: the first part's rows picked out first.
+    if (a.rows && c.rows && a.share !== c.share) a = part(acc = inPlainOrder(acc, b, h, m));
     const last = i === parts.length - 1;
     const [oh, lh] = be.mergeLse(a, c, { o: b * h, m, d, share: a.rows ? a.share : c.share, dtype: last ? dtype : 'f32' });
     acc = [wrap(be, oh, [b, h, m, d], last ? dtype : 'f32'), wrap(be, lh, [b, h, m], 'f32')];
@@ -73,7 +74,7 @@ function mergeFused(parts: readonly MergePartInput[], b: number, h: number, m: n
 
 /** The same merge through recorded elementwise ops (gradients flow to every part's out and lse). */
 function mergeRecorded(parts: readonly MergePartInput[], b: number, h: number, m: number, dtype: Tensor['dtype']): Tensor {
-  const plain = parts.map(([o, l, r]) => (r ? [gatherRows(o, r, 2), reshape(gatherRows(reshape(l, [b, h, o.shape[2], 1]), r, 2), [b, h, m])] as const : [o, l] as const));
+  const plain = parts.map((p) => inPlainOrder(p, b, h, m));
   const lses = plain.map(([, l]) => reshape(l, [b, h, m, 1]));
   const seen = lses.map((l) => gt(l, -1e30)); // a row that saw no key of a part: −∞ (or −BIG) there
   const safe = lses.map((l, i) => where(seen[i], l, -1e30));

@@ -22,9 +22,9 @@ import { cast } from '../../ops/cast.ts';
 import { arange, tensor } from '../../ops/creation.ts';
 import { add, eq, lt, mul, sub, where } from '../../ops/elementwise.ts';
 import { concat, narrow, reshape } from '../../ops/layout.ts';
-import { sum } from '../../ops/reduce.ts';
 import { sort } from '../../ops/scan_sort.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
+import { groupIds, wordsOnDevice } from './groups.ts';
 
 /**
  * q (B, H, 1, D) at position kvLength − 1 over the cache k, v (B, Hkv, Tmax, D); member (B, Tmax, K)
@@ -35,24 +35,22 @@ export function focusDecodeOnDevice(q: Tensor, k: Tensor, v: Tensor, member: Ten
   const [, tmax, groups] = member.shape;
   const l = o.kvLength, p = l - 1;
   const be = q.backend;
-  const ints = (a: ArrayLike<number>, shape: number[]) => tensor(Int32Array.from(a), shape, { dtype: 'i32', backend: be });
   const m = cast(member, 'i32'); // (B, Tmax, K)
-  const pow2 = ints(Array.from({ length: groups }, (_, c) => (c === 31 ? -(2 ** 31) : 2 ** c)), [1, 1, groups]);
-  const ids = ints(Array.from({ length: groups }, (_, c) => c), [1, 1, groups]);
-  const word = (x: Tensor) => sum(mul(x, pow2), 2); // (B, rows): a bit per group set in x
+  const ids = groupIds(groups, be);
   const mp = narrow(m, 1, p, 1); // (B, 1, K): the query's groups
   const groupsOf = narrow(sort(mp, -1, { descending: true }).indices, 2, 0, o.topK); // (B, 1, k): ascending
   const atQuery = reshape(eq(arange(0, tmax, 1, { dtype: 'i32', backend: be }), p), [1, tmax]);
   const parts: MergePartInput[] = [];
-  const all = decodeMask(b, tmax, l, 0);
+  const all = decodeMask(b, tmax, l, 0), allHead = tableHead(all, be); // the lists, uploaded once for the k parts
   for (let j = 0; j < o.topK; j++) {
     const c = narrow(groupsOf, 2, j, 1); // (B, 1, 1)
     const isC = eq(ids, c), below = lt(ids, c); // (B, 1, K)
-    const keyWords = word(add(mul(sub(1, m), isC), mul(m, below))); // (B, Tmax)
-    const queryWord = word(add(isC, mul(mp, below))); // (B, 1)
-    parts.push(attentionWithLse(q, k, v, { kvLength: l, mask: withWords(all, where(atQuery, queryWord, keyWords)) }));
+    const keyWords = wordsOnDevice(add(mul(sub(1, m), isC), mul(m, below))); // (B, Tmax)
+    const queryWord = wordsOnDevice(add(isC, mul(mp, below))); // (B, 1)
+    parts.push(attentionWithLse(q, k, v, { kvLength: l, mask: withWords(all, allHead, where(atQuery, queryWord, keyWords)) }));
   }
-  parts.push(attentionWithLse(q, k, v, { kvLength: l, window: o.window + 1, mask: withWords(decodeMask(b, tmax, l, o.window + 1), word(m)) }));
+  const band = decodeMask(b, tmax, l, o.window + 1);
+  parts.push(attentionWithLse(q, k, v, { kvLength: l, window: o.window + 1, mask: withWords(band, tableHead(band, be), wordsOnDevice(m)) }));
   parts.push(attentionWithLse(q, k, v, { kvLength: l, window: 1 }));
   return mergeByLse(parts, q.dtype);
 }
@@ -65,8 +63,12 @@ function decodeMask(batch: number, tk: number, l: number, window: number): Block
   return blockMaskFromBlocks({ batch, heads: 1, tq: 1, tk, kvLength: l, window, bits: new Uint32Array(batch * tk) }, () => list);
 }
 
-/** A host-listed mask with its bit words (B, Tmax) i32 on the device (the table's last section). */
-function withWords(m: BlockMask, words: Tensor): UploadedMask {
-  const head = tensor(m.table.subarray(0, m.bitsOffset), [m.bitsOffset], { dtype: 'i32', backend: words.backend });
+/** A host-listed mask's table up to its bit words, on the device. */
+function tableHead(m: BlockMask, backend: Tensor['backend']): Tensor {
+  return tensor(m.table.subarray(0, m.bitsOffset), [m.bitsOffset], { dtype: 'i32', backend });
+}
+
+/** The mask with its table on the device: the uploaded head and the bit words (B, Tmax) i32, the table's last section. */
+function withWords(m: BlockMask, head: Tensor, words: Tensor): UploadedMask {
   return { ...m, device: concat([head, reshape(cast(words, 'i32'), [words.size])], 0) };
 }

@@ -29,18 +29,11 @@ import { concat, narrow, reshape } from '../../ops/layout.ts';
 import { sum } from '../../ops/reduce.ts';
 import { argsort, cumsum, sort } from '../../ops/scan_sort.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import { crossGroupBandMask } from './sparse.ts';
+import { groupIds, wordsOnDevice } from './groups.ts';
+import { crossGroupBandMask, type SortedPrefill } from './sparse.ts';
 
-/** A plan whose row lists and masks live on the device (runFocusPlan in sparse.ts runs it). */
-export interface DeviceFocusPlan {
-  /** (B, k·T) i32: the position of each sorted row. */
-  position: Tensor;
-  /** Per copy j: (B, T) i32, the sorted row of each position's j-th copy. */
-  copies: Tensor[];
-  maskA: UploadedMask;
-  maskB: UploadedMask;
-  window: number;
-}
+/** A sorted prefill whose masks' tables live on the device. */
+export type DeviceFocusPlan = SortedPrefill & { maskA: UploadedMask; maskB: UploadedMask };
 
 /** The plan from membership one-hot (B, T, K) (1 where a token is in a group, exactly k per token); k < K. */
 export function planFocusPrefillOnDevice(member: Tensor, o: { groups: number; topK: number; window: number }): DeviceFocusPlan {
@@ -61,13 +54,12 @@ export function planFocusPrefillOnDevice(member: Tensor, o: { groups: number; to
   const counts = sum(m, 1); // (B, K)
   const start = sub(cumsum(counts, -1), counts);
   // The membership words, and (k ≥ 2) each row's memberships below its group.
-  const pow2 = ints(Array.from({ length: groups }, (_, c) => (c === 31 ? -(2 ** 31) : 2 ** c)), [1, 1, groups]);
-  const words = reshape(sum(mul(m, pow2), 2), [b * t]); // (B·T): bits sum without carries (i32 wraps at 2^31)
+  const words = reshape(wordsOnDevice(m), [b * t]);
   let lowBits: Tensor | undefined;
   if (k > 1) {
     const rowsMember = gatherRows(m, position, 1); // (B, R, K)
-    const below = lt(ints(Array.from({ length: groups }, (_, c) => c), [1, 1, groups]), reshape(group, [b, r, 1]));
-    lowBits = reshape(sum(mul(where(below, rowsMember, 0), pow2), 2), [b * r]);
+    const below = lt(groupIds(groups, be), reshape(group, [b, r, 1]));
+    lowBits = reshape(wordsOnDevice(where(below, rowsMember, 0)), [b * r]);
   }
   const maskA = segmentsMaskOnDevice(group, start, b, r, lowBits);
   const host = crossGroupBandMask(new Uint32Array(b * t), b, t, o.window); // lists; its words follow

@@ -16,11 +16,11 @@
  * inference are the top-k of softmax_k(S/τ − u): they read only the token's own hidden state.
  * Membership is a bit word per token (bit c = group c), ties going to the lower group.
  */
-import { zeros } from '../../ops/creation.ts';
+import { tensor, zeros } from '../../ops/creation.ts';
 import { add, div, exp, ge, mul, sub } from '../../ops/elementwise.ts';
 import { narrow, reshape } from '../../ops/layout.ts';
 import { matmul } from '../../ops/matmul.ts';
-import { logsumexp, mean } from '../../ops/reduce.ts';
+import { logsumexp, mean, sum } from '../../ops/reduce.ts';
 import { topk } from '../../ops/scan_sort.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { toF32 } from '../common/gates.ts';
@@ -116,4 +116,19 @@ export function argmaxDominance(g: Float32Array, rows: number, groups: number): 
     count[best]++;
   }
   return rows ? Math.max(...count) / rows : 0;
+}
+
+/** The groups 0 … K − 1 as an i32 (1, 1, K) tensor, to compare with group ids. */
+export function groupIds(groups: number, backend: Tensor['backend']): Tensor {
+  return tensor(Int32Array.from({ length: groups }, (_, c) => c), [1, 1, groups], { dtype: 'i32', backend });
+}
+
+/**
+ * membershipBits's words on the device: i32 0/1 rows (…, K) → (…) i32, Σ_c x_c·2^c. The powers are
+ * distinct, so the sum has no carries (group 31's bit is i32's sign): integer ops, no bitwise op.
+ */
+export function wordsOnDevice(x: Tensor): Tensor {
+  const groups = x.shape[x.rank - 1];
+  const pow2 = tensor(Int32Array.from({ length: groups }, (_, c) => (c === 31 ? -(2 ** 31) : 2 ** c)), [groups], { dtype: 'i32', backend: x.backend });
+  return sum(mul(x, pow2), x.rank - 1);
 }

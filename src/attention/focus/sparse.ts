@@ -178,12 +178,22 @@ export function runFocusPrefill(q: Tensor, k: Tensor, v: Tensor, plan: FocusPref
   });
 }
 
+/** A plan's row lists on the device and its masks: what runSortedPrefill runs (a host plan's, uploaded, or device_plan.ts's). */
+export interface SortedPrefill {
+  /** (B, k·T) i32: the position of each sorted row. */
+  position: Tensor;
+  /** Per copy j: (B, T) i32, the sorted row of each position's j-th copy. */
+  copies: Tensor[];
+  maskA: BlockMask; maskB: BlockMask;
+  window: number;
+}
+
 /**
- * The sparse prefill from row lists on the device (a host plan's, uploaded, or device_plan.ts's):
- * q, k and v gathered into the sorted layout (one gatherRows each), set A over them, set B over the
- * band, and the merge, which reads A's k copies in place through their row lists.
+ * The sparse prefill from row lists on the device: q, k and v gathered into the sorted layout (one
+ * gatherRows each), set A over them, set B over the band, and the merge, which reads A's k copies
+ * in place through their row lists.
  */
-export function runSortedPrefill(q: Tensor, k: Tensor, v: Tensor, p: { position: Tensor; copies: Tensor[]; maskA: BlockMask; maskB: BlockMask; window: number }): Tensor {
+export function runSortedPrefill(q: Tensor, k: Tensor, v: Tensor, p: SortedPrefill): Tensor {
   const [oA, lA] = attentionWithLse(gatherRows(q, p.position, 2), gatherRows(k, p.position, 2), gatherRows(v, p.position, 2), { mask: p.maskA });
   const [oB, lB] = attentionWithLse(q, k, v, { mask: p.maskB, window: p.window + 1 });
   const parts: MergePartInput[] = p.copies.map((rows) => [oA, lA, rows] as const);

@@ -35,7 +35,7 @@ export function checkSpotRule(rule: SpotRule): void {
   if (!(v > 0 && v <= 1)) throw new ArgumentError(`spot: ${name} ${v} must lie in (0, 1]`);
 }
 
-/** The sorted block ids one query reads, and how many came from the nucleus (or top-K) part. */
+/** The sorted block ids one query reads, and how many of them are reserved (sink and recency). */
 export interface SpotSelection { blocks: Int32Array; reserved: number }
 
 /** Block b's place among the reserved ones for a query in block bq (sink, recency). */
@@ -57,8 +57,8 @@ function orderKey(x: number): number {
  */
 export function selectBlocks(q: number, scores: ArrayLike<number>, mass: ArrayLike<number>, rule: SpotRule): SpotSelection {
   checkSpotRule(rule);
-  const n = Math.floor(q / SPOT_BLOCK) + 1, bq = n - 1;
   if (!Number.isInteger(q) || q < 0) throw new ArgumentError(`spot: query position ${q} must be an integer ≥ 0`);
+  const n = Math.floor(q / SPOT_BLOCK) + 1, bq = n - 1;
   if (scores.length < n || mass.length < n) throw new ArgumentError(`spot: ${scores.length} scores and ${mass.length} masses for a query in block ${bq}; expected at least ${n} each`);
   const keys = new Uint32Array(n);
   const open: number[] = []; // U, by index
