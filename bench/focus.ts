@@ -42,6 +42,7 @@ import { focusDecodeOnDevice } from '../src/attention/focus/device_decode.ts';
 import { causalLogits, groupScores, membershipBits } from '../src/attention/focus/groups.ts';
 import { FocusGroupLists } from '../src/attention/focus/group_lists.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
+import { deviceRandn, trim } from './lib/device_data.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -74,30 +75,6 @@ function balancedBits(t: number, groups: number, k: number, seed: number): Uint3
   }
   return out;
 }
-
-/**
- * Random (1, n, rows, width) f16 on the device: a draw of at most 65536 rows (the draws are made on
- * the host, which is slow) repeated along the rows, each copy scaled a little differently.
- */
-function deviceRandn(b: Backend, n: number, rows: number, width: number, seed: number): Tensor {
-  const base = fon.randn([1, n, Math.min(rows, 65536), width], { seed, backend: b, dtype: 'f16' });
-  if (rows <= 65536) return base;
-  const parts: Tensor[] = [];
-  for (let r = 0; r < rows; r += 65536) {
-    const m = Math.min(65536, rows - r);
-    parts.push(fon.mul(m === 65536 ? base : fon.narrow(base, 2, 0, m), 1 - r / (4 * rows)));
-  }
-  const out = fon.keep(fon.concat(parts, 2));
-  for (const p of parts) p.dispose();
-  base.dispose();
-  return out;
-}
-
-/**
- * Gives the pool's parked buffers back to the device between runs of different shapes: each run
- * parks its own sizes, and a later, larger run could otherwise run out of device memory.
- */
-const trim = (b: Backend) => (b as unknown as { rt?: { trimPool(): void } }).rt?.trimPool();
 
 /** Heads per call so that a (1, heads, rows, D) tensor fits one binding in f32 (the merge works in f32). */
 const headsPerCall = (rows: number) => Math.max(1, Math.min(H, Math.floor(BINDING / (rows * D * 4))));

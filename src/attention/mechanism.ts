@@ -199,6 +199,31 @@ export interface MechanismDef<S extends MechanismSpec> {
    * computes it (the export names it in its UnsupportedError).
    */
   hfExport(spec: S): HfAttentionKind | { unsupported: string };
+  /** How the mechanism composes onto a trained model's layers (`fon train --add`, `--train-only`); absent: it does not. */
+  readonly compose?: MechanismComposition;
+}
+
+/**
+ * A mechanism that composes onto the layers of a trained model (Focus, Spot): `fon train --add
+ * NAME[:OPTS]` turns each layer of a type in `onto` into one of this mechanism, its options over
+ * the defaults, the stored tensors kept and the new ones made fresh; `--train-only NAME` then trains
+ * the new tensors alone.
+ */
+export interface MechanismComposition {
+  /** The layer types it turns into its own (e.g. ['full']). */
+  readonly onto: readonly string[];
+  /** `--add NAME:short=value,…`: short option name → config key. */
+  readonly shortNames: Readonly<Record<string, string>>;
+  /** Config keys whose values are words (the others are numbers). */
+  readonly words: readonly string[];
+  /** Whether a parameter (its full name, e.g. "layers.3.attn.focus.centroids") is one the composition adds. */
+  isParameter(name: string): boolean;
+  /** The mechanism's name in prose, e.g. "Focus". */
+  readonly label: string;
+  /** What `--train-only NAME` trains, for messages (e.g. "W_g and C"). */
+  readonly trains: string;
+  /** The options' defaults by config key (messages name them). */
+  readonly defaults: Readonly<Record<string, unknown>>;
 }
 
 /** Bytes of KV cache per token of context of a layout (f32 state) with k and v at `bytesPerElement`. */

@@ -20,6 +20,20 @@ export function intOption(o: Record<string, unknown>, key: string, at: string, m
   return v as number;
 }
 
+/** o[key] as a finite number (> 0 with `positive`), `fallback` when absent. */
+export function numberOption(o: Record<string, unknown>, key: string, at: string, fallback: number, positive: boolean): number {
+  const v = o[key] ?? fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v) || (positive && v <= 0)) throw new ConfigError(`${at}: '${key}' = ${show(o[key])}: expected a finite number${positive ? ' > 0' : ''}`);
+  return v;
+}
+
+/** o[key] as a fraction in (0, 1], `fallback` when absent. */
+export function fractionOption(o: Record<string, unknown>, key: string, at: string, fallback: number): number {
+  const v = o[key] ?? fallback;
+  if (typeof v !== 'number' || !(v > 0 && v <= 1)) throw new ConfigError(`${at}: '${key}' = ${show(o[key])}: expected a number in (0, 1]`);
+  return v;
+}
+
 /** o[key] as one of `choices`, `fallback` when absent. */
 export function choiceOption<T extends string>(o: Record<string, unknown>, key: string, at: string, choices: readonly T[], fallback: T): T {
   const v = o[key] ?? fallback;

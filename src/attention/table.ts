@@ -13,6 +13,7 @@ import { localMechanism } from './local/index.ts';
 import { foxMechanism } from './fox/index.ts';
 import { fpaMechanism } from './fpa/index.ts';
 import { focusMechanism } from './focus/index.ts';
+import { spotMechanism } from './spot/index.ts';
 
 export const MECHANISMS = {
   full: fullMechanism,
@@ -20,6 +21,7 @@ export const MECHANISMS = {
   fox: foxMechanism,
   fpa: fpaMechanism,
   focus: focusMechanism,
+  spot: spotMechanism,
 } as const satisfies { [K in string]: MechanismDef<MechanismSpec & { type: K }> };
 
 export type MechanismType = keyof typeof MECHANISMS;

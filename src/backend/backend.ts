@@ -23,6 +23,16 @@ export interface MergePart<H> { out: Ref<H>; lse: Ref<H>; rows: Ref<H> | null; n
 /** Backend.mergeLse's shape: O outer entries (batch·heads), M rows each of D columns, one row list per `share` outer entries; the out dtype. */
 export interface MergeArgs { o: number; m: number; d: number; share: number; dtype: DType }
 
+/**
+ * Backend.selectOpen's shape: R rows of N entries (scores and masses f32). In each row the entries
+ * below `low` and those in [high, valid) are reserved (always kept), those from `valid` on never;
+ * the open ones [low, high) are ranked by score, highest first, ties by the lower index, and the
+ * leading `count` of them kept where p = 0 (static top-K), or where p > 0 the leading
+ * max(n_p, count) (dual top-p with a floor), n_p the fewest leading open entries whose masses reach
+ * p of the open mass (at least 1); never more than there are.
+ */
+export interface SelectArgs { rows: number; n: number; valid: number; low: number; high: number; count: number; p: number }
+
 export type UnaryOp =
   | 'neg' | 'abs' | 'exp' | 'log' | 'sqrt' | 'rsqrt' | 'tanh' | 'sigmoid' | 'silu' | 'gelu'
   | 'relu' | 'softplus' | 'square' | 'reciprocal' | 'sign' | 'sin' | 'cos';
@@ -191,6 +201,13 @@ export interface Kernels<H> {
   scan(x: Ref<H>, op: ScanOp, rows: number, cols: number): [H, H | null];
   /** Stable sort of each row's last axis; values and i32 indices. */
   sort(x: Ref<H>, rows: number, cols: number, descending: boolean): [H, H];
+  /**
+   * The entries each row keeps under SelectArgs' rule (top-K or top-p over the open entries, the
+   * reserved ones kept), found without sorting: i32 flags (rows, n), 1 kept, 0 not.
+   */
+  selectOpen(scores: Ref<H>, mass: Ref<H>, args: SelectArgs): H;
+  /** Each row's nonzero entries of i32 flags (rows, n) → i32 (rows, n + 1): their count, their indices ascending, then zeros. */
+  compactFlags(flags: Ref<H>, rows: number, n: number): H;
   cast(x: Ref<H>, to: DType): H;
   fill(size: number, value: number, dtype: DType): H;
   /**

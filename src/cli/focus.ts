@@ -1,120 +1,16 @@
 /**
- * Focus (attention/focus, specs/focus_spot.md Part A) on the command line: the flags that add,
- * train and tune Focus layers, and what the commands report of them.
+ * Focus (attention/focus, specs/focus_spot.md Part A) on the command line: the flag that tunes
+ * Focus layers and what the commands report of them (`--add focus` and `--train-only focus` are
+ * cli/compose.ts's, for every mechanism that composes onto trained layers).
  *
- * - `fon train --add focus[:K=8,k=2,…]`: every full-attention layer of the model (an --init-from
- *   checkpoint's, or the preset's / --config's) becomes a Focus layer with those options over
- *   FOCUS_DEFAULTS; the stored tensors load and the Focus ones (named `layers.i.attn.focus.…`) are
- *   made fresh from --seed.
- * - `fon train --train-only focus`: W_g and C are trained, every other parameter is frozen.
  * - `fon eval|generate --focus-top-k k`: the k every Focus layer keeps at inference.
  * - the training log's dominance of each layer's largest group (collapse when one group holds
  *   nearly every token), `fon eval --json`'s blocks visited, `fon info`'s parameter count.
  */
-import { composeFocus, FOCUS_DEFAULTS, focusComposesOnto, focusLayers, focusParameterCount, isFocusSpec, setFocusInference, type FocusSpec } from '../attention/focus/index.ts';
-import { describeMechanism } from '../attention/table.ts';
-import { layerAttention, parseModelConfig, type LayerAttention, type ModelConfig } from '../model/config.ts';
+import { focusLayers, focusParameterCount, setFocusInference } from '../attention/focus/index.ts';
+import { layerAttention, type ModelConfig } from '../model/config.ts';
 import type { Decoder } from '../model/decoder.ts';
 import { numberFlag, UsageError } from './args.ts';
-
-/** `--add`'s short option names and the Focus config keys they set. */
-export const FOCUS_SHORT_NAMES = {
-  K: 'groups', k: 'topK', dg: 'groupDim', w: 'window', tau: 'tau', N: 'sinkhornIters', gate: 'gate', lambda: 'lambda', beta: 'beta',
-} as const satisfies Record<string, keyof Omit<FocusSpec, 'type'>>;
-
-type ShortName = keyof typeof FOCUS_SHORT_NAMES;
-
-/** What `--add` can add (only Focus layers for now). */
-const ADDABLE = ['focus'] as const;
-
-/** The options of a Focus entry that `--add focus:…` sets, by config key (the rest take FOCUS_DEFAULTS). */
-export type FocusOptions = Partial<Record<keyof Omit<FocusSpec, 'type'>, number | string>>;
-
-const knownShortNames = () => (Object.entries(FOCUS_SHORT_NAMES) as [ShortName, string][]).map(([s, k]) => `${s} (${k}, default ${FOCUS_DEFAULTS[k as keyof typeof FOCUS_DEFAULTS]})`).join(', ');
-
-/**
- * `--add focus` or `--add focus:K=8,k=2,dg=16,w=128,tau=0.1,N=10,gate=mask,lambda=10,beta=0.5`:
- * the Focus options it sets. Another mechanism, an unknown or repeated short name, a missing `=`
- * or a value that is not a number (gate: a word) is a UsageError naming it. Ranges are the
- * mechanism's to check (its parse, when the config is made).
- */
-export function parseAddFlag(value: string): FocusOptions {
-  const colon = value.indexOf(':');
-  const what = colon < 0 ? value : value.slice(0, colon);
-  if (!(ADDABLE as readonly string[]).includes(what)) {
-    throw new UsageError(`train: --add ${JSON.stringify(value)}: cannot add ${JSON.stringify(what)}; --add takes ${ADDABLE.join(', ')} (e.g. --add focus or --add focus:K=8,k=2)`);
-  }
-  const out: FocusOptions = {};
-  if (colon < 0) return out;
-  const seen = new Set<string>();
-  for (const part of value.slice(colon + 1).split(',')) {
-    const eq = part.indexOf('=');
-    const name = eq < 0 ? part : part.slice(0, eq), raw = eq < 0 ? '' : part.slice(eq + 1).trim();
-    if (!Object.hasOwn(FOCUS_SHORT_NAMES, name)) {
-      throw new UsageError(`train: --add ${value}: unknown Focus option ${JSON.stringify(name)}; known: ${knownShortNames()}`);
-    }
-    if (eq < 0 || raw === '') throw new UsageError(`train: --add ${value}: option ${name} has no value; expected ${name}=VALUE`);
-    if (seen.has(name)) throw new UsageError(`train: --add ${value}: option ${name} is given twice`);
-    seen.add(name);
-    const key = FOCUS_SHORT_NAMES[name as ShortName];
-    if (key === 'gate') { out.gate = raw; continue; }
-    const n = Number(raw);
-    if (!Number.isFinite(n)) throw new UsageError(`train: --add ${value}: ${name}=${raw}: expected a number`);
-    out[key] = n;
-  }
-  return out;
-}
-
-/**
- * The config with every "full" layer replaced by a Focus entry of `options` over FOCUS_DEFAULTS
- * (other layers kept; a single entry for every layer stays one entry), validated as a config is
- * (an option out of range is the mechanism's ConfigError). No full layer: a UsageError.
- */
-export function addFocusLayers(cfg: ModelConfig, options: FocusOptions, flag: string): ModelConfig {
-  if (!cfg.attention.some(focusComposesOnto)) {
-    const labels = [...new Set(Array.from({ length: cfg.nLayers }, (_, i) => describeMechanism(layerAttention(cfg, i)).label))];
-    throw new UsageError(`train: --add ${flag}: the model has no layer with full attention (its layers: ${labels.join(', ')}); --add focus turns full-attention layers into Focus layers`);
-  }
-  const attention = cfg.attention.map((a) => composeFocus(a, options));
-  // positions kept as they were: a new attention list must not switch a RoPE model to NoPE.
-  return parseModelConfig({ attention, positions: cfg.positions }, cfg, `train: --add ${flag}`);
-}
-
-/** Whether some layer of the config is a Focus layer. */
-export const hasFocusLayers = (cfg: ModelConfig): boolean => cfg.attention.some(isFocusSpec);
-
-/** A Focus layer's parameter (W_g, C, the log-normalizers), by its full name: what --add makes fresh and --train-only focus trains. */
-export const isFocusParameter = (name: string): boolean => name.includes('.attn.focus.');
-
-/** What `--train-only` can name. */
-export type TrainOnly = 'focus';
-
-/** `--train-only focus` (the only part that can be trained alone); undefined when absent. */
-export function trainOnlyFlag(value: string | undefined): TrainOnly | undefined {
-  if (value === undefined) return undefined;
-  if (value !== 'focus') throw new UsageError(`train: --train-only ${JSON.stringify(value)}: expected focus (train the Focus layers' W_g and C, freeze the rest)`);
-  return value;
-}
-
-/** The UsageError of --train-only focus on a model without Focus layers. */
-export function checkTrainOnly(trainOnly: TrainOnly | undefined, cfg: ModelConfig): void {
-  if (trainOnly === 'focus' && !hasFocusLayers(cfg)) throw new UsageError('train: --train-only focus: the model has no Focus layers (add them with --add focus)');
-}
-
-/**
- * --train-only focus: requiresGrad off on every parameter that is not a Focus one (the Focus
- * log-normalizers are off already), so the Trainer's optimizer gets W_g and C only and the rest
- * of the model is saved as it was loaded. Returns the trained and the total scalar counts.
- */
-export function freezeAllButFocus(model: Decoder): { trained: number; total: number } {
-  let trained = 0, total = 0;
-  for (const [name, p] of model.namedParameters()) {
-    if (!isFocusParameter(name)) p.requiresGrad = false;
-    if (p.requiresGrad) trained += p.size;
-    total += p.size;
-  }
-  return { trained, total };
-}
 
 /**
  * `--focus-top-k k` of eval and generate: every Focus layer keeps k groups per token at

@@ -7,6 +7,7 @@ import { checkPageRows } from '../infer/page_pool.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { applyFocusTopK } from './focus.ts';
+import { applySpotRule, spotBudgetLine, spotBudgets } from './spot.ts';
 
 export const GENERATE_USAGE = `usage: fon generate --model DIR --prompt TEXT [options]
 
@@ -29,6 +30,9 @@ options:
   --truncate         keep the end of a prompt longer than the context (with a warning) instead of failing
   --backend NAME     cpu, wasm, webgpu or auto (default)
   --focus-top-k k    Focus layers keep k of their K groups per token (1 ≤ k ≤ K; default: the config's k)
+  --spot-top-p p     Spot layers decode over the dual top-p nucleus of their selector's block mass (0 < p ≤ 1)
+  --spot-top-k r     Spot layers decode over a fraction r of the causal key blocks (0 < r ≤ 1; 1 = dense);
+                     default for both: each layer's config rule
   --allow-non-finite load weights that hold NaN or ±Inf (by default an error names the tensor)
   --draft-revise     draft–revise decoding (the default for a model with organs): layers 0 … D−1
                      and the exit head draft, the rest verify each draft in one pass; greedy
@@ -44,7 +48,8 @@ options:
   --page-rows N      positions per page of the KV cache's full and local layers (a multiple
                      of 128; default the whole context up to 65536 a page)
   --stats            print tokens/s to stderr at the end, for models with FPA eviction the
-                     fraction of the KV cache kept per layer and head, and with draft–revise the
+                     fraction of the KV cache kept per layer and head, for models with Spot layers
+                     the share of the causal tokens each layer read while decoding, and with draft–revise the
                      acceptance rate, tokens per verify pass and the same model's plain-decoding
                      tokens/s (a second, plain run of the same prompt)`;
 
@@ -73,7 +78,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
     'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
     stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, stats: { type: 'boolean' }, 'allow-non-finite': { type: 'boolean' },
     'draft-revise': { type: 'boolean' }, 'no-draft-revise': { type: 'boolean' }, 'draft-layers': { type: 'string' }, gamma: { type: 'string' },
-    'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' }, 'focus-top-k': { type: 'string' },
+    'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' }, 'focus-top-k': { type: 'string' }, 'spot-top-p': { type: 'string' }, 'spot-top-k': { type: 'string' },
   });
   if (v.help) { console.log(GENERATE_USAGE); return 0; }
   const dir = requireFlag('generate', 'model', v.model);
@@ -87,6 +92,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
   const { model, tokenizer } = loaded;
   try {
     applyFocusTopK('generate', v['focus-top-k'], model);
+    applySpotRule('generate', v['spot-top-p'], v['spot-top-k'], model);
   } catch (e) {
     model.dispose();
     throw e;
@@ -123,6 +129,8 @@ export async function generateCommand(argv: string[]): Promise<number> {
   process.stdout.write('\n');
   if (v.stats) {
     console.error(`${r.ids.length} tokens after a prompt of ${r.promptTokens}, ${r.tokensPerSecond.toFixed(1)} tokens/s, stopped by ${r.stopReason}`);
+    const budgets = await spotBudgets(model);
+    if (budgets.length) console.error(spotBudgetLine(budgets));
     const evicting = r.cacheKept.some((heads) => heads.some((f) => f < 1));
     if (evicting) {
       const all = r.cacheKept.flat();

@@ -6,13 +6,15 @@ import { loadModel } from '../io/model_checkpoint.ts';
 import { parseFlags, requireFlag } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { focusParameters } from './focus.ts';
+import { spotParameters } from './spot.ts';
 
 export const INFO_USAGE = `usage: fon info --model DIR [--json] [--allow-non-finite]
 
 Prints the model's parameter count, model config, tokenizer size, KV-cache bytes per token (f32
 and f16 caches; before eviction; with Depth-Attention also without it, which is the same), each
 layer's mechanism with what it notes (FPA: dead-key eviction or stack decoding) and the organs
-(draft layers and exit head, with their training weights) and, with Focus layers, the parameters
+(draft layers and exit head, with their training weights), with Spot layers the selectors' parameters
+and selector-key bytes per token, and, with Focus layers, the parameters
 they add (W_g and C) and their share of the model. DIR is a FON checkpoint or a Hugging
 Face folder (then its architecture too, and the config as FON maps it). Loads on the CPU.
 
@@ -26,6 +28,7 @@ export async function infoCommand(argv: string[]): Promise<number> {
   const dir = requireFlag('info', 'model', v.model);
   const { model, tokenizer, config, dir: ckpt, architecture } = await loadModel(dir, await backendFromFlag('info', 'cpu'), { allowNonFinite: v['allow-non-finite'] });
   const focus = focusParameters(config);
+  const spot = spotParameters(config);
   const info = {
     checkpoint: ckpt,
     ...(architecture ? { huggingFace: architecture } : {}),
@@ -40,6 +43,8 @@ export async function infoCommand(argv: string[]): Promise<number> {
     ...(config.organs ? { organs: { ...config.organs, draft: [0, config.organs.draftLayers], revise: [config.organs.draftLayers, config.nLayers] } } : {}),
     /** Focus: the trained parameters its layers add (W_g and C; the log-normalizers are not counted) and in how many layers. */
     ...(focus.layers ? { focus: { parameters: focus.count, layers: focus.layers } } : {}),
+    /** Spot: the selectors' parameters, in how many layers, and the selector keys' bytes per token of context (all Spot layers; beside the KV cache's). */
+    ...(spot.layers ? { spot: { parameters: spot.count, layers: spot.layers, selectorKeyBytesPerToken: spot.keyBytesPerToken } } : {}),
     config,
   };
   model.dispose();
@@ -64,6 +69,10 @@ export async function infoCommand(argv: string[]): Promise<number> {
   if (info.focus) {
     const share = (100 * info.focus.parameters) / info.parameters;
     console.log(`focus: ${info.focus.parameters.toLocaleString('en-US')} parameters in ${info.focus.layers} layer${info.focus.layers === 1 ? '' : 's'} (${share < 0.01 ? share.toPrecision(2) : share.toFixed(2)}% of the model)`);
+  }
+  if (info.spot) {
+    const share = (100 * info.spot.parameters) / info.parameters;
+    console.log(`spot: ${info.spot.parameters.toLocaleString('en-US')} selector parameters in ${info.spot.layers} layer${info.spot.layers === 1 ? '' : 's'} (${share < 0.01 ? share.toPrecision(2) : share.toFixed(2)}% of the model); selector keys ${info.spot.selectorKeyBytesPerToken} bytes per token beside the KV cache`);
   }
   console.log(`config: ${JSON.stringify(config)}`);
   return 0;

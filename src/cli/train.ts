@@ -29,11 +29,17 @@ import { backendFromFlag } from './backend_flag.ts';
 import { loadCorpus, type Corpus } from './corpus.ts';
 import { Progress } from './progress.ts';
 import { parseJson } from '../io/json.ts';
-import { focusComposesOnto, focusLayers } from '../attention/focus/index.ts';
-import { addFocusLayers, checkTrainOnly, focusDominanceLines, focusLogFields, freezeAllButFocus, isFocusParameter, measureFocusDominance, parseAddFlag, resetFocusStats, trainOnlyFlag, type FocusDominance, type TrainOnly } from './focus.ts';
+import { focusLayers } from '../attention/focus/index.ts';
+import type { MechanismType } from '../attention/table.ts';
+import { focusDominanceLines, focusLogFields, measureFocusDominance, resetFocusStats, type FocusDominance } from './focus.ts';
+import { spotValidationKL } from './spot.ts';
+import { addComposedLayers, checkTrainOnly, COMPOSABLE, composedLayers, composedWords, freezeAllBut, isComposedParameter, parseAddFlag, trainOnlyFlag } from './compose.ts';
 
 /** The defaults `--preset tiny` trains with (other presets bring their own: train/preset_training.ts). */
 const TINY: TrainConfig = { ...DEFAULT_TRAIN, ...presetTraining('tiny').train };
+
+/** Validation windows the selectors' KL is measured on at each evaluation (a curve, not a figure to quote). */
+const SPOT_KL_WINDOWS = 8;
 
 export const TRAIN_USAGE = `usage: fon train --data PATH|builtin:brown --out DIR [options]
 
@@ -58,7 +64,13 @@ data and model:
                              or of the preset / --config. OPTS: K=groups, k=top-k at inference, dg=group width d_g,
                              w=window, tau=τ, N=Sinkhorn iterations, gate=mask|literal, lambda=λ, beta=β (defaults:
                              K=8,k=2,dg=16,w=128,tau=0.1,N=10,gate=mask,lambda=10,beta=0.5), e.g. --add focus:K=8,k=2
-  --train-only focus         train only the Focus layers' W_g and C; every other tensor is saved as it was loaded
+  --add spot[:OPTS]          put a SpotAttention selector (attention/spot) beside every full-attention layer; the
+                             selectors start fresh from --seed and learn by KL distillation from their layer (the
+                             log's spotKL). OPTS: heads, dim, keys=f16|int4, rule=top-p|top-k, p, fraction,
+                             loss=sparse|dense, ktrain=K_train as a fraction of the context (defaults: heads=4,
+                             dim=128,keys=f16,rule=top-p,p=0.9,fraction=0.5,loss=sparse,ktrain=0.5)
+  --train-only focus|spot    train only those layers' own tensors (Focus: W_g and C; Spot: the selectors); every
+                             other tensor is saved as it was loaded
   --backend NAME             cpu, wasm, webgpu or auto (default: a hardware GPU, else wasm)
   --precision P              f32, bf16 or f16: matmuls and attention in P, master weights, optimizer state and
                              reductions in f32, f16 with dynamic loss scaling; checkpoints stay f32 (default auto:
@@ -107,7 +119,7 @@ interface RunSpec {
   /** --add as given: the layers the run added to the model it started from (a record; the checkpoint's config holds them). */
   add?: string;
   /** --train-only: the part of the model trained, the rest frozen; a resume freezes the same so the optimizer state lines up. */
-  trainOnly?: TrainOnly;
+  trainOnly?: MechanismType;
   fingerprint?: { trainTokens: number; validationTokens: number; checksum: number; backend: string };
 }
 
@@ -215,6 +227,16 @@ async function plot(outDir: string, log: LogEntry[], focusIdeal: number | null):
   if (train.length === 0) return;
   await writeFileAtomic(joinPath(outDir, 'loss.svg'), linePlot({ title: 'loss', xLabel: 'step', yLabel: 'cross-entropy (nats/token)', series }));
   await plotDominance(outDir, log, focusIdeal);
+  await plotSpotKl(outDir, log);
+}
+
+/** DIR/spot_kl.svg for a model with Spot layers: the selectors' distillation KL on the training steps and the validation windows. Nothing without spotKL in the log. */
+async function plotSpotKl(outDir: string, log: LogEntry[]): Promise<void> {
+  const pick = (key: string) => log.filter((e) => typeof e[key] === 'number').map((e) => [e.step, e[key] as number] as [number, number]);
+  const train = pick('spotKL'), val = pick('valSpotKL');
+  if (train.length === 0) return;
+  const series = [{ name: 'train', points: train }, ...(val.length ? [{ name: 'validation', points: val }] : [])];
+  await writeFileAtomic(joinPath(outDir, 'spot_kl.svg'), linePlot({ title: 'Spot selectors: KL(teacher ‖ selector), mean over layers', xLabel: 'step', yLabel: 'KL (nats)', series }));
 }
 
 /**
@@ -299,7 +321,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
     const loaded = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'] });
     ({ model, tokenizer } = loaded);
     resumeDir = loaded.dir;
-    if (spec.trainOnly !== undefined && spec.trainOnly !== 'focus') throw new UsageError(`train: --resume: ${dir}/trainer.json: run.trainOnly = ${JSON.stringify(spec.trainOnly)}: expected "focus" or no key`);
+    if (spec.trainOnly !== undefined && !(COMPOSABLE as readonly string[]).includes(spec.trainOnly)) throw new UsageError(`train: --resume: ${dir}/trainer.json: run.trainOnly = ${JSON.stringify(spec.trainOnly)}: expected one of ${COMPOSABLE.map((t) => JSON.stringify(t)).join(', ')} or no key`);
     checkTrainOnly(spec.trainOnly, model.config);
     corpus = await loadCorpus(spec.data);
     say(`resuming ${loaded.dir} at step ${state.step}`);
@@ -308,21 +330,21 @@ export async function trainCommand(argv: string[]): Promise<number> {
     const data = requireFlag('train', 'data', v.data);
     const add = v.add !== undefined ? parseAddFlag(v.add) : undefined;
     const trainOnly = trainOnlyFlag(v['train-only']);
-    const focusRun = { ...(v.add !== undefined ? { add: v.add } : {}), ...(trainOnly ? { trainOnly } : {}) };
+    const composeRun = { ...(v.add !== undefined ? { add: v.add } : {}), ...(trainOnly ? { trainOnly } : {}) };
     if (v['init-from'] !== undefined) {
       // Fine-tuning: the model brings its config, tokenizer and weights.
       const clash = (['preset', 'config', 'tokenizer'] as const).filter((k) => v[k] !== undefined);
       if (clash.length) throw new UsageError(`train: --init-from ${v['init-from']} brings the model's config and tokenizer; drop ${clash.map((k) => `--${k}`).join(', ')}`);
       backend = await backendFromFlag('train', v.backend);
       const seed = seedFlag(v);
-      // --add: the stored config with Focus layers for its full ones; their tensors start fresh.
+      // --add: the stored config with the mechanism's layers for the ones it composes onto; their own tensors start fresh.
       let added: number[] = [];
       const adapt = add ? {
         config: (c: ModelConfig) => {
-          added = Array.from({ length: c.nLayers }, (_, i) => i).filter((i) => focusComposesOnto(layerAttention(c, i)));
-          return addFocusLayers(c, add, v.add!);
+          added = composedLayers(add.type, c);
+          return addComposedLayers(c, add, v.add!);
         },
-        freshMissing: isFocusParameter, seed,
+        freshMissing: isComposedParameter, seed,
       } : undefined;
       const init = await loadModel(v['init-from'], backend, { allowNonFinite: v['allow-non-finite'], adapt });
       ({ model, tokenizer } = init);
@@ -334,15 +356,16 @@ export async function trainCommand(argv: string[]): Promise<number> {
       }
       const train = trainConfigFrom(v, model.config.contextLength);
       corpus = await loadCorpus(data);
-      spec = { data: corpus.name, tokenizer: `from ${init.dir}`, train, initFrom: init.dir, ...focusRun };
+      spec = { data: corpus.name, tokenizer: `from ${init.dir}`, train, initFrom: init.dir, ...composeRun };
       say(`starting from ${init.dir}`);
       if (add) {
-        const label = focusLayers(model).find(([i]) => i === added[0])![1].name;
-        say(`--add ${v.add}: ${added.length === 1 ? `layer ${added[0]} is a Focus layer` : `layers ${added.join(', ')} are Focus layers`} (${label}); their W_g and C start fresh (seed ${seed})`);
+        const label = model.layers[added[0]].attn.mechanism.name;
+        const w = composedWords(add.type);
+        say(`--add ${v.add}: ${added.length === 1 ? `layer ${added[0]} is a ${w.label} layer` : `layers ${added.join(', ')} are ${w.label} layers`} (${label}); their ${w.trains} start fresh (seed ${seed})`);
       }
     } else {
       const base = await modelConfigFrom(v);
-      if (add) base.cfg = addFocusLayers(base.cfg, add, v.add!);
+      if (add) base.cfg = addComposedLayers(base.cfg, add, v.add!);
       checkTrainOnly(trainOnly, base.cfg);
       const tokSpec = v.tokenizer ?? presetTraining(v.preset ?? 'tiny').tokenizer;
       checkTokenizerSpec(tokSpec);
@@ -351,7 +374,7 @@ export async function trainCommand(argv: string[]): Promise<number> {
       corpus = await loadCorpus(data);
       tokenizer = await makeTokenizer(tokSpec, corpus, say);
       const cfg = withVocab(base, tokenizer.vocabSize, v.config ?? `preset ${v.preset ?? 'tiny'}`);
-      spec = { data: corpus.name, tokenizer: tokSpec, train, ...focusRun };
+      spec = { data: corpus.name, tokenizer: tokSpec, train, ...composeRun };
       model = new Decoder(cfg, new ParamFactory({ backend, seed: train.seed }));
     }
   }
@@ -366,8 +389,8 @@ export async function trainCommand(argv: string[]): Promise<number> {
     if (was.backend !== backend.name) say(`warning: the run was trained on ${was.backend} and resumes on ${backend.name}: the loss curve will differ by rounding (pass --backend ${was.backend} to continue exactly)`);
   }
   spec.fingerprint = fingerprint;
-  // --train-only focus (also on resume, so the optimizer's state indexes the same tensors): only W_g and C train.
-  const frozen = spec.trainOnly === 'focus' ? freezeAllButFocus(model) : null;
+  // --train-only NAME (also on resume, so the optimizer's state indexes the same tensors): only that mechanism's own tensors train.
+  const frozen = spec.trainOnly !== undefined ? freezeAllBut(spec.trainOnly, model) : null;
   const resumed = resumeDir ? await readTrainerState(resumeDir) : null;
   const trainer = new Trainer(model, new BatchSampler(stores.train, { batch: tc.batchSize, context: tc.context, seed: tc.seed }), tc, resumed?.lossScale);
   // The run description keeps the precision the steps really take ('auto' resolved), so a resume on
@@ -383,7 +406,11 @@ export async function trainCommand(argv: string[]): Promise<number> {
   const byteLengths = tokenByteLengths(tokenizer, model.config.vocabSize);
   say(`model: ${(model.parameterCount() / 1e6).toFixed(2)}M parameters, ${model.config.nLayers} layers, d=${model.config.dModel}; backend ${backend.name}, precision ${trainer.precision}; `
     + `data ${spec.data}: ${stores.train.length} training and ${stores.validation.length} validation tokens`);
-  if (frozen) say(`--train-only focus: training ${frozen.trained.toLocaleString('en-US')} of ${frozen.total.toLocaleString('en-US')} parameters (W_g and C of ${focusLayers(model).length} Focus layer${focusLayers(model).length === 1 ? '' : 's'}), the rest frozen`);
+  if (frozen) {
+    const n = model.layers.filter((_, i) => layerAttention(model.config, i).type === spec.trainOnly).length;
+    const w = composedWords(spec.trainOnly!);
+    say(`--train-only ${spec.trainOnly}: training ${frozen.trained.toLocaleString('en-US')} of ${frozen.total.toLocaleString('en-US')} parameters (${w.trains} of ${n} ${w.label} layer${n === 1 ? '' : 's'}), the rest frozen`);
+  }
   /** 1/K when every Focus layer has the same K (the balanced share, drawn in dominance.svg). */
   const groups = new Set(focusLayers(model).map(([, f]) => f.spec.groups));
   const focusIdeal = groups.size === 1 ? 1 / [...groups][0] : null;
@@ -401,13 +428,15 @@ export async function trainCommand(argv: string[]): Promise<number> {
     await plot(outDir, log, focusIdeal);
   };
   /** An evaluation; with Focus layers also their groups' dominance over the validation tokens alone (the training steps' counts are dropped first). */
-  const validate = async (windows: number, label: string): Promise<EvalResult & { focus: FocusDominance | null }> => {
+  const validate = async (windows: number, label: string): Promise<EvalResult & { focus: FocusDominance | null; spotKL: number | null }> => {
     const total = Math.min(windows, Math.max(1, Math.ceil((stores.validation.length - 1) / tc.context)));
     const bar = new Progress({ label, total, unit: 'win' });
     resetFocusStats(model);
     const r = await evaluate(model, limited(stores.validation, tc.context, windows), { byteLengths, batch: tc.batchSize, onProgress: (n) => bar.update(n) });
     bar.finish();
-    return { ...r, focus: await measureFocusDominance(model) };
+    const focus = await measureFocusDominance(model);
+    const spotKL = await spotValidationKL(model, limited(stores.validation, tc.context, Math.min(windows, SPOT_KL_WINDOWS)));
+    return { ...r, focus, spotKL };
   };
 
   // ---- the loop
@@ -429,15 +458,16 @@ export async function trainCommand(argv: string[]): Promise<number> {
       const organTerms: Record<string, number> = r.exitLoss !== undefined ? { exitLoss: r.exitLoss, distill: r.distill! } : {};
       // f16: the loss scale after the step, and whether its update was skipped for an overflow.
       const scaling: Record<string, number> = trainer.lossScale ? { lossScale: trainer.lossScale.scale, ...(r.skipped ? { skipped: 1 } : {}) } : {};
-      log.push({ step: r.step, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ...organTerms, ...scaling });
+      log.push({ step: r.step, loss: r.loss, lr: r.lr, gradNorm: r.gradNorm, ...organTerms, ...scaling, ...r.terms });
       if (!Number.isFinite(r.loss)) throw new UsageError(`train: the loss became ${r.loss} at step ${r.step}; lower --lr (now ${tc.lr})`);
-      bar.update(r.step * tokensPerStep, { step: `${r.step}/${tc.steps}`, loss: r.loss.toFixed(3), ...(r.exitLoss !== undefined ? { exit: r.exitLoss.toFixed(3), kl: r.distill!.toPrecision(3) } : {}) });
+      bar.update(r.step * tokensPerStep, { step: `${r.step}/${tc.steps}`, loss: r.loss.toFixed(3), ...(r.exitLoss !== undefined ? { exit: r.exitLoss.toFixed(3), kl: r.distill!.toPrecision(3) } : {}), ...(r.terms?.spotKL !== undefined ? { spotKL: r.terms.spotKL.toPrecision(3) } : {}) });
       const last = r.step === tc.steps;
       if (tc.evalEvery > 0 && r.step % tc.evalEvery === 0 && !last) {
         const e = await validate(tc.evalWindows, 'eval');
-        log.push({ step: r.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e), ...focusLogFields(e.focus) });
+        log.push({ step: r.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e), ...focusLogFields(e.focus), ...(e.spotKL !== null ? { valSpotKL: e.spotKL } : {}) });
         bar.log(`step ${r.step}: validation loss ${e.loss.toFixed(4)}, bits per byte ${e.bitsPerByte.toFixed(3)}${e.exit ? `; exit head loss ${e.exit.loss.toFixed(4)}, bits per byte ${e.exit.bitsPerByte.toFixed(3)}` : ''}`);
         if (e.focus) for (const line of focusDominanceLines(e.focus)) bar.log(line);
+        if (e.spotKL !== null) bar.log(`spot: selectors' KL on validation ${e.spotKL.toPrecision(4)} nats`);
       }
       if ((tc.checkpointEvery > 0 && r.step % tc.checkpointEvery === 0) || last) await save();
       if (r.step >= stopAfter && !last) stop = true;
@@ -454,11 +484,12 @@ export async function trainCommand(argv: string[]): Promise<number> {
 
   // ---- finish: full evaluation, the log and plot, a sample
   const e = await validate(finalWindows, 'validation');
-  log.push({ step: trainer.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e), ...focusLogFields(e.focus) });
+  log.push({ step: trainer.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e), ...focusLogFields(e.focus), ...(e.spotKL !== null ? { valSpotKL: e.spotKL } : {}) });
   await writeLog(outDir, log);
   await plot(outDir, log, focusIdeal);
   console.log(`validation: perplexity ${e.perplexity.toFixed(2)}, bits per byte ${e.bitsPerByte.toFixed(3)} (${e.tokens} tokens, ${e.bytes} bytes)`);
   if (e.focus) for (const line of focusDominanceLines(e.focus)) console.log(line);
+  if (e.spotKL !== null) console.log(`spot: selectors' KL(teacher ‖ selector) on validation ${e.spotKL.toPrecision(4)} nats (mean over layers; curve ${joinPath(outDir, 'spot_kl.svg')})`);
   if (e.exit) console.log(`validation, exit head after ${e.exit.draftLayers} of ${model.config.nLayers} layers: perplexity ${e.exit.perplexity.toFixed(2)}, bits per byte ${e.exit.bitsPerByte.toFixed(3)}`);
   console.log(`checkpoint: ${outDir} (loss plot ${joinPath(outDir, 'loss.svg')}${e.focus ? `, Focus dominance ${joinPath(outDir, 'dominance.svg')}` : ''})`);
   if (v.sample) {

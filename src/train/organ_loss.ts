@@ -41,6 +41,7 @@ import { uniformAt } from '../ops/random.ts';
 import { logSoftmax, mean, softmax, sum } from '../ops/reduce.ts';
 import { ArgumentError, ShapeError } from '../errors.ts';
 import { noGrad, tidy } from '../tensor/scope.ts';
+import { collectTrainingTerms } from '../nn/training_terms.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import type { OrgansSpec } from '../model/organs.ts';
 import type { Decoder } from '../model/decoder.ts';
@@ -157,18 +158,20 @@ export function layerKeepMasks(pMax: number, nLayers: number, batch: number, at:
 
   /**
    * The training objective of ids (B, T) against targets (B, T) and its parts: `loss` (what
-   * backward runs on), `ce` (the full model's CE), and with organs `exitCe` and `distill`
-   * (organLoss above); `layerKeep` as in Decoder.forwardWithExit (organ models only). What the trainer
-   * runs backward on; Decoder.loss is the plain CE.
+   * backward runs on), `ce` (the full model's CE), with organs `exitCe` and `distill` (organLoss
+   * above), and `terms`, what the layers add under a training-terms collection (nn/training_terms.ts:
+   * Spot's distillation KL "spotKL"), each added to the loss; `layerKeep` as in
+   * Decoder.forwardWithExit (organ models only). What the trainer runs backward on; Decoder.loss is
+   * the plain CE.
    */
-export function trainingLoss(model: Decoder, ids: Tensor, targets: Tensor, opts: { layerKeep?: readonly (ArrayLike<number> | null | undefined)[] } = {}): { loss: Tensor; ce: Tensor; exitCe?: Tensor; distill?: Tensor } {
+export function trainingLoss(model: Decoder, ids: Tensor, targets: Tensor, opts: { layerKeep?: readonly (ArrayLike<number> | null | undefined)[] } = {}): { loss: Tensor; ce: Tensor; exitCe?: Tensor; distill?: Tensor; terms: Record<string, Tensor> } {
     const organs = model.config.organs;
-    if (!organs) {
-      if (opts.layerKeep?.some((m) => m)) throw new ArgumentError('trainingLoss: layer dropout (layerKeep) needs a model with organs');
-      return tidy(() => { const ce = crossEntropy(model.forward(ids), targets); return { loss: ce, ce }; });
-    }
+    if (!organs && opts.layerKeep?.some((m) => m)) throw new ArgumentError('trainingLoss: layer dropout (layerKeep) needs a model with organs');
     return tidy(() => {
-      const { logits, exitLogits } = model.forwardWithExit(ids, organs.draftLayers, opts);
-      return organLoss(logits, exitLogits, targets, organs);
+      const { value, terms } = collectTrainingTerms(() => (organs ? model.forwardWithExit(ids, organs.draftLayers, opts) : { logits: model.forward(ids), exitLogits: undefined }));
+      const ce = organs ? undefined : crossEntropy(value.logits, targets);
+      const parts = organs ? organLoss(value.logits, value.exitLogits!, targets, organs) : { loss: ce!, ce: ce! };
+      const loss = Object.values(terms).reduce((s, t) => add(s, t), parts.loss);
+      return { ...parts, loss, terms };
     });
   }

@@ -129,6 +129,8 @@ export interface StepResult {
   exitLoss?: number;
   /** With organs: KL(sg(p_L) ‖ p_D), mean over positions. */
   distill?: number;
+  /** The layers' training terms by name (nn/training_terms.ts: Spot's "spotKL"), each part of the objective. */
+  terms?: Record<string, number>;
   /** f16: the gradients overflowed at this loss scale, so the update was skipped (and the scale halved). */
   skipped?: boolean;
 }
@@ -154,6 +156,8 @@ export class Trainer {
   readonly lossScale: DynamicLossScale | null;
   /** Optimizer steps done (the next step to run). */
   step = 0;
+  /** The names of the training terms the last step's forward added (their order in the step's read). */
+  private termNames: string[] = [];
 
   constructor(readonly model: Decoder, readonly batches: Batches, readonly config: TrainConfig, lossScale?: LossScaleState) {
     checkTrainConfig(config, model.config.contextLength);
@@ -197,7 +201,8 @@ export class Trainer {
         // multiplies it too (the gradients are unscaled in the optimizer step).
         const weight = (this.lossScale?.scale ?? 1) / c.accumulate;
         (weight === 1 ? parts.loss : mul(parts.loss, weight)).backward();
-        const reported = [parts.ce, ...(organs ? [parts.exitCe!, parts.distill!] : [])].map((t) => reshape(t.detach(), [1]));
+        this.termNames = Object.keys(parts.terms).sort();
+        const reported = [parts.ce, ...(organs ? [parts.exitCe!, parts.distill!] : []), ...this.termNames.map((n) => parts.terms[n])].map((t) => reshape(t.detach(), [1]));
         const d = reported.length === 1 ? reported[0] : concat(reported);
         return total ? add(total, d) : d;
       });
@@ -215,7 +220,7 @@ export class Trainer {
     for (const t of new Set([stats, total!, norm])) t?.dispose();
     this.step++;
     const r: StepResult = { step: this.step, loss: host[0] / c.accumulate, lr, gradNorm, tokens: c.accumulate * c.batchSize * c.context };
-    if (organs) { r.exitLoss = host[1] / c.accumulate; r.distill = host[2] / c.accumulate; }
+    this.readParts(r, host);
     return r;
   }
 
@@ -244,9 +249,17 @@ export class Trainer {
     scaler.update(finite);
     this.step++;
     const r: StepResult = { step: this.step, loss: host[0] / c.accumulate, lr, gradNorm: finite ? trueNorm : NaN, tokens: c.accumulate * c.batchSize * c.context, skipped: !finite };
-    if (this.model.config.organs) { r.exitLoss = host[1] / c.accumulate; r.distill = host[2] / c.accumulate; }
+    this.readParts(r, host);
     return r;
   }
+  /** The objective's parts after the CE in a step's read (summed over micro-batches): the organ terms, then the layers' terms. */
+  private readParts(r: StepResult, host: ArrayLike<number>): void {
+    const n = this.config.accumulate;
+    let at = 1;
+    if (this.model.config.organs) { r.exitLoss = host[1] / n; r.distill = host[2] / n; at = 3; }
+    if (this.termNames.length) r.terms = Object.fromEntries(this.termNames.map((name, i) => [name, host[at + i] / n]));
+  }
+
 
   dispose(): void {
     this.optimizer.dispose();

@@ -56,12 +56,12 @@ test('fon eval --focus-top-k and --json\'s focus figures; fon generate --focus-t
 test('fon train --add / --train-only: bad values are named, exit 2, nothing written', () => {
   const out = join(dir, 'bad');
   const train = (...args: string[]) => run('train', '--data', corpus, ...COMMON, '--steps', '1', '--out', out, ...args);
-  // (test/cli/focus_flags.test.ts has the rest of --add's parsing errors.)
+  // (test/cli/compose.test.ts has the rest of --add's parsing errors.)
   assertCleanError(train('--init-from', base, '--add', 'focus:K=4,X=1'), /unknown Focus option "X"; known: K \(groups, default 8\), k \(topK, default 2\), dg \(groupDim, default 16\), w \(window, default 128\), tau .*N \(sinkhornIters.*gate.*lambda.*beta/);
   assertCleanError(train('--init-from', base, '--add', 'focus:K=4,k=5'), /--add focus:K=4,k=5: attention\[0\]: 'topK' = 5: expected k in \[1, K = 4\]/);
   assertCleanError(train('--init-from', base, '--train-only', 'focus'), /^fon: train: --train-only focus: the model has no Focus layers \(add them with --add focus\)$/m);
   assertCleanError(train('--config', config, '--tokenizer', 'byte', '--train-only', 'focus'), /train: --train-only focus: the model has no Focus layers \(add them with --add focus\)/);
-  assertCleanError(train('--init-from', base, '--add', 'focus', '--train-only', 'mlp'), /train: --train-only "mlp": expected focus/);
+  assertCleanError(train('--init-from', base, '--add', 'focus', '--train-only', 'mlp'), /train: --train-only "mlp": expected one of focus \(train W_g and C, freeze the rest\), spot/);
   assertCleanError(train('--init-from', tuned, '--add', 'focus'), /train: --add focus: the model has no layer with full attention \(its layers: focus\(K=4, k=1, w=4\), local\(window=8\)\)/);
   assert.equal(existsSync(join(out, 'latest.json')), false, 'no checkpoint written');
 });

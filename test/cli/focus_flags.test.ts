@@ -1,35 +1,21 @@
 /**
- * The Focus helpers of the CLI (src/cli/focus.ts) in-process: `--add focus:…`'s short names, the
- * config rewrite (full layers only, one entry stays one entry, positions kept), the dominance and
- * collapse figures from given group counts and their lines, the parameter count.
+ * The Focus helpers of the CLI (src/cli/focus.ts) in-process: --focus-top-k, the dominance and
+ * collapse figures from given group counts and their lines (--add and --train-only: compose.test.ts).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
-import { FOCUS_DEFAULTS, focusLayers, focusParameterCount } from '../../src/attention/focus/index.ts';
+import { focusLayers } from '../../src/attention/focus/index.ts';
 import { parseModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { keep } from '../../src/tensor/scope.ts';
 import { UsageError } from '../../src/cli/args.ts';
 import { ConfigError } from '../../src/errors.ts';
-import { addFocusLayers, applyFocusTopK, focusDominanceLines, focusLogFields, focusParameters, measureFocusDominance, parseAddFlag, trainOnlyFlag } from '../../src/cli/focus.ts';
+import { applyFocusTopK, focusDominanceLines, focusLogFields, measureFocusDominance } from '../../src/cli/focus.ts';
 
 const cpu = await fon.initBackend('cpu');
 const small = { vocabSize: 30, dModel: 16, nLayers: 3, nHeads: 2, nKvHeads: 2, headDim: 8, mlpHidden: 24, contextLength: 16 };
-
-test('--add focus:…: every short name maps to its config key; other mechanisms, unknown names and non-numbers are UsageErrors naming them', () => {
-  assert.deepEqual(parseAddFlag('focus'), {});
-  assert.deepEqual(parseAddFlag('focus:K=8,k=2,dg=16,w=128,tau=0.1,N=10,gate=literal,lambda=5,beta=0.25'),
-    { groups: 8, topK: 2, groupDim: 16, window: 128, tau: 0.1, sinkhornIters: 10, gate: 'literal', lambda: 5, beta: 0.25 });
-  assert.throws(() => parseAddFlag('spot:K=2'), (e) => e instanceof UsageError && /--add "spot:K=2": cannot add "spot"; --add takes focus/.test(e.message));
-  assert.throws(() => parseAddFlag('focus:groups=4'), /unknown Focus option "groups"; known: K \(groups, default 8\)/);
-  assert.throws(() => parseAddFlag('focus:K'), /option K has no value; expected K=VALUE/);
-  assert.throws(() => parseAddFlag('focus:tau=warm'), /--add focus:tau=warm: tau=warm: expected a number/);
-  assert.throws(() => parseAddFlag('focus:K=4,K=5'), /option K is given twice/);
-  assert.equal(trainOnlyFlag(undefined), undefined);
-  assert.throws(() => trainOnlyFlag('Focus'), /--train-only "Focus": expected focus/);
-});
 
 test('--focus-top-k: an integer (UsageError), on a model with Focus layers (UsageError), in [1, K] (setFocusInference\'s ConfigError)', () => {
   const plain = new Decoder(parseModelConfig(small), new ParamFactory({ backend: cpu, seed: 1 }));
@@ -42,26 +28,6 @@ test('--focus-top-k: an integer (UsageError), on a model with Focus layers (Usag
   assert.equal(applyFocusTopK('eval', '3', m), 3);
   assert.deepEqual(focusLayers(m).map(([, f]) => f.topK), [3, 3, 3]);
   m.dispose();
-});
-
-test('addFocusLayers: full layers become Focus entries over the defaults, others stay; one entry stays one; positions are kept; no full layer is a UsageError', () => {
-  const mixed = parseModelConfig({ ...small, attention: [{ type: 'full' }, { type: 'local', window: 4 }, { type: 'full' }] });
-  const a = addFocusLayers(mixed, parseAddFlag('focus:K=4,k=1'), 'focus:K=4,k=1');
-  assert.deepEqual(a.attention.map((x) => x.type), ['focus', 'local', 'focus']);
-  assert.deepEqual(a.attention[0], { type: 'focus', ...FOCUS_DEFAULTS, groups: 4, topK: 1 });
-  assert.deepEqual(a.attention[1], mixed.attention[1]);
-  // K = 1 without k: k defaults to min(2, K), as the mechanism's parse says.
-  const one = addFocusLayers(parseModelConfig(small), { groups: 1 }, 'focus:K=1');
-  assert.equal(one.attention.length, 1);
-  assert.deepEqual(one.attention[0], { type: 'focus', ...FOCUS_DEFAULTS, groups: 1, topK: 1 });
-  // A FoX model with RoPE set explicitly stays RoPE (a new attention list alone would make it NoPE).
-  const fox = parseModelConfig({ ...small, positions: 'rope', attention: [{ type: 'fox' }, { type: 'full' }, { type: 'full' }] });
-  assert.equal(addFocusLayers(fox, {}, 'focus').positions, 'rope');
-  assert.throws(() => addFocusLayers(a, {}, 'focus'), /--add focus: the model has no layer with full attention \(its layers: focus\(K=4, k=1, w=128\), local\(window=4\)\)/);
-  assert.throws(() => addFocusLayers(mixed, { topK: 9 }, 'focus:k=9'), /train: --add focus:k=9: attention\[0\]: 'topK' = 9: expected k in \[1, K = 8\]/);
-  const p = focusParameters(a);
-  assert.deepEqual(p, { count: 2 * focusParameterCount(a.attention[0] as Parameters<typeof focusParameterCount>[0], 16), layers: 2 });
-  assert.equal(p.count, 2 * (16 * 16 + 4 * 16));
 });
 
 test('measureFocusDominance: the largest group\'s share per layer from the counts, its mean, 1/K, collapse when one group holds ≥ 90% of the tokens; the counts are reset', async () => {

@@ -14,7 +14,7 @@ import { parseModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { DEFAULT_TRAIN, Trainer, trainableParameters, type TrainConfig } from '../../src/train/trainer.ts';
-import { freezeAllButFocus, isFocusParameter } from '../../src/cli/focus.ts';
+import { freezeAllBut, isComposedParameter as isFocusParameter } from '../../src/cli/compose.ts';
 import { formulaBatches } from './fixtures.ts';
 
 const cpu = await fon.initBackend('cpu');
@@ -71,7 +71,7 @@ test('Trainer on a Focus model: the optimizer leaves out the log-normalizers (th
 test('Trainer with all but Focus frozen: W_g and C alone in the optimizer, the rest bit for bit, the state loads into a trainer frozen the same', async () => {
   const m = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 2 }));
   const [[, f]] = focusLayers(m);
-  const { trained, total } = freezeAllButFocus(m);
+  const { trained, total } = freezeAllBut('focus', m);
   assert.equal(trained, 4 * 16 + 4 * 4);
   assert.equal(total, m.parameterCount());
   const tr = new Trainer(m, batches, tc);
@@ -86,7 +86,7 @@ test('Trainer with all but Focus frozen: W_g and C alone in the optimizer, the r
   const state = tr.optimizer.stateDict();
   assert.deepEqual(Object.keys(state.tensors).sort(), ['m.0', 'm.1', 'v.0', 'v.1']);
   const again = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 2 }));
-  freezeAllButFocus(again);
+  freezeAllBut('focus', again);
   const tr2 = new Trainer(again, batches, tc);
   tr2.optimizer.loadStateDict(state);
   tr2.dispose();

@@ -18,7 +18,8 @@
  * - Set B's band lists depend on T and w alone (built on the host); the membership words, the
  *   table's last section, are computed on the device and concatenated.
  */
-import { MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from '../block_mask.ts';
+import { MASK_K_BLOCK, MASK_Q_BLOCK } from '../block_mask.ts';
+import { deviceMask } from '../device_mask.ts';
 import { ArgumentError } from '../../errors.ts';
 import type { UploadedMask } from '../../ops/attention.ts';
 import { cast } from '../../ops/cast.ts';
@@ -91,18 +92,6 @@ function segmentsMaskOnDevice(group: Tensor, start: Tensor, b: number, r: number
     : null;
   const entry = add(mul(kb, 2), whole ? sub(1, whole) : 1);
   const lists = concat([count, where(lt(n, count), entry, 0)], 2); // (B, qBlocks, stride)
-  const qRows = b * qBlocks, kRows = b * kBlocks;
-  const listsStart = qRows + kRows + 1, empty = qRows + kRows; // the by-key index points at one zero count
-  const index = ints(Array.from({ length: qRows }, (_, x) => listsStart + x * stride), [qRows]);
-  const byKey = ints(new Int32Array(kRows).fill(empty), [kRows]);
-  const segmentOffset = listsStart + qRows * stride;
-  const sections = [index, byKey, ints([0], [1]), reshape(cast(lists, 'i32'), [qRows * stride]), reshape(cast(group, 'i32'), [b * r])];
-  if (lowBits) sections.push(cast(lowBits, 'i32'));
-  // The geometry and offsets the kernels read; the host table is empty (the mask lives on the device).
-  const shape: BlockMask = {
-    batch: b, heads: 1, tq: r, tk: r, kvLength: r, qOffset: 0, causal: true, window: 0, qBlocks, kBlocks,
-    segmentOffset, bitsOffset: lowBits ? segmentOffset + b * r : 0, byKeyOffset: qRows,
-    table: new Int32Array(0), visited: NaN, predicateBlocks: NaN, forwardOnly: true,
-  };
-  return { ...shape, device: concat(sections, 0) };
+  const g = { batch: b, heads: 1, tq: r, tk: r, kvLength: r, qOffset: 0, causal: true, window: 0 };
+  return deviceMask(g, reshape(lists, [b * qBlocks, stride]), { segments: group, ...(lowBits ? { bits: lowBits } : {}) });
 }

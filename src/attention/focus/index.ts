@@ -7,7 +7,7 @@
  */
 import { ConfigError } from '../../errors.ts';
 import type { AttentionMechanism, MechanismDef, MechanismSpec } from '../mechanism.ts';
-import { choiceOption, intOption, show } from '../options.ts';
+import { choiceOption, intOption, numberOption } from '../options.ts';
 import { FocusAttention, focusLabel, type FocusSpec } from './focus.ts';
 import { FocusGroupLists } from './group_lists.ts';
 
@@ -18,12 +18,6 @@ export const FOCUS_DEFAULTS: Omit<FocusSpec, 'type'> = { groups: 8, topK: 2, gro
 
 /** The most groups: membership is a 32-bit word per token. */
 export const FOCUS_MAX_GROUPS = 32;
-
-function numberOption(o: Record<string, unknown>, key: string, at: string, fallback: number, positive: boolean): number {
-  const v = o[key] ?? fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v) || (positive && v <= 0)) throw new ConfigError(`${at}: '${key}' = ${show(o[key])}: expected a finite number${positive ? ' > 0' : ''}`);
-  return v;
-}
 
 function parse(o: Record<string, unknown>, at: string): FocusSpec {
   const d = FOCUS_DEFAULTS;
@@ -54,18 +48,16 @@ export const focusMechanism: MechanismDef<FocusSpec> = {
     facts: { groups: spec.groups, topK: spec.topK, groupDim: spec.groupDim, window: spec.window, tau: spec.tau, sinkhornIters: spec.sinkhornIters, gate: spec.gate, lambda: spec.lambda, beta: spec.beta },
   }),
   hfExport: () => ({ unsupported: '"focus" layers (learned-centroid sparse attention) have no Hugging Face counterpart' }),
+  compose: {
+    onto: ['full'],
+    shortNames: { K: 'groups', k: 'topK', dg: 'groupDim', w: 'window', tau: 'tau', N: 'sinkhornIters', gate: 'gate', lambda: 'lambda', beta: 'beta' },
+    words: ['gate'],
+    isParameter: (name) => name.includes('.attn.focus.'),
+    label: 'Focus',
+    trains: 'W_g and C',
+    defaults: FOCUS_DEFAULTS,
+  },
 };
-
-/** The layer kinds Focus composes onto (`fon train --add focus`): full causal attention, whose q, k and v it then groups. */
-const COMPOSES_ONTO: readonly string[] = ['full'];
-
-/** Whether `fon train --add focus` turns a layer of this entry into a Focus layer. */
-export const focusComposesOnto = (a: MechanismSpec): boolean => COMPOSES_ONTO.includes(a.type);
-
-/** A layer entry with Focus composed onto it (options over FOCUS_DEFAULTS, parsed later as a config), or the entry itself where Focus does not compose onto it. */
-export function composeFocus(a: MechanismSpec, options: Record<string, unknown>): MechanismSpec | Record<string, unknown> {
-  return focusComposesOnto(a) ? { type: 'focus', ...options } : a;
-}
 
 /** Whether a layer entry is a Focus layer. */
 export const isFocusSpec = (a: MechanismSpec): a is FocusSpec => a.type === 'focus';

@@ -15,11 +15,14 @@
  *   the same reservation as top-p, for a fair comparison), the rest the leading blocks of U.
  *
  * Neither rule sorts: the boundary of the order is found by building the score's order-preserving
- * u32 key bit by bit from the top (32 rounds of a masked count or sum over U, what the device form
- * runs in parallel), then ties at the boundary key are taken by block index. `selectBySort` is the
- * sort-based reference the tests compare against.
+ * u32 key bit by bit from the top (32 rounds of a masked count or sum over U), then ties at the
+ * boundary key are taken by block index: Backend.selectOpen, whose CPU reference
+ * (backend/cpu/select.ts) this host form calls and whose WGSL form runs the rounds in parallel.
+ * `selectBySort` is the sort-based reference the tests compare against.
  */
 import { ArgumentError } from '../../errors.ts';
+import type { SelectArgs } from '../../backend/backend.ts';
+import { selectOpenRow } from '../../backend/cpu/select.ts';
 
 /** Tokens a selector block holds (B2: max-pool over 16 tokens). */
 export const SPOT_BLOCK = 16;
@@ -43,85 +46,39 @@ function isReserved(b: number, bq: number): boolean {
   return b < SPOT_SINK_TOKENS / SPOT_BLOCK || b > bq - SPOT_RECENT_TOKENS / SPOT_BLOCK;
 }
 
-/** Floats to u32 keys in the same order (−0 = +0; NaN is refused before). */
-function orderKey(x: number): number {
-  const f = new Float32Array([x === 0 ? 0 : x]);
-  const u = new Uint32Array(f.buffer)[0];
-  return (u & 0x80000000 ? ~u : u | 0x80000000) >>> 0;
+/**
+ * The rule for a query at position q as Backend.selectOpen's arguments over its ⌊q/16⌋ + 1 causal
+ * blocks (one row): the open range [low, high) between the sink and the recency blocks, and the
+ * count (top-K's budget less the reserved blocks, or top-p's floor) with p (0 for top-K).
+ */
+export function selectArgs(q: number, rule: SpotRule): Omit<SelectArgs, 'rows' | 'n'> {
+  checkSpotRule(rule);
+  if (!Number.isInteger(q) || q < 0) throw new ArgumentError(`spot: query position ${q} must be an integer ≥ 0`);
+  const valid = Math.floor(q / SPOT_BLOCK) + 1;
+  const low = Math.min(valid, SPOT_SINK_TOKENS / SPOT_BLOCK), high = Math.max(low, valid - SPOT_RECENT_TOKENS / SPOT_BLOCK);
+  const reserved = valid - (high - low);
+  return rule.kind === 'top-k'
+    ? { valid, low, high, count: Math.max(0, Math.ceil(rule.fraction * valid) - reserved), p: 0 }
+    : { valid, low, high, count: Math.max(0, SPOT_FLOOR_TOKENS / SPOT_BLOCK - reserved), p: rule.p };
 }
 
 /**
  * The blocks of one query at position q (0-based, the query's own block ⌊q/16⌋ included) under
  * `rule`, from the selector's per-block scores (blocks ≥ ⌊q/16⌋ + 1, max-pooled) and per-block masses
- * (summed token probabilities; any non-negative scale), both of length ≥ ⌊q/16⌋ + 1.
+ * (summed token probabilities; any non-negative scale), both of length ≥ ⌊q/16⌋ + 1: the threshold
+ * search of Backend.selectOpen's CPU reference (backend/cpu/select.ts) over one row.
  */
 export function selectBlocks(q: number, scores: ArrayLike<number>, mass: ArrayLike<number>, rule: SpotRule): SpotSelection {
-  checkSpotRule(rule);
-  if (!Number.isInteger(q) || q < 0) throw new ArgumentError(`spot: query position ${q} must be an integer ≥ 0`);
-  const n = Math.floor(q / SPOT_BLOCK) + 1, bq = n - 1;
-  if (scores.length < n || mass.length < n) throw new ArgumentError(`spot: ${scores.length} scores and ${mass.length} masses for a query in block ${bq}; expected at least ${n} each`);
-  const keys = new Uint32Array(n);
-  const open: number[] = []; // U, by index
-  let reserved = 0, total = 0;
+  const a = selectArgs(q, rule);
+  const n = a.valid;
+  if (scores.length < n || mass.length < n) throw new ArgumentError(`spot: ${scores.length} scores and ${mass.length} masses for a query in block ${n - 1}; expected at least ${n} each`);
   for (let b = 0; b < n; b++) {
     if (Number.isNaN(scores[b]) || !(mass[b] >= 0)) throw new ArgumentError(`spot: block ${b} has score ${scores[b]} and mass ${mass[b]}; expected a number and a mass ≥ 0`);
-    if (isReserved(b, bq)) { reserved++; continue; }
-    keys[b] = orderKey(scores[b]);
-    open.push(b);
-    total += mass[b];
   }
-  let take: number;
-  if (rule.kind === 'top-k') take = Math.min(open.length, Math.max(0, Math.ceil(rule.fraction * n) - reserved));
-  else {
-    const floor = Math.max(0, SPOT_FLOOR_TOKENS / SPOT_BLOCK - reserved);
-    take = Math.min(open.length, Math.max(nucleusCount(open, keys, mass, total, rule.p), floor));
-  }
-  const chosen = leading(open, keys, take);
-  const blocks = new Int32Array(reserved + take);
-  let at = 0;
-  const pick = new Uint8Array(n);
-  for (const b of chosen) pick[b] = 1;
-  for (let b = 0; b < n; b++) if (pick[b] || isReserved(b, bq)) blocks[at++] = b;
-  return { blocks, reserved };
-}
-
-/** The `take` leading blocks of `open` in the order (key descending, index ascending), without sorting. */
-function leading(open: readonly number[], keys: Uint32Array, take: number): number[] {
-  if (take <= 0) return [];
-  // θ: the largest key with at least `take` blocks at or above it, built bit by bit from the top.
-  let theta = 0;
-  for (let bit = 31; bit >= 0; bit--) {
-    const t = (theta | (1 << bit)) >>> 0;
-    let count = 0;
-    for (const b of open) if (keys[b] >= t) count++;
-    if (count >= take) theta = t;
-  }
-  const out: number[] = [];
-  for (const b of open) if (keys[b] > theta) out.push(b);
-  for (const b of open) if (out.length < take && keys[b] === theta) out.push(b);
-  return out;
-}
-
-/** n_p: the fewest leading blocks of the order whose masses reach p of `total` (all of U where they never do). */
-function nucleusCount(open: readonly number[], keys: Uint32Array, mass: ArrayLike<number>, total: number, p: number): number {
-  if (open.length === 0) return 0;
-  const goal = p * total;
-  // θ: the largest key whose blocks at or above it hold at least the goal's mass.
-  let theta = 0;
-  for (let bit = 31; bit >= 0; bit--) {
-    const t = (theta | (1 << bit)) >>> 0;
-    let m = 0;
-    for (const b of open) if (keys[b] >= t) m += mass[b];
-    if (m >= goal) theta = t;
-  }
-  let m = 0, count = 0;
-  for (const b of open) if (keys[b] > theta) { m += mass[b]; count++; }
-  for (const b of open) {
-    if (m >= goal && count > 0) break;
-    if (keys[b] === theta) { m += mass[b]; count++; }
-  }
-  // At least one block (with no mass anywhere the goal is 0 and the first block of the order meets it).
-  return Math.max(1, count);
+  const flags = selectOpenRow(scores, mass, { ...a, n });
+  const blocks: number[] = [];
+  for (let b = 0; b < n; b++) if (flags[b]) blocks.push(b);
+  return { blocks: Int32Array.from(blocks), reserved: n - (a.high - a.low) };
 }
 
 /** The same selection by sorting U (the reference): the order, then the rule's count. */

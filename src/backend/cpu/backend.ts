@@ -12,6 +12,7 @@ import { binary, cast, fill, unary, where } from './elementwise.ts';
 import { crossEntropy, crossEntropyBackward, layernorm, layernormBackward, rmsnorm, rmsnormBackward, rope } from './fused.ts';
 import type { CpuHandle } from './host.ts';
 import { mergeLse } from './attention_merge.ts';
+import { compactFlags, selectOpen } from './select.ts';
 import { assignStrided, concat, copyStrided, embedding, embeddingBackward, gather, gatherRows, scatterAdd } from './layout.ts';
 import { matmul } from './matmul.ts';
 import { logsumexp, reduce, scan, softmax, softmaxBackward, sort } from './reduce.ts';
@@ -68,6 +69,8 @@ export class CpuBackend implements Backend<CpuHandle> {
   crossEntropyBackward: Backend<CpuHandle>['crossEntropyBackward'] = (l, t, s, g, n, v, ig) => this.track(crossEntropyBackward(l, t, s, g, n, v, ig));
   scan: Backend<CpuHandle>['scan'] = (x, op, r, c) => this.trackAll(scan(x, op, r, c));
   sort: Backend<CpuHandle>['sort'] = (x, r, c, d) => this.trackAll(sort(x, r, c, d));
+  selectOpen: Backend<CpuHandle>['selectOpen'] = (s, m, a) => this.track(selectOpen(s, m, a));
+  compactFlags: Backend<CpuHandle>['compactFlags'] = (f, r, n) => this.track(compactFlags(f, r, n));
   cast: Backend<CpuHandle>['cast'] = (x, to) => this.track(cast(x, to));
   fill: Backend<CpuHandle>['fill'] = (n, v, d) => this.track(fill(n, v, d));
   attention: Backend<CpuHandle>['attention'] = (q, k, v, a, x) => this.trackAll(attentionEntry(q, k, v, a, x));

@@ -19,7 +19,7 @@
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
-import type { NormArgs, ReduceOp, ScanOp } from '../../backend.ts';
+import type { NormArgs, ReduceOp, ScanOp, SelectArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
@@ -28,7 +28,7 @@ import { fill, viaStorable } from './elementwise.ts';
 
 export const ROW_FILES: string[] = [
   'rows_common', 'rows_reduce', 'rows_softmax', 'rows_softmax_backward', 'rows_ce_backward',
-  'rows_norm', 'rows_norm_backward', 'rows_colsum', 'rows_rope', 'rows_scan', 'rows_sort',
+  'rows_norm', 'rows_norm_backward', 'rows_colsum', 'rows_rope', 'rows_scan', 'rows_sort', 'rows_select',
 ];
 
 /**
@@ -349,7 +349,31 @@ export function sort(be: WebGpuBackend, x: GpuRef, rows: number, cols: number, d
   return [values, idx];
 }
 
-export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort'> {
+const selectKernel = rowKernel('rows_select', 'rows_select', (v) => v.SELECT
+  ? [input('s', v, 'S'), input('m', v, 'M'), { name: 'y', dtype: 'i32', write: true }]
+  : [{ name: 'x', dtype: 'i32' }, { name: 'y', dtype: 'i32', write: true }],
+'rows: u32, n: u32, valid: u32, low: u32, high: u32, count: u32, p: f32');
+
+/** Backend.selectOpen: one workgroup per row (rows_select.wgsl SELECT). */
+export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs): GpuHandle {
+  const y = be.alloc('i32', a.rows * a.n, 'selectOpen');
+  if (a.rows * a.n === 0) return y;
+  run(be, {
+    kernel: selectKernel, variant: { SELECT: true, S: scores.dtype, M: mass.dtype },
+    uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p)], buffers: [scores.h.buffer, mass.h.buffer, y.buffer], groups: a.rows,
+  });
+  return y;
+}
+
+/** Backend.compactFlags: one workgroup per row (rows_select.wgsl COMPACT). */
+export function compactFlags(be: WebGpuBackend, flags: GpuRef, rows: number, n: number): GpuHandle {
+  const y = be.alloc('i32', rows * (n + 1), 'compactFlags');
+  if (rows === 0) return y;
+  run(be, { kernel: selectKernel, variant: { COMPACT: true }, uniforms: [rows, n, 0, 0, 0, 0, 0], buffers: [flags.h.buffer, y.buffer], groups: rows });
+  return y;
+}
+
+export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort' | 'selectOpen' | 'compactFlags'> {
   return {
     reduce: (x, op, rows, cols) => reduce(be, x, op, rows, cols),
     softmax: (x, rows, cols) => softmaxLike(be, x, rows, cols, 'SOFTMAX'),
@@ -364,5 +388,7 @@ export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'sof
     crossEntropyBackward: (logits, targets, lse, dloss, n, v, ignore) => crossEntropyBackward(be, logits, targets, lse, dloss, n, v, ignore),
     scan: (x, op, rows, cols) => scan(be, x, op, rows, cols),
     sort: (x, rows, cols, desc) => sort(be, x, rows, cols, desc),
+    selectOpen: (scores, mass, a) => selectOpen(be, scores, mass, a),
+    compactFlags: (flags, rows, n) => compactFlags(be, flags, rows, n),
   };
 }

@@ -1,0 +1,136 @@
+/**
+ * SpotAttention decode benchmark (specs/focus_spot.md B5, the paper's Table 1): one decoding step of
+ * a Spot layer at B = 1, GQA 32/8, D = 128, d_model 4096, f16 K/V and selector keys, at each cache
+ * length, beside FON's dense decode and PyTorch's SDPA decode (bf16, enable_gqa,
+ * bench/torch_attention.py) on the same GPU in the same run. What each row times, apart:
+ *
+ * - `selector`: the selection stage of a step: the selector's query projections, the scores over
+ *   every cached selector key, the block max-pool and masses, the threshold search on the device
+ *   (Backend.selectOpen) and the block mask built from its flags (spot/device_select.ts);
+ * - `attention`: the block-sparse split-K decode over the selected blocks, every head, with that mask;
+ * - `step`: the layer's whole cached step as the model runs it (SpotAttention.forwardCached: the
+ *   K/V and selector-key writes, the selection, the attention);
+ * - the budget: the tokens of the selected blocks over the causal tokens.
+ * The inputs are random (K, V and selector keys drawn on the device, x a random residual row), so the
+ * top-p budget here says nothing of a trained selector's; static top-K's is fixed by its fraction.
+ *
+ *   node --import tsx bench/spot.ts [--tokens 16384,65536,131072,262144,524288] [--rules top-k:0.5,top-p:0.9] [--json bench/results_spot_h100.json]
+ */
+import { parseArgs } from 'node:util';
+import { writeFileSync } from 'node:fs';
+import * as fon from '../src/index.ts';
+import '../src/backend/webgpu/index.ts';
+import type { Backend } from '../src/index.ts';
+import { linePlot } from '../src/io/plot_svg.ts';
+import { attention } from '../src/ops/attention.ts';
+import { ParamFactory } from '../src/nn/params.ts';
+import { SPOT_DEFAULTS, SpotAttention } from '../src/attention/spot/index.ts';
+import { SpotKeyCache } from '../src/attention/spot/key_cache.ts';
+import { selectOnDevice } from '../src/attention/spot/device_select.ts';
+import { blockScores } from '../src/attention/spot/selector.ts';
+import type { SpotRule } from '../src/attention/spot/selection.ts';
+import type { LayerKv } from '../src/attention/mechanism.ts';
+import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
+import { deviceRandn, trim } from './lib/device_data.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    tokens: { type: 'string', default: '16384,65536,131072,262144,524288' },
+    rules: { type: 'string', default: 'top-k:0.5,top-p:0.9' },
+    json: { type: 'string' },
+  },
+});
+
+const H = 32, HKV = 8, D = 128, C = 4096;
+const list = (s: string) => s.split(',').filter(Boolean).map(Number);
+const rules: SpotRule[] = flags.rules.split(',').filter(Boolean).map((r) => {
+  const [kind, x] = r.split(':');
+  return kind === 'top-k' ? { kind: 'top-k', fraction: Number(x) } : { kind: 'top-p', p: Number(x) };
+});
+const ruleName = (r: SpotRule) => (r.kind === 'top-k' ? `top-K ${r.fraction}` : `top-p ${r.p}`);
+
+interface Row { tokens: number; rule: string; selectorMs: number; attentionMs: number; stepMs: number; budget: number; denseMs: number; torchMs?: number }
+
+async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[]> {
+  const sync = () => b.sync();
+  const k = deviceRandn(b, HKV, t, D, 2), v = deviceRandn(b, HKV, t, D, 3);
+  const slot: LayerKv = { k, v };
+  const keys = SpotKeyCache.forSlot(slot, SPOT_DEFAULTS.dim, 'f16');
+  slot.side = { spot: keys };
+  const sk = deviceRandn(b, 1, t, SPOT_DEFAULTS.dim, 4);
+  keys.write(0, fon.reshape(sk, [1, t, SPOT_DEFAULTS.dim]));
+  sk.dispose();
+  const q = fon.randn([1, H, 1, D], { seed: 5, backend: b, dtype: 'f16' });
+  const kNew = fon.randn([1, HKV, 1, D], { seed: 6, backend: b, dtype: 'f16' }), vNew = fon.randn([1, HKV, 1, D], { seed: 7, backend: b, dtype: 'f16' });
+  const x = fon.randn([1, 1, C], { seed: 8, backend: b });
+  const rows: Row[] = [];
+  try {
+    const denseMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
+    for (const rule of rules) {
+      layer.setRule(rule);
+      const select = () => {
+        const s = layer.selector.scores(x, keys.read(t), t - 1);
+        const { scores, mass } = blockScores(s);
+        return selectOnDevice(scores, mass, t - 1, rule, t);
+      };
+      const selectorMs = await timeBatched(sync, () => fon.tidy(() => { select(); }));
+      const chosen = fon.tidy(() => { const s = select(); return { mask: { ...s.mask, device: fon.keep(s.mask.device) }, tokens: fon.keep(s.tokens) }; });
+      const attentionMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask: chosen.mask }); }));
+      const budget = (await chosen.tokens.data())[0] / t;
+      chosen.mask.device.dispose();
+      chosen.tokens.dispose();
+      const stepMs = await timeBatched(sync, () => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
+      layer.resetStats();
+      rows.push({ tokens: t, rule: ruleName(rule), selectorMs, attentionMs, stepMs, budget, denseMs });
+    }
+  } finally {
+    for (const y of [k, v, q, kNew, vNew, x]) y.dispose();
+    keys.dispose();
+  }
+  return rows;
+}
+
+function save(adapter: string, rows: Row[]): void {
+  if (!flags.json) return;
+  writeJson(flags.json, { date: new Date().toISOString(), adapter, shapes: { batch: 1, heads: H, kvHeads: HKV, headDim: D, dModel: C, selector: `${SPOT_DEFAULTS.heads} × ${SPOT_DEFAULTS.dim}`, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows });
+  const points = (pick: (r: Row) => number | undefined, rule?: string) => [...new Map(rows.filter((r) => (!rule || r.rule === rule) && pick(r) !== undefined).map((r) => [r.tokens, pick(r)!])).entries()];
+  const series = [
+    { name: 'FON dense decode', points: points((r) => r.denseMs) },
+    { name: 'PyTorch SDPA decode (bf16)', points: points((r) => r.torchMs) },
+    ...[...new Set(rows.map((r) => r.rule))].map((rule) => ({ name: `Spot ${rule}: step`, points: points((r) => r.stepMs, rule) })),
+  ].filter((s) => s.points.length > 0);
+  if (series.length) writeFileSync(flags.json.replace(/\.json$/, '') + '-decode.svg', linePlot({ title: `Spot decode step on ${adapter.split(':')[0]}`, xLabel: 'cached tokens', yLabel: 'ms per layer (H 32/8, D 128)', series, logX: true, logY: true, markers: true }));
+}
+
+async function main(): Promise<void> {
+  const b = await fon.initBackend('webgpu');
+  const caps = (b as unknown as { caps: { adapterName: string } }).caps;
+  console.log(`FON Spot decode bench on ${caps.adapterName}: B 1, GQA ${H}/${HKV}, D ${D}, d_model ${C}, selector ${SPOT_DEFAULTS.heads} × ${SPOT_DEFAULTS.dim}, f16`);
+  const tokens = list(flags.tokens);
+  const python = findPython('torch', ['python3', '/usr/bin/python3']);
+  const torch = new Map<number, number>();
+  if (python) {
+    const res = runPython(python, new URL('./torch_attention.py', import.meta.url).pathname, tokens.map((t) => ({ key: `decode-${t}`, op: 'decode', t, h: H, hkv: HKV, d: D }))) as { key: string; ms: number }[] | null;
+    for (const r of res ?? []) torch.set(Number(r.key.split('-')[1]), r.ms);
+  }
+  const dims = { dModel: C, nLayers: 1, nHeads: H, nKvHeads: HKV, headDim: D, normEps: 1e-5 };
+  const layer = new SpotAttention({ type: 'spot', ...SPOT_DEFAULTS }, { f: new ParamFactory({ backend: b, seed: 1 }), name: 'layers.0.attn', dims });
+  const rows: Row[] = [];
+  for (const t of tokens) {
+    for (const r of await timeAt(b, t, layer)) {
+      const torchMs = torch.get(t);
+      rows.push({ ...r, ...(torchMs !== undefined ? { torchMs } : {}) });
+      console.log(`  ${t} ${r.rule}: selector ${r.selectorMs.toFixed(3)} ms + attention ${r.attentionMs.toFixed(3)} ms (budget ${(100 * r.budget).toFixed(1)}%); step ${r.stepMs.toFixed(3)} ms; FON dense ${r.denseMs.toFixed(3)} ms${torchMs !== undefined ? `, PyTorch SDPA ${torchMs.toFixed(3)} ms: step ${(torchMs / r.stepMs).toFixed(2)}× SDPA` : ''}, ${(r.denseMs / r.stepMs).toFixed(2)}× FON dense`);
+      save(caps.adapterName, rows);
+    }
+    trim(b);
+  }
+  console.log('\n| cached tokens | rule | selector ms | attention ms | budget | step ms | FON dense ms | PyTorch SDPA ms | step vs SDPA | step vs FON dense |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    console.log(`| ${r.tokens} | ${r.rule} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.denseMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
+  }
+}
+
+await main();
+process.exit(0);

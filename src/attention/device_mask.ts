@@ -1,0 +1,51 @@
+/**
+ * A block mask whose lists are made on the device (block_mask.ts describes the table): each row
+ * (b, h, qb) of the by-query index points at a list of a fixed stride, (count, entries…, padding),
+ * so the index is arithmetic and the lists can come straight out of device ops without a read to
+ * the host. The by-key lists are left empty, so the mask serves forwards only (`forwardOnly`):
+ * Focus's device prefill plan (focus/device_plan.ts) and Spot's device selection
+ * (spot/device_select.ts) build theirs this way.
+ */
+import { MASK_K_BLOCK, MASK_Q_BLOCK, type BlockMask } from './block_mask.ts';
+import { ArgumentError } from '../errors.ts';
+import type { UploadedMask } from '../ops/attention.ts';
+import { cast } from '../ops/cast.ts';
+import { tensor } from '../ops/creation.ts';
+import { concat, reshape } from '../ops/layout.ts';
+import type { Tensor } from '../tensor/tensor.ts';
+
+/** Where a device mask's queries and keys sit (MaskGeometry with every field given). */
+export interface DeviceMaskGeometry {
+  batch: number; heads: number; tq: number; tk: number; kvLength: number; qOffset: number; causal: boolean; window: number;
+}
+
+/**
+ * The mask from its lists (batch·heads·qBlocks, stride) integers, each row the count then the
+ * entries 2·kb + partial ascending, and optionally a segment id or a bit word per batch entry and
+ * key position (batch·tk integers, each a tensor on the lists' device).
+ */
+export function deviceMask(g: DeviceMaskGeometry, lists: Tensor, extra: { segments?: Tensor; bits?: Tensor } = {}): UploadedMask {
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  const qRows = g.batch * g.heads * qBlocks, kRows = g.batch * g.heads * kBlocks;
+  const [rows, stride] = lists.shape;
+  if (lists.rank !== 2 || rows !== qRows) throw new ArgumentError(`deviceMask: lists (${lists.shape.join(', ')}) for ${qRows} query-block rows (batch ${g.batch} × heads ${g.heads} × ${qBlocks} blocks)`);
+  for (const [name, t] of [['segments', extra.segments], ['bits', extra.bits]] as const) {
+    if (t && t.size !== g.batch * g.tk) throw new ArgumentError(`deviceMask: ${name} holds ${t.size} values; expected batch × tk = ${g.batch * g.tk}`);
+  }
+  const be = lists.backend;
+  const ints = (a: ArrayLike<number>) => tensor(Int32Array.from(a), [a.length], { dtype: 'i32', backend: be });
+  const listsStart = qRows + kRows + 1, empty = qRows + kRows; // the by-key index points at one zero count
+  const index = ints(Array.from({ length: qRows }, (_, x) => listsStart + x * stride));
+  const byKey = ints(new Int32Array(kRows).fill(empty));
+  const sections = [index, byKey, ints([0]), reshape(cast(lists, 'i32'), [qRows * stride])];
+  const segmentOffset = extra.segments ? listsStart + qRows * stride : 0;
+  if (extra.segments) sections.push(reshape(cast(extra.segments, 'i32'), [g.batch * g.tk]));
+  const bitsOffset = extra.bits ? listsStart + qRows * stride + (extra.segments ? g.batch * g.tk : 0) : 0;
+  if (extra.bits) sections.push(reshape(cast(extra.bits, 'i32'), [g.batch * g.tk]));
+  // The geometry and offsets the kernels read; the host table is empty (the mask lives on the device).
+  const shape: BlockMask = {
+    ...g, qBlocks, kBlocks, segmentOffset, bitsOffset, byKeyOffset: qRows,
+    table: new Int32Array(0), visited: NaN, predicateBlocks: NaN, forwardOnly: true,
+  };
+  return { ...shape, device: concat(sections, 0) };
+}

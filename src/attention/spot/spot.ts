@@ -1,0 +1,174 @@
+/**
+ * SpotAttention (specs/focus_spot.md Part B): full causal attention with a small selector beside it
+ * (selector.ts) that learns, by KL distillation from the layer itself, which 16-token key blocks a
+ * decoding query needs; decoding then reads only those blocks, for every head of the layer.
+ *
+ * - Training / prefill forward: dense causal attention, what the frozen layer computes. Under a
+ *   training-terms collection (nn/training_terms.ts: the trainer's forward, and the validation of
+ *   the KL under noGrad) the layer also adds its
+ *   distillation term "spotKL": the teacher is its own head-averaged attention rebuilt from the flash
+ *   pass's logsumexp (distill.ts), the student the selector's token softmax over the same input,
+ *   SparseKL on the student's top K_train = ⌈trainFraction · T⌉ tokens (default) or DenseKL. The
+ *   selector reads the input detached: the term trains the selector only, never the model it imitates.
+ * - Cached steps: k and v go into the contiguous cache, the selector keys into the slot's side state
+ *   "spot" (key_cache.ts, f16 or INT4). A prompt (pos = 0, several rows) is attended densely, as in
+ *   the paper. Every later row (a decoding step, or each row of a draft–revise verify pass, so both
+ *   give the same result) selects its blocks (selection.ts: dual top-p or static top-K, sink and
+ *   recency reserved) from the selector's block scores and masses, and attends over the selected
+ *   blocks alone through a block mask of the shared kernels (decode_mask.ts).
+ * The selection runs on the host where reads are synchronous (cpu, wasm) and on the device on
+ * webgpu (device_select.ts). `setSpotInference` (index.ts) overrides the rule (eval and generate:
+ * --spot-top-p, --spot-top-k).
+ */
+import { ArgumentError } from '../../errors.ts';
+import { attention, kvWrite } from '../../ops/attention.ts';
+import { tensor } from '../../ops/creation.ts';
+import { add } from '../../ops/elementwise.ts';
+import { concat, narrow } from '../../ops/layout.ts';
+import { Module } from '../../nn/module.ts';
+import { addTrainingTerm, collectingTrainingTerms } from '../../nn/training_terms.ts';
+import { keep, noGrad } from '../../tensor/scope.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput } from '../mechanism.ts';
+import { spotDecodeMask } from './decode_mask.ts';
+import { denseKL, sparseKL, teacherDistribution } from './distill.ts';
+import type { SpotKeyCache, SpotKeyFormat } from './key_cache.ts';
+import { checkSpotRule, selectBlocks, SPOT_BLOCK, type SpotRule } from './selection.ts';
+import { blockScores, SpotSelector } from './selector.ts';
+import { selectOnDevice } from './device_select.ts';
+
+/** The config entry of a SpotAttention layer. */
+export interface SpotSpec {
+  type: 'spot';
+  /** H_I, the selector's index heads (B2: 4). */
+  heads: number;
+  /** d_I, their width and the selector keys' (B2: 128). */
+  dim: number;
+  /** How the cache keeps selector keys. */
+  keys: SpotKeyFormat;
+  /** The decoding rule: dual top-p (B4, the paper's adaptive rule) or static top-K. */
+  rule: 'top-p' | 'top-k';
+  /** top-p's mass p in (0, 1]. */
+  p: number;
+  /** top-K's fraction ρ of the causal blocks, in (0, 1]. */
+  fraction: number;
+  /** The distillation loss: SparseKL on the student's own top tokens (B3's default) or DenseKL. */
+  loss: 'sparse' | 'dense';
+  /** K_train = ⌈trainFraction · T⌉ tokens per query for SparseKL (the paper: 0.5·L). */
+  trainFraction: number;
+}
+
+/** The rule a spec names. */
+export const specRule = (s: SpotSpec): SpotRule => (s.rule === 'top-p' ? { kind: 'top-p', p: s.p } : { kind: 'top-k', fraction: s.fraction });
+
+/** Decoding figures since the last reset: blocks read against causal blocks, per step and summed. */
+export interface SpotLayerStats {
+  /** Query rows that selected (decoding steps and verify rows). */
+  rows: number;
+  /** (2) f32 on the device: [tokens in the selected blocks, causal tokens], summed over those rows. */
+  tokens?: Tensor;
+}
+
+export class SpotAttention extends Module implements AttentionMechanism {
+  readonly name: string;
+  readonly selector: SpotSelector;
+  /** The rule in force: the config's, or setSpotInference's. */
+  rule: SpotRule;
+  readonly stats: SpotLayerStats = { rows: 0 };
+
+  constructor(readonly spec: SpotSpec, ctx: MechanismContext) {
+    super();
+    this.name = spotLabel(spec);
+    this.selector = this.child(new SpotSelector(ctx.f, ctx.name, ctx.dims.dModel, { heads: spec.heads, dim: spec.dim }));
+    this.rule = specRule(spec);
+  }
+
+  forward(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput): Tensor {
+    if (!collectingTrainingTerms()) return attention(q, k, v);
+    const x = input.x.detach();
+    const scores = this.selector.scores(x, this.selector.keys(x)); // (B, T, T)
+    const teacher = teacherDistribution(q, k, v); // (B, T, T), no gradient
+    const t = q.shape[2];
+    const kTrain = Math.max(1, Math.ceil(this.spec.trainFraction * t));
+    addTrainingTerm('spotKL', this.spec.loss === 'sparse' ? sparseKL(scores, teacher, kTrain) : denseKL(scores, teacher));
+    return attention(q, k, v);
+  }
+
+  forwardCached(q: Tensor, k: Tensor, v: Tensor, input: MechanismInput, cache: LayerKv, pos: number): Tensor {
+    const n = q.shape[2];
+    const keys = cache.side?.spot as SpotKeyCache | undefined;
+    if (!keys) throw new ArgumentError(`${this.name}: the KV cache slot has no selector keys; make the cache with KvCache from this model's config`);
+    kvWrite(cache.k, k, pos);
+    kvWrite(cache.v, v, pos);
+    keys.write(pos, this.selector.keys(input.x));
+    const l = pos + n;
+    if (pos === 0 && n > 1) return attention(q, cache.k, cache.v, { causal: true, kvLength: l }); // the prompt: dense
+    // Each row selects its blocks among its causal ones, then attends over them.
+    const s = this.selector.scores(input.x, keys.read(l), pos); // (B, n, L)
+    const { scores, mass } = blockScores(s); // (B, n, ⌈L/16⌉)
+    const rows: Tensor[] = [];
+    let selected: Tensor | undefined;
+    if (q.backend.readSync) {
+      const b = q.shape[0], nb = scores.shape[2];
+      const hs = scores.dataSync() as Float32Array, hm = mass.dataSync() as Float32Array;
+      let chosen = 0;
+      for (let i = 0; i < n; i++) {
+        const picks = Array.from({ length: b }, (_, bb) => {
+          const at = (bb * n + i) * nb;
+          return selectBlocks(pos + i, hs.subarray(at, at + nb), hm.subarray(at, at + nb), this.rule).blocks;
+        });
+        for (const p of picks) chosen += selectedTokens(p, pos + i + 1);
+        const mask = spotDecodeMask(picks, pos + i + 1, cache.k.shape[2]);
+        rows.push(attention(narrow(q, 2, i, 1), cache.k, cache.v, { kvLength: pos + i + 1, mask }));
+      }
+      selected = tensor(Float32Array.of(chosen), [1], { backend: q.backend });
+    } else {
+      const picks: Tensor[] = [];
+      for (let i = 0; i < n; i++) {
+        const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(mass, 1, i, 1), pos + i, this.rule, cache.k.shape[2]);
+        picks.push(sel.tokens);
+        rows.push(attention(narrow(q, 2, i, 1), cache.k, cache.v, { kvLength: pos + i + 1, mask: sel.mask }));
+      }
+      selected = picks.length === 1 ? picks[0] : picks.reduce((a, c) => add(a, c));
+    }
+    this.record(selected, q.shape[0], pos, n);
+    return rows.length === 1 ? rows[0] : concat(rows, 2);
+  }
+
+  /** Adds [tokens selected, causal tokens] of n rows at pos … to the stats (no read to the host). */
+  private record(selected: Tensor, batch: number, pos: number, n: number): void {
+    noGrad(() => {
+      const causal = batch * (n * pos + (n * (n + 1)) / 2);
+      const x = concat([selected, tensor(Float32Array.of(causal), [1], { backend: selected.backend })], 0);
+      const prev = this.stats.tokens;
+      this.stats.tokens = keep(prev ? add(prev, x) : x);
+      prev?.dispose();
+      this.stats.rows += batch * n;
+    });
+  }
+
+  /** Forgets the decoding figures. */
+  resetStats(): void {
+    this.stats.tokens?.dispose();
+    this.stats.tokens = undefined;
+    this.stats.rows = 0;
+  }
+
+  /** Checks and sets the rule in force. */
+  setRule(rule: SpotRule): void {
+    checkSpotRule(rule);
+    this.rule = rule;
+  }
+}
+
+/** Tokens in ascending selector blocks `blocks` of a query that sees `length` keys (its own block may be partial). */
+function selectedTokens(blocks: Int32Array, length: number): number {
+  let n = 0;
+  for (const b of blocks) n += Math.min(length, (b + 1) * SPOT_BLOCK) - b * SPOT_BLOCK;
+  return n;
+}
+
+/** The layer's label, e.g. "spot(top-p 0.9, f16 keys)". */
+export function spotLabel(s: SpotSpec): string {
+  return `spot(${s.rule === 'top-p' ? `top-p ${s.p}` : `top-K ${s.fraction}`}, ${s.keys} keys)`;
+}

@@ -1,0 +1,100 @@
+/**
+ * CPU reference of Backend.selectOpen and Backend.compactFlags, and the threshold search they share
+ * with SpotAttention's host selection (attention/spot/selection.ts):
+ *
+ * - scores become order-preserving u32 keys (−0 = +0);
+ * - the leading `take` open entries (key descending, index ascending) are found without sorting: the
+ *   largest key θ with at least `take` open entries at or above it, built bit by bit from the top
+ *   (32 rounds of a count over the open entries: what the device form runs in parallel), then every
+ *   entry above θ and the ties at θ by index until `take`;
+ * - n_p, the fewest leading open entries whose masses reach p of the open mass, the same way with a
+ *   masked sum in place of the count.
+ * Masses are summed in f64 here and in f32 on the GPU, so a nucleus boundary that falls within
+ * rounding of p·total may differ between the two (exact where the masses are dyadic).
+ */
+import type { SelectArgs } from '../backend.ts';
+import { numbers, type CpuHandle, type CpuRef } from './host.ts';
+
+const F32 = new Float32Array(1), U32 = new Uint32Array(F32.buffer);
+
+/** A float's u32 key in the same order (−0 = +0; NaN is the caller's to refuse). */
+export function orderKey(x: number): number {
+  F32[0] = x === 0 ? 0 : x;
+  const u = U32[0];
+  return (u & 0x80000000 ? ~u : u | 0x80000000) >>> 0;
+}
+
+/** The `take` leading entries of `open` (ascending indices) by (key descending, index ascending), in index order. */
+export function leadingOpen(open: readonly number[], keys: ArrayLike<number>, take: number): number[] {
+  if (take <= 0) return [];
+  let theta = 0;
+  for (let bit = 31; bit >= 0; bit--) {
+    const t = (theta | (1 << bit)) >>> 0;
+    let count = 0;
+    for (const b of open) if (keys[b] >= t) count++;
+    if (count >= take) theta = t;
+  }
+  const out: number[] = [];
+  let ties = take;
+  for (const b of open) if (keys[b] > theta) ties--;
+  for (const b of open) {
+    if (keys[b] > theta) out.push(b);
+    else if (keys[b] === theta && ties > 0) { out.push(b); ties--; }
+  }
+  return out;
+}
+
+/** n_p: the fewest leading open entries whose masses reach p of `total` (all of them where they never do; at least 1). */
+export function nucleusCount(open: readonly number[], keys: ArrayLike<number>, mass: ArrayLike<number>, total: number, p: number): number {
+  if (open.length === 0) return 0;
+  const goal = p * total;
+  let theta = 0;
+  for (let bit = 31; bit >= 0; bit--) {
+    const t = (theta | (1 << bit)) >>> 0;
+    let m = 0;
+    for (const b of open) if (keys[b] >= t) m += mass[b];
+    if (m >= goal) theta = t;
+  }
+  let m = 0, count = 0;
+  for (const b of open) if (keys[b] > theta) { m += mass[b]; count++; }
+  for (const b of open) {
+    if (m >= goal && count > 0) break;
+    if (keys[b] === theta) { m += mass[b]; count++; }
+  }
+  return Math.max(1, count);
+}
+
+/** One row of selectOpen: flags (n) from its scores and masses. */
+export function selectOpenRow(scores: ArrayLike<number>, mass: ArrayLike<number>, a: Omit<SelectArgs, 'rows'>): Uint8Array {
+  const flags = new Uint8Array(a.n);
+  const keys = new Uint32Array(a.n);
+  const open: number[] = [];
+  let total = 0;
+  for (let e = 0; e < a.valid; e++) {
+    if (e < a.low || e >= a.high) { flags[e] = 1; continue; }
+    keys[e] = orderKey(scores[e]);
+    open.push(e);
+    total += mass[e];
+  }
+  const take = Math.min(open.length, a.p > 0 ? Math.max(nucleusCount(open, keys, mass, total, a.p), a.count) : a.count);
+  for (const e of leadingOpen(open, keys, take)) flags[e] = 1;
+  return flags;
+}
+
+export function selectOpen(scores: CpuRef, mass: CpuRef, a: SelectArgs): CpuHandle {
+  const s = numbers(scores), m = numbers(mass);
+  const out = new Int32Array(a.rows * a.n);
+  for (let r = 0; r < a.rows; r++) out.set(selectOpenRow(s.subarray(r * a.n, (r + 1) * a.n), m.subarray(r * a.n, (r + 1) * a.n), a), r * a.n);
+  return out;
+}
+
+export function compactFlags(flags: CpuRef, rows: number, n: number): CpuHandle {
+  const f = flags.h as Int32Array;
+  const out = new Int32Array(rows * (n + 1));
+  for (let r = 0; r < rows; r++) {
+    let c = 0;
+    for (let e = 0; e < n; e++) if (f[r * n + e] !== 0) out[r * (n + 1) + 1 + c++] = e;
+    out[r * (n + 1)] = c;
+  }
+  return out;
+}

@@ -1,0 +1,143 @@
+// Backend.selectOpen (SELECT) and Backend.compactFlags (COMPACT), one workgroup per row; the CPU
+// reference is src/backend/cpu/select.ts.
+//
+// SELECT: entries below P.low and in [P.high, P.valid) are kept, those from P.valid on are not; the
+// open ones [low, high) are ranked by their score's order-preserving u32 key (descending, ties by
+// the lower index). With P.p > 0, n_p is found first: θ, the largest key whose open entries at or
+// above it hold at least p of the open mass, built bit by bit from the top (32 rounds of a
+// workgroup sum), then the entries above θ and the ties at θ in index order until the goal is met;
+// take = min(|U|, max(n_p, P.count)) (P.count alone where P.p = 0). Then θ₂, the largest key with
+// at least `take` open entries at or above it (32 rounds of a workgroup count), keeps every entry
+// above θ₂, and invocation 0 keeps the ties at θ₂ in index order until `take`. Masses are summed in
+// f32 (the reference sums in f64: a boundary within rounding of p·total may differ).
+//
+// COMPACT: the row's nonzero flags, in chunks of WG entries: an exclusive scan of the chunk's 0/1 in
+// workgroup memory places each index after the count slot and the earlier ones; the count goes to
+// slot 0 and zeros after the last index.
+{{HEADER}}
+{{COMMON}}
+
+var<workgroup> cnt: array<u32, WG>; // COMPACT's scan
+var<workgroup> shared_u: u32;
+
+// The u32 key of a score, in the same order (−0 = +0).
+fn order_key(x: f32) -> u32 {
+  let u = select(bitcast<u32>(x), 0u, x == 0.0);
+  return select(u | 0x80000000u, ~u, (u & 0x80000000u) != 0u);
+}
+
+// Σ of u32 counts over the workgroup through the f32 tree sum (exact: counts stay below 2^24).
+fn wg_count(lid: u32, v: u32) -> u32 { return u32(wg_sum(lid, f32(v))); }
+
+#if SELECT
+fn is_open(e: u32) -> bool { return e >= P.low && e < P.high; }
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = flat_id(wid, nw);
+  let live = row < P.rows; // a whole workgroup agrees: the barriers below stay uniform
+  let base = row * P.n;
+  var nopen = 0u;
+  var mass = 0.0;
+  if (live) {
+    for (var e = P.low + lid; e < P.high; e += WG) { nopen += 1u; mass += ld_m(base + e); }
+  }
+  let open_count = wg_count(lid, nopen);
+  let total = wg_sum(lid, mass);
+  var take = min(open_count, P.count);
+  if (P.p > 0.0) {
+    let goal = P.p * total;
+    var theta = 0u;
+    for (var bit = 31i; bit >= 0i; bit--) {
+      let t = theta | (1u << u32(bit));
+      var m = 0.0;
+      if (live) {
+        for (var e = P.low + lid; e < P.high; e += WG) { if (order_key(ld_s(base + e)) >= t) { m += ld_m(base + e); } }
+      }
+      if (wg_sum(lid, m) >= goal) { theta = t; }
+    }
+    var above = 0.0;
+    var n_above = 0u;
+    if (live) {
+      for (var e = P.low + lid; e < P.high; e += WG) {
+        if (order_key(ld_s(base + e)) > theta) { above += ld_m(base + e); n_above += 1u; }
+      }
+    }
+    let m_above = wg_sum(lid, above);
+    let c_above = wg_count(lid, n_above);
+    if (lid == 0u) {
+      var m = m_above;
+      var c = c_above;
+      if (live) {
+        for (var e = P.low; e < P.high; e++) {
+          if (m >= goal && c > 0u) { break; }
+          if (order_key(ld_s(base + e)) == theta) { m += ld_m(base + e); c += 1u; }
+        }
+      }
+      shared_u = max(1u, c);
+    }
+    workgroupBarrier();
+    let np = select(0u, shared_u, open_count > 0u);
+    take = min(open_count, max(np, P.count));
+  }
+  // θ₂: the largest key with at least `take` open entries at or above it.
+  var theta2 = 0u;
+  for (var bit = 31i; bit >= 0i; bit--) {
+    let t = theta2 | (1u << u32(bit));
+    var c = 0u;
+    if (live) {
+      for (var e = P.low + lid; e < P.high; e += WG) { if (order_key(ld_s(base + e)) >= t) { c += 1u; } }
+    }
+    if (wg_count(lid, c) >= take) { theta2 = t; }
+  }
+  var n_above2 = 0u;
+  if (live) {
+    for (var e = lid; e < P.n; e += WG) {
+      var kept = e < P.valid && !is_open(e);
+      if (is_open(e) && order_key(ld_s(base + e)) > theta2) { kept = true; n_above2 += 1u; }
+      sti_y(base + e, select(0i, 1i, kept));
+    }
+  }
+  let c_above2 = wg_count(lid, n_above2);
+  storageBarrier();
+  if (lid == 0u && live && take > c_above2) {
+    var ties = take - c_above2;
+    for (var e = P.low; e < P.high && ties > 0u; e++) {
+      if (order_key(ld_s(base + e)) == theta2) { sti_y(base + e, 1i); ties -= 1u; }
+    }
+  }
+}
+#endif
+
+#if COMPACT
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = flat_id(wid, nw);
+  let live = row < P.rows;
+  let out = row * (P.n + 1u);
+  var carry = 0u;
+  for (var e0 = 0u; e0 < P.n; e0 += WG) {
+    let e = e0 + lid;
+    var f = 0u;
+    if (live && e < P.n) { f = select(0u, 1u, ldi_x(row * P.n + e) != 0i); }
+    // Inclusive Hillis–Steele scan of the chunk's flags.
+    cnt[lid] = f;
+    workgroupBarrier();
+    for (var s = 1u; s < WG; s <<= 1u) {
+      var inc = 0u;
+      if (lid >= s) { inc = cnt[lid - s]; }
+      workgroupBarrier();
+      cnt[lid] += inc;
+      workgroupBarrier();
+    }
+    let before = carry + cnt[lid] - f;
+    if (f == 1u) { sti_y(out + 1u + before, i32(e)); }
+    carry += cnt[WG - 1u];
+    workgroupBarrier();
+  }
+  if (live) {
+    if (lid == 0u) { sti_y(out, i32(carry)); }
+    for (var e = carry + lid; e < P.n; e += WG) { sti_y(out + 1u + e, 0i); }
+  }
+}
+#endif

@@ -1,0 +1,59 @@
+/**
+ * SpotAttention on WebGPU (SwiftShader in CI) against the CPU: the same layer (weights from one
+ * seed, drawn on the host) over the same inputs: the dense prompt, decoding steps whose selection
+ * runs on the device (Backend.selectOpen, the mask built by device ops: spot/device_select.ts) under
+ * top-K and top-p, and a verify pass of several rows; outputs and the tokens read agree.
+ * Run: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json FON_REQUIRE_WEBGPU=1 node --import tsx --test test/attention/spot_webgpu.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fon from '../../src/index.ts';
+import type { Backend, Tensor } from '../../src/index.ts';
+import { ParamFactory } from '../../src/nn/params.ts';
+import { SPOT_DEFAULTS, SpotAttention } from '../../src/attention/spot/index.ts';
+import { SpotKeyCache } from '../../src/attention/spot/key_cache.ts';
+import type { SpotRule } from '../../src/attention/spot/selection.ts';
+import type { LayerKv } from '../../src/attention/mechanism.ts';
+import { noGrad } from '../../src/tensor/scope.ts';
+import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
+
+const cpu = await fon.initBackend('cpu');
+const gpu = await webgpuOrSkip();
+exitAfterWebgpu();
+const skip = webgpuSkipReason();
+
+const [H, HKV, D, C, T, PROMPT] = [4, 2, 8, 16, 760, 740];
+const dims = { dModel: C, nLayers: 1, nHeads: H, nKvHeads: HKV, headDim: D, normEps: 1e-5 };
+const host = async (t: Tensor) => Array.from((await t.data()) as Float32Array);
+
+function setup(be: Backend, rule: SpotRule) {
+  const m = new SpotAttention({ type: 'spot', ...SPOT_DEFAULTS, heads: 2, dim: 32 }, { f: new ParamFactory({ backend: be, seed: 3 }), name: 'layers.0.attn', dims });
+  m.setRule(rule);
+  const up = (shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: be });
+  const inp = { x: up([2, T, C], 1), q: up([2, H, T, D], 2), k: up([2, HKV, T, D], 3), v: up([2, HKV, T, D], 4) };
+  const s: LayerKv = { k: fon.zeros([2, HKV, T, D], { backend: be }), v: fon.zeros([2, HKV, T, D], { backend: be }) };
+  s.side = { spot: SpotKeyCache.forSlot(s, 32, 'f16') };
+  const call = (from: number, to: number) => noGrad(() => m.forwardCached(
+    fon.narrow(inp.q, 2, from, to - from), fon.narrow(inp.k, 2, from, to - from), fon.narrow(inp.v, 2, from, to - from), { x: fon.narrow(inp.x, 1, from, to - from) }, s, from));
+  return { m, call };
+}
+
+function close(a: number[], b: number[], tol: number, what: string): void {
+  assert.equal(a.length, b.length, what);
+  let worst = 0;
+  for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
+  assert.ok(worst <= tol, `${what}: max |Δ| ${worst}`);
+}
+
+test('Spot decoding on webgpu equals the CPU: device selection under top-K 0.6 and top-p 0.5, steps and a verify pass, B = 2 [webgpu]', { skip }, async () => {
+  for (const rule of [{ kind: 'top-k', fraction: 0.6 }, { kind: 'top-p', p: 0.5 }] as SpotRule[]) {
+    const c = setup(cpu, rule), g = setup(gpu!, rule);
+    close(await host(g.call(0, PROMPT)), await host(c.call(0, PROMPT)), 1e-4, `${rule.kind}: prompt`);
+    for (let p = PROMPT; p < T - 4; p++) close(await host(g.call(p, p + 1)), await host(c.call(p, p + 1)), 1e-4, `${rule.kind}: step at ${p}`);
+    close(await host(g.call(T - 4, T)), await host(c.call(T - 4, T)), 1e-4, `${rule.kind}: verify pass`);
+    const [gc, gt] = await host(g.m.stats.tokens!), [cc, ct] = await host(c.m.stats.tokens!);
+    assert.equal(gt, ct);
+    assert.equal(gc, cc, `${rule.kind}: tokens read`);
+    assert.ok(cc < 0.9 * ct, `${rule.kind}: the selection kept ${cc} of ${ct} tokens`);
+  }
+});

@@ -1,0 +1,102 @@
+/**
+ * Selection without sorting (ops/select.ts): selectOpen's CPU reference against a sort of the open
+ * entries (top-K and top-p with a floor, reserved ranges, scores with ties, dyadic masses so that
+ * every sum is exact in f32 and f64), compactFlags against a filter, and the WebGPU kernels
+ * (rows_select.wgsl) against the CPU on the same inputs: rows longer than a workgroup, ties at the
+ * boundary, p = 1, empty open ranges, a count past the open entries; bad arguments refused by name.
+ * Run: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json node --import tsx --test test/backend/webgpu_select.test.ts
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fon from '../../src/index.ts';
+import type { Backend } from '../../src/index.ts';
+import { compactFlags, selectOpen } from '../../src/ops/select.ts';
+import { ArgumentError, ShapeError } from '../../src/errors.ts';
+import type { SelectArgs } from '../../src/backend/backend.ts';
+import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+
+const cpu = await fon.initBackend('cpu');
+const gpu = await webgpuOrSkip();
+exitAfterWebgpu();
+
+function lcg(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+}
+
+type Rule = Omit<SelectArgs, 'rows' | 'n'>;
+
+/** The kept entries by sorting the open ones: (score desc, index asc), then the rule's count. */
+function bySort(scores: ArrayLike<number>, mass: ArrayLike<number>, r: Rule): number[] {
+  const open = Array.from({ length: r.high - r.low }, (_, i) => r.low + i);
+  const order = [...open].sort((a, b) => (scores[b] - scores[a]) || (a - b));
+  let take = r.count;
+  if (r.p > 0) {
+    const total = open.reduce((s, e) => s + mass[e], 0);
+    let m = 0, np = 0;
+    while (np < order.length && (np === 0 || m < r.p * total)) m += mass[order[np++]];
+    take = Math.max(np, r.count);
+  }
+  const kept = new Set(order.slice(0, Math.min(take, open.length)));
+  for (let e = 0; e < r.valid; e++) if (e < r.low || e >= r.high) kept.add(e);
+  return [...kept].sort((a, b) => a - b);
+}
+
+/** Random cases: rows × n scores on a coarse grid (ties), dyadic masses, a random rule. */
+function cases(seed: number, count: number) {
+  const rnd = lcg(seed);
+  return Array.from({ length: count }, (_, c) => {
+    const rows = 1 + Math.floor(rnd() * 3), n = 1 + Math.floor(rnd() * (c % 3 === 0 ? 1500 : 120));
+    const valid = Math.max(0, n - Math.floor(rnd() * 5));
+    const low = Math.min(valid, Math.floor(rnd() * 10)), high = Math.max(low, valid - Math.floor(rnd() * 20));
+    const p = [0, 0.5, 0.9, 1][Math.floor(rnd() * 4)];
+    const rule: Rule = { valid, low, high, count: Math.floor(rnd() * (high - low + 3)), p };
+    const scores = Float32Array.from({ length: rows * n }, () => Math.round((rnd() - 0.3) * 12) / 4);
+    const mass = Float32Array.from({ length: rows * n }, () => Math.floor(rnd() * 16) / 1024);
+    return { rows, n, rule, scores, mass };
+  });
+}
+
+const run = (be: Backend, c: ReturnType<typeof cases>[number]) => {
+  const s = fon.tensor(c.scores, [c.rows, c.n], { backend: be }), m = fon.tensor(c.mass, [c.rows, c.n], { backend: be });
+  return selectOpen(s, m, c.rule);
+};
+
+test('selectOpen on the CPU keeps what sorting keeps: top-K and top-p with a floor, reserved ranges, ties, 120 cases', () => {
+  let partial = 0;
+  for (const c of cases(3, 120)) {
+    const flags = run(cpu, c).dataSync() as Int32Array;
+    for (let r = 0; r < c.rows; r++) {
+      const at = r * c.n;
+      const got = Array.from(flags.subarray(at, at + c.n)).flatMap((f, e) => (f ? [e] : []));
+      assert.deepEqual(got, bySort(c.scores.subarray(at, at + c.n), c.mass.subarray(at, at + c.n), c.rule), JSON.stringify(c.rule));
+      if (got.length > c.rule.valid - (c.rule.high - c.rule.low) && got.length < c.rule.valid) partial++;
+    }
+  }
+  assert.ok(partial > 60, `only ${partial} rows kept some but not all open entries`);
+});
+
+test('compactFlags packs each row\'s nonzero entries to the front after their count', () => {
+  const f = fon.tensor(Int32Array.from([0, 3, 0, 1, 1, 0, 0, 0, 0, 0, 0, 7]), [3, 4], { dtype: 'i32', backend: cpu });
+  assert.deepEqual(Array.from(compactFlags(f).dataSync()), [2, 1, 3, 0, 0, 1, 0, 0, 0, 0, 1, 3, 0, 0, 0]);
+  assert.deepEqual(compactFlags(f).shape, [3, 5]);
+});
+
+test('bad arguments are refused by name', () => {
+  const s = fon.zeros([2, 5]), m = fon.zeros([2, 5]);
+  assert.throws(() => selectOpen(s, m, { valid: 6, low: 0, high: 0, count: 1, p: 0 }), (e) => e instanceof ArgumentError && e.message === 'selectOpen: need low ≤ high ≤ valid ≤ N; got low 0, high 0, valid 6, N 5');
+  assert.throws(() => selectOpen(s, m, { valid: 5, low: 0, high: 5, count: 1, p: 1.5 }), /selectOpen: p 1\.5 must lie in \[0, 1\]/);
+  assert.throws(() => selectOpen(s, m, { valid: 5, low: 0, high: 5, count: -1, p: 0 }), /selectOpen: count -1 must be an integer ≥ 0/);
+  assert.throws(() => selectOpen(s, fon.zeros([5]), { valid: 5, low: 0, high: 5, count: 1, p: 0 }), ShapeError);
+  assert.throws(() => compactFlags(s), /compactFlags: flags must be i32|dtype/);
+});
+
+test('WebGPU selectOpen and compactFlags equal the CPU reference (rows longer than a workgroup, ties, p = 1, empty open ranges)', { skip: webgpuSkipReason() }, async () => {
+  for (const c of cases(7, 60)) {
+    const want = Array.from(run(cpu, c).dataSync() as Int32Array);
+    const flags = run(gpu!, c);
+    assert.deepEqual(Array.from((await flags.data()) as Int32Array), want, `${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}`);
+    const packed = compactFlags(flags);
+    assert.deepEqual(Array.from((await packed.data()) as Int32Array), Array.from(compactFlags(fon.tensor(Int32Array.from(want), [c.rows, c.n], { dtype: 'i32', backend: cpu })).dataSync()), `compact ${c.rows} × ${c.n}`);
+  }
+});
