@@ -74,7 +74,8 @@ function reference(m: SpotAttention, inp: Inputs, b: number, p: number, rule: Sp
     let sc = 0;
     for (let h = 0; h < heads; h++) {
       let qk = 0;
-      for (let e = 0; e < dim; e++) qk += proj(Wq, h * dim + e, p) * kk[j * dim + e];
+      // With f16 keys the index query is rounded to f16 too (the cache's keys are read as stored).
+      for (let e = 0; e < dim; e++) qk += (keys === 'f16' ? f16(proj(Wq, h * dim + e, p)) : proj(Wq, h * dim + e, p)) * kk[j * dim + e];
       sc += proj(Ww, h, p) * Math.max(0, qk / Math.sqrt(dim));
     }
     return sc;

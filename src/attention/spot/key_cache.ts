@@ -69,11 +69,11 @@ export class SpotKeyCache implements CacheSideState {
     this.length = pos + n;
   }
 
-  /** The keys of positions 0 … length − 1, (B, length, d_I) f32 (the INT4 form dequantized). */
+  /** The keys of positions 0 … length − 1, (B, length, d_I): f16 as stored, or the INT4 form dequantized to f32. */
   read(length: number): Tensor {
     if (length > this.length) throw new ArgumentError(`spot: ${length} selector keys asked for; the cache holds ${this.length}`);
     const d = this.dim;
-    if (this.keys) return cast(reshape(narrow(this.keys, 2, 0, length), [this.batch, length, d]), 'f32');
+    if (this.keys) return reshape(narrow(this.keys, 2, 0, length), [this.batch, length, d]);
     const out = new Float32Array(this.batch * length * d);
     for (let bb = 0; bb < this.batch; bb++) {
       const words = this.codes![bb].subarray(0, (length * d) / 8), scales = this.scales![bb].subarray(0, (length * d) / INT4_GROUP);

@@ -19,6 +19,7 @@ import type { ParamFactory } from '../../nn/params.ts';
 import { arange, full } from '../../ops/creation.ts';
 import { exp, le, mul, relu, sub, where } from '../../ops/elementwise.ts';
 import { matmul } from '../../ops/matmul.ts';
+import { cast } from '../../ops/cast.ts';
 import { concat, permute, reshape } from '../../ops/layout.ts';
 import { logsumexp, max, sum } from '../../ops/reduce.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
@@ -48,13 +49,20 @@ export class SpotSelector extends Module {
     return this.k.forward(x);
   }
 
-  /** Token scores of queries xq (B, n, C) at positions pos … pos + n − 1 against keys (B, L, d_I) → (B, n, L), SPOT_MASKED where t > q. */
+  /**
+   * Token scores of queries xq (B, n, C) at positions pos … pos + n − 1 against keys (B, L, d_I) →
+   * (B, n, L) f32, SPOT_MASKED where t > q. Keys in 16 bits (the cache's f16 form) are read as they
+   * are: the index queries are rounded to their dtype and the products accumulate in f32.
+   */
   scores(xq: Tensor, keys: Tensor, pos = 0): Tensor {
     const [b, n] = xq.shape;
     const { heads, dim } = this.shape;
     const l = keys.shape[1];
     const q = permute(reshape(this.q.forward(xq), [b, n, heads, dim]), [0, 2, 1, 3]); // (B, H_I, n, d)
-    const dots = matmul(q, reshape(keys, [b, 1, l, dim]), { transB: true }); // (B, H_I, n, L)
+    const k = reshape(keys, [b, 1, l, dim]);
+    const dots = keys.dtype === q.dtype
+      ? matmul(q, k, { transB: true })
+      : matmul(cast(q, keys.dtype), k, { transB: true, outDType: 'f32' }); // (B, H_I, n, L)
     const w = reshape(permute(this.w.forward(xq), [0, 2, 1]), [b, heads, n, 1]);
     const s = sum(mul(relu(mul(dots, 1 / Math.sqrt(dim))), w), 1); // (B, n, L)
     return causalMasked(s, pos);
