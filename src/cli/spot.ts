@@ -37,8 +37,8 @@ export function applySpotRule(command: string, topP: string | undefined, topK: s
   return rule;
 }
 
-/** One Spot layer's decoding budget since the last reset. */
-export interface SpotLayerBudget { layer: number; rows: number; budget: number }
+/** One Spot layer's decoding budget since the last reset, and its mean recall where measured (SpotAttention.measureRecall). */
+export interface SpotLayerBudget { layer: number; rows: number; budget: number; recall: number | null }
 
 /** Each Spot layer's budget (tokens in its selected blocks over the causal tokens, over every row that selected), then reset; empty when none decoded. */
 export async function spotBudgets(model: Decoder): Promise<SpotLayerBudget[]> {
@@ -46,7 +46,8 @@ export async function spotBudgets(model: Decoder): Promise<SpotLayerBudget[]> {
   for (const [i, s] of spotLayers(model)) {
     if (s.stats.tokens) {
       const [chosen, causal] = await s.stats.tokens.data();
-      if (causal > 0) out.push({ layer: i, rows: s.stats.rows, budget: chosen / causal });
+      const [captured, rows] = s.stats.recall ? await s.stats.recall.data() : [0, 0];
+      if (causal > 0) out.push({ layer: i, rows: s.stats.rows, budget: chosen / causal, recall: rows > 0 ? captured / rows : null });
     }
     s.resetStats();
   }

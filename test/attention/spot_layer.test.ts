@@ -62,7 +62,7 @@ const f16 = (x: number) => f16BitsToF32(f32ToF16Bits(x));
  * and mass, selectBySort, then each head's softmax attention over the keys of the selected blocks.
  * Returns the (H, D) output and the selected blocks.
  */
-function reference(m: SpotAttention, inp: Inputs, b: number, p: number, rule: SpotRule, keys: 'f16' | 'int4' = 'f16'): { out: number[]; blocks: number[] } {
+function reference(m: SpotAttention, inp: Inputs, b: number, p: number, rule: SpotRule, keys: 'f16' | 'int4' = 'f16'): { out: number[]; blocks: number[]; recall: number } {
   const { heads, dim } = m.selector.shape;
   const X = vals(inp.x), Q = vals(inp.q), K = vals(inp.k), V = vals(inp.v);
   const Wq = vals(m.selector.q.weight), Wk = vals(m.selector.k.weight), Ww = vals(m.selector.w.weight);
@@ -87,8 +87,13 @@ function reference(m: SpotAttention, inp: Inputs, b: number, p: number, rule: Sp
   const blocks = Array.from(selectBySort(p, scores, mass, rule).blocks);
   const keep = new Set(blocks);
   const out: number[] = [];
+  let recall = 0;
   for (let h = 0; h < H; h++) {
     const kvh = Math.floor(h / (H / HKV));
+    // The recall: this head's softmax over every causal key, its mass on the selected blocks.
+    const all = Array.from({ length: p + 1 }, (_, j) => { let a = 0; for (let e = 0; e < D; e++) a += Q[((b * H + h) * t + p) * D + e] * K[((b * HKV + kvh) * t + j) * D + e]; return a / Math.sqrt(D); });
+    const amx = Math.max(...all), az = all.reduce((acc, a) => acc + Math.exp(a - amx), 0);
+    all.forEach((a, j) => { if (keep.has(Math.floor(j / SPOT_BLOCK))) recall += Math.exp(a - amx) / az / H; });
     const logits: [number, number][] = [];
     for (let j = 0; j <= p; j++) {
       if (!keep.has(Math.floor(j / SPOT_BLOCK))) continue;
@@ -100,7 +105,7 @@ function reference(m: SpotAttention, inp: Inputs, b: number, p: number, rule: Sp
     const w = logits.map(([j, a]) => [j, Math.exp(a - mx)] as const), zz = w.reduce((acc, [, e]) => acc + e, 0);
     for (let e = 0; e < D; e++) out.push(w.reduce((acc, [j, x]) => acc + (x / zz) * V[((b * HKV + kvh) * t + j) * D + e], 0));
   }
-  return { out, blocks };
+  return { out, blocks, recall };
 }
 
 function assertClose(got: ArrayLike<number>, want: ArrayLike<number>, tol: number, what: string): void {
@@ -117,6 +122,8 @@ test('decoding steps read the selected blocks only and equal masked dense attent
   for (const rule of [{ kind: 'top-k', fraction: 0.6 }, { kind: 'top-p', p: 0.5 }] as SpotRule[]) {
     const m = layer();
     m.setRule(rule);
+    m.measureRecall = true;
+    let recall = 0;
     const s = slot(2, T, m.spec);
     // The prompt is dense.
     const dense = noGrad(() => fon.attention(inp.q, inp.k, inp.v));
@@ -127,6 +134,7 @@ test('decoding steps read the selected blocks only and equal masked dense attent
       for (let b = 0; b < 2; b++) {
         const ref = reference(m, inp, b, p, rule);
         assertClose(got.slice(b * H * D, (b + 1) * H * D), ref.out, 2e-5, `${rule.kind}, batch ${b}, position ${p}`);
+        recall += ref.recall / 2;
         if (ref.blocks.length < Math.floor(p / SPOT_BLOCK) + 1) partial++;
       }
     }
@@ -136,6 +144,11 @@ test('decoding steps read the selected blocks only and equal masked dense attent
     assert.equal(causal, 2 * Array.from({ length: T - PROMPT }, (_, i) => PROMPT + i + 1).reduce((a, x) => a + x, 0));
     assert.ok(chosen < causal && chosen > 0.3 * causal, `${chosen} of ${causal}`);
     assert.equal(m.stats.rows, 2 * (T - PROMPT));
+    // The recall: the layer's own attention mass on the selected blocks, per step averaged over the batch.
+    const [got, steps] = vals(m.stats.recall!);
+    assert.equal(steps, T - PROMPT);
+    assert.ok(Math.abs(got - recall) < 1e-4, `recall ${got} against ${recall}`);
+    assert.ok(recall / steps > 0.3 && recall / steps < 1, `mean recall ${recall / steps}`);
   }
 });
 

@@ -2,7 +2,7 @@
  * SpotAttention on WebGPU (SwiftShader in CI) against the CPU: the same layer (weights from one
  * seed, drawn on the host) over the same inputs: the dense prompt, decoding steps whose selection
  * runs on the device (Backend.selectOpen, the mask built by device ops: spot/device_select.ts) under
- * top-K and top-p, and a verify pass of several rows; outputs and the tokens read agree.
+ * top-K and top-p, and a verify pass of several rows; outputs, the tokens read and the recall agree.
  * Run: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json FON_REQUIRE_WEBGPU=1 node --import tsx --test test/attention/spot_webgpu.test.ts
  */
 import { test } from 'node:test';
@@ -29,6 +29,7 @@ const host = async (t: Tensor) => Array.from((await t.data()) as Float32Array);
 function setup(be: Backend, rule: SpotRule) {
   const m = new SpotAttention({ type: 'spot', ...SPOT_DEFAULTS, heads: 2, dim: 32 }, { f: new ParamFactory({ backend: be, seed: 3 }), name: 'layers.0.attn', dims });
   m.setRule(rule);
+  m.measureRecall = true;
   const up = (shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: be });
   const inp = { x: up([2, T, C], 1), q: up([2, H, T, D], 2), k: up([2, HKV, T, D], 3), v: up([2, HKV, T, D], 4) };
   const s: LayerKv = { k: fon.zeros([2, HKV, T, D], { backend: be }), v: fon.zeros([2, HKV, T, D], { backend: be }) };
@@ -55,5 +56,6 @@ test('Spot decoding on webgpu equals the CPU: device selection under top-K 0.6 a
     assert.equal(gt, ct);
     assert.equal(gc, cc, `${rule.kind}: tokens read`);
     assert.ok(cc < 0.9 * ct, `${rule.kind}: the selection kept ${cc} of ${ct} tokens`);
+    close(await host(g.m.stats.recall!), await host(c.m.stats.recall!), 1e-4, `${rule.kind}: recall`);
   }
 });

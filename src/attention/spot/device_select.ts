@@ -8,7 +8,8 @@
  *   block is always selected, so its position carries 0);
  * - the 64-key mask blocks that hold a selected block, packed by Backend.compactFlags into the
  *   fixed-stride lists of device_mask.ts, every listed block partial.
- * Also the tokens the selected blocks hold (for the layer's budget figures), on the device.
+ * Also the tokens the selected blocks hold and which key positions they are (for the layer's budget
+ * and recall figures), on the device.
  */
 import { MASK_K_BLOCK } from '../block_mask.ts';
 import { deviceMask } from '../device_mask.ts';
@@ -26,10 +27,10 @@ const PER_MASK_BLOCK = MASK_K_BLOCK / SPOT_BLOCK;
 
 /**
  * Block scores and masses (B, 1, N) f32 of one query at position q (N ≥ ⌊q/16⌋ + 1 blocks) → the
- * mask of attention(q (B, H, 1, D), k, v (B, Hkv, tk, D), { kvLength: q + 1, mask }) and the tokens
- * selected over the batch, (1) f32.
+ * mask of attention(q (B, H, 1, D), k, v (B, Hkv, tk, D), { kvLength: q + 1, mask }), the tokens
+ * selected over the batch, (1) f32, and the selected key positions (B, tk) i32, 1 where selected.
  */
-export function selectOnDevice(scores: Tensor, mass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: Tensor } {
+export function selectOnDevice(scores: Tensor, mass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: Tensor; selected: Tensor } {
   const b = scores.shape[0], n = scores.shape[2];
   const a = selectArgs(q, rule);
   const valid = a.valid, l = q + 1;
@@ -37,10 +38,11 @@ export function selectOnDevice(scores: Tensor, mass: Tensor, q: number, rule: Sp
   const flags = narrow(selectOpen(reshape(scores, [b, n]), reshape(mass, [b, n]), a), 1, 0, valid); // (B, valid) i32
   const lengths = tensor(Float32Array.from({ length: valid }, (_, i) => Math.min(l, SPOT_BLOCK * (i + 1)) - SPOT_BLOCK * i), [1, valid], { backend: be });
   const tokens = reshape(sum(mul(cast(flags, 'f32'), lengths)), [1]);
-  // Segment ids: 0 in a selected block, 1 elsewhere (and past the blocks).
+  // Each key position: 1 in a selected block, 0 elsewhere (and past the blocks); its segment id is the opposite.
   const covered = Math.min(tk, valid * SPOT_BLOCK);
-  const perToken = narrow(reshape(sub(1, mul(reshape(flags, [b, valid, 1]), full([1, 1, SPOT_BLOCK], 1, { dtype: 'i32', backend: be }))), [b, valid * SPOT_BLOCK]), 1, 0, covered);
-  const segments = covered < tk ? concat([perToken, full([b, tk - covered], 1, { dtype: 'i32', backend: be })], 1) : perToken;
+  const perToken = narrow(reshape(mul(reshape(flags, [b, valid, 1]), full([1, 1, SPOT_BLOCK], 1, { dtype: 'i32', backend: be })), [b, valid * SPOT_BLOCK]), 1, 0, covered);
+  const selected = covered < tk ? concat([perToken, full([b, tk - covered], 0, { dtype: 'i32', backend: be })], 1) : perToken;
+  const segments = sub(1, selected);
   // The 64-key blocks holding a selected block, packed: (B, kb + 1) = count, then the blocks ascending.
   const kb = Math.ceil(valid / PER_MASK_BLOCK), pad = kb * PER_MASK_BLOCK - valid;
   const padded = pad ? concat([flags, full([b, pad], 0, { dtype: 'i32', backend: be })], 1) : flags;
@@ -48,5 +50,5 @@ export function selectOnDevice(scores: Tensor, mass: Tensor, q: number, rule: Sp
   const count = narrow(packed, 1, 0, 1);
   const entries = where(lt(arange(0, kb, 1, { dtype: 'i32', backend: be }), count), add(mul(narrow(packed, 1, 1, kb), 2), 1), 0);
   const g = { batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: q, causal: true, window: 0 };
-  return { mask: deviceMask(g, concat([count, entries], 1), { segments }), tokens };
+  return { mask: deviceMask(g, concat([count, entries], 1), { segments }), tokens, selected };
 }

@@ -23,8 +23,11 @@
 import { ArgumentError } from '../../errors.ts';
 import { attention, kvWrite } from '../../ops/attention.ts';
 import { tensor } from '../../ops/creation.ts';
-import { add } from '../../ops/elementwise.ts';
-import { concat, narrow } from '../../ops/layout.ts';
+import { cast } from '../../ops/cast.ts';
+import { add, div, mul } from '../../ops/elementwise.ts';
+import { concat, narrow, reshape } from '../../ops/layout.ts';
+import { matmul } from '../../ops/matmul.ts';
+import { mean, softmax, sum } from '../../ops/reduce.ts';
 import { Module } from '../../nn/module.ts';
 import { addTrainingTerm, collectingTrainingTerms } from '../../nn/training_terms.ts';
 import { keep, noGrad } from '../../tensor/scope.ts';
@@ -67,6 +70,11 @@ export interface SpotLayerStats {
   rows: number;
   /** (2) f32 on the device: [tokens in the selected blocks, causal tokens], summed over those rows. */
   tokens?: Tensor;
+  /**
+   * With measureRecall: (2) f32 on the device, [Σ recall, rows], a row's recall being the share of
+   * the layer's own head-averaged attention (over every causal key) that falls in its selected blocks.
+   */
+  recall?: Tensor;
 }
 
 export class SpotAttention extends Module implements AttentionMechanism {
@@ -75,6 +83,11 @@ export class SpotAttention extends Module implements AttentionMechanism {
   /** The rule in force: the config's, or setSpotInference's. */
   rule: SpotRule;
   readonly stats: SpotLayerStats = { rows: 0 };
+  /**
+   * Whether each selecting row also measures its recall (SpotLayerStats.recall): one more pass of
+   * dense logits over the cache per row, for experiments and `--stats`, off by default.
+   */
+  measureRecall = false;
 
   constructor(readonly spec: SpotSpec, ctx: MechanismContext) {
     super();
@@ -108,6 +121,7 @@ export class SpotAttention extends Module implements AttentionMechanism {
     const { scores, mass } = blockScores(s); // (B, n, ⌈L/16⌉)
     const rows: Tensor[] = [];
     let selected: Tensor | undefined;
+    const tk = cache.k.shape[2];
     if (q.backend.readSync) {
       const b = q.shape[0], nb = scores.shape[2];
       const hs = scores.dataSync() as Float32Array, hm = mass.dataSync() as Float32Array;
@@ -118,16 +132,20 @@ export class SpotAttention extends Module implements AttentionMechanism {
           return selectBlocks(pos + i, hs.subarray(at, at + nb), hm.subarray(at, at + nb), this.rule).blocks;
         });
         for (const p of picks) chosen += selectedTokens(p, pos + i + 1);
-        const mask = spotDecodeMask(picks, pos + i + 1, cache.k.shape[2]);
-        rows.push(attention(narrow(q, 2, i, 1), cache.k, cache.v, { kvLength: pos + i + 1, mask }));
+        const mask = spotDecodeMask(picks, pos + i + 1, tk);
+        const qi = narrow(q, 2, i, 1);
+        rows.push(attention(qi, cache.k, cache.v, { kvLength: pos + i + 1, mask }));
+        if (this.measureRecall) this.recordRecall(qi, cache.k, pos + i, tensor(Int32Array.from(mask.table.subarray(mask.segmentOffset, mask.segmentOffset + b * tk), (s) => 1 - s), [b, tk], { dtype: 'i32', backend: q.backend }));
       }
       selected = tensor(Float32Array.of(chosen), [1], { backend: q.backend });
     } else {
       const picks: Tensor[] = [];
       for (let i = 0; i < n; i++) {
-        const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(mass, 1, i, 1), pos + i, this.rule, cache.k.shape[2]);
+        const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(mass, 1, i, 1), pos + i, this.rule, tk);
         picks.push(sel.tokens);
-        rows.push(attention(narrow(q, 2, i, 1), cache.k, cache.v, { kvLength: pos + i + 1, mask: sel.mask }));
+        const qi = narrow(q, 2, i, 1);
+        rows.push(attention(qi, cache.k, cache.v, { kvLength: pos + i + 1, mask: sel.mask }));
+        if (this.measureRecall) this.recordRecall(qi, cache.k, pos + i, sel.selected);
       }
       selected = picks.length === 1 ? picks[0] : picks.reduce((a, c) => add(a, c));
     }
@@ -147,10 +165,32 @@ export class SpotAttention extends Module implements AttentionMechanism {
     });
   }
 
+  /**
+   * Adds one row's recall to the stats: its query qi (B, H, 1, D) at position p over the cached keys
+   * k (B, Hkv, Tmax, D), the selected key positions (B, Tmax) 1/0. The teacher is the head-averaged
+   * softmax of the layer's scaled logits over keys 0 … p; the recall is its mass on the selected keys,
+   * averaged over the batch.
+   */
+  private recordRecall(qi: Tensor, k: Tensor, p: number, selected: Tensor): void {
+    noGrad(() => {
+      const [b, h, , d] = qi.shape, hkv = k.shape[1], l = p + 1;
+      const keys = narrow(k, 2, 0, l);
+      const logits = matmul(reshape(qi, [b, hkv, h / hkv, d]), keys, { transB: true, outDType: 'f32' }); // (B, Hkv, G, L)
+      const teacher = mean(softmax(mul(logits, 1 / Math.sqrt(d)), -1), [1, 2]); // (B, L)
+      const captured = div(sum(mul(teacher, cast(narrow(selected, 1, 0, l), 'f32'))), b);
+      const x = concat([reshape(captured, [1]), tensor(Float32Array.of(1), [1], { backend: qi.backend })], 0);
+      const prev = this.stats.recall;
+      this.stats.recall = keep(prev ? add(prev, x) : x);
+      prev?.dispose();
+    });
+  }
+
   /** Forgets the decoding figures. */
   resetStats(): void {
     this.stats.tokens?.dispose();
     this.stats.tokens = undefined;
+    this.stats.recall?.dispose();
+    this.stats.recall = undefined;
     this.stats.rows = 0;
   }
 
