@@ -117,6 +117,8 @@ export interface TrainRun {
   seconds: number;
   /** Tokens per second after the first step (all steps when there is only one), so compilation does not count. */
   tokensPerSecond: number;
+  /** The layers' training terms (Trainer StepResult.terms, e.g. Spot's spotKL): at the first step and the mean of the last 10%. */
+  terms?: { first: Record<string, number>; last: Record<string, number> };
 }
 
 /** "312 steps in 41.2 s, 12.3k tokens/s" for logs. */
@@ -136,17 +138,23 @@ export async function trainModel(model: Decoder, batches: Batches, train: Partia
   const bar = new Progress({ label, total: config.steps, unit: 'step' });
   const tail = Math.max(1, Math.floor(config.steps / 10));
   let tailSum = 0, tokens = 0, afterFirst = 0;
+  let first: Record<string, number> | undefined;
+  const tailTerms: Record<string, number> = {};
   const t0 = performance.now();
   let t1 = t0;
   try {
     for (let s = 0; s < config.steps; s++) {
       const r = await trainer.trainStep();
       if (!Number.isFinite(r.loss)) throw new ArgumentError(`${label}: loss ${r.loss} at step ${r.step}; lower --lr`);
-      if (s >= config.steps - tail) tailSum += r.loss;
+      if (s >= config.steps - tail) {
+        tailSum += r.loss;
+        for (const [k, v] of Object.entries(r.terms ?? {})) tailTerms[k] = (tailTerms[k] ?? 0) + v / tail;
+      }
+      if (s === 0 && r.terms) first = { ...r.terms };
       tokens += r.tokens;
       if (s === 0) t1 = performance.now();
       else afterFirst += r.tokens;
-      bar.update(r.step, { loss: r.loss });
+      bar.update(r.step, { loss: r.loss, ...Object.fromEntries(Object.entries(r.terms ?? {}).map(([k, v]) => [k, v.toPrecision(3)])) });
     }
   } finally {
     bar.finish();
@@ -155,8 +163,9 @@ export async function trainModel(model: Decoder, batches: Batches, train: Partia
   const t2 = performance.now();
   const seconds = (t2 - t0) / 1000;
   const tokensPerSecond = afterFirst > 0 ? afterFirst / ((t2 - t1) / 1000) : tokens / seconds;
-  const run: TrainRun = { loss: tailSum / tail, steps: config.steps, tokens, seconds, tokensPerSecond };
-  console.error(`${label}: trained ${formatTrainRun(run)}, final loss ${run.loss.toFixed(3)}`);
+  const run: TrainRun = { loss: tailSum / tail, steps: config.steps, tokens, seconds, tokensPerSecond, ...(first ? { terms: { first, last: tailTerms } } : {}) };
+  const terms = run.terms ? Object.keys(run.terms.last).map((k) => `, ${k} ${run.terms!.first[k].toPrecision(3)} → ${run.terms!.last[k].toPrecision(3)}`).join('') : '';
+  console.error(`${label}: trained ${formatTrainRun(run)}, final loss ${run.loss.toFixed(3)}${terms}`);
   return run;
 }
 
