@@ -14,7 +14,9 @@
  * The inputs are random (K, V and selector keys drawn on the device, x a random residual row), so the
  * top-p budget here says nothing of a trained selector's; static top-K's is fixed by its fraction.
  *
- *   node --import tsx bench/spot.ts [--tokens 16384,65536,131072,262144,524288] [--rules top-k:0.5,top-p:0.9] [--json bench/results_spot_h100.json]
+ *   node --import tsx bench/spot.ts [--tokens 16384,65536,131072,262144,524288] [--rules top-k:0.5,top-p:0.9] [--keys f16,int4]
+ *                                   [--json bench/results_spot_h100.json]
+ * `--keys`: the selector keys' forms timed (INT4: each step dequantizes every cached key to f16).
  */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
@@ -37,6 +39,7 @@ const { values: flags } = parseArgs({
   options: {
     tokens: { type: 'string', default: '16384,65536,131072,262144,524288' },
     rules: { type: 'string', default: 'top-k:0.5,top-p:0.9' },
+    keys: { type: 'string', default: 'f16,int4' },
     json: { type: 'string' },
   },
 });
@@ -49,16 +52,21 @@ const rules: SpotRule[] = flags.rules.split(',').filter(Boolean).map((r) => {
 });
 const ruleName = (r: SpotRule) => (r.kind === 'top-k' ? `top-K ${r.fraction}` : `top-p ${r.p}`);
 
-interface Row { tokens: number; rule: string; selectorMs: number; attentionMs: number; stepMs: number; budget: number; denseMs: number; torchMs?: number }
+const keyForms = flags.keys.split(',').filter(Boolean) as ('f16' | 'int4')[];
+
+interface Row { tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; budget: number; denseMs: number; torchMs?: number }
 
 async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[]> {
   const sync = () => b.sync();
   const k = deviceRandn(b, HKV, t, D, 2), v = deviceRandn(b, HKV, t, D, 3);
-  const slot: LayerKv = { k, v };
-  const keys = SpotKeyCache.forSlot(slot, SPOT_DEFAULTS.dim, 'f16');
-  slot.side = { spot: keys };
   const sk = deviceRandn(b, 1, t, SPOT_DEFAULTS.dim, 4);
-  keys.write(0, fon.reshape(sk, [1, t, SPOT_DEFAULTS.dim]));
+  const caches = keyForms.map((form) => {
+    const slot: LayerKv = { k, v };
+    const keys = SpotKeyCache.forSlot(slot, SPOT_DEFAULTS.dim, form);
+    slot.side = { spot: keys };
+    fon.tidy(() => keys.write(0, fon.reshape(sk, [1, t, SPOT_DEFAULTS.dim])));
+    return { form, slot, keys };
+  });
   sk.dispose();
   const q = fon.randn([1, H, 1, D], { seed: 5, backend: b, dtype: 'f16' });
   const kNew = fon.randn([1, HKV, 1, D], { seed: 6, backend: b, dtype: 'f16' }), vNew = fon.randn([1, HKV, 1, D], { seed: 7, backend: b, dtype: 'f16' });
@@ -66,7 +74,7 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
   const rows: Row[] = [];
   try {
     const denseMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
-    for (const rule of rules) {
+    for (const { form, slot, keys } of caches) for (const rule of rules) {
       layer.setRule(rule);
       const select = () => {
         const s = layer.selector.scores(x, keys.read(t), t - 1);
@@ -81,11 +89,11 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
       chosen.tokens.dispose();
       const stepMs = await timeBatched(sync, () => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
       layer.resetStats();
-      rows.push({ tokens: t, rule: ruleName(rule), selectorMs, attentionMs, stepMs, budget, denseMs });
+      rows.push({ tokens: t, rule: ruleName(rule), keys: form, selectorMs, attentionMs, stepMs, budget, denseMs });
     }
   } finally {
     for (const y of [k, v, q, kNew, vNew, x]) y.dispose();
-    keys.dispose();
+    for (const c of caches) c.keys.dispose();
   }
   return rows;
 }
@@ -93,11 +101,11 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
 function save(adapter: string, rows: Row[]): void {
   if (!flags.json) return;
   writeJson(flags.json, { date: new Date().toISOString(), adapter, shapes: { batch: 1, heads: H, kvHeads: HKV, headDim: D, dModel: C, selector: `${SPOT_DEFAULTS.heads} × ${SPOT_DEFAULTS.dim}`, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows });
-  const points = (pick: (r: Row) => number | undefined, rule?: string) => [...new Map(rows.filter((r) => (!rule || r.rule === rule) && pick(r) !== undefined).map((r) => [r.tokens, pick(r)!])).entries()];
+  const points = (pick: (r: Row) => number | undefined, config?: string) => [...new Map(rows.filter((r) => (!config || `${r.rule}|${r.keys}` === config) && pick(r) !== undefined).map((r) => [r.tokens, pick(r)!])).entries()];
   const series = [
     { name: 'FON dense decode', points: points((r) => r.denseMs) },
     { name: 'PyTorch SDPA decode (bf16)', points: points((r) => r.torchMs) },
-    ...[...new Set(rows.map((r) => r.rule))].map((rule) => ({ name: `Spot ${rule}: step`, points: points((r) => r.stepMs, rule) })),
+    ...[...new Set(rows.map((r) => `${r.rule}|${r.keys}`))].map((c) => ({ name: `Spot ${c.replace('|', ', ')} keys: step`, points: points((r) => r.stepMs, c) })),
   ].filter((s) => s.points.length > 0);
   if (series.length) writeFileSync(flags.json.replace(/\.json$/, '') + '-decode.svg', linePlot({ title: `Spot decode step on ${adapter.split(':')[0]}`, xLabel: 'cached tokens', yLabel: 'ms per layer (H 32/8, D 128)', series, logX: true, logY: true, markers: true }));
 }
@@ -120,15 +128,15 @@ async function main(): Promise<void> {
     for (const r of await timeAt(b, t, layer)) {
       const torchMs = torch.get(t);
       rows.push({ ...r, ...(torchMs !== undefined ? { torchMs } : {}) });
-      console.log(`  ${t} ${r.rule}: selector ${r.selectorMs.toFixed(3)} ms + attention ${r.attentionMs.toFixed(3)} ms (budget ${(100 * r.budget).toFixed(1)}%); step ${r.stepMs.toFixed(3)} ms; FON dense ${r.denseMs.toFixed(3)} ms${torchMs !== undefined ? `, PyTorch SDPA ${torchMs.toFixed(3)} ms: step ${(torchMs / r.stepMs).toFixed(2)}× SDPA` : ''}, ${(r.denseMs / r.stepMs).toFixed(2)}× FON dense`);
+      console.log(`  ${t} ${r.rule}, ${r.keys} keys: selector ${r.selectorMs.toFixed(3)} ms + attention ${r.attentionMs.toFixed(3)} ms (budget ${(100 * r.budget).toFixed(1)}%); step ${r.stepMs.toFixed(3)} ms; FON dense ${r.denseMs.toFixed(3)} ms${torchMs !== undefined ? `, PyTorch SDPA ${torchMs.toFixed(3)} ms: step ${(torchMs / r.stepMs).toFixed(2)}× SDPA` : ''}, ${(r.denseMs / r.stepMs).toFixed(2)}× FON dense`);
       save(caps.adapterName, rows);
     }
     trim(b);
   }
-  console.log('\n| cached tokens | rule | selector ms | attention ms | budget | step ms | FON dense ms | PyTorch SDPA ms | step vs SDPA | step vs FON dense |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  console.log('\n| cached tokens | rule | keys | selector ms | attention ms | budget | step ms | FON dense ms | PyTorch SDPA ms | step vs SDPA | step vs FON dense |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.tokens} | ${r.rule} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.denseMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
+    console.log(`| ${r.tokens} | ${r.rule} | ${r.keys} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.denseMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
   }
 }
 

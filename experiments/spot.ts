@@ -21,9 +21,8 @@
  *    trial is right when the 5 tokens are the key. Each layer's budget (the tokens its selected
  *    blocks hold over the causal tokens) and recall (its own head-averaged attention mass on its
  *    selected blocks, SpotAttention.measureRecall) are averaged over the decoding steps.
- *    `--keys f16,int4` repeats the sparse rules with INT4 selector keys; INT4 keys live on the
- *    host (key_cache.ts), so on webgpu that arm runs on `--int4-backend` (wasm) with the same
- *    weights, and its f16 twin is run there too, so the pair differs only in the keys.
+ *    `--keys f16,int4` repeats the sparse rules with INT4 selector keys (the same weights; the
+ *    pair differs only in the keys' form).
  *    Standard errors are bootstrap (`--bootstrap` resamples of the trials of a cell group).
  *
  * Targets (B6 [S]): static top-K 0.5 and dual top-p 0.9 within one bootstrap standard error of
@@ -33,13 +32,13 @@
  *   node --import tsx experiments/spot.ts [--backend auto] [--seeds 1] [--short-length 128] [--short-steps 60]
  *     [--length 640] [--steps 40] [--batch 8] [--lr 0.003] [--spot-steps 40] [--spot-lr 0.001] [--mix 0.4,0.4]
  *     [--multiples 1,2,4,8] [--depths 0.1,0.5,0.9] [--trials 2] [--rules dense,top-k:0.5,top-p:0.9]
- *     [--keys f16] [--int4-backend wasm] [--layers 2] [--d-model 64] [--heads 4] [--head-dim 16]
+ *     [--keys f16] [--layers 2] [--d-model 64] [--heads 4] [--head-dim 16]
  *     [--mlp-hidden 128] [--bootstrap 1000] [--json FILE]
  * The defaults finish on the CPU in minutes and check the harness, not the claims.
  */
 import { parseArgs } from 'node:util';
 import { ArgumentError } from '../src/errors.ts';
-import { initBackend, tensor, type Backend, type Tensor } from '../src/index.ts';
+import type { Backend } from '../src/index.ts';
 import { uniformAt } from '../src/ops/random.ts';
 import { Decoder } from '../src/model/decoder.ts';
 import { parseModelConfig, type ModelConfig } from '../src/model/config.ts';
@@ -130,13 +129,6 @@ function parseRule(s: string): { name: string; rule: SpotRule } {
   return { name: s, rule: kind === 'top-k' ? { kind: 'top-k', fraction: v } : { kind: 'top-p', p: v } };
 }
 
-/** A model's parameters as tensors on `be` (read back and uploaded where it lives elsewhere). */
-async function weightsOn(model: Decoder, be: Backend): Promise<Record<string, Tensor>> {
-  const out: Record<string, Tensor> = {};
-  for (const [n, p] of model.namedParameters()) out[n] = p.backend === be ? p : tensor(await p.data(), p.shape, { backend: be, dtype: p.dtype });
-  return out;
-}
-
 /** The standard error of the mean of 0/1 outcomes by bootstrap (n resamples, a fixed stream). */
 function bootstrapSE(xs: readonly number[], n: number, seed: number): number {
   if (xs.length < 2) return 0;
@@ -166,7 +158,7 @@ async function main(): Promise<void> {
       length: { type: 'string', default: '640' }, steps: { type: 'string', default: '40' }, batch: { type: 'string', default: '8' }, lr: { type: 'string', default: '0.003' },
       'spot-steps': { type: 'string', default: '40' }, 'spot-lr': { type: 'string', default: '0.001' }, mix: { type: 'string', default: '0.4,0.4' },
       multiples: { type: 'string', default: '1,2,4,8' }, depths: { type: 'string', default: '0.1,0.5,0.9' }, trials: { type: 'string', default: '2' },
-      rules: { type: 'string', default: 'dense,top-k:0.5,top-p:0.9' }, keys: { type: 'string', default: 'f16' }, 'int4-backend': { type: 'string', default: 'wasm' },
+      rules: { type: 'string', default: 'dense,top-k:0.5,top-p:0.9' }, keys: { type: 'string', default: 'f16' },
       layers: { type: 'string', default: '2' }, 'd-model': { type: 'string', default: '64' }, heads: { type: 'string', default: '4' }, 'head-dim': { type: 'string', default: '16' },
       'mlp-hidden': { type: 'string', default: '128' }, bootstrap: { type: 'string', default: '1000' }, json: { type: 'string' },
     },
@@ -190,7 +182,6 @@ async function main(): Promise<void> {
     contextLength: Math.max(...multiples) * T + 1, positions: 'rope' as const, attention: [{ type: 'full' as const }],
   };
   const backend = await backendFlag(f.backend!);
-  const int4Backend: Backend = keyForms.includes('int4') && !backend.readSync ? await initBackend(f['int4-backend'] as 'wasm' | 'cpu') : backend;
   console.error(`spot experiment on ${backend.name}: seeds ${seeds.join(', ')}; teacher ${shortSteps} steps at ${shortT} then ${steps} at ${T}; selectors ${spotSteps} steps; eval at ${multiples.map((m) => `${m}×`).join(' ')} (${multiples.map((m) => m * T).join(', ')} tokens)`);
 
   const corpus = brownCorpus();
@@ -214,15 +205,12 @@ async function main(): Promise<void> {
     const frozen = freezeAllBut('spot', spot);
     console.error(`selectors: ${frozen.trained} of ${frozen.total} parameters trained`);
     trained.push({ seed, stage: 'selectors', run: await trainModel(spot, batchesAt(seed + 2000, T), { steps: spotSteps, batchSize: batch, context: T, seed, lr: spotLr, minLr: spotLr / 10, warmup: Math.ceil(spotSteps / 20) }, `selectors seed ${seed}`) });
-    // 3. Evaluation: each key form on a backend that holds it, each rule, each length, depth and trial.
+    // 3. Evaluation: each key form (the same weights), each rule, each length, depth and trial.
     const models: { keys: string; model: Decoder; backend: Backend }[] = [];
     for (const keys of keyForms) {
-      const be = keys === 'int4' ? int4Backend : backend;
-      if (keys === 'f16' && be === backend) { models.push({ keys, model: spot, backend }); continue; }
-      const ws = await weightsOn(spot, be);
-      models.push({ keys, model: new Decoder(spotConfig(teacherCfg, keys as 'f16' | 'int4'), new ParamFactory({ backend: be, weights: ws, source: 'the trained selectors' })), backend: be });
-      // The f16 twin on the INT4 arm's backend, so the pair differs only in the keys.
-      if (keys === 'int4' && be !== backend) models.push({ keys: 'f16', model: new Decoder(spotConfig(teacherCfg, 'f16'), new ParamFactory({ backend: be, weights: ws, source: 'the trained selectors' })), backend: be });
+      if (keys === 'f16') { models.push({ keys, model: spot, backend }); continue; }
+      const ws = Object.fromEntries(spot.namedParameters());
+      models.push({ keys, model: new Decoder(spotConfig(teacherCfg, 'int4'), new ParamFactory({ backend, weights: ws, source: 'the trained selectors' })), backend });
     }
     for (const { keys, model, backend: be } of models) {
       const layers = spotLayers(model);

@@ -208,6 +208,14 @@ export interface Kernels<H> {
   selectOpen(scores: Ref<H>, mass: Ref<H>, args: SelectArgs): H;
   /** Each row's nonzero entries of i32 flags (rows, n) → i32 (rows, n + 1): their count, their indices ascending, then zeros. */
   compactFlags(flags: Ref<H>, rows: number, n: number): H;
+  /**
+   * INT4 microscale codes of x (rows, d), d a multiple of 32 (backend/cpu/int4.ts): codes i32
+   * (rows, d/8), eight 4-bit codes c + 8 a word, and one scale per group of 32, max|x|/7 rounded to
+   * f16: f16 (rows, d/32).
+   */
+  quantizeInt4(x: Ref<H>, rows: number, d: number): [H, H];
+  /** The values (rows, d) in `dtype` that codes i32 (rows, d/8) and scales f16 (rows, d/32) stand for. */
+  dequantizeInt4(codes: Ref<H>, scales: Ref<H>, rows: number, d: number, dtype: FloatDType): H;
   cast(x: Ref<H>, to: DType): H;
   fill(size: number, value: number, dtype: DType): H;
   /**

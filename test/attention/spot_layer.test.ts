@@ -5,7 +5,7 @@
  * by plain loops from the selector's weights with the sort-based selection; selecting every block
  * equals dense decoding; a verify pass of several rows equals the steps one by one; truncating the
  * cache and writing other rows keeps the selector keys exact (draft–revise); INT4 keys decode as
- * the reference over their dequantized values; under a training-terms collection the layer adds
+ * the reference over their dequantized values (read in f16); under a training-terms collection the layer adds
  * SparseKL (DenseKL) of its selector against its own attention, and only then.
  * Run: node --import tsx --test test/attention/spot_layer.test.ts
  */
@@ -69,13 +69,14 @@ function reference(m: SpotAttention, inp: Inputs, b: number, p: number, rule: Sp
   const t = inp.x.shape[1];
   const proj = (w: Float64Array, row: number, pos: number) => { let a = 0; for (let j = 0; j < C; j++) a += w[row * C + j] * X[(b * t + pos) * C + j]; return a; };
   const rawKeys = Float32Array.from({ length: (p + 1) * dim }, (_, i) => proj(Wk, i % dim, Math.floor(i / dim)));
-  const kk = keys === 'f16' ? Array.from(rawKeys, f16) : Array.from(dequantizeKeysInt4(quantizeKeysInt4(rawKeys, dim)));
+  // The cache reads its keys in f16: as stored, or dequantized from INT4 into f16.
+  const kk = keys === 'f16' ? Array.from(rawKeys, f16) : Array.from(dequantizeKeysInt4(quantizeKeysInt4(rawKeys, dim)), f16);
   const s = Array.from({ length: p + 1 }, (_, j) => {
     let sc = 0;
     for (let h = 0; h < heads; h++) {
       let qk = 0;
-      // With f16 keys the index query is rounded to f16 too (the cache's keys are read as stored).
-      for (let e = 0; e < dim; e++) qk += (keys === 'f16' ? f16(proj(Wq, h * dim + e, p)) : proj(Wq, h * dim + e, p)) * kk[j * dim + e];
+      // The index query is rounded to the keys' f16 too.
+      for (let e = 0; e < dim; e++) qk += f16(proj(Wq, h * dim + e, p)) * kk[j * dim + e];
       sc += proj(Ww, h, p) * Math.max(0, qk / Math.sqrt(dim));
     }
     return sc;

@@ -26,14 +26,14 @@ const [H, HKV, D, C, T, PROMPT] = [4, 2, 8, 16, 760, 740];
 const dims = { dModel: C, nLayers: 1, nHeads: H, nKvHeads: HKV, headDim: D, normEps: 1e-5 };
 const host = async (t: Tensor) => Array.from((await t.data()) as Float32Array);
 
-function setup(be: Backend, rule: SpotRule) {
-  const m = new SpotAttention({ type: 'spot', ...SPOT_DEFAULTS, heads: 2, dim: 32 }, { f: new ParamFactory({ backend: be, seed: 3 }), name: 'layers.0.attn', dims });
+function setup(be: Backend, rule: SpotRule, keys: 'f16' | 'int4' = 'f16') {
+  const m = new SpotAttention({ type: 'spot', ...SPOT_DEFAULTS, heads: 2, dim: 32, keys }, { f: new ParamFactory({ backend: be, seed: 3 }), name: 'layers.0.attn', dims });
   m.setRule(rule);
   m.measureRecall = true;
   const up = (shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: be });
   const inp = { x: up([2, T, C], 1), q: up([2, H, T, D], 2), k: up([2, HKV, T, D], 3), v: up([2, HKV, T, D], 4) };
   const s: LayerKv = { k: fon.zeros([2, HKV, T, D], { backend: be }), v: fon.zeros([2, HKV, T, D], { backend: be }) };
-  s.side = { spot: SpotKeyCache.forSlot(s, 32, 'f16') };
+  s.side = { spot: SpotKeyCache.forSlot(s, 32, keys) };
   const call = (from: number, to: number) => noGrad(() => m.forwardCached(
     fon.narrow(inp.q, 2, from, to - from), fon.narrow(inp.k, 2, from, to - from), fon.narrow(inp.v, 2, from, to - from), { x: fon.narrow(inp.x, 1, from, to - from) }, s, from));
   return { m, call };
@@ -46,9 +46,9 @@ function close(a: number[], b: number[], tol: number, what: string): void {
   assert.ok(worst <= tol, `${what}: max |Δ| ${worst}`);
 }
 
-test('Spot decoding on webgpu equals the CPU: device selection under top-K 0.6 and top-p 0.5, steps and a verify pass, B = 2 [webgpu]', { skip }, async () => {
-  for (const rule of [{ kind: 'top-k', fraction: 0.6 }, { kind: 'top-p', p: 0.5 }] as SpotRule[]) {
-    const c = setup(cpu, rule), g = setup(gpu!, rule);
+test('Spot decoding on webgpu equals the CPU: device selection under top-K 0.6 and top-p 0.5 with f16 keys, top-K 0.6 with INT4 keys; steps and a verify pass, B = 2 [webgpu]', { skip }, async () => {
+  for (const [rule, keys] of [[{ kind: 'top-k', fraction: 0.6 }, 'f16'], [{ kind: 'top-p', p: 0.5 }, 'f16'], [{ kind: 'top-k', fraction: 0.6 }, 'int4']] as [SpotRule, 'f16' | 'int4'][]) {
+    const c = setup(cpu, rule, keys), g = setup(gpu!, rule, keys);
     close(await host(g.call(0, PROMPT)), await host(c.call(0, PROMPT)), 1e-4, `${rule.kind}: prompt`);
     for (let p = PROMPT; p < T - 4; p++) close(await host(g.call(p, p + 1)), await host(c.call(p, p + 1)), 1e-4, `${rule.kind}: step at ${p}`);
     close(await host(g.call(T - 4, T)), await host(c.call(T - 4, T)), 1e-4, `${rule.kind}: verify pass`);

@@ -13,6 +13,7 @@ import { crossEntropy, crossEntropyBackward, layernorm, layernormBackward, rmsno
 import type { CpuHandle } from './host.ts';
 import { mergeLse } from './attention_merge.ts';
 import { compactFlags, selectOpen } from './select.ts';
+import { dequantizeInt4, quantizeInt4 } from './int4.ts';
 import { assignStrided, concat, copyStrided, embedding, embeddingBackward, gather, gatherRows, scatterAdd } from './layout.ts';
 import { matmul } from './matmul.ts';
 import { logsumexp, reduce, scan, softmax, softmaxBackward, sort } from './reduce.ts';
@@ -71,6 +72,8 @@ export class CpuBackend implements Backend<CpuHandle> {
   sort: Backend<CpuHandle>['sort'] = (x, r, c, d) => this.trackAll(sort(x, r, c, d));
   selectOpen: Backend<CpuHandle>['selectOpen'] = (s, m, a) => this.track(selectOpen(s, m, a));
   compactFlags: Backend<CpuHandle>['compactFlags'] = (f, r, n) => this.track(compactFlags(f, r, n));
+  quantizeInt4: Backend<CpuHandle>['quantizeInt4'] = (x, r, d) => this.trackAll(quantizeInt4(x, r, d));
+  dequantizeInt4: Backend<CpuHandle>['dequantizeInt4'] = (c, s, r, d, t) => this.track(dequantizeInt4(c, s, r, d, t));
   cast: Backend<CpuHandle>['cast'] = (x, to) => this.track(cast(x, to));
   fill: Backend<CpuHandle>['fill'] = (n, v, d) => this.track(fill(n, v, d));
   attention: Backend<CpuHandle>['attention'] = (q, k, v, a, x) => this.trackAll(attentionEntry(q, k, v, a, x));

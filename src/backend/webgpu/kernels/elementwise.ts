@@ -96,7 +96,8 @@ export function viaStorable(be: WebGpuBackend, dtype: DType, n: number, what: st
   return out;
 }
 
-function castInto(be: WebGpuBackend, src: GPUBuffer, from: DType, n: number, to: DType, what: string): GpuHandle {
+/** The n values of `src` (dtype `from`) cast into a new buffer of `to`. */
+export function castInto(be: WebGpuBackend, src: GPUBuffer, from: DType, n: number, to: DType, what: string): GpuHandle {
   const out = be.alloc(to, n, what);
   if (storesDirectly(to, be.caps.f16)) {
     be.rt.run({ kernel: unaryKernel, variant: { X: from, Y: to, EXPR: 'x' }, uniforms: [n], buffers: [src, out.buffer], workgroups: grid(n, 256) });
