@@ -17,6 +17,11 @@
  *   node --import tsx bench/spot.ts [--tokens 16384,65536,131072,262144,524288] [--rules top-k:0.5,top-p:0.9] [--keys f16,int4]
  *                                   [--json bench/results_spot_h100.json]
  * `--keys`: the selector keys' forms timed (INT4: each step dequantizes every cached key to f16).
+ * `--model-layers N` (N > 0) also times whole decoding steps of a model (tokens/s, a token read
+ * back each step as generation does): N layers of d_model 4096, GQA 32/8, D 128, SwiGLU 11008, a
+ * 32000-token vocabulary, f32 weights, at each of `--model-tokens` cached tokens (K, V and selector
+ * keys of random values written straight into the cache), with Spot layers (top-K 0.5 and top-p
+ * 0.9, f16 keys) and with full attention (paged K/V, FON's dense decode); PyTorch is not run there.
  */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
@@ -32,6 +37,12 @@ import { selectOnDevice } from '../src/attention/spot/device_select.ts';
 import { blockScores } from '../src/attention/spot/selector.ts';
 import type { SpotRule } from '../src/attention/spot/selection.ts';
 import type { LayerKv } from '../src/attention/mechanism.ts';
+import { spotLayers } from '../src/attention/spot/index.ts';
+import { Decoder } from '../src/model/decoder.ts';
+import { parseModelConfig } from '../src/model/config.ts';
+import { KvCache } from '../src/infer/kv_cache.ts';
+import { kvWrite } from '../src/ops/attention.ts';
+import { kvWritePaged } from '../src/ops/paged_attention.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
 import { deviceRandn, trim } from './lib/device_data.ts';
 
@@ -40,6 +51,8 @@ const { values: flags } = parseArgs({
     tokens: { type: 'string', default: '16384,65536,131072,262144,524288' },
     rules: { type: 'string', default: 'top-k:0.5,top-p:0.9' },
     keys: { type: 'string', default: 'f16,int4' },
+    'model-layers': { type: 'string', default: '0' },
+    'model-tokens': { type: 'string', default: '16384,65536,131072,262144,524288' },
     json: { type: 'string' },
   },
 });
@@ -98,9 +111,61 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
   return rows;
 }
 
-function save(adapter: string, rows: Row[]): void {
+interface ModelRow { tokens: number; layers: number; attention: string; msPerToken: number; tokensPerSecond: number }
+
+/** ms per decoded token of an L-layer model at t cached tokens, for Spot layers under each rule and for full attention. */
+async function timeModel(b: Backend, t: number, layers: number): Promise<ModelRow[]> {
+  const base = { vocabSize: 32000, dModel: C, nLayers: layers, nHeads: H, nKvHeads: HKV, headDim: D, mlpHidden: 11008, contextLength: t + 64, positions: 'rope' as const };
+  const spot = new Decoder(parseModelConfig({ ...base, attention: [{ type: 'spot', ...SPOT_DEFAULTS }] }), new ParamFactory({ backend: b, seed: 1, dtype: 'f16' }));
+  const dense = new Decoder(parseModelConfig({ ...base, attention: [{ type: 'full' }] }), new ParamFactory({ backend: b, dtype: 'f16', weights: Object.fromEntries(spot.namedParameters().filter(([n]) => !n.includes('.attn.spot.'))), source: 'the Spot model' }));
+  const out: ModelRow[] = [];
+  try {
+    for (const [label, model, rule] of [['full attention (dense decode)', dense, null], ...rules.map((r) => [`Spot ${ruleName(r)}`, spot, r] as const)] as [string, Decoder, SpotRule | null][]) {
+      if (rule) for (const [, l] of spotLayers(model)) l.setRule(rule);
+      const cache = new KvCache(model.config, 1, t + 16, b, 'f16');
+      try {
+        cache.layers.forEach((slot, i) => fon.tidy(() => {
+          const k = deviceRandn(b, HKV, t, D, 10 + i), v = deviceRandn(b, HKV, t, D, 20 + i);
+          if (slot.pages) {
+            slot.pages.reserve(t);
+            kvWritePaged(slot.pages.k, slot.pages.pageRows, k, 0);
+            kvWritePaged(slot.pages.v, slot.pages.pageRows, v, 0);
+          } else {
+            kvWrite(slot.k, k, 0);
+            kvWrite(slot.v, v, 0);
+            (slot.side!.spot as SpotKeyCache).write(0, fon.reshape(deviceRandn(b, 1, t, SPOT_DEFAULTS.dim, 30 + i), [1, t, SPOT_DEFAULTS.dim]));
+          }
+          k.dispose();
+          v.dispose();
+        }));
+        let id = 1;
+        const step = async (pos: number) => {
+          const logits = fon.tidy(() => model.forward(fon.tensor(Int32Array.of(id), [1, 1], { dtype: 'i32', backend: b }), { cache: cache.layers, pos, lastOnly: true }));
+          const scores = (await logits.data()) as Float32Array;
+          logits.dispose();
+          id = scores.indexOf(Math.max(...scores.subarray(0, 32000)));
+        };
+        await step(t);
+        await step(t + 1); // compiled, warm
+        const n = 8, t0 = performance.now();
+        for (let s = 0; s < n; s++) await step(t + 2 + s);
+        const ms = (performance.now() - t0) / n;
+        out.push({ tokens: t, layers, attention: label, msPerToken: ms, tokensPerSecond: 1000 / ms });
+      } finally {
+        cache.dispose();
+      }
+      trim(b);
+    }
+  } finally {
+    spot.dispose();
+    dense.dispose();
+  }
+  return out;
+}
+
+function save(adapter: string, rows: Row[], modelRows: ModelRow[] = []): void {
   if (!flags.json) return;
-  writeJson(flags.json, { date: new Date().toISOString(), adapter, shapes: { batch: 1, heads: H, kvHeads: HKV, headDim: D, dModel: C, selector: `${SPOT_DEFAULTS.heads} × ${SPOT_DEFAULTS.dim}`, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows });
+  writeJson(flags.json, { date: new Date().toISOString(), adapter, shapes: { batch: 1, heads: H, kvHeads: HKV, headDim: D, dModel: C, selector: `${SPOT_DEFAULTS.heads} × ${SPOT_DEFAULTS.dim}`, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows, model: modelRows });
   const points = (pick: (r: Row) => number | undefined, config?: string) => [...new Map(rows.filter((r) => (!config || `${r.rule}|${r.keys}` === config) && pick(r) !== undefined).map((r) => [r.tokens, pick(r)!])).entries()];
   const series = [
     { name: 'FON dense decode', points: points((r) => r.denseMs) },
@@ -133,10 +198,28 @@ async function main(): Promise<void> {
     }
     trim(b);
   }
+  const modelLayers = Number(flags['model-layers']);
+  const modelRows: ModelRow[] = [];
+  if (modelLayers > 0) {
+    for (const t of list(flags['model-tokens'])) {
+      for (const r of await timeModel(b, t, modelLayers)) {
+        modelRows.push(r);
+        console.log(`  model of ${r.layers} layers at ${t} cached tokens, ${r.attention}: ${r.msPerToken.toFixed(2)} ms a token, ${r.tokensPerSecond.toFixed(1)} tokens/s`);
+        save(caps.adapterName, rows, modelRows);
+      }
+    }
+  }
   console.log('\n| cached tokens | rule | keys | selector ms | attention ms | budget | step ms | FON dense ms | PyTorch SDPA ms | step vs SDPA | step vs FON dense |');
   console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     console.log(`| ${r.tokens} | ${r.rule} | ${r.keys} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.denseMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
+  }
+  if (modelRows.length) {
+    console.log(`\n| cached tokens | model | tokens/s | ms a token | against full attention |\n|---|---|---|---|---|`);
+    for (const r of modelRows) {
+      const full = modelRows.find((x) => x.tokens === r.tokens && x.attention.startsWith('full'))!;
+      console.log(`| ${r.tokens} | ${r.layers} layers, ${r.attention} | ${r.tokensPerSecond.toFixed(1)} | ${r.msPerToken.toFixed(2)} | ${(full.msPerToken / r.msPerToken).toFixed(2)}× |`);
+    }
   }
 }
 

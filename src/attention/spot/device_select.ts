@@ -7,7 +7,8 @@
  * - a segment id per key position, 0 in a selected 16-token block and 1 elsewhere (the query's own
  *   block is always selected, so its position carries 0);
  * - the 64-key mask blocks that hold a selected block, packed by Backend.compactFlags into the
- *   fixed-stride lists of device_mask.ts, every listed block partial.
+ *   fixed-stride lists of device_mask.ts, whole where all four of its selector blocks are selected
+ *   (the kernels then skip the segment test), else partial.
  * Also the tokens the selected blocks hold and which key positions they are (for the layer's budget
  * and recall figures), on the device.
  */
@@ -15,8 +16,9 @@ import { MASK_K_BLOCK } from '../block_mask.ts';
 import { deviceMask } from '../device_mask.ts';
 import type { UploadedMask } from '../../ops/attention.ts';
 import { cast } from '../../ops/cast.ts';
-import { arange, full, tensor } from '../../ops/creation.ts';
-import { add, lt, mul, sub, where } from '../../ops/elementwise.ts';
+import { arange, full } from '../../ops/creation.ts';
+import { gather } from '../../ops/indexing.ts';
+import { add, eq, lt, maximum, mul, sub, where } from '../../ops/elementwise.ts';
 import { concat, narrow, reshape } from '../../ops/layout.ts';
 import { max, sum } from '../../ops/reduce.ts';
 import { compactFlags, selectOpen } from '../../ops/select.ts';
@@ -36,8 +38,8 @@ export function selectOnDevice(scores: Tensor, mass: Tensor, q: number, rule: Sp
   const valid = a.valid, l = q + 1;
   const be = scores.backend;
   const flags = narrow(selectOpen(reshape(scores, [b, n]), reshape(mass, [b, n]), a), 1, 0, valid); // (B, valid) i32
-  const lengths = tensor(Float32Array.from({ length: valid }, (_, i) => Math.min(l, SPOT_BLOCK * (i + 1)) - SPOT_BLOCK * i), [1, valid], { backend: be });
-  const tokens = reshape(sum(mul(cast(flags, 'f32'), lengths)), [1]);
+  // 16 tokens a selected block, less the part of each query's own block (always selected) past it.
+  const tokens = reshape(sub(mul(sum(cast(flags, 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
   // Each key position: 1 in a selected block, 0 elsewhere (and past the blocks); its segment id is the opposite.
   const covered = Math.min(tk, valid * SPOT_BLOCK);
   const perToken = narrow(reshape(mul(reshape(flags, [b, valid, 1]), full([1, 1, SPOT_BLOCK], 1, { dtype: 'i32', backend: be })), [b, valid * SPOT_BLOCK]), 1, 0, covered);
@@ -46,9 +48,14 @@ export function selectOnDevice(scores: Tensor, mass: Tensor, q: number, rule: Sp
   // The 64-key blocks holding a selected block, packed: (B, kb + 1) = count, then the blocks ascending.
   const kb = Math.ceil(valid / PER_MASK_BLOCK), pad = kb * PER_MASK_BLOCK - valid;
   const padded = pad ? concat([flags, full([b, pad], 0, { dtype: 'i32', backend: be })], 1) : flags;
-  const packed = compactFlags(max(reshape(padded, [b, kb, PER_MASK_BLOCK]), 2)); // (B, kb + 1)
-  const count = narrow(packed, 1, 0, 1);
-  const entries = where(lt(arange(0, kb, 1, { dtype: 'i32', backend: be }), count), add(mul(narrow(packed, 1, 1, kb), 2), 1), 0);
+  const perMask = reshape(padded, [b, kb, PER_MASK_BLOCK]);
+  const packed = compactFlags(max(perMask, 2)); // (B, kb + 1)
+  const count = narrow(packed, 1, 0, 1), listed = narrow(packed, 1, 1, kb);
+  // A mask block whose four selector blocks are all selected is whole (the kernels skip the segment
+  // test there), except the query's own, which holds keys past it.
+  const full4 = gather(reshape(sum(perMask, 2), [b, kb]), listed, 1); // (B, kb): selected blocks in each listed mask block
+  const partial = maximum(lt(full4, PER_MASK_BLOCK), eq(listed, kb - 1));
+  const entries = where(lt(arange(0, kb, 1, { dtype: 'i32', backend: be }), count), add(mul(listed, 2), partial), 0);
   const g = { batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: q, causal: true, window: 0 };
   return { mask: deviceMask(g, concat([count, entries], 1), { segments }), tokens, selected };
 }

@@ -20,7 +20,7 @@ import { arange, full } from '../../ops/creation.ts';
 import { exp, le, mul, relu, sub, where } from '../../ops/elementwise.ts';
 import { matmul } from '../../ops/matmul.ts';
 import { cast } from '../../ops/cast.ts';
-import { concat, permute, reshape } from '../../ops/layout.ts';
+import { concat, narrow, permute, reshape } from '../../ops/layout.ts';
 import { logsumexp, max, sum } from '../../ops/reduce.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { SPOT_BLOCK } from './selection.ts';
@@ -69,12 +69,19 @@ export class SpotSelector extends Module {
   }
 }
 
-/** s (B, n, L) with SPOT_MASKED where key t lies after query pos + i. */
+/**
+ * s (B, n, L) with SPOT_MASKED where key t lies after query pos + i. Keys before `pos` are seen by
+ * every row, so only the last L − pos columns are compared (a decoding step, n = 1 and L = pos + 1,
+ * needs no mask at all): no tensor of the cache's length is built on the host per step.
+ */
 export function causalMasked(s: Tensor, pos: number): Tensor {
   const [, n, l] = s.shape;
+  if (l <= pos + 1) return s;
+  const lo = Math.min(pos, l), tail = l - lo;
   const i = reshape(arange(pos, pos + n, 1, { dtype: 'f32', backend: s.backend }), [n, 1]);
-  const t = reshape(arange(0, l, 1, { dtype: 'f32', backend: s.backend }), [1, l]);
-  return where(le(t, i), s, SPOT_MASKED);
+  const t = reshape(arange(lo, l, 1, { dtype: 'f32', backend: s.backend }), [1, tail]);
+  const masked = where(le(t, i), narrow(s, 2, lo, tail), SPOT_MASKED);
+  return lo === 0 ? masked : concat([narrow(s, 2, 0, lo), masked], 2);
 }
 
 /** Token scores (B, n, L) → (block scores, block masses) (B, n, ⌈L/16⌉): the max-pooled score and the softmax's mass per 16-token block. */
