@@ -4,8 +4,9 @@
  * length, beside FON's dense decode and PyTorch's SDPA decode (bf16, enable_gqa,
  * bench/torch_attention.py) on the same GPU in the same run. What each row times, apart:
  *
- * - `selector`: the selection stage of a step: the selector's query projections, the scores over
- *   every cached selector key, the block max-pool and masses, the threshold search on the device
+ * - `selector`: the selection stage of a step: the selector's query projections, the block scores
+ *   and log-masses in one pass over the cached selector keys (Backend.indexBlockScores; INT4 keys
+ *   dequantized first), the threshold search on the device
  *   (Backend.selectOpen) and the block mask built from its flags (spot/device_select.ts);
  * - `attention`: the block-sparse split-K decode over the selected blocks, every head, with that mask;
  * - `step`: the layer's whole cached step as the model runs it (SpotAttention.forwardCached: the
@@ -34,7 +35,7 @@ import { ParamFactory } from '../src/nn/params.ts';
 import { SPOT_DEFAULTS, SpotAttention } from '../src/attention/spot/index.ts';
 import { SpotKeyCache } from '../src/attention/spot/key_cache.ts';
 import { selectOnDevice } from '../src/attention/spot/device_select.ts';
-import { blockScores } from '../src/attention/spot/selector.ts';
+import { decodeBlockScores } from '../src/attention/spot/selector.ts';
 import type { SpotRule } from '../src/attention/spot/selection.ts';
 import type { LayerKv } from '../src/attention/mechanism.ts';
 import { spotLayers } from '../src/attention/spot/index.ts';
@@ -90,9 +91,8 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
     for (const { form, slot, keys } of caches) for (const rule of rules) {
       layer.setRule(rule);
       const select = () => {
-        const s = layer.selector.scores(x, keys.read(t), t - 1);
-        const { scores, mass } = blockScores(s);
-        return selectOnDevice(scores, mass, t - 1, rule, t);
+        const { max, logMass } = decodeBlockScores(layer.selector, x, keys.view(t), { l: t, pos: t - 1 });
+        return selectOnDevice(max, logMass, t - 1, rule, t);
       };
       const selectorMs = await timeBatched(sync, () => fon.tidy(() => { select(); }));
       const chosen = fon.tidy(() => { const s = select(); return { mask: { ...s.mask, device: fon.keep(s.mask.device) }, tokens: fon.keep(s.tokens) }; });

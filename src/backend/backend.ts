@@ -29,9 +29,17 @@ export interface MergeArgs { o: number; m: number; d: number; share: number; dty
  * the open ones [low, high) are ranked by score, highest first, ties by the lower index, and the
  * leading `count` of them kept where p = 0 (static top-K), or where p > 0 the leading
  * max(n_p, count) (dual top-p with a floor), n_p the fewest leading open entries whose masses reach
- * p of the open mass (at least 1); never more than there are.
+ * p of the open mass (at least 1); never more than there are. With `logMass` the masses are given as
+ * logarithms (any common offset: they are exponentiated against the open entries' largest).
  */
-export interface SelectArgs { rows: number; n: number; valid: number; low: number; high: number; count: number; p: number }
+export interface SelectArgs { rows: number; n: number; valid: number; low: number; high: number; count: number; p: number; logMass?: boolean }
+
+/**
+ * Backend.indexBlockScores' shape: rows = batch·n queries (query i of batch entry b at position
+ * pos + i), H index heads of width d, keys (batch, tmax, d) of which the first l of each batch entry
+ * are read, `block` tokens a block, `scale` on the dots.
+ */
+export interface IndexScoreArgs { batch: number; n: number; heads: number; d: number; l: number; tmax: number; pos: number; block: number; scale: number }
 
 export type UnaryOp =
   | 'neg' | 'abs' | 'exp' | 'log' | 'sqrt' | 'rsqrt' | 'tanh' | 'sigmoid' | 'silu' | 'gelu'
@@ -208,6 +216,14 @@ export interface Kernels<H> {
   selectOpen(scores: Ref<H>, mass: Ref<H>, args: SelectArgs): H;
   /** Each row's nonzero entries of i32 flags (rows, n) → i32 (rows, n + 1): their count, their indices ascending, then zeros. */
   compactFlags(flags: Ref<H>, rows: number, n: number): H;
+  /**
+   * A lightning indexer's scores pooled per block, in one pass over the keys: for query r (q (rows,
+   * H·d) f32, head weights w (rows, H) f32) and key t ≤ its position, t < l (keys (batch, tmax, d),
+   * any float),
+   * s = Σ_h w_h · ReLU(scale · q_h·k_t); per block of `block` keys, the max and the log of Σ e^s →
+   * [max, logMass] (rows, ⌈l/block⌉) f32, −1e30 where a block holds no visible key.
+   */
+  indexBlockScores(q: Ref<H>, w: Ref<H>, keys: Ref<H>, args: IndexScoreArgs): [H, H];
   /**
    * INT4 microscale codes of x (rows, d), d a multiple of 32 (backend/cpu/int4.ts): codes i32
    * (rows, d/8), eight 4-bit codes c + 8 a word, and one scale per group of 32, max|x|/7 rounded to

@@ -1,8 +1,8 @@
 /**
  * Selection without sorting (Backend.selectOpen, compactFlags): which entries of each row a top-K
  * or top-p rule keeps, reserved ranges kept whatever their scores (SpotAttention's block selection,
- * specs/focus_spot.md B4), and the kept entries' indices packed to the front of each row. No
- * gradients: the results are integer flags and indices.
+ * specs/focus_spot.md B4), and the kept entries' indices packed to the front of each row; and the
+ * block scores such a selection ranks, straight from the keys (indexBlockScores). No gradients.
  */
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { SelectArgs } from '../backend/backend.ts';
@@ -22,6 +22,30 @@ export function selectOpen(scores: Tensor, mass: Tensor, rule: Omit<SelectArgs, 
   if (!(low <= high && high <= valid && valid <= n)) throw new ArgumentError(`selectOpen: need low ≤ high ≤ valid ≤ N; got low ${low}, high ${high}, valid ${valid}, N ${n}`);
   if (!(p >= 0 && p <= 1)) throw new ArgumentError(`selectOpen: p ${p} must lie in [0, 1] (0: keep the leading count)`);
   return wrap(b, b.selectOpen(ref(scores), ref(mass), { rows, n, ...rule }), scores.shape, 'i32');
+}
+
+/**
+ * A lightning indexer's block scores in one pass over the keys (Backend.indexBlockScores): index
+ * queries q (B, n, H, d) f32 and head weights w (B, n, H) f32 of the queries at positions pos … pos
+ * + n − 1, keys (B, Tmax, d) of any float dtype of which the first l are read → per block of `block`
+ * keys the max score and the log of Σ e^score over the keys a query sees, (B, n, ⌈l/block⌉) f32 each
+ * (−1e30 for a block it sees none of). Score = Σ_h w_h · ReLU(scale · q_h·k).
+ */
+export function indexBlockScores(q: Tensor, w: Tensor, keys: Tensor, o: { l: number; pos: number; block: number; scale: number }): { max: Tensor; logMass: Tensor } {
+  const be = backendOf('indexBlockScores', q, w, keys);
+  requireDType('indexBlockScores', 'q', q, 'f32');
+  requireDType('indexBlockScores', 'w', w, 'f32');
+  const [b, n, heads, d] = q.shape;
+  const tmax = keys.shape[1];
+  if (q.rank !== 4 || fmt(w.shape) !== fmt([b, n, heads]) || keys.rank !== 3 || keys.shape[0] !== b || keys.shape[2] !== d) {
+    throw new ShapeError(`indexBlockScores: q ${fmt(q.shape)}, w ${fmt(w.shape)} and keys ${fmt(keys.shape)}: expected (B, n, H, d), (B, n, H) and (B, Tmax, d)`);
+  }
+  if (!Number.isInteger(o.l) || o.l < 1 || o.l > tmax || !Number.isInteger(o.pos) || o.pos < 0 || !Number.isInteger(o.block) || o.block < 1) {
+    throw new ArgumentError(`indexBlockScores: l ${o.l} must be in [1, ${tmax}], pos ${o.pos} ≥ 0 and block ${o.block} ≥ 1`);
+  }
+  const nb = Math.ceil(o.l / o.block);
+  const [mx, lm] = be.indexBlockScores(ref(q), ref(w), ref(keys), { batch: b, n, heads, d, l: o.l, tmax, pos: o.pos, block: o.block, scale: o.scale });
+  return { max: wrap(be, mx, [b, n, nb], 'f32'), logMass: wrap(be, lm, [b, n, nb], 'f32') };
 }
 
 /** Each row's nonzero entries of i32 flags (…, N) → i32 (…, N + 1): their count, their indices ascending, then zeros. */

@@ -75,8 +75,7 @@ function reference(m: SpotAttention, inp: Inputs, b: number, p: number, rule: Sp
     let sc = 0;
     for (let h = 0; h < heads; h++) {
       let qk = 0;
-      // The index query is rounded to the keys' f16 too.
-      for (let e = 0; e < dim; e++) qk += f16(proj(Wq, h * dim + e, p)) * kk[j * dim + e];
+      for (let e = 0; e < dim; e++) qk += proj(Wq, h * dim + e, p) * kk[j * dim + e];
       sc += proj(Ww, h, p) * Math.max(0, qk / Math.sqrt(dim));
     }
     return sc;

@@ -1,5 +1,5 @@
 /**
- * Selection without sorting (ops/select.ts): selectOpen's CPU reference against a sort of the open
+ * Selection without sorting and the block scores it ranks (ops/select.ts): selectOpen's CPU reference against a sort of the open
  * entries (top-K and top-p with a floor, reserved ranges, scores with ties, dyadic masses so that
  * every sum is exact in f32 and f64), compactFlags against a filter, and the WebGPU kernels
  * (rows_select.wgsl) against the CPU on the same inputs: rows longer than a workgroup, ties at the
@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
-import { compactFlags, selectOpen } from '../../src/ops/select.ts';
+import { compactFlags, indexBlockScores, selectOpen } from '../../src/ops/select.ts';
 import { ArgumentError, ShapeError } from '../../src/errors.ts';
 import type { SelectArgs } from '../../src/backend/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
@@ -57,9 +57,11 @@ function cases(seed: number, count: number) {
   });
 }
 
-const run = (be: Backend, c: ReturnType<typeof cases>[number]) => {
-  const s = fon.tensor(c.scores, [c.rows, c.n], { backend: be }), m = fon.tensor(c.mass, [c.rows, c.n], { backend: be });
-  return selectOpen(s, m, c.rule);
+const run = (be: Backend, c: ReturnType<typeof cases>[number], logMass = false) => {
+  const s = fon.tensor(c.scores, [c.rows, c.n], { backend: be });
+  // As logarithms (offset by 3: only shares count): log 0 = −∞ is no mass at all.
+  const m = fon.tensor(logMass ? c.mass.map((x) => Math.log(x) + 3) : c.mass, [c.rows, c.n], { backend: be });
+  return selectOpen(s, m, { ...c.rule, logMass });
 };
 
 test('selectOpen on the CPU keeps what sorting keeps: top-K and top-p with a floor, reserved ranges, ties, 120 cases', () => {
@@ -91,12 +93,74 @@ test('bad arguments are refused by name', () => {
   assert.throws(() => compactFlags(s), /compactFlags: flags must be i32|dtype/);
 });
 
+test('selectOpen with log-masses keeps what sorting keeps with the masses (continuous masses: no sums tied at the boundary)', () => {
+  const rnd = lcg(19);
+  for (const c of cases(11, 60)) {
+    const cont = { ...c, mass: Float32Array.from(c.mass, () => 0.01 + rnd()) };
+    const flags = run(cpu, cont, true).dataSync() as Int32Array;
+    for (let r = 0; r < c.rows; r++) {
+      const at = r * c.n;
+      const got = Array.from(flags.subarray(at, at + c.n)).flatMap((f, e) => (f ? [e] : []));
+      assert.deepEqual(got, bySort(c.scores.subarray(at, at + c.n), cont.mass.subarray(at, at + c.n), c.rule), JSON.stringify(c.rule));
+    }
+  }
+});
+
 test('WebGPU selectOpen and compactFlags equal the CPU reference (rows longer than a workgroup, ties, p = 1, empty open ranges)', { skip: webgpuSkipReason() }, async () => {
   for (const c of cases(7, 60)) {
+    if (c.rule.p !== 1) assert.deepEqual(Array.from((await run(gpu!, c, true).data()) as Int32Array), Array.from(run(cpu, c, true).dataSync() as Int32Array), `log-masses: ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}`);
     const want = Array.from(run(cpu, c).dataSync() as Int32Array);
     const flags = run(gpu!, c);
     assert.deepEqual(Array.from((await flags.data()) as Int32Array), want, `${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}`);
     const packed = compactFlags(flags);
     assert.deepEqual(Array.from((await packed.data()) as Int32Array), Array.from(compactFlags(fon.tensor(Int32Array.from(want), [c.rows, c.n], { dtype: 'i32', backend: cpu })).dataSync()), `compact ${c.rows} × ${c.n}`);
+  }
+});
+
+/** Random index queries, weights and keys for indexBlockScores. */
+function indexInputs(be: Backend, b: number, n: number, heads: number, d: number, tmax: number, keyDtype: 'f32' | 'f16') {
+  const up = (shape: number[], seed: number, dtype: 'f32' | 'f16' = 'f32') => fon.cast(fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: be }), dtype);
+  return { q: up([b, n, heads, d], 1), w: up([b, n, heads], 2), keys: up([b, tmax, d], 3, keyDtype) };
+}
+
+test('indexBlockScores on the CPU: per block the max of Σ_h w_h·ReLU(scale·q_h·k) over the keys a query sees and the log of Σ e^score, against plain loops', () => {
+  const [b, n, heads, d, tmax, l, pos] = [2, 3, 2, 8, 50, 45, 40];
+  const { q, w, keys } = indexInputs(cpu, b, n, heads, d, tmax, 'f32');
+  const { max, logMass } = indexBlockScores(q, w, keys, { l, pos, block: 16, scale: 0.3 });
+  assert.deepEqual(max.shape, [b, n, 3]);
+  const Q = q.dataSync() as Float32Array, W = w.dataSync() as Float32Array, K = keys.dataSync() as Float32Array;
+  const M = max.dataSync() as Float32Array, LM = logMass.dataSync() as Float32Array;
+  for (let bb = 0; bb < b; bb++) for (let i = 0; i < n; i++) {
+    const s = Array.from({ length: Math.min(l, pos + i + 1) }, (_, t) => {
+      let sc = 0;
+      for (let h = 0; h < heads; h++) {
+        let dot = 0;
+        for (let e = 0; e < d; e++) dot += Q[((bb * n + i) * heads + h) * d + e] * K[(bb * tmax + t) * d + e];
+        sc += W[(bb * n + i) * heads + h] * Math.max(0, 0.3 * dot);
+      }
+      return sc;
+    });
+    for (let j = 0; j < 3; j++) {
+      const part = s.slice(16 * j, 16 * j + 16), at = (bb * n + i) * 3 + j;
+      if (part.length === 0) { assert.equal(M[at], Math.fround(-1e30)); assert.equal(LM[at], Math.fround(-1e30)); continue; }
+      const m = Math.max(...part);
+      assert.ok(Math.abs(M[at] - m) < 1e-5, `max (${bb}, ${i}, ${j})`);
+      assert.ok(Math.abs(LM[at] - (m + Math.log(part.reduce((a, x) => a + Math.exp(x - m), 0)))) < 1e-5, `log mass (${bb}, ${i}, ${j})`);
+    }
+  }
+  assert.throws(() => indexBlockScores(q, w, keys, { l: 51, pos, block: 16, scale: 1 }), /l 51 must be in \[1, 50\]/);
+});
+
+test('WebGPU indexBlockScores equals the CPU: f32 and f16 keys, a cache longer than the keys read, several query rows, more than one workgroup of keys [webgpu]', { skip: webgpuSkipReason() }, async () => {
+  for (const keyDtype of ['f32', 'f16'] as const) {
+    const [b, n, heads, d, tmax, l, pos] = [2, 3, 4, 32, 700, 613, 600];
+    const c = indexInputs(cpu, b, n, heads, d, tmax, keyDtype), g = indexInputs(gpu!, b, n, heads, d, tmax, keyDtype);
+    const rc = indexBlockScores(c.q, c.w, c.keys, { l, pos, block: 16, scale: 0.2 }), rg = indexBlockScores(g.q, g.w, g.keys, { l, pos, block: 16, scale: 0.2 });
+    for (const key of ['max', 'logMass'] as const) {
+      const x = (await rg[key].data()) as Float32Array, y = rc[key].dataSync() as Float32Array;
+      let worst = 0;
+      for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]) / Math.max(1, Math.abs(y[i])));
+      assert.ok(worst < 1e-5, `${keyDtype} keys, ${key}: worst relative error ${worst}`);
+    }
   }
 });

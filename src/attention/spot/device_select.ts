@@ -28,16 +28,17 @@ import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
 const PER_MASK_BLOCK = MASK_K_BLOCK / SPOT_BLOCK;
 
 /**
- * Block scores and masses (B, 1, N) f32 of one query at position q (N ≥ ⌊q/16⌋ + 1 blocks) → the
+ * Block scores and log-masses (B, 1, N) f32 of one query at position q (N ≥ ⌊q/16⌋ + 1 blocks;
+ * selector.ts decodeBlockScores) → the
  * mask of attention(q (B, H, 1, D), k, v (B, Hkv, tk, D), { kvLength: q + 1, mask }), the tokens
  * selected over the batch, (1) f32, and the selected key positions (B, tk) i32, 1 where selected.
  */
-export function selectOnDevice(scores: Tensor, mass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: Tensor; selected: Tensor } {
+export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: Tensor; selected: Tensor } {
   const b = scores.shape[0], n = scores.shape[2];
   const a = selectArgs(q, rule);
   const valid = a.valid, l = q + 1;
   const be = scores.backend;
-  const flags = narrow(selectOpen(reshape(scores, [b, n]), reshape(mass, [b, n]), a), 1, 0, valid); // (B, valid) i32
+  const flags = narrow(selectOpen(reshape(scores, [b, n]), reshape(logMass, [b, n]), { ...a, logMass: true }), 1, 0, valid); // (B, valid) i32
   // 16 tokens a selected block, less the part of each query's own block (always selected) past it.
   const tokens = reshape(sub(mul(sum(cast(flags, 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
   // Each key position: 1 in a selected block, 0 elsewhere (and past the blocks); its segment id is the opposite.

@@ -72,6 +72,16 @@ export class SpotKeyCache implements CacheSideState {
     return this.format === 'f16' ? first : dequantizeInt4(first, second, 'f16');
   }
 
+  /**
+   * The keys of positions 0 … length − 1 for Backend.indexBlockScores, without a copy where the form
+   * allows: f16, the whole store (B, Tmax, d_I) (its first `length` rows are read); INT4, the
+   * positions dequantized (B, length, d_I).
+   */
+  view(length: number): Tensor {
+    if (length > this.length) throw new ArgumentError(`spot: ${length} selector keys asked for; the cache holds ${this.length}`);
+    return this.format === 'f16' ? reshape(this.parts[0], [this.batch, this.capacity, this.dim]) : this.read(length);
+  }
+
   truncate(length: number): void {
     if (!Number.isInteger(length) || length < 0) throw new ArgumentError(`spot: truncate to ${length}: expected an integer ≥ 0`);
     this.length = Math.min(this.length, length);

@@ -19,7 +19,7 @@ import type { ParamFactory } from '../../nn/params.ts';
 import { arange, full } from '../../ops/creation.ts';
 import { exp, le, mul, relu, sub, where } from '../../ops/elementwise.ts';
 import { matmul } from '../../ops/matmul.ts';
-import { cast } from '../../ops/cast.ts';
+import { indexBlockScores } from '../../ops/select.ts';
 import { concat, narrow, permute, reshape } from '../../ops/layout.ts';
 import { logsumexp, max, sum } from '../../ops/reduce.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
@@ -51,22 +51,32 @@ export class SpotSelector extends Module {
 
   /**
    * Token scores of queries xq (B, n, C) at positions pos … pos + n − 1 against keys (B, L, d_I) →
-   * (B, n, L) f32, SPOT_MASKED where t > q. Keys in 16 bits (the cache's f16 form) are read as they
-   * are: the index queries are rounded to their dtype and the products accumulate in f32.
+   * (B, n, L), SPOT_MASKED where t > q: what training distils (a decoding step pools its block
+   * scores straight from the cache instead: decodeBlockScores).
    */
   scores(xq: Tensor, keys: Tensor, pos = 0): Tensor {
     const [b, n] = xq.shape;
     const { heads, dim } = this.shape;
     const l = keys.shape[1];
     const q = permute(reshape(this.q.forward(xq), [b, n, heads, dim]), [0, 2, 1, 3]); // (B, H_I, n, d)
-    const k = reshape(keys, [b, 1, l, dim]);
-    const dots = keys.dtype === q.dtype
-      ? matmul(q, k, { transB: true })
-      : matmul(cast(q, keys.dtype), k, { transB: true, outDType: 'f32' }); // (B, H_I, n, L)
+    const dots = matmul(q, reshape(keys, [b, 1, l, dim]), { transB: true }); // (B, H_I, n, L)
     const w = reshape(permute(this.w.forward(xq), [0, 2, 1]), [b, heads, n, 1]);
     const s = sum(mul(relu(mul(dots, 1 / Math.sqrt(dim))), w), 1); // (B, n, L)
     return causalMasked(s, pos);
   }
+}
+
+/**
+ * The block scores and log-masses of a decoding selection straight from the cached selector keys
+ * (ops/select.ts indexBlockScores: one pass, no token scores kept): queries xq (B, n, C) at positions
+ * pos … pos + n − 1 over keys (B, Tmax, d_I) of which the first l are read → (B, n, ⌈l/16⌉) each:
+ * the max-pooled score and log Σ_{t∈block} e^{s_t} (the block's softmax mass up to one offset a row).
+ */
+export function decodeBlockScores(sel: SpotSelector, xq: Tensor, keys: Tensor, o: { l: number; pos: number }): { max: Tensor; logMass: Tensor } {
+  const [b, n] = xq.shape;
+  const { heads, dim } = sel.shape;
+  const q = reshape(sel.q.forward(xq), [b, n, heads, dim]);
+  return indexBlockScores(q, sel.w.forward(xq), keys, { l: o.l, pos: o.pos, block: SPOT_BLOCK, scale: 1 / Math.sqrt(dim) });
 }
 
 /**
@@ -84,7 +94,11 @@ export function causalMasked(s: Tensor, pos: number): Tensor {
   return lo === 0 ? masked : concat([narrow(s, 2, 0, lo), masked], 2);
 }
 
-/** Token scores (B, n, L) → (block scores, block masses) (B, n, ⌈L/16⌉): the max-pooled score and the softmax's mass per 16-token block. */
+/**
+ * Token scores (B, n, L) → (block scores, block masses) (B, n, ⌈L/16⌉): the max-pooled score and the
+ * softmax's mass per 16-token block; the composed form of decodeBlockScores' pooling (whose log-masses
+ * are these masses' logarithms up to one offset a row), kept as its reference.
+ */
 export function blockScores(s: Tensor): { scores: Tensor; mass: Tensor } {
   const [b, n, l] = s.shape;
   const nb = Math.ceil(l / SPOT_BLOCK), pad = nb * SPOT_BLOCK - l;

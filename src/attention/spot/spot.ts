@@ -37,7 +37,7 @@ import { spotDecodeMask } from './decode_mask.ts';
 import { denseKL, sparseKL, teacherDistribution } from './distill.ts';
 import type { SpotKeyCache, SpotKeyFormat } from './key_cache.ts';
 import { checkSpotRule, selectBlocks, SPOT_BLOCK, type SpotRule } from './selection.ts';
-import { blockScores, SpotSelector } from './selector.ts';
+import { decodeBlockScores, SpotSelector } from './selector.ts';
 import { selectOnDevice } from './device_select.ts';
 
 /** The config entry of a SpotAttention layer. */
@@ -116,20 +116,23 @@ export class SpotAttention extends Module implements AttentionMechanism {
     keys.write(pos, this.selector.keys(input.x));
     const l = pos + n;
     if (pos === 0 && n > 1) return attention(q, cache.k, cache.v, { causal: true, kvLength: l }); // the prompt: dense
-    // Each row selects its blocks among its causal ones, then attends over them.
-    const s = this.selector.scores(input.x, keys.read(l), pos); // (B, n, L)
-    const { scores, mass } = blockScores(s); // (B, n, ⌈L/16⌉)
+    // Each row selects its blocks among its causal ones, then attends over them: block scores and
+    // log-masses in one pass over the cached selector keys.
+    const { max: scores, logMass } = decodeBlockScores(this.selector, input.x, keys.view(l), { l, pos }); // (B, n, ⌈L/16⌉)
     const rows: Tensor[] = [];
     let selected: Tensor | undefined;
     const tk = cache.k.shape[2];
     if (q.backend.readSync) {
       const b = q.shape[0], nb = scores.shape[2];
-      const hs = scores.dataSync() as Float32Array, hm = mass.dataSync() as Float32Array;
+      const hs = scores.dataSync() as Float32Array, hm = logMass.dataSync() as Float32Array;
       let chosen = 0;
       for (let i = 0; i < n; i++) {
         const picks = Array.from({ length: b }, (_, bb) => {
-          const at = (bb * n + i) * nb;
-          return selectBlocks(pos + i, hs.subarray(at, at + nb), hm.subarray(at, at + nb), this.rule).blocks;
+          const at = (bb * n + i) * nb, own = Math.floor((pos + i) / SPOT_BLOCK) + 1;
+          // Masses on one scale for the row (the rule only compares their shares).
+          const lm = hm.subarray(at, at + own);
+          const top = Math.max(...lm);
+          return selectBlocks(pos + i, hs.subarray(at, at + own), Float64Array.from(lm, (x) => Math.exp(x - top)), this.rule).blocks;
         });
         for (const p of picks) chosen += selectedTokens(p, pos + i + 1);
         const mask = spotDecodeMask(picks, pos + i + 1, tk);
@@ -141,7 +144,7 @@ export class SpotAttention extends Module implements AttentionMechanism {
     } else {
       const picks: Tensor[] = [];
       for (let i = 0; i < n; i++) {
-        const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(mass, 1, i, 1), pos + i, this.rule, tk);
+        const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(logMass, 1, i, 1), pos + i, this.rule, tk);
         picks.push(sel.tokens);
         const qi = narrow(q, 2, i, 1);
         rows.push(attention(qi, cache.k, cache.v, { kvLength: pos + i + 1, mask: sel.mask }));

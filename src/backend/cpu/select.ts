@@ -1,6 +1,6 @@
 /**
- * CPU reference of Backend.selectOpen and Backend.compactFlags, and the threshold search they share
- * with SpotAttention's host selection (attention/spot/selection.ts):
+ * CPU reference of Backend.selectOpen, compactFlags and indexBlockScores, and the threshold search
+ * selectOpen shares with SpotAttention's host selection (attention/spot/selection.ts):
  *
  * - scores become order-preserving u32 keys (−0 = +0);
  * - the leading `take` open entries (key descending, index ascending) are found without sorting: the
@@ -12,7 +12,10 @@
  * Masses are summed in f64 here and in f32 on the GPU, so a nucleus boundary that falls within
  * rounding of p·total may differ between the two (exact where the masses are dyadic).
  */
-import type { SelectArgs } from '../backend.ts';
+import type { IndexScoreArgs, SelectArgs } from '../backend.ts';
+
+/** A block with no visible key (as SPOT_MASKED: below every score, finite). */
+const MASKED = -1e30;
 import { numbers, type CpuHandle, type CpuRef } from './host.ts';
 
 const F32 = new Float32Array(1), U32 = new Uint32Array(F32.buffer);
@@ -65,8 +68,14 @@ export function nucleusCount(open: readonly number[], keys: ArrayLike<number>, m
 }
 
 /** One row of selectOpen: flags (n) from its scores and masses. */
-export function selectOpenRow(scores: ArrayLike<number>, mass: ArrayLike<number>, a: Omit<SelectArgs, 'rows'>): Uint8Array {
+export function selectOpenRow(scores: ArrayLike<number>, given: ArrayLike<number>, a: Omit<SelectArgs, 'rows'>): Uint8Array {
   const flags = new Uint8Array(a.n);
+  let mass = given;
+  if (a.logMass) {
+    let top = -Infinity;
+    for (let e = a.low; e < a.high; e++) top = Math.max(top, given[e]);
+    mass = Float64Array.from({ length: a.n }, (_, e) => (e >= a.low && e < a.high ? Math.exp(given[e] - top) : 0));
+  }
   const keys = new Uint32Array(a.n);
   const open: number[] = [];
   let total = 0;
@@ -97,4 +106,36 @@ export function compactFlags(flags: CpuRef, rows: number, n: number): CpuHandle 
     out[r * (n + 1)] = c;
   }
   return out;
+}
+
+/** Backend.indexBlockScores, by loops. */
+export function indexBlockScores(q: CpuRef, w: CpuRef, keys: CpuRef, a: IndexScoreArgs): [CpuHandle, CpuHandle] {
+  const Q = numbers(q), W = numbers(w), K = numbers(keys);
+  const nb = Math.ceil(a.l / a.block), rows = a.batch * a.n;
+  const max = new Float32Array(rows * nb).fill(MASKED), logMass = new Float32Array(rows * nb).fill(MASKED);
+  const s = new Float64Array(a.block);
+  for (let r = 0; r < rows; r++) {
+    const b = Math.floor(r / a.n), p = a.pos + (r % a.n);
+    for (let j = 0; j < nb; j++) {
+      let m = -Infinity, seen = 0;
+      for (let u = 0; u < a.block; u++) {
+        const t = j * a.block + u;
+        if (t >= a.l || t > p) break;
+        let sc = 0;
+        for (let h = 0; h < a.heads; h++) {
+          let dot = 0;
+          for (let e = 0; e < a.d; e++) dot += Q[(r * a.heads + h) * a.d + e] * K[(b * a.tmax + t) * a.d + e];
+          sc += W[r * a.heads + h] * Math.max(0, a.scale * dot);
+        }
+        s[seen++] = sc;
+        m = Math.max(m, sc);
+      }
+      if (seen === 0) continue;
+      let z = 0;
+      for (let u = 0; u < seen; u++) z += Math.exp(s[u] - m);
+      max[r * nb + j] = m;
+      logMass[r * nb + j] = m + Math.log(z);
+    }
+  }
+  return [max, logMass];
 }

@@ -359,7 +359,7 @@ export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: S
   const y = be.alloc('i32', a.rows * a.n, 'selectOpen');
   if (a.rows * a.n === 0) return y;
   run(be, {
-    kernel: selectKernel, variant: { SELECT: true, S: scores.dtype, M: mass.dtype },
+    kernel: selectKernel, variant: { SELECT: true, LOGMASS: !!a.logMass, S: scores.dtype, M: mass.dtype },
     uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p)], buffers: [scores.h.buffer, mass.h.buffer, y.buffer], groups: a.rows,
   });
   return y;

@@ -6,7 +6,8 @@
 // the lower index). With P.p > 0, n_p is found first: θ, the largest key whose open entries at or
 // above it hold at least p of the open mass, built bit by bit from the top (32 rounds of a
 // workgroup sum), then the entries above θ and the ties at θ in index order until the goal is met;
-// take = min(|U|, max(n_p, P.count)) (P.count alone where P.p = 0). Then θ₂, the largest key with
+// take = min(|U|, max(n_p, P.count)) (P.count alone where P.p = 0). LOGMASS: the masses come as
+// logarithms, exponentiated against the row's largest open one first. Then θ₂, the largest key with
 // at least `take` open entries at or above it (32 rounds of a workgroup count), keeps every entry
 // above θ₂, and invocation 0 keeps the ties at θ₂ in index order until `take`. Masses are summed in
 // f32 (the reference sums in f64: a boundary within rounding of p·total may differ).
@@ -32,18 +33,48 @@ fn wg_count(lid: u32, v: u32) -> u32 { return u32(wg_sum(lid, f32(v))); }
 #if SELECT
 fn is_open(e: u32) -> bool { return e >= P.low && e < P.high; }
 
+// LOGMASS: masses come as logarithms, exponentiated against the row's largest open one.
+var<private> lmax: f32;
+fn mass_at(i: u32) -> f32 {
+#if LOGMASS
+  return exp(ld_m(i) - lmax);
+#else
+  return ld_m(i);
+#endif
+}
+
+// max over the workgroup, returned to every invocation (call from uniform control flow).
+fn wg_max(lid: u32, v: f32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let row = flat_id(wid, nw);
   let live = row < P.rows; // a whole workgroup agrees: the barriers below stay uniform
   let base = row * P.n;
-  var nopen = 0u;
-  var mass = 0.0;
+#if LOGMASS
+  var top = -3.0e38;
   if (live) {
-    for (var e = P.low + lid; e < P.high; e += WG) { nopen += 1u; mass += ld_m(base + e); }
+    for (var e = P.low + lid; e < P.high; e += WG) { top = max(top, ld_m(base + e)); }
+  }
+  lmax = wg_max(lid, top);
+#endif
+  var nopen = 0u;
+  var msum = 0.0;
+  if (live) {
+    for (var e = P.low + lid; e < P.high; e += WG) { nopen += 1u; msum += mass_at(base + e); }
   }
   let open_count = wg_count(lid, nopen);
-  let total = wg_sum(lid, mass);
+  let total = wg_sum(lid, msum);
   var take = min(open_count, P.count);
   if (P.p > 0.0) {
     let goal = P.p * total;
@@ -52,7 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
       let t = theta | (1u << u32(bit));
       var m = 0.0;
       if (live) {
-        for (var e = P.low + lid; e < P.high; e += WG) { if (order_key(ld_s(base + e)) >= t) { m += ld_m(base + e); } }
+        for (var e = P.low + lid; e < P.high; e += WG) { if (order_key(ld_s(base + e)) >= t) { m += mass_at(base + e); } }
       }
       if (wg_sum(lid, m) >= goal) { theta = t; }
     }
@@ -60,7 +91,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     var n_above = 0u;
     if (live) {
       for (var e = P.low + lid; e < P.high; e += WG) {
-        if (order_key(ld_s(base + e)) > theta) { above += ld_m(base + e); n_above += 1u; }
+        if (order_key(ld_s(base + e)) > theta) { above += mass_at(base + e); n_above += 1u; }
       }
     }
     let m_above = wg_sum(lid, above);
@@ -71,7 +102,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
       if (live) {
         for (var e = P.low; e < P.high; e++) {
           if (m >= goal && c > 0u) { break; }
-          if (order_key(ld_s(base + e)) == theta) { m += ld_m(base + e); c += 1u; }
+          if (order_key(ld_s(base + e)) == theta) { m += mass_at(base + e); c += 1u; }
         }
       }
       shared_u = max(1u, c);

@@ -1,0 +1,35 @@
+/** WebGPU's Backend.indexBlockScores: index_scores.wgsl, checked against backend/cpu/select.ts. */
+import { UnsupportedError } from '../../../errors.ts';
+import type { IndexScoreArgs } from '../../backend.ts';
+import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
+import { f32bits } from '../runtime.ts';
+import type { Binding } from '../wgsl.ts';
+import { kernel } from './elementwise.ts';
+
+export const INDEX_SCORE_FILES = ['index_scores'] as const;
+
+/** Keys a workgroup scores (the kernel's WG). */
+const CHUNK = 256;
+
+const indexKernel = kernel('index_scores', 'index_scores', (v): Binding[] => [
+  { name: 'q', dtype: 'f32' }, { name: 'w', dtype: 'f32' }, { name: 'k', dtype: v.K as Binding['dtype'] },
+  { name: 'mx', dtype: 'f32', write: true }, { name: 'lm', dtype: 'f32', write: true },
+], 'rows: u32, n: u32, d: u32, l: u32, tmax: u32, pos: u32, nb: u32, scale: f32');
+
+export function indexBlockScores(be: WebGpuBackend, q: GpuRef, w: GpuRef, keys: GpuRef, a: IndexScoreArgs): [GpuHandle, GpuHandle] {
+  const rows = a.batch * a.n, nb = Math.ceil(a.l / a.block);
+  if (CHUNK % a.block !== 0 || a.heads > 16 || a.heads * a.d > 4096) throw new UnsupportedError(`webgpu: indexBlockScores takes blocks dividing ${CHUNK}, at most 16 heads and 4096 query values; got block ${a.block}, ${a.heads} × ${a.d}`);
+  const mx = be.alloc('f32', rows * nb, 'indexBlockScores (max)'), lm = be.alloc('f32', rows * nb, 'indexBlockScores (log mass)');
+  if (rows * nb === 0) return [mx, lm];
+  const chunks = Math.ceil(a.l / CHUNK);
+  be.rt.run({
+    kernel: indexKernel, variant: { K: keys.dtype, HEADS: a.heads, BLOCK: a.block, QW: a.heads * a.d },
+    uniforms: [rows, a.n, a.d, a.l, a.tmax, a.pos, nb, f32bits(a.scale)], buffers: [q.h.buffer, w.h.buffer, keys.h.buffer, mx.buffer, lm.buffer],
+    workgroups: [chunks, Math.min(rows, 65535), Math.ceil(rows / 65535)],
+  });
+  return [mx, lm];
+}
+
+export function indexScoreKernels(be: WebGpuBackend): Pick<KernelTable, 'indexBlockScores'> {
+  return { indexBlockScores: (q, w, k, a) => indexBlockScores(be, q, w, k, a) };
+}

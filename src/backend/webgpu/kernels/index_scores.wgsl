@@ -1,0 +1,62 @@
+// Backend.indexBlockScores (CPU reference: backend/cpu/select.ts): a lightning indexer's scores
+// pooled per block in one pass over the keys. One workgroup per (chunk of WG keys, query row): the
+// row's H index queries and head weights in workgroup memory; each invocation scores one key,
+// s = Σ_h w_h · ReLU(scale · q_h·k), reading the key once for all heads; then one invocation per
+// block of BLOCK keys takes the max and log Σ e^s of its visible keys (t ≤ the row's position, t < l).
+// A block with no visible key gets −1e30 in both outputs.
+{{HEADER}}
+const WG: u32 = 256u;
+const HEADS: u32 = {{HEADS}}u;
+const BLOCK: u32 = {{BLOCK}}u;
+const HIDDEN: f32 = -3.0e38; // a key the row does not see (scores never come near it)
+
+var<workgroup> qs: array<f32, {{QW}}>;
+var<workgroup> ws: array<f32, HEADS>;
+var<workgroup> sc: array<f32, WG>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let chunk = wid.x;
+  let row = wid.y + wid.z * 65535u;
+  let live = row < P.rows;
+  let hd = HEADS * P.d;
+  if (live) {
+    for (var j = lid; j < hd; j += WG) { qs[j] = ld_q(row * hd + j); }
+    if (lid < HEADS) { ws[lid] = ld_w(row * HEADS + lid); }
+  }
+  workgroupBarrier();
+  let b = row / max(P.n, 1u);
+  let p = P.pos + row % max(P.n, 1u);
+  let t = chunk * WG + lid;
+  var s = HIDDEN;
+  if (live && t < P.l && t <= p) {
+    var dots: array<f32, HEADS>;
+    let base = (b * P.tmax + t) * P.d;
+    for (var e = 0u; e < P.d; e++) {
+      let k = ld_k(base + e);
+      for (var h = 0u; h < HEADS; h++) { dots[h] += qs[h * P.d + e] * k; }
+    }
+    s = 0.0;
+    for (var h = 0u; h < HEADS; h++) { s += ws[h] * max(0.0, P.scale * dots[h]); }
+  }
+  sc[lid] = s;
+  workgroupBarrier();
+  let j = chunk * (WG / BLOCK) + lid;
+  if (live && lid < WG / BLOCK && j < P.nb) {
+    var m = HIDDEN;
+    for (var u = 0u; u < BLOCK; u++) { m = max(m, sc[lid * BLOCK + u]); }
+    var outMax = -1e30;
+    var outLog = -1e30;
+    if (m > -2.0e38) {
+      var z = 0.0;
+      for (var u = 0u; u < BLOCK; u++) {
+        let v = sc[lid * BLOCK + u];
+        if (v > -2.0e38) { z += exp(v - m); }
+      }
+      outMax = m;
+      outLog = m + log(z);
+    }
+    st_mx(row * P.nb + j, outMax);
+    st_lm(row * P.nb + j, outLog);
+  }
+}
