@@ -39,6 +39,13 @@ export interface SelectArgs { rows: number; n: number; valid: number; low: numbe
  * pos + i), H index heads of width d, keys (batch, tmax, d) of which the first l of each batch entry
  * are read, `block` tokens a block, `scale` on the dots.
  */
+/**
+ * Backend.flagsMaskTable's shape: batch rows of `valid` fine-block flags (`fine` keys each), `per`
+ * fine blocks to a mask block of the table (MASK_K_BLOCK keys), a cache of tk keys (kBlocks mask
+ * blocks), one query row per batch entry at position kvLength − 1, whose mask block is listed last.
+ */
+export interface FlagsMaskArgs { batch: number; valid: number; fine: number; per: number; tk: number; kBlocks: number; kvLength: number }
+
 export interface IndexScoreArgs { batch: number; n: number; heads: number; d: number; l: number; tmax: number; pos: number; block: number; scale: number }
 
 export type UnaryOp =
@@ -216,6 +223,15 @@ export interface Kernels<H> {
   selectOpen(scores: Ref<H>, mass: Ref<H>, args: SelectArgs): H;
   /** Each row's nonzero entries of i32 flags (rows, n) → i32 (rows, n + 1): their count, their indices ascending, then zeros. */
   compactFlags(flags: Ref<H>, rows: number, n: number): H;
+  /**
+   * The device table of a one-query-row block mask (attention/block_mask.ts's layout, with segments)
+   * from selected fine blocks, flags i32 (batch, valid): the by-query index, an empty by-key index, the
+   * lists (count, then each mask block holding a selected fine block, ascending, whole where every
+   * key of it up to tk is visible and in a selected fine block, else partial) at a stride of
+   * ⌈valid/per⌉ + 1, then a segment id per batch entry and key (0 in a selected fine block before
+   * kvLength, 1 elsewhere) → i32 of batch·(1 + kBlocks + stride + tk) + 1 entries.
+   */
+  flagsMaskTable(flags: Ref<H>, args: FlagsMaskArgs): H;
   /**
    * A lightning indexer's scores pooled per block, in one pass over the keys: for query r (q (rows,
    * H·d) f32, head weights w (rows, H) f32) and key t ≤ its position, t < l (keys (batch, tmax, d),

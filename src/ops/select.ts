@@ -48,6 +48,22 @@ export function indexBlockScores(q: Tensor, w: Tensor, keys: Tensor, o: { l: num
   return { max: wrap(be, mx, [b, n, nb], 'f32'), logMass: wrap(be, lm, [b, n, nb], 'f32') };
 }
 
+/**
+ * The device table of a one-query-row block mask from selected fine blocks (Backend.flagsMaskTable):
+ * flags i32 (B, valid), `fine` keys a fine block, `per` fine blocks a mask block; tk keys in the cache
+ * in kBlocks mask blocks → the table, i32, laid out as attention/device_mask.ts deviceMaskShape says
+ * for lists of stride ⌈valid/per⌉ + 1 with segment ids.
+ */
+export function flagsMaskTable(flags: Tensor, o: { fine: number; per: number; tk: number; kBlocks: number; kvLength: number }): Tensor {
+  const be = backendOf('flagsMaskTable', flags);
+  requireDType('flagsMaskTable', 'flags', flags, 'i32');
+  if (flags.rank !== 2) throw new ShapeError(`flagsMaskTable: flags ${fmt(flags.shape)} must be (B, valid)`);
+  const [batch, valid] = flags.shape;
+  if (valid * o.fine > Math.ceil(o.tk / o.fine) * o.fine || valid < 1 || o.kBlocks * o.per * o.fine < o.tk) throw new ArgumentError(`flagsMaskTable: ${valid} fine blocks of ${o.fine} for a cache of ${o.tk} keys in ${o.kBlocks} mask blocks of ${o.per * o.fine}`);
+  const stride = Math.ceil(valid / o.per) + 1;
+  return wrap(be, be.flagsMaskTable(ref(flags), { batch, valid, ...o }), [batch * (1 + o.kBlocks + stride + o.tk) + 1], 'i32');
+}
+
 /** Each row's nonzero entries of i32 flags (…, N) → i32 (…, N + 1): their count, their indices ascending, then zeros. */
 export function compactFlags(flags: Tensor): Tensor {
   const b = backendOf('compactFlags', flags);

@@ -10,7 +10,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
-import { compactFlags, indexBlockScores, selectOpen } from '../../src/ops/select.ts';
+import { compactFlags, flagsMaskTable, indexBlockScores, selectOpen } from '../../src/ops/select.ts';
+import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
+import { maskEntries } from '../../src/attention/block_mask.ts';
+import { deviceMaskShape } from '../../src/attention/device_mask.ts';
 import { ArgumentError, ShapeError } from '../../src/errors.ts';
 import type { SelectArgs } from '../../src/backend/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
@@ -161,6 +164,31 @@ test('WebGPU indexBlockScores equals the CPU: f32 and f16 keys, a cache longer t
       let worst = 0;
       for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]) / Math.max(1, Math.abs(y[i])));
       assert.ok(worst < 1e-5, `${keyDtype} keys, ${key}: worst relative error ${worst}`);
+    }
+  }
+});
+
+test('flagsMaskTable writes the table spotDecodeMask builds on the host: the same entries (whole and partial) and segment ids, in the device layout; WebGPU equals the CPU [webgpu where present]', async () => {
+  const rnd = lcg(23);
+  for (const [batch, tk, l] of [[2, 420, 397], [1, 1000, 1000], [3, 700, 650]]) {
+    const valid = Math.floor((l - 1) / 16) + 1, kBlocks = Math.ceil(tk / 64);
+    const flags = Int32Array.from({ length: batch * valid }, (_, i) => (i % valid === valid - 1 || rnd() < 0.55 ? 1 : 0));
+    const picks = Array.from({ length: batch }, (_, b) => Array.from(flags.subarray(b * valid, (b + 1) * valid)).flatMap((f, e) => (f ? [e] : [])));
+    const host = spotDecodeMask(picks, l, tk);
+    const t = flagsMaskTable(fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: cpu }), { fine: 16, per: 4, tk, kBlocks, kvLength: l });
+    const table = t.dataSync() as Int32Array;
+    const shape = deviceMaskShape({ batch, heads: 1, tq: 1, tk, kvLength: l, qOffset: l - 1, causal: true, window: 0 }, Math.ceil(valid / 4) + 1, { segments: true });
+    assert.equal(table.length, shape.segmentOffset + batch * tk + 0);
+    for (let b = 0; b < batch; b++) {
+      const at = table[b];
+      assert.deepEqual(Array.from(table.subarray(at + 1, at + 1 + table[at])), Array.from(maskEntries(host, b, 0, 0)), `batch ${b} of ${batch}: entries`);
+      assert.equal(table[shape.byKeyOffset + b * kBlocks], batch + batch * kBlocks, 'the by-key rows point at the empty list');
+    }
+    assert.equal(table[batch + batch * kBlocks], 0);
+    assert.deepEqual(Array.from(table.subarray(shape.segmentOffset)), Array.from(host.table.subarray(host.segmentOffset, host.segmentOffset + batch * tk)), 'segment ids');
+    if (gpu) {
+      const g = flagsMaskTable(fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: gpu }), { fine: 16, per: 4, tk, kBlocks, kvLength: l });
+      assert.deepEqual(Array.from((await g.data()) as Int32Array), Array.from(table), `webgpu ${batch} × ${tk}`);
     }
   }
 });

@@ -148,7 +148,7 @@ export class SpotAttention extends Module implements AttentionMechanism {
         picks.push(sel.tokens);
         const qi = narrow(q, 2, i, 1);
         rows.push(attention(qi, cache.k, cache.v, { kvLength: pos + i + 1, mask: sel.mask }));
-        if (this.measureRecall) this.recordRecall(qi, cache.k, pos + i, sel.selected);
+        if (this.measureRecall) this.recordRecall(qi, cache.k, pos + i, sel.selected());
       }
       selected = picks.length === 1 ? picks[0] : picks.reduce((a, c) => add(a, c));
     }

@@ -12,7 +12,7 @@
  * Masses are summed in f64 here and in f32 on the GPU, so a nucleus boundary that falls within
  * rounding of p·total may differ between the two (exact where the masses are dyadic).
  */
-import type { IndexScoreArgs, SelectArgs } from '../backend.ts';
+import type { FlagsMaskArgs, IndexScoreArgs, SelectArgs } from '../backend.ts';
 
 /** A block with no visible key (as SPOT_MASKED: below every score, finite). */
 const MASKED = -1e30;
@@ -138,4 +138,31 @@ export function indexBlockScores(q: CpuRef, w: CpuRef, keys: CpuRef, a: IndexSco
     }
   }
   return [max, logMass];
+}
+
+/** Backend.flagsMaskTable, by loops. */
+export function flagsMaskTable(flags: CpuRef, a: FlagsMaskArgs): CpuHandle {
+  const f = flags.h as Int32Array;
+  const kb = Math.ceil(a.valid / a.per), stride = kb + 1;
+  const qRows = a.batch, kRows = a.batch * a.kBlocks, listsStart = qRows + kRows + 1, segments = listsStart + qRows * stride;
+  const out = new Int32Array(segments + a.batch * a.tk);
+  for (let b = 0; b < a.batch; b++) {
+    out[b] = listsStart + b * stride;
+    out.fill(qRows + kRows, qRows + b * a.kBlocks, qRows + (b + 1) * a.kBlocks);
+    let count = 0;
+    for (let c = 0; c < kb; c++) {
+      let n = 0;
+      for (let u = 0; u < a.per; u++) { const e = c * a.per + u; if (e < a.valid && f[b * a.valid + e] !== 0) n++; }
+      // Whole: every key of the mask block (up to tk) visible and in a selected fine block.
+      const end = Math.min((c + 1) * a.per * a.fine, a.tk), whole = end <= a.kvLength && n === Math.ceil(end / a.fine) - c * a.per;
+      if (n > 0) out[listsStart + b * stride + 1 + count++] = 2 * c + (whole ? 0 : 1);
+    }
+    out[listsStart + b * stride] = count;
+    for (let t = 0; t < a.tk; t++) {
+      const e = Math.floor(t / a.fine);
+      out[segments + b * a.tk + t] = t < a.kvLength && e < a.valid && f[b * a.valid + e] !== 0 ? 0 : 1;
+    }
+  }
+  out[qRows + kRows] = 0;
+  return out;
 }

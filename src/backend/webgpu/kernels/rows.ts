@@ -19,7 +19,7 @@
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
-import type { NormArgs, ReduceOp, ScanOp, SelectArgs } from '../../backend.ts';
+import type { FlagsMaskArgs, NormArgs, ReduceOp, ScanOp, SelectArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
@@ -354,6 +354,17 @@ const selectKernel = rowKernel('rows_select', 'rows_select', (v) => v.SELECT
   : [{ name: 'x', dtype: 'i32' }, { name: 'y', dtype: 'i32', write: true }],
 'rows: u32, n: u32, valid: u32, low: u32, high: u32, count: u32, p: f32');
 
+const maskTableKernel = rowKernel('rows_select_mask', 'rows_select', () => [{ name: 'x', dtype: 'i32' }, { name: 'y', dtype: 'i32', write: true }],
+  'rows: u32, valid: u32, fine: u32, per: u32, tk: u32, kblocks: u32, kvlen: u32');
+
+/** Backend.flagsMaskTable: one workgroup per batch entry (rows_select.wgsl MASKTABLE). */
+export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArgs): GpuHandle {
+  const stride = Math.ceil(a.valid / a.per) + 1;
+  const y = be.alloc('i32', a.batch * (1 + a.kBlocks + stride + a.tk) + 1, 'flagsMaskTable');
+  run(be, { kernel: maskTableKernel, variant: { MASKTABLE: true }, uniforms: [a.batch, a.valid, a.fine, a.per, a.tk, a.kBlocks, a.kvLength], buffers: [flags.h.buffer, y.buffer], groups: a.batch });
+  return y;
+}
+
 /** Backend.selectOpen: one workgroup per row (rows_select.wgsl SELECT). */
 export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs): GpuHandle {
   const y = be.alloc('i32', a.rows * a.n, 'selectOpen');
@@ -373,7 +384,7 @@ export function compactFlags(be: WebGpuBackend, flags: GpuRef, rows: number, n: 
   return y;
 }
 
-export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort' | 'selectOpen' | 'compactFlags'> {
+export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort' | 'selectOpen' | 'compactFlags' | 'flagsMaskTable'> {
   return {
     reduce: (x, op, rows, cols) => reduce(be, x, op, rows, cols),
     softmax: (x, rows, cols) => softmaxLike(be, x, rows, cols, 'SOFTMAX'),
@@ -390,5 +401,6 @@ export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'sof
     sort: (x, rows, cols, desc) => sort(be, x, rows, cols, desc),
     selectOpen: (scores, mass, a) => selectOpen(be, scores, mass, a),
     compactFlags: (flags, rows, n) => compactFlags(be, flags, rows, n),
+    flagsMaskTable: (flags, a) => flagsMaskTable(be, flags, a),
   };
 }

@@ -172,3 +172,67 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   }
 }
 #endif
+
+#if MASKTABLE
+// Backend.flagsMaskTable: one workgroup per batch entry b writes its by-query index entry, its
+// by-key index (every row at the empty list), its list (the mask blocks holding a selected fine
+// block, compacted by an exclusive scan in chunks of WG, whole where every key of it up to tk is
+// visible and selected) and its segment ids; workgroup 0 writes the empty list.
+// P: rows (= batch), valid, fine, per, tk, kblocks, kvlen (keys from it on carry segment 1).
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let b = flat_id(wid, nw);
+  let live = b < P.rows;
+  let kb = (P.valid + P.per - 1u) / P.per;
+  let stride = kb + 1u;
+  let q_rows = P.rows;
+  let empty = q_rows + P.rows * P.kblocks;
+  let lists = empty + 1u;
+  let segs = lists + q_rows * stride;
+  if (live) {
+    if (lid == 0u) { sti_y(b, i32(lists + b * stride)); }
+    if (b == 0u && lid == 0u) { sti_y(empty, 0i); }
+    for (var c = lid; c < P.kblocks; c += WG) { sti_y(q_rows + b * P.kblocks + c, i32(empty)); }
+    for (var t = lid; t < P.tk; t += WG) {
+      let e = t / P.fine;
+      var seg = 1i;
+      if (e < P.valid && t < P.kvlen) { if (ldi_x(b * P.valid + e) != 0i) { seg = 0i; } }
+      sti_y(segs + b * P.tk + t, seg);
+    }
+  }
+  var carry = 0u;
+  for (var c0 = 0u; c0 < kb; c0 += WG) {
+    let c = c0 + lid;
+    var n = 0u;
+    if (live && c < kb) {
+      for (var u = 0u; u < P.per; u++) {
+        let e = c * P.per + u;
+        if (e < P.valid) { if (ldi_x(b * P.valid + e) != 0i) { n += 1u; } }
+      }
+    }
+    let f = select(0u, 1u, n > 0u);
+    cnt[lid] = f;
+    workgroupBarrier();
+    for (var s = 1u; s < WG; s <<= 1u) {
+      var inc = 0u;
+      if (lid >= s) { inc = cnt[lid - s]; }
+      workgroupBarrier();
+      cnt[lid] += inc;
+      workgroupBarrier();
+    }
+    let before = carry + cnt[lid] - f;
+    if (f == 1u) {
+      // Whole: every key of the mask block (up to tk) visible and in a selected fine block.
+      let end = min((c + 1u) * P.per * P.fine, P.tk);
+      let partial = select(1u, 0u, end <= P.kvlen && n == (end + P.fine - 1u) / P.fine - c * P.per);
+      sti_y(lists + b * stride + 1u + before, i32(2u * c + partial));
+    }
+    carry += cnt[WG - 1u];
+    workgroupBarrier();
+  }
+  if (live) {
+    if (lid == 0u) { sti_y(lists + b * stride, i32(carry)); }
+    for (var e = carry + lid; e < kb; e += WG) { sti_y(lists + b * stride + 1u + e, 0i); }
+  }
+}
+#endif
