@@ -9,7 +9,9 @@
 // take = min(|U|, max(n_p, P.count)) (P.count alone where P.p = 0). LOGMASS: the masses come as
 // logarithms, exponentiated against the row's largest open one first. Then θ₂, the largest key with
 // at least `take` open entries at or above it (32 rounds of a workgroup count), keeps every entry
-// above θ₂, and invocation 0 keeps the ties at θ₂ in index order until `take`. Masses are summed in
+// above θ₂, and the ties at θ₂ in index order until `take` (each invocation walks a span of the
+// open entries, knowing from an exclusive sum how many ties come before it; the ties at θ likewise,
+// with their masses). Masses are summed in
 // f32 (the reference sums in f64: a boundary within rounding of p·total may differ).
 //
 // COMPACT: the row's nonzero flags, in chunks of WG entries: an exclusive scan of the chunk's 0/1 in
@@ -19,7 +21,6 @@
 {{COMMON}}
 
 var<workgroup> cnt: array<u32, WG>; // COMPACT's scan
-var<workgroup> shared_u: u32;
 
 // The u32 key of a score, in the same order (−0 = +0).
 fn order_key(x: f32) -> u32 {
@@ -41,6 +42,40 @@ fn mass_at(i: u32) -> f32 {
 #else
   return ld_m(i);
 #endif
+}
+
+// Invocation lid's span of the open entries, for the steps that must go in index order.
+fn span_lo(lid: u32) -> u32 { return min(P.high, P.low + lid * ((P.high - P.low + WG - 1u) / WG)); }
+fn span_hi(lid: u32) -> u32 { return min(P.high, span_lo(lid) + (P.high - P.low + WG - 1u) / WG); }
+
+// Exclusive prefix sums over the workgroup, returned to each invocation (uniform control flow).
+fn wg_excl_u(lid: u32, v: u32) -> u32 {
+  cnt[lid] = v;
+  workgroupBarrier();
+  for (var s = 1u; s < WG; s <<= 1u) {
+    var inc = 0u;
+    if (lid >= s) { inc = cnt[lid - s]; }
+    workgroupBarrier();
+    cnt[lid] += inc;
+    workgroupBarrier();
+  }
+  let r = cnt[lid] - v;
+  workgroupBarrier();
+  return r;
+}
+fn wg_excl_f(lid: u32, v: f32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = 1u; s < WG; s <<= 1u) {
+    var inc = 0.0;
+    if (lid >= s) { inc = red[lid - s]; }
+    workgroupBarrier();
+    red[lid] += inc;
+    workgroupBarrier();
+  }
+  let r = red[lid] - v;
+  workgroupBarrier();
+  return r;
 }
 
 // max over the workgroup, returned to every invocation (call from uniform control flow).
@@ -96,19 +131,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     }
     let m_above = wg_sum(lid, above);
     let c_above = wg_count(lid, n_above);
-    if (lid == 0u) {
-      var m = m_above;
-      var c = c_above;
-      if (live) {
-        for (var e = P.low; e < P.high; e++) {
-          if (m >= goal && c > 0u) { break; }
-          if (order_key(ld_s(base + e)) == theta) { m += mass_at(base + e); c += 1u; }
-        }
+    // The ties at θ in index order until the goal is met: each invocation walks its own span,
+    // starting from the mass and count of the ties before it (exclusive sums over the workgroup).
+    var tie_m = 0.0;
+    var tie_c = 0u;
+    if (live) {
+      for (var e = span_lo(lid); e < span_hi(lid); e++) {
+        if (order_key(ld_s(base + e)) == theta) { tie_m += mass_at(base + e); tie_c += 1u; }
       }
-      shared_u = max(1u, c);
     }
-    workgroupBarrier();
-    let np = select(0u, shared_u, open_count > 0u);
+    var m = m_above + wg_excl_f(lid, tie_m);
+    var c = c_above + wg_excl_u(lid, tie_c);
+    var taken = 0u;
+    if (live) {
+      for (var e = span_lo(lid); e < span_hi(lid); e++) {
+        if (m >= goal && c > 0u) { break; }
+        if (order_key(ld_s(base + e)) == theta) { m += mass_at(base + e); c += 1u; taken += 1u; }
+      }
+    }
+    let np = select(0u, max(1u, c_above + wg_count(lid, taken)), open_count > 0u);
     take = min(open_count, max(np, P.count));
   }
   // θ₂: the largest key with at least `take` open entries at or above it.
@@ -130,11 +171,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     }
   }
   let c_above2 = wg_count(lid, n_above2);
+  // The ties at θ₂ in index order until `take`: each invocation keeps those of its span that come
+  // before the need, counting the ties of the spans before it.
+  var ties = 0u;
+  if (live) {
+    for (var e = span_lo(lid); e < span_hi(lid); e++) { if (order_key(ld_s(base + e)) == theta2) { ties += 1u; } }
+  }
+  var k = wg_excl_u(lid, ties);
+  let need = select(0u, take - c_above2, take > c_above2);
   storageBarrier();
-  if (lid == 0u && live && take > c_above2) {
-    var ties = take - c_above2;
-    for (var e = P.low; e < P.high && ties > 0u; e++) {
-      if (order_key(ld_s(base + e)) == theta2) { sti_y(base + e, 1i); ties -= 1u; }
+  if (live && k < need) {
+    for (var e = span_lo(lid); e < span_hi(lid) && k < need; e++) {
+      if (order_key(ld_s(base + e)) == theta2) { sti_y(base + e, 1i); k += 1u; }
     }
   }
 }
