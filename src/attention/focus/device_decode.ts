@@ -15,12 +15,13 @@
  * the group's keys are spread over the cache). Words are sums of distinct powers of two over the
  * one-hot (i32 ops, no bitwise op needed). One query row per batch entry.
  */
-import { blockMaskFromBlocks, MASK_K_BLOCK, type BlockMask } from '../block_mask.ts';
+import { MASK_K_BLOCK } from '../block_mask.ts';
+import { deviceMask } from '../device_mask.ts';
 import { attentionWithLse, type UploadedMask } from '../../ops/attention.ts';
 import { mergeByLse, type MergePartInput } from '../../ops/attention_merge.ts';
 import { cast } from '../../ops/cast.ts';
-import { arange, tensor } from '../../ops/creation.ts';
-import { add, eq, lt, mul, sub, where } from '../../ops/elementwise.ts';
+import { tensor } from '../../ops/creation.ts';
+import { add, eq, lt, mul, sub } from '../../ops/elementwise.ts';
 import { concat, narrow, reshape } from '../../ops/layout.ts';
 import { sort } from '../../ops/scan_sort.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
@@ -39,36 +40,38 @@ export function focusDecodeOnDevice(q: Tensor, k: Tensor, v: Tensor, member: Ten
   const ids = groupIds(groups, be);
   const mp = narrow(m, 1, p, 1); // (B, 1, K): the query's groups
   const groupsOf = narrow(sort(mp, -1, { descending: true }).indices, 2, 0, o.topK); // (B, 1, k): ascending
-  const atQuery = reshape(eq(arange(0, tmax, 1, { dtype: 'i32', backend: be }), p), [1, tmax]);
   const parts: MergePartInput[] = [];
-  const all = decodeMask(b, tmax, l, 0), allHead = tableHead(all, be); // the lists, uploaded once for the k parts
+  const all = decodeLists(b, l, 0, be); // the lists, uploaded once for the k parts
   for (let j = 0; j < o.topK; j++) {
     const c = narrow(groupsOf, 2, j, 1); // (B, 1, 1)
     const isC = eq(ids, c), below = lt(ids, c); // (B, 1, K)
     const keyWords = wordsOnDevice(add(mul(sub(1, m), isC), mul(m, below))); // (B, Tmax)
     const queryWord = wordsOnDevice(add(isC, mul(mp, below))); // (B, 1)
-    parts.push(attentionWithLse(q, k, v, { kvLength: l, mask: withWords(all, allHead, where(atQuery, queryWord, keyWords)) }));
+    // The query's own position carries the query's word (a device copy, no host array of the cache's length).
+    const words = concat([narrow(keyWords, 1, 0, p), reshape(queryWord, [b, 1]), ...(p + 1 < tmax ? [narrow(keyWords, 1, p + 1, tmax - p - 1)] : [])], 1);
+    parts.push(attentionWithLse(q, k, v, { kvLength: l, mask: decodeMask(all, b, tmax, l, 0, words) }));
   }
-  const band = decodeMask(b, tmax, l, o.window + 1);
-  parts.push(attentionWithLse(q, k, v, { kvLength: l, window: o.window + 1, mask: withWords(band, tableHead(band, be), wordsOnDevice(m)) }));
+  parts.push(attentionWithLse(q, k, v, { kvLength: l, window: o.window + 1, mask: decodeMask(decodeLists(b, l, o.window + 1, be), b, tmax, l, o.window + 1, wordsOnDevice(m)) }));
   parts.push(attentionWithLse(q, k, v, { kvLength: l, window: 1 }));
   return mergeByLse(parts, q.dtype);
 }
 
-/** One query row at position l − 1 over keys 0 … l − 1 (in a window of `window` keys, or all), every listed block partial, bit words to follow. */
-function decodeMask(batch: number, tk: number, l: number, window: number): BlockMask {
+/**
+ * The lists of one query row at position l − 1 over keys 0 … l − 1 (in a window of `window` keys,
+ * or all), every listed block partial, one row per batch entry: (B, n + 1), the count then the
+ * entries. O(l/64) on the host, nothing of the cache's length.
+ */
+function decodeLists(batch: number, l: number, window: number, backend: Tensor['backend']): Tensor {
   const p = l - 1;
   const first = window ? Math.max(0, Math.floor((p - window + 1) / MASK_K_BLOCK)) : 0;
-  const list = Int32Array.from({ length: Math.floor(p / MASK_K_BLOCK) - first + 1 }, (_, n) => 2 * (first + n) + 1);
-  return blockMaskFromBlocks({ batch, heads: 1, tq: 1, tk, kvLength: l, window, bits: new Uint32Array(batch * tk) }, () => list);
+  const n = Math.floor(p / MASK_K_BLOCK) - first + 1;
+  const row = Int32Array.from({ length: n + 1 }, (_, i) => (i === 0 ? n : 2 * (first + i - 1) + 1));
+  const rows = new Int32Array(batch * (n + 1));
+  for (let b = 0; b < batch; b++) rows.set(row, b * (n + 1));
+  return tensor(rows, [batch, n + 1], { dtype: 'i32', backend });
 }
 
-/** A host-listed mask's table up to its bit words, on the device. */
-function tableHead(m: BlockMask, backend: Tensor['backend']): Tensor {
-  return tensor(m.table.subarray(0, m.bitsOffset), [m.bitsOffset], { dtype: 'i32', backend });
-}
-
-/** The mask with its table on the device: the uploaded head and the bit words (B, Tmax) i32, the table's last section. */
-function withWords(m: BlockMask, head: Tensor, words: Tensor): UploadedMask {
-  return { ...m, device: concat([head, reshape(cast(words, 'i32'), [words.size])], 0) };
+/** The mask of those lists with the bit words (B, Tmax) on the device (device_mask.ts). */
+function decodeMask(lists: Tensor, batch: number, tk: number, l: number, window: number, words: Tensor): UploadedMask {
+  return deviceMask({ batch, heads: 1, tq: 1, tk, kvLength: l, qOffset: l - 1, causal: true, window }, lists, { bits: words });
 }
