@@ -34,9 +34,9 @@
  *   bitsOffset, b·tk + position.
  */
 import { ArgumentError } from '../errors.ts';
-import { MASK_K_BLOCK, MASK_Q_BLOCK, type MaskArgs } from '../backend/backend.ts';
+import { MASK_K_BLOCK, MASK_K_FINE, MASK_Q_BLOCK, type MaskArgs } from '../backend/backend.ts';
 
-export { MASK_K_BLOCK, MASK_Q_BLOCK };
+export { MASK_K_BLOCK, MASK_K_FINE, MASK_Q_BLOCK };
 
 /** Where the queries and keys sit: the geometry of AttentionArgs a mask is built for. */
 export interface MaskGeometry {
@@ -78,6 +78,11 @@ export interface BlockMask {
    * it): attention refuses it where a gradient would read those lists.
    */
   readonly forwardOnly?: boolean;
+  /**
+   * Keys a listed block covers: MASK_K_BLOCK (absent), or MASK_K_FINE for a mask of one query row
+   * that only the decode kernels take (SpotAttention's 16-token blocks, spot/device_select.ts).
+   */
+  readonly kBlock?: number;
   /** Blocks visited, and blocks the predicate (causal, window, valid keys, segments) alone would visit (NaN where unknown on the host). */
   readonly visited: number; readonly predicateBlocks: number;
 }
@@ -315,7 +320,7 @@ export function blockMaskFromBlocks(geometry: MaskGeometry, entries: (b: number,
 
 /** The table's shape as the kernels take it (Backend MaskArgs). */
 export function maskArgs(m: BlockMask): MaskArgs {
-  return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset };
+  return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, kBlock: m.kBlock ?? MASK_K_BLOCK, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset };
 }
 
 /** Where row (b, h, qb)'s list starts in a mask's table (its count; the entries follow), h taken modulo a shared mask's one head. */

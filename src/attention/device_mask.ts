@@ -18,6 +18,8 @@ import type { Tensor } from '../tensor/tensor.ts';
 /** Where a device mask's queries and keys sit (MaskGeometry with every field given). */
 export interface DeviceMaskGeometry {
   batch: number; heads: number; tq: number; tk: number; kvLength: number; qOffset: number; causal: boolean; window: number;
+  /** Keys a listed block covers (default MASK_K_BLOCK; MASK_K_FINE: a decode-only fine mask). */
+  kBlock?: number;
 }
 
 /**
@@ -26,13 +28,14 @@ export interface DeviceMaskGeometry {
  * that writes the whole table on the device (Backend.flagsMaskTable) pairs its table with.
  */
 export function deviceMaskShape(g: DeviceMaskGeometry, stride: number, extra: { segments?: boolean; bits?: boolean } = {}): BlockMask {
-  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / MASK_K_BLOCK);
+  const kBlock = g.kBlock ?? MASK_K_BLOCK;
+  const qBlocks = Math.ceil(g.tq / MASK_Q_BLOCK), kBlocks = Math.ceil(g.tk / kBlock);
   const qRows = g.batch * g.heads * qBlocks, kRows = g.batch * g.heads * kBlocks;
   const listsStart = qRows + kRows + 1;
   const segmentOffset = extra.segments ? listsStart + qRows * stride : 0;
   const bitsOffset = extra.bits ? listsStart + qRows * stride + (extra.segments ? g.batch * g.tk : 0) : 0;
   return {
-    ...g, qBlocks, kBlocks, segmentOffset, bitsOffset, byKeyOffset: qRows,
+    ...g, kBlock, qBlocks, kBlocks, segmentOffset, bitsOffset, byKeyOffset: qRows,
     table: new Int32Array(0), visited: NaN, predicateBlocks: NaN, forwardOnly: true,
   };
 }

@@ -115,11 +115,18 @@ export interface AttentionArgs {
  * per-position bit words start (b·tk + position: a pair is visible only where the query's and the
  * key's words share no bit), 0 without.
  */
-export interface MaskArgs { heads: number; qBlocks: number; kBlocks: number; byKeyOffset: number; segmentOffset: number; bitsOffset: number }
+/**
+ * A block mask's shape as the kernels read its table (attention/block_mask.ts). `kBlock`: keys a
+ * listed block covers, MASK_K_BLOCK, or MASK_K_FINE for a mask only decode kernels take (one or a
+ * few query rows: SpotAttention lists its 16-token blocks so).
+ */
+export interface MaskArgs { heads: number; qBlocks: number; kBlocks: number; kBlock: number; byKeyOffset: number; segmentOffset: number; bitsOffset: number }
 
 /** Query rows and keys a block of a block mask covers: part of the contract, as every kernel that reads masks tiles by them. */
 export const MASK_Q_BLOCK = 128;
 export const MASK_K_BLOCK = 64;
+/** Keys a listed block covers in a fine mask (decode only). */
+export const MASK_K_FINE = 16;
 
 /**
  * Causal attention with a per-pair additive term (FoX: a forget-gate bias; FPA: a first-passage

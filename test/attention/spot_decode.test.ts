@@ -11,7 +11,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend, Tensor } from '../../src/index.ts';
-import { maskEntries } from '../../src/attention/block_mask.ts';
+import { MASK_K_FINE, maskEntries } from '../../src/attention/block_mask.ts';
+import { deviceMaskShape } from '../../src/attention/device_mask.ts';
+import { flagsMaskTable } from '../../src/ops/select.ts';
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
 
@@ -70,5 +72,26 @@ test('the sparse decode on webgpu (split-K decode kernel with the mask) equals t
     const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
     const got = await vals(fon.cast(fon.attention(c(q), c(k), c(v), { kvLength: L, mask }), 'f32'));
     close(got, want, dtype === 'f32' ? 1e-5 : 5e-3, dtype);
+  }
+});
+
+/** The fine mask (16-key blocks, no segments) the device path builds from the selected blocks' flags, on `be`. */
+function fineMask(be: Backend) {
+  const valid = 25;
+  const flags = Int32Array.from({ length: B * valid }, (_, i) => (SELECTED[Math.floor(i / valid)].includes(i % valid) ? 1 : 0));
+  const table = flagsMaskTable(fon.tensor(flags, [B, valid], { dtype: 'i32', backend: be }), { fine: 16, per: 1, tk: TK, kBlocks: Math.ceil(TK / 16), kvLength: L });
+  const shape = deviceMaskShape({ batch: B, heads: 1, tq: 1, tk: TK, kvLength: L, qOffset: L - 1, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1, { segments: true });
+  return { ...shape, segmentOffset: 0, device: table };
+}
+
+test('a fine mask (a listed block per selected 16-token block, no segment test) equals attention over exactly the selected keys: on the CPU, and on webgpu\'s split-K decode, f32 and f16 [webgpu where present]', async () => {
+  const { q, k, v } = inputs(cpu);
+  const want = await reference(q, k, v, SELECTED);
+  close(await vals(fon.attention(q, k, v, { kvLength: L, mask: fineMask(cpu) })), want, 1e-5, 'cpu, fine');
+    if (!gpu) return;
+  for (const dtype of ['f32', 'f16'] as const) {
+    const g = inputs(gpu);
+    const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
+    close(await vals(fon.cast(fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu) }), 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, fine`);
   }
 });

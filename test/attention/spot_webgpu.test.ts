@@ -1,7 +1,8 @@
 /**
  * SpotAttention on WebGPU (SwiftShader in CI) against the CPU: the same layer (weights from one
  * seed, drawn on the host) over the same inputs: the dense prompt, decoding steps whose selection
- * runs on the device (Backend.selectOpen, the mask built by device ops: spot/device_select.ts) under
+ * runs on the device (Backend.selectOpen, a fine mask of 16-key blocks read by the split-K decode
+ * kernel: spot/device_select.ts) under
  * top-K and top-p, and a verify pass of several rows; outputs, the tokens read and the recall agree.
  * Run: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json FON_REQUIRE_WEBGPU=1 node --import tsx --test test/attention/spot_webgpu.test.ts
  */
@@ -50,7 +51,16 @@ test('Spot decoding on webgpu equals the CPU: device selection under top-K 0.6 a
   for (const [rule, keys] of [[{ kind: 'top-k', fraction: 0.6 }, 'f16'], [{ kind: 'top-p', p: 0.5 }, 'f16'], [{ kind: 'top-k', fraction: 0.6 }, 'int4']] as [SpotRule, 'f16' | 'int4'][]) {
     const c = setup(cpu, rule, keys), g = setup(gpu!, rule, keys);
     close(await host(g.call(0, PROMPT)), await host(c.call(0, PROMPT)), 1e-4, `${rule.kind}: prompt`);
-    for (let p = PROMPT; p < T - 4; p++) close(await host(g.call(p, p + 1)), await host(c.call(p, p + 1)), 1e-4, `${rule.kind}: step at ${p}`);
+    for (let p = PROMPT; p < T - 5; p++) close(await host(g.call(p, p + 1)), await host(c.call(p, p + 1)), 1e-4, `${rule.kind}: step at ${p}`);
+    // The step runs the split-K decode kernel with a fine mask (16-key blocks, no segment test), in 17 dispatches.
+    const rt = (gpu as unknown as { rt: { recordDispatches<T>(fn: () => T): { result: T; dispatches: { kernel: string; variant: Record<string, unknown> }[] } } }).rt;
+    const { result, dispatches } = rt.recordDispatches(() => g.call(T - 5, T - 4));
+    close(await host(result), await host(c.call(T - 5, T - 4)), 1e-4, `${rule.kind}: step at ${T - 5}`);
+    const decode = dispatches.filter((d) => d.kernel === 'attention_decode');
+    assert.equal(decode.length, 1);
+    assert.equal(decode[0].variant.FINE, true);
+    assert.equal(decode[0].variant.MASK_KB, 16);
+    assert.ok(!decode[0].variant.SEG, 'no segment test');
     close(await host(g.call(T - 4, T)), await host(c.call(T - 4, T)), 1e-4, `${rule.kind}: verify pass`);
     const [gc, gt] = await host(g.m.stats.tokens!), [cc, ct] = await host(c.m.stats.tokens!);
     assert.equal(gt, ct);

@@ -30,12 +30,12 @@ test('a modifier without causal attention, with a window or with a block mask is
   const fox = { modifier: { kind: 'fox' as const, c } };
   assert.throws(() => be.attention(q, k, v, { ...a, causal: false }, fox), (e: Error) => e instanceof UnsupportedError && e.message === 'cpu: the fox score modifier takes causal attention without a window, got causal false, window 0');
   assert.throws(() => be.attention(q, k, v, { ...a, window: 3 }, fox), /got causal true, window 3/);
-  assert.throws(() => be.attention(q, k, v, { ...a, mask: { heads: 1, qBlocks: 1, kBlocks: 1, byKeyOffset: 2, segmentOffset: 0, bitsOffset: 0 } }, { ...fox, mask: { h: new Int32Array(4), shape: [4], dtype: 'i32' } }),
+  assert.throws(() => be.attention(q, k, v, { ...a, mask: { heads: 1, qBlocks: 1, kBlocks: 1, kBlock: 64, byKeyOffset: 2, segmentOffset: 0, bitsOffset: 0 } }, { ...fox, mask: { h: new Int32Array(4), shape: [4], dtype: 'i32' } }),
     (e: Error) => e instanceof UnsupportedError && e.message === 'cpu: block masks with the fox score modifier are not implemented (the fox kernels do not read masks)');
 });
 
 test('a block mask needs its table and its shape together', () => {
   const mask = { h: new Int32Array(4), shape: [4], dtype: 'i32' as const };
   assert.throws(() => be.attention(q, k, v, a, { mask }), /cpu: a block mask needs its table and its shape together; got the table without its shape/);
-  assert.throws(() => be.attention(q, k, v, { ...a, mask: { heads: 1, qBlocks: 1, kBlocks: 1, byKeyOffset: 2, segmentOffset: 0, bitsOffset: 0 } }), /got the shape \(args.mask\) without the table/);
+  assert.throws(() => be.attention(q, k, v, { ...a, mask: { heads: 1, qBlocks: 1, kBlocks: 1, kBlock: 64, byKeyOffset: 2, segmentOffset: 0, bitsOffset: 0 } }), /got the shape \(args.mask\) without the table/);
 });

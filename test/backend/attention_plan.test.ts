@@ -54,7 +54,7 @@ test('attention backward plan: tensor cores for both passes with f16 inputs and 
 });
 
 test('attention plans with a block mask: every kernel, decode where its rows share one list; a masked backward off the tensor cores needs 9 storage buffers', () => {
-  const mask = { heads: 1, qBlocks: 32, kBlocks: 64, byKeyOffset: 32 * 65, segmentOffset: 0, bitsOffset: 0 };
+  const mask = { heads: 1, qBlocks: 32, kBlocks: 64, kBlock: 64, byKeyOffset: 32 * 65, segmentOffset: 0, bitsOffset: 0 };
   const a = { ...args(4096, 4096, 128), mask };
   assert.equal(attentionForwardPlan(H200, a, 'f16'), 'tensor-cores');
   assert.deepEqual(attentionBackwardPlan(H200, a, 'f16', 'f16'), { dq: 'tensor-cores', dkdv: 'tensor-cores' });
@@ -63,6 +63,11 @@ test('attention plans with a block mask: every kernel, decode where its rows sha
   assert.equal(attentionForwardPlan(H200, { ...args(1, 4096, 128, 32, 8), mask }, 'f16'), 'decode');
   assert.equal(attentionForwardPlan(H200, { ...args(1, 4096, 128, 32, 32), mask: { ...mask, heads: 32 } }, 'f16'), 'decode');
   assert.equal(attentionForwardPlan(H200, { ...args(1, 4096, 128, 32, 8), mask: { ...mask, heads: 32 } }, 'f16'), 'blocked');
+  // A fine mask (16-key blocks: Spot's decode) is the decode kernel's alone; forward and backward elsewhere are refused.
+  const fine = { ...mask, kBlock: 16, kBlocks: 256 };
+  assert.equal(attentionForwardPlan(H200, { ...args(1, 4096, 128, 32, 8), mask: fine }, 'f16'), 'decode');
+  assert.throws(() => attentionForwardPlan(H200, { ...args(4096, 4096, 128), mask: fine }, 'f16'), /webgpu: a fine block mask \(16-key blocks\) is read by the decode kernel only: 4096 query rows a KV head are past it/);
+  assert.throws(() => attentionBackwardPlan(H200, { ...args(4096, 4096, 128), mask: fine }, 'f16', 'f16'), /a fine block mask \(16-key blocks\) has no backward/);
   assert.equal(attentionForwardPlan(H200, args(1, 4096, 128, 32, 8), 'f16'), 'decode');
   assert.equal(attentionForwardPlan(H200, a, 'bf16'), 'blocked');
   assert.equal(attentionForwardPlan(SWIFTSHADER, a, 'f16'), 'blocked');

@@ -9,7 +9,7 @@
  * own block is always selected, so its position carries 0). Also the tokens the selected blocks
  * hold and, on request, which key positions they are (the layer's budget and recall figures).
  */
-import { MASK_K_BLOCK } from '../block_mask.ts';
+import { MASK_K_FINE } from '../block_mask.ts';
 import { deviceMaskShape } from '../device_mask.ts';
 import type { UploadedMask } from '../../ops/attention.ts';
 import { cast } from '../../ops/cast.ts';
@@ -19,8 +19,6 @@ import { sum } from '../../ops/reduce.ts';
 import { flagsMaskTable, selectOpen } from '../../ops/select.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
-
-const PER_MASK_BLOCK = MASK_K_BLOCK / SPOT_BLOCK;
 
 /**
  * Block scores and log-masses (B, 1, N) f32 of one query at position q (N ≥ ⌊q/16⌋ + 1 blocks) →
@@ -35,9 +33,12 @@ export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule:
   const flags = narrow(selectOpen(reshape(scores, [b, n]), reshape(logMass, [b, n]), { ...a, logMass: true }), 1, 0, valid); // (B, valid) i32
   // 16 tokens a selected block, less the part of each query's own block (always selected) past it.
   const tokens = reshape(sub(mul(sum(cast(flags, 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
-  const kBlocks = Math.ceil(tk / MASK_K_BLOCK);
-  const table = flagsMaskTable(flags, { fine: SPOT_BLOCK, per: PER_MASK_BLOCK, tk, kBlocks, kvLength: l });
-  const shape = deviceMaskShape({ batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: q, causal: true, window: 0 }, Math.ceil(valid / PER_MASK_BLOCK) + 1, { segments: true });
+  // A fine mask (one listed block per selected 16-token block, decode kernels only): the step reads
+  // the selected keys and no others, and needs no segment test (the table's segment ids, written
+  // after the lists, serve the recall figures only).
+  const kBlocks = Math.ceil(tk / SPOT_BLOCK);
+  const table = flagsMaskTable(flags, { fine: SPOT_BLOCK, per: 1, tk, kBlocks, kvLength: l });
+  const shape = deviceMaskShape({ batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: q, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1, { segments: true });
   const selected = () => reshape(sub(1, narrow(table, 0, shape.segmentOffset, b * tk)), [b, tk]);
-  return { mask: { ...shape, device: table }, tokens, selected };
+  return { mask: { ...shape, segmentOffset: 0, device: table }, tokens, selected };
 }

@@ -97,7 +97,7 @@ export function attention(q: CpuRef, k: CpuRef, v: CpuRef, a: AttentionArgs, mas
       let m = -Infinity, visited = 0;
       for (let j = lo; j < hi; j++) {
         // A key the block mask drops (or another segment's) scores −∞ (weight exactly 0).
-        const dropped = (kept !== null && !kept[Math.floor(j / MASK_K_BLOCK)]) || (apart !== null && apart(a.qOffset + i, j));
+        const dropped = (kept !== null && !kept[Math.floor(j / a.mask!.kBlock)]) || (apart !== null && apart(a.qOffset + i, j));
         const x = dropped ? -Infinity : dot(qv, qo, kv, kvBase + j * d, d) * scale;
         if (!dropped) visited++;
         s[j - lo] = x;
@@ -133,7 +133,7 @@ export function attentionBackward(q: CpuRef, k: CpuRef, v: CpuRef, o: CpuRef, ls
       for (let c = 0; c < d; c++) delta += gv[qo + c] * ov[qo + c];
       acc.fill(0);
       for (let j = lo; j < hi; j++) {
-        if ((kept && !kept[Math.floor(j / MASK_K_BLOCK)]) || (apart && apart(a.qOffset + i, j))) continue;
+        if ((kept && !kept[Math.floor(j / a.mask!.kBlock)]) || (apart && apart(a.qOffset + i, j))) continue;
         const ko = kvBase + j * d;
         const p = Math.exp(dot(qv, qo, kv, ko, d) * scale - lv[row]);
         const dp = dot(gv, qo, vv, ko, d);

@@ -14,12 +14,18 @@ export const DECODE_PARAMS = `${PARAMS}, rows: u32, nrows: u32, lo: u32, hi: u32
 
 /** A block mask's uniforms after PARAMS (AttentionArgs.mask), and its block sizes as WGSL constants (attention_mask.wgsl). */
 export const MASK_PARAMS = 'mheads: u32, mqblocks: u32, mkblocks: u32, mbykey: u32, mseg: u32, mbits: u32';
-export const MASK_CONSTS = `const MASK_QB = ${MASK_Q_BLOCK}u;\nconst MASK_KB = ${MASK_K_BLOCK}u;`;
+export const MASK_CONSTS = maskConsts(MASK_K_BLOCK);
+
+/** The mask block sizes as WGSL constants, for a mask of `kBlock` keys a listed block (fine masks: the decode kernels only). */
+export function maskConsts(kBlock: number): string {
+  return `const MASK_QB = ${MASK_Q_BLOCK}u;\nconst MASK_KB = ${kBlock}u;`;
+}
 export const maskUniforms = (a: AttentionArgs) => (a.mask ? [a.mask.heads, a.mask.qBlocks, a.mask.kBlocks, a.mask.byKeyOffset, a.mask.segmentOffset, a.mask.bitsOffset] : []);
 /** Whether a mask's shape carries a per-pair predicate beyond causal/window (segments, bit words): the kernels' SEG variant. */
 export const maskPairs = (a: AttentionArgs): boolean => (a.mask?.segmentOffset ?? 0) > 0 || (a.mask?.bitsOffset ?? 0) > 0;
 /** A masked kernel's variant flags: MASK with a mask's table, SEG where its shape (a.mask) carries a pair predicate (segments or bit words). */
-export const maskVariant = (a: AttentionArgs, mask?: unknown): { MASK?: boolean; SEG?: boolean } => (mask ? { MASK: true, SEG: maskPairs(a) } : {});
+export const maskVariant = (a: AttentionArgs, mask?: unknown): { MASK?: boolean; SEG?: boolean; MASK_KB?: number; FINE?: boolean } =>
+  (mask ? { MASK: true, SEG: maskPairs(a), ...(a.mask && a.mask.kBlock !== MASK_K_BLOCK ? { MASK_KB: a.mask.kBlock, FINE: true } : {}) } : {});
 
 /** PARAMS' words for a call. */
 export function uniforms(a: AttentionArgs): number[] {

@@ -22,7 +22,7 @@ import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
-import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, maskUniforms, maskVariant, pow2AtLeast, uniforms } from './attention_common.ts';
+import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, maskConsts, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, maskUniforms, maskVariant, pow2AtLeast, uniforms } from './attention_common.ts';
 
 /** attention_decode_step.wgsl (the split pass's softmax, P·V and partials, shared with fox_fpa_decode.wgsl) for variant v. */
 export function decodeStepSource(v: Variant): string {
@@ -44,7 +44,7 @@ const decodeKernel: Kernel = {
       v.SG ? 'enable subgroups;' : '',
       header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, `${DECODE_PARAMS}, s0: u32${v.MASK ? `, ${MASK_PARAMS}` : ''}`),
       kv,
-      ...(v.MASK ? ['@group(0) @binding(7) var<storage, read> mask: array<i32>;', MASK_CONSTS] : []),
+      ...(v.MASK ? ['@group(0) @binding(7) var<storage, read> mask: array<i32>;', v.FINE ? maskConsts(v.MASK_KB as number) : MASK_CONSTS] : []),
     ].join('\n');
     return preprocess(wgslSource('attention_decode'), {
       ...v, DECODE_STEP: decodeStepSource(v), HEADER: head, COMMON: wgslSource('attention_common'),
@@ -180,7 +180,9 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const rows = decodeRows(be.caps, a);
   if (rows === 0) throw new UnsupportedError(`webgpu: attention decode kernel does not take ${a.heads / a.kvHeads}×${a.tq} query rows of head dim ${a.d}${a.mask ? ` with a mask of ${a.mask.heads} heads` : ''}`);
   // A masked step covers two listed blocks: workgroups of 128 keys, and none of the experimental forms.
-  if (mask && (tune.wg ?? 128) !== 2 * MASK_K_BLOCK) throw new UnsupportedError(`webgpu: the masked attention decode takes ${2 * MASK_K_BLOCK} keys a step, not ${tune.wg}`);
+  const kBlock = a.mask?.kBlock ?? MASK_K_BLOCK;
+  if (mask && kBlock === MASK_K_BLOCK && (tune.wg ?? 128) !== 2 * MASK_K_BLOCK) throw new UnsupportedError(`webgpu: the masked attention decode takes ${2 * MASK_K_BLOCK} keys a step, not ${tune.wg}`);
+  if (mask && kBlock !== MASK_K_BLOCK && (tune.wg ?? 128) % kBlock !== 0) throw new UnsupportedError(`webgpu: a fine mask's ${kBlock}-key blocks must divide the decode's ${tune.wg} keys a step`);
   if (mask && (tune.prefetch || tune.vEarly || tune.vMid)) throw new UnsupportedError('webgpu: the masked attention decode has no prefetch, vEarly or vMid form');
   const combine = { cols: tune.combineCols, unroll: tune.combineUnroll, noCombine: tune.noCombine };
   return splitAndCombine(be, decodeVariant(q.dtype, a, rows, subgroups, tune), q, k, v, a, rows, splits, combine, mask);

@@ -16,7 +16,8 @@
 // are 1 or the group is one head; decode rows lie in query block 0) names the key blocks to read:
 // its listed blocks form one run of virtual keys v (listed block v / MASK_KB, key v % MASK_KB
 // inside it), which the chunks cut instead of the visible range; dkey(v) is the key, a step of
-// BKD = 2·MASK_KB keys spanning two listed blocks (mask_step). Every key still passes the pair
+// BKD = 2·MASK_KB keys spanning two listed blocks (mask_step; FINE: a fine mask's 16-key blocks,
+// BKD / MASK_KB of them a step, each key reading its block's entry). Every key still passes the pair
 // predicate (visible, and with SEG one segment), so partial blocks need no bit of their own.
 {{HEADER}}
 {{COMMON}}
@@ -48,6 +49,12 @@ fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
 #if MASK
 // Where the workgroup's list of key blocks starts in the mask table, and the step's two blocks.
 var<private> mask_list: u32;
+#if FINE
+// FINE: listed blocks of MASK_KB < BKD / 2 keys (a fine mask: Spot's 16-token blocks), a step
+// spanning BKD / MASK_KB of them: each virtual key reads its block's entry.
+fn mask_step(k0: u32, kend: u32) {}
+fn dkey(v: u32) -> u32 { return u32(mask[mask_list + v / MASK_KB] >> 1u) * MASK_KB + v % MASK_KB; }
+#else
 var<private> step_e: u32;
 var<private> step_kb: vec2<u32>;
 
@@ -62,6 +69,7 @@ fn mask_step(k0: u32, kend: u32) {
 
 // The key of virtual key v of the current step.
 fn dkey(v: u32) -> u32 { return select(step_kb.y, step_kb.x, v / MASK_KB == step_e) + v % MASK_KB; }
+#endif
 
 // The row a key's K and V are read from: a listed block may run past kvlen (the last one past tk,
 // into the next head's rows), whose P = 0 must not meet a stale NaN, so those read the last valid row.

@@ -12,7 +12,7 @@
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
-import type { AttentionArgs, FoxAttentionArgs } from '../../backend.ts';
+import { MASK_K_BLOCK, type AttentionArgs, type FoxAttentionArgs } from '../../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import { pow2AtLeast } from './attention_common.ts';
 import { decodeRows } from './attention_decode.ts';
@@ -26,6 +26,7 @@ export type AttentionBackwardKernel = 'tensor-cores' | 'blocked' | 'plain';
 export function attentionForwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType): AttentionForwardKernel {
   // decodeRows refuses a mask that differs between the heads of a GQA group (one list a workgroup).
   if (decodeRows(caps, a) > 0) return 'decode';
+  if (a.mask && a.mask.kBlock !== MASK_K_BLOCK) throw new UnsupportedError(`webgpu: a fine block mask (${a.mask.kBlock}-key blocks) is read by the decode kernel only: ${(a.heads / a.kvHeads) * a.tq} query rows a KV head are past it`);
   if (a.tq >= 16 && tcEligible(caps, x, a.d)) return 'tensor-cores';
   if (blockedRows(caps, a.d, 'fwd', x) > 0) return 'blocked';
   return 'plain';
@@ -33,6 +34,7 @@ export function attentionForwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType):
 
 /** The kernels of the backward's dq and dk/dv passes for q, k, v of dtype x and dO of dtype g. */
 export function attentionBackwardPlan(caps: GpuCaps, a: AttentionArgs, x: DType, g: DType): { dq: AttentionBackwardKernel; dkdv: AttentionBackwardKernel } {
+  if (a.mask && a.mask.kBlock !== MASK_K_BLOCK) throw new UnsupportedError(`webgpu: a fine block mask (${a.mask.kBlock}-key blocks) has no backward (decode only)`);
   if (tcBackwardEligible(caps, x, g, a)) return { dq: 'tensor-cores', dkdv: 'tensor-cores' };
   // A masked ALU dk/dv pass binds 9 storage buffers (q, k, v, dO, lse, delta, dk, dv, the mask).
   if (a.mask && caps.maxStorageBuffers < 9) {
