@@ -2,12 +2,13 @@
  * One Spot query's selection and its block mask on the device (backends whose reads are
  * asynchronous: webgpu), with no read to the host: the same rule as the host's selectBlocks
  * (selection.ts) through Backend.selectOpen (the threshold search, one workgroup per batch entry,
- * on block scores and log-masses: selector.ts decodeBlockScores), then the mask decode_mask.ts
- * builds on the host, written whole by Backend.flagsMaskTable: the 64-key mask blocks that hold a
- * selected 16-token block (whole where every key of it is visible and selected, as the host's
- * classes make it, else partial) and a segment id per key position, 0 in a selected block and 1 elsewhere (the query's
- * own block is always selected, so its position carries 0). Also the tokens the selected blocks
- * hold and, on request, which key positions they are (the layer's budget and recall figures).
+ * on block scores and log-masses: selector.ts decodeBlockScores), then its block mask, written whole
+ * by Backend.flagsMaskTable as a fine mask: one listed block per selected 16-token block (kBlock
+ * MASK_K_FINE, read by the split-K decode kernel only), so a step reads the selected keys and no
+ * others and tests no segment per key. (The host path's mask, decode_mask.ts, lists 64-key blocks
+ * with a segment id per key; both select the same keys.) Also the tokens the selected blocks hold
+ * and, on request, which key positions they are (the layer's budget and recall figures, from the
+ * segment ids the table holds after its lists).
  */
 import { MASK_K_FINE } from '../block_mask.ts';
 import { deviceMaskShape } from '../device_mask.ts';
