@@ -26,7 +26,9 @@ commands:
   tokenize   the token ids of a text (FON checkpoint or Hugging Face tokenizer.json)
   export     write a checkpoint as a Hugging Face folder (fon export --model DIR --out DIR --format hf)
   devices    list the backends that start here and the GPU's features
-  bench      op benchmarks beside PyTorch/numpy (see bench/ops.ts --help)
+
+Benchmarks are scripts of the repository, not of the command: npm run bench -- --help (bench/ops.ts)
+and the others in bench/.
 
 Each command takes --help.
 
@@ -49,11 +51,6 @@ async function devices(argv: string[]): Promise<void> {
   }
 }
 
-async function bench(argv: string[]): Promise<void> {
-  process.argv = [process.argv[0], 'bench/ops.ts', ...argv];
-  await import('../../bench/ops.ts');
-}
-
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') { console.log(USAGE); return 0; }
@@ -65,8 +62,8 @@ async function main(argv: string[]): Promise<number> {
   const commands: Record<string, (argv: string[]) => Promise<number>> = {
     train: trainCommand, generate: generateCommand, eval: evalCommand, info: infoCommand, tokenize: tokenizeCommand, export: exportCommand,
     devices: async (a) => { await devices(a); return 0; },
-    bench: async (a) => { await bench(a); return 0; },
   };
+  if (cmd === 'bench') throw new UsageError("there is no 'fon bench': the benchmarks are scripts of FON's repository (npm run bench -- --help runs bench/ops.ts; bench/ holds the others)");
   const run = commands[cmd];
   if (!run) throw new UsageError(`unknown command '${cmd}'; expected one of: ${Object.keys(commands).join(', ')} (fon --help lists them)`);
   return run(rest);

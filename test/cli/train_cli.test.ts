@@ -223,6 +223,8 @@ test('fon: bad input gets one clear line and exit code 2', () => {
   assertCleanError(fon('generate', '--model', join(dir, 'nothing'), '--prompt', 'x', '--backend', 'cpu'), /no checkpoint at .*nothing: the path does not exist/);
   assertCleanError(fon('generate', '--model', join(dir, 'run'), '--prompt', 'x'.repeat(40), '--backend', 'cpu'), /prompt of 40 tokens .* context of 32 tokens/);
   assertCleanError(fon('frobnicate'), /unknown command 'frobnicate'/);
+  // The command does not import the repository's benchmark scripts (they are not part of it).
+  assertCleanError(fon('bench', '--help'), /^fon: there is no 'fon bench': the benchmarks are scripts of FON's repository \(npm run bench -- --help runs bench\/ops.ts/m);
   writeFileSync(join(dir, 'afile'), 'x');
   assertCleanError(fon('train', '--data', corpus, '--out', join(dir, 'afile'), '--backend', 'cpu'), /--out .*afile exists and is not a directory/);
   assertCleanError(fon('train', '--data', corpus, '--config', dir, '--out', join(dir, 'x7'), '--backend', 'cpu'), /--config .* is not a file; expected a model config JSON file/);
