@@ -47,7 +47,8 @@ options:
                      are then recomputed in the verify pass)
   --page-rows N      positions per page of the KV cache's full and local layers (a multiple
                      of 128; default the whole context up to 65536 a page)
-  --stats            print tokens/s to stderr at the end, for models with FPA eviction the
+  --stats            print to stderr at the end (besides the tokens, tokens/s and why generation
+                     stopped, which it always prints there), for models with FPA eviction the
                      fraction of the KV cache kept per layer and head, for models with Spot layers
                      the share of the causal tokens each layer read while decoding, and with draft–revise the
                      acceptance rate, tokens per verify pass and the same model's plain-decoding
@@ -127,8 +128,9 @@ export async function generateCommand(argv: string[]): Promise<number> {
   };
   const r = await generate(model, tokenizer, v.prompt!, { ...opts, draftRevise, onText: (s) => process.stdout.write(s) });
   process.stdout.write('\n');
+  // The speed, always (on stderr, so stdout stays the text alone); --stats adds the rest.
+  console.error(`${r.ids.length} tokens after a prompt of ${r.promptTokens}, ${r.tokensPerSecond.toFixed(1)} tokens/s, stopped by ${r.stopReason}`);
   if (v.stats) {
-    console.error(`${r.ids.length} tokens after a prompt of ${r.promptTokens}, ${r.tokensPerSecond.toFixed(1)} tokens/s, stopped by ${r.stopReason}`);
     const budgets = await spotBudgets(model);
     if (budgets.length) console.error(spotBudgetLine(budgets));
     const evicting = r.cacheKept.some((heads) => heads.some((f) => f < 1));

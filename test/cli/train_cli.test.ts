@@ -58,6 +58,9 @@ test('fon train → info → eval → generate', () => {
   const g2 = fon('generate', '--model', join(out, latest), '--prompt', 'The cat', '--temperature', '0', '--max-tokens', '12', '--backend', 'cpu');
   assert.equal(g1.code, 0, g1.err);
   assert.equal(g1.out, g2.out, 'greedy is deterministic, from the output directory or the checkpoint directory');
+  // The speed goes to stderr without --stats (stdout holds the text alone).
+  assert.match(g1.err, /^12 tokens after a prompt of \d+, [\d.]+ tokens\/s, stopped by maxTokens$/m);
+  assert.doesNotMatch(g1.out, /tokens\/s/);
 });
 
 test('fon train with a BPE tokenizer: bits per byte count the text\'s bytes', () => {
