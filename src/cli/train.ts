@@ -19,7 +19,7 @@ import { layerAttention, parseModelConfig, type ModelConfig } from '../model/con
 import { Decoder } from '../model/decoder.ts';
 import { preset, PRESET_NAMES } from '../model/presets.ts';
 import { ParamFactory } from '../nn/params.ts';
-import { pathKind, readFileIfExists, writeFileAtomic, joinPath } from '../platform/files.ts';
+import { pathKind, readFileIfExists, writeFileAtomic, joinPath, makeDir } from '../platform/files.ts';
 import { BatchSampler, evalWindows, type EvalWindow, type TokenStore } from '../train/data/index.ts';
 import { presetTraining } from '../train/preset_training.ts';
 import { DEFAULT_TRAIN, parseTrainConfig, Trainer, type StepResult, type TrainConfig } from '../train/trainer.ts';
@@ -44,7 +44,8 @@ const SPOT_KL_WINDOWS = 8;
 export const TRAIN_USAGE = `usage: fon train --data PATH|builtin:brown --out DIR [options]
 
 Trains a decoder language model, evaluates it on the validation split, writes checkpoints
-(DIR/latest.json → DIR/step-N/), a JSONL log (DIR/log.jsonl) and a loss plot (DIR/loss.svg).
+(DIR/latest.json → DIR/step-N/), a JSONL log (DIR/log.jsonl) and a loss plot (DIR/loss.svg), both
+rewritten at each evaluation and checkpoint.
 A config with "organs" trains the draft organ's exit head too (CE + λ_D·CE(exit) + λ_KL·KL, layer
 dropout; train/organ_loss.ts): the log adds exitLoss and distill, the evaluations the exit head's.
 A model with Focus layers adds to each evaluation the largest group's share of the memberships
@@ -468,6 +469,11 @@ export async function trainCommand(argv: string[]): Promise<number> {
         bar.log(`step ${r.step}: validation loss ${e.loss.toFixed(4)}, bits per byte ${e.bitsPerByte.toFixed(3)}${e.exit ? `; exit head loss ${e.exit.loss.toFixed(4)}, bits per byte ${e.exit.bitsPerByte.toFixed(3)}` : ''}`);
         if (e.focus) for (const line of focusDominanceLines(e.focus)) bar.log(line);
         if (e.spotKL !== null) bar.log(`spot: selectors' KL on validation ${e.spotKL.toPrecision(4)} nats`);
+        // The log and the plots follow each evaluation, not only the checkpoints (a resume reads the
+        // log back to its checkpoint's step, so the lines past it are dropped then).
+        await makeDir(outDir);
+        await writeLog(outDir, log);
+        await plot(outDir, log, focusIdeal);
       }
       if ((tc.checkpointEvery > 0 && r.step % tc.checkpointEvery === 0) || last) await save();
       if (r.step >= stopAfter && !last) stop = true;

@@ -260,3 +260,29 @@ test('fon train --init-from: starts from a checkpoint\'s weights, config and tok
   assertCleanError(fon('train', '--data', corpus, '--init-from', base, '--preset', 'tiny', '--out', join(dir, 'init-x'), '--backend', 'cpu'), /--init-from .* brings the model's config and tokenizer; drop --preset/);
   assertCleanError(fon('train', '--data', corpus, '--init-from', join(dir, 'nowhere'), '--out', join(dir, 'init-y'), '--backend', 'cpu'), /nowhere/);
 });
+
+test('fon train writes log.jsonl and loss.svg at each evaluation, not only at checkpoints', async () => {
+  const out = join(dir, 'live');
+  const child = spawn(process.execPath, [FON, 'train', '--data', corpus, '--config', config, '--tokenizer', 'byte', '--steps', '100000', '--batch', '2', '--backend', 'cpu',
+    '--eval-every', '3', '--eval-windows', '1', '--checkpoint-every', '0', '--out', out], { stdio: ['ignore', 'ignore', 'pipe'] });
+  try {
+    let err = '';
+    child.stderr.on('data', (d) => { err += d; });
+    // Poll until the first evaluation's line is in the log (no checkpoint is due for 100000 steps).
+    const deadline = Date.now() + 60_000;
+    let entries: Record<string, unknown>[] = [];
+    while (Date.now() < deadline) {
+      if (existsSync(join(out, 'log.jsonl'))) {
+        entries = readFileSync(join(out, 'log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+        if (entries.some((e) => 'valLoss' in e)) break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(entries.some((e) => e.step === 3 && typeof e.valLoss === 'number'), `the first evaluation is in the log (stderr: ${err.slice(-400)})`);
+    assert.deepEqual(entries.filter((e) => 'loss' in e).slice(0, 3).map((e) => e.step), [1, 2, 3]);
+    assert.ok(existsSync(join(out, 'loss.svg')));
+    assert.equal(existsSync(join(out, 'latest.json')), false, 'no checkpoint was written');
+  } finally {
+    child.kill('SIGKILL');
+  }
+});
