@@ -129,7 +129,8 @@ export function asciiFiller(texts: readonly string[]): string {
   return texts.join(' ').replace(/[^\x20-\x7e\s]/g, '').replace(/\s+/g, ' ').trim();
 }
 
-function mix(a: number, b: number): number {
+/** A 32-bit hash of two whole numbers (murmur3 finaliser): a sample stream per (seed, purpose); experiments/spot.ts draws its own from it too. */
+export function mix(a: number, b: number): number {
   let h = Math.imul(a ^ 0x27d4eb2f, 0x85ebca6b) ^ Math.imul(b + 0x165667b1, 0xc2b2ae35);
   h ^= h >>> 16; h = Math.imul(h, 0x85ebca6b); h ^= h >>> 13; h = Math.imul(h, 0xc2b2ae35); h ^= h >>> 16;
   return h >>> 0;

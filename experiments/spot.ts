@@ -51,17 +51,11 @@ import { linePlot } from '../src/io/plot_svg.ts';
 import type { Batches } from '../src/train/trainer.ts';
 import { SPOT_DEFAULTS, spotLayers, type SpotRule } from '../src/attention/spot/index.ts';
 import { freezeAllBut, isComposedParameter } from '../src/cli/compose.ts';
-import { asciiFiller, cyclicSlice, digitsRight, KEY_DIGITS, passkeyRow, passkeySample, type PasskeySample } from './passkey.ts';
+import { asciiFiller, cyclicSlice, digitsRight, KEY_DIGITS, mix, passkeyRow, passkeySample, type PasskeySample } from './passkey.ts';
 import { backendFlag, commandLine, intFlag, markdownTable, newModel, numberFlag, parseSeeds, trainModel, writeJson, writeText, type TrainRun } from './lib/common.ts';
 
 const COLOURS = ['red', 'blue', 'green', 'white', 'black', 'yellow'] as const;
 const TRAIN_STREAM = 0x5b07, EVAL_STREAM = 0xe5b0;
-
-function mix(a: number, b: number): number {
-  let h = Math.imul(a ^ 0x27d4eb2f, 0x85ebca6b) ^ Math.imul(b + 0x165667b1, 0xc2b2ae35);
-  h ^= h >>> 16; h = Math.imul(h, 0x85ebca6b); h ^= h >>> 13; h = Math.imul(h, 0xc2b2ae35); h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /**
  * Multi-key sample `index` of stream `seed`: three needles " The C key is NNNNN." of three distinct

@@ -228,8 +228,6 @@ export interface Kernels<H> {
    * reserved ones kept), found without sorting: i32 flags (rows, n), 1 kept, 0 not.
    */
   selectOpen(scores: Ref<H>, mass: Ref<H>, args: SelectArgs): H;
-  /** Each row's nonzero entries of i32 flags (rows, n) → i32 (rows, n + 1): their count, their indices ascending, then zeros. */
-  compactFlags(flags: Ref<H>, rows: number, n: number): H;
   /**
    * The device table of a one-query-row block mask (attention/block_mask.ts's layout, with segments)
    * from selected fine blocks, flags i32 (batch, valid): the by-query index, an empty by-key index, the

@@ -17,6 +17,8 @@ import { layerAttention, type ModelConfig } from '../model/config.ts';
 import type { Decoder } from '../model/decoder.ts';
 import { collectTrainingTerms } from '../nn/training_terms.ts';
 import { tensor } from '../ops/creation.ts';
+import { add } from '../ops/elementwise.ts';
+import type { Tensor } from '../tensor/tensor.ts';
 import { noGrad, tidy } from '../tensor/scope.ts';
 import { numberFlag, UsageError } from './args.ts';
 
@@ -66,18 +68,22 @@ export function spotBudgetLine(b: readonly SpotLayerBudget[]): string {
  */
 export async function spotValidationKL(model: Decoder, windows: Iterable<{ inputs: Int32Array }>): Promise<number | null> {
   if (spotLayers(model).length === 0) return null;
-  let total = 0, n = 0;
+  // Summed on the device, read once.
+  let total: Tensor | undefined, n = 0;
   for (const w of windows) {
-    const kl = noGrad(() => tidy(() => {
+    const next = noGrad(() => tidy(() => {
       const ids = tensor(w.inputs, [1, w.inputs.length], { dtype: 'i32', backend: model.embed.weight.backend });
-      return collectTrainingTerms(() => model.forward(ids, { lastOnly: true })).terms.spotKL;
+      const kl = collectTrainingTerms(() => model.forward(ids, { lastOnly: true })).terms.spotKL;
+      return total ? add(total, kl) : kl;
     }));
-    if (!kl) break;
-    total += (await kl.data())[0];
-    kl.dispose();
+    total?.dispose();
+    total = next;
     n++;
   }
-  return n ? total / n : null;
+  if (!total) return null;
+  const sum = (await total.data())[0];
+  total.dispose();
+  return sum / n;
 }
 
 /** The selectors Spot layers add (W_Q, W_K, W_w), in how many layers, and their key bytes per token summed over those layers. */

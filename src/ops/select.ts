@@ -1,8 +1,8 @@
 /**
- * Selection without sorting (Backend.selectOpen, compactFlags): which entries of each row a top-K
- * or top-p rule keeps, reserved ranges kept whatever their scores (SpotAttention's block selection,
- * specs/focus_spot.md B4), and the kept entries' indices packed to the front of each row; and the
- * block scores such a selection ranks, straight from the keys (indexBlockScores). No gradients.
+ * Selection without sorting (Backend.selectOpen): which entries of each row a top-K or top-p rule
+ * keeps, reserved ranges kept whatever their scores (SpotAttention's block selection,
+ * specs/focus_spot.md B4); the block scores such a selection ranks, straight from the keys
+ * (indexBlockScores); and the decode mask of the kept blocks (flagsMaskTable). No gradients.
  */
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { SelectArgs } from '../backend/backend.ts';
@@ -62,13 +62,4 @@ export function flagsMaskTable(flags: Tensor, o: { fine: number; per: number; tk
   if (valid * o.fine > Math.ceil(o.tk / o.fine) * o.fine || valid < 1 || o.kBlocks * o.per * o.fine < o.tk) throw new ArgumentError(`flagsMaskTable: ${valid} fine blocks of ${o.fine} for a cache of ${o.tk} keys in ${o.kBlocks} mask blocks of ${o.per * o.fine}`);
   const stride = Math.ceil(valid / o.per) + 1;
   return wrap(be, be.flagsMaskTable(ref(flags), { batch, valid, ...o }), [batch * (1 + o.kBlocks + stride + o.tk) + 1], 'i32');
-}
-
-/** Each row's nonzero entries of i32 flags (…, N) → i32 (…, N + 1): their count, their indices ascending, then zeros. */
-export function compactFlags(flags: Tensor): Tensor {
-  const b = backendOf('compactFlags', flags);
-  requireDType('compactFlags', 'flags', flags, 'i32');
-  if (flags.rank < 1) throw new ShapeError(`compactFlags: flags ${fmt(flags.shape)} need an axis of entries`);
-  const n = flags.shape[flags.rank - 1], rows = flags.shape.slice(0, -1).reduce((a, x) => a * x, 1);
-  return wrap(b, b.compactFlags(ref(flags), rows, n), [...flags.shape.slice(0, -1), n + 1], 'i32');
 }

@@ -1,7 +1,7 @@
 /**
  * SpotAttention's selector and distillation (attention/spot/selector.ts, distill.ts; specs
- * focus_spot.md B2, B3): token scores against a plain loop; block max-pool and masses (the
- * selector's distribution sums to one); the teacher rebuilt in chunks from the flash pass's
+ * focus_spot.md B2, B3): token scores against a plain loop; decoding's block scores against them
+ * (max-pooled, masses summing to one); the teacher rebuilt in chunks from the flash pass's
  * logsumexp against per-head softmaxes averaged by hand (GQA); SparseKL's set, its limits (equal to
  * DenseKL when the set is everything, 0 when the student is the teacher); the gradients of the
  * selector's three weights against central differences; and distillation lowering the KL.
@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Tensor } from '../../src/index.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
-import { blockScores, SPOT_MASKED, SpotSelector } from '../../src/attention/spot/selector.ts';
+import { decodeBlockScores, SPOT_MASKED, SpotSelector } from '../../src/attention/spot/selector.ts';
 import { denseKL, klOnSet, sparseKL, sparseSet, teacherDistribution } from '../../src/attention/spot/distill.ts';
 
 const cpu = await fon.initBackend('cpu');
@@ -45,21 +45,31 @@ test('selector scores: Σ_h w_h · ReLU(q_h·k/√d) against a plain loop, maske
   for (let bb = 0; bb < b; bb++) assert.deepEqual(tail.slice(bb * 2 * t, (bb + 1) * 2 * t), s.slice((bb * t + 5) * t, (bb * t + 7) * t));
 });
 
-test('block scores max-pool 16 tokens; block masses are the softmax summed per block and add up to one', () => {
-  const l = 37;
-  const s = fon.tensor(Float32Array.from({ length: 2 * l }, (_, i) => (i % l <= 30 + (i >= l ? 3 : 0) ? Math.sin(i * 1.7) * 3 : SPOT_MASKED)), [1, 2, l]);
-  const { scores, mass } = blockScores(s);
-  assert.deepEqual(scores.shape, [1, 2, 3]);
-  const sv = vals(s), bs = vals(scores), bm = vals(mass);
-  for (let r = 0; r < 2; r++) {
-    const row = sv.slice(r * l, (r + 1) * l);
+test('decoding\'s block scores (decodeBlockScores, one pass over the keys) max-pool the token scores training distils over 16 tokens; their masses, the softmax summed per block, add up to one', () => {
+  const sel = selector(5);
+  const [b, n, l, pos] = [2, 3, 37, 31]; // queries at 31, 32, 33 over 37 keys: the last block partial, some keys past each query
+  const x = fon.randn([b, l, 6], { seed: 6 });
+  const keys = sel.keys(x);
+  const xq = fon.narrow(x, 1, pos, n);
+  const s = vals(sel.scores(xq, keys, pos)); // (B, n, L), SPOT_MASKED past each query
+  const { max, logMass } = decodeBlockScores(sel, xq, keys, { l, pos });
+  assert.deepEqual(max.shape, [b, n, 3]);
+  const bs = vals(max), lm = vals(logMass);
+  for (let r = 0; r < b * n; r++) {
+    const row = s.slice(r * l, (r + 1) * l).filter((v) => v > SPOT_MASKED / 2);
     const z = row.reduce((a, v) => a + Math.exp(v), 0);
+    const seen = lm.slice(r * 3, r * 3 + 3);
+    const lz = Math.log(seen.reduce((a, v) => a + Math.exp(v), 0));
+    let total = 0;
     for (let blk = 0; blk < 3; blk++) {
-      const part = row.slice(blk * 16, Math.min(l, blk * 16 + 16));
-      assert.equal(bs[r * 3 + blk], Math.max(...part));
-      assert.ok(Math.abs(bm[r * 3 + blk] - part.reduce((a, v) => a + Math.exp(v), 0) / z) < 1e-6);
+      const part = row.slice(blk * 16, blk * 16 + 16);
+      if (part.length === 0) { assert.equal(bs[r * 3 + blk], Math.fround(SPOT_MASKED), `row ${r}, block ${blk}: no key seen`); continue; }
+      assert.ok(Math.abs(bs[r * 3 + blk] - Math.max(...part)) < 1e-5, `row ${r}, block ${blk}: max`);
+      const mass = Math.exp(lm[r * 3 + blk] - lz);
+      assert.ok(Math.abs(mass - part.reduce((a, v) => a + Math.exp(v), 0) / z) < 1e-5, `row ${r}, block ${blk}: mass`);
+      total += mass;
     }
-    assert.ok(Math.abs(bm[r * 3] + bm[r * 3 + 1] + bm[r * 3 + 2] - 1) < 1e-6, 'masses sum to one');
+    assert.ok(Math.abs(total - 1) < 1e-6, 'masses sum to one');
   }
 });
 

@@ -1,8 +1,9 @@
 /**
- * Selection without sorting and the block scores it ranks (ops/select.ts): selectOpen's CPU reference against a sort of the open
- * entries (top-K and top-p with a floor, reserved ranges, scores with ties, dyadic masses so that
- * every sum is exact in f32 and f64), compactFlags against a filter, and the WebGPU kernels
- * (rows_select.wgsl) against the CPU on the same inputs: rows longer than a workgroup, ties at the
+ * Selection without sorting, the block scores it ranks and the mask it makes (ops/select.ts):
+ * selectOpen's CPU reference against a sort of the open entries (top-K and top-p with a floor,
+ * reserved ranges, scores with ties, dyadic masses so that every sum is exact in f32 and f64, and
+ * log-masses), indexBlockScores against plain loops, flagsMaskTable against the host's mask, and
+ * the WebGPU kernels against the CPU on the same inputs: rows longer than a workgroup, ties at the
  * boundary, p = 1, empty open ranges, a count past the open entries; bad arguments refused by name.
  * Run: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json node --import tsx --test test/backend/webgpu_select.test.ts
  */
@@ -10,7 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
-import { compactFlags, flagsMaskTable, indexBlockScores, selectOpen } from '../../src/ops/select.ts';
+import { flagsMaskTable, indexBlockScores, selectOpen } from '../../src/ops/select.ts';
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { maskEntries } from '../../src/attention/block_mask.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
@@ -81,19 +82,12 @@ test('selectOpen on the CPU keeps what sorting keeps: top-K and top-p with a flo
   assert.ok(partial > 60, `only ${partial} rows kept some but not all open entries`);
 });
 
-test('compactFlags packs each row\'s nonzero entries to the front after their count', () => {
-  const f = fon.tensor(Int32Array.from([0, 3, 0, 1, 1, 0, 0, 0, 0, 0, 0, 7]), [3, 4], { dtype: 'i32', backend: cpu });
-  assert.deepEqual(Array.from(compactFlags(f).dataSync()), [2, 1, 3, 0, 0, 1, 0, 0, 0, 0, 1, 3, 0, 0, 0]);
-  assert.deepEqual(compactFlags(f).shape, [3, 5]);
-});
-
 test('bad arguments are refused by name', () => {
   const s = fon.zeros([2, 5]), m = fon.zeros([2, 5]);
   assert.throws(() => selectOpen(s, m, { valid: 6, low: 0, high: 0, count: 1, p: 0 }), (e) => e instanceof ArgumentError && e.message === 'selectOpen: need low ≤ high ≤ valid ≤ N; got low 0, high 0, valid 6, N 5');
   assert.throws(() => selectOpen(s, m, { valid: 5, low: 0, high: 5, count: 1, p: 1.5 }), /selectOpen: p 1\.5 must lie in \[0, 1\]/);
   assert.throws(() => selectOpen(s, m, { valid: 5, low: 0, high: 5, count: -1, p: 0 }), /selectOpen: count -1 must be an integer ≥ 0/);
   assert.throws(() => selectOpen(s, fon.zeros([5]), { valid: 5, low: 0, high: 5, count: 1, p: 0 }), ShapeError);
-  assert.throws(() => compactFlags(s), /compactFlags: flags must be i32|dtype/);
 });
 
 test('selectOpen with log-masses keeps what sorting keeps with the masses (continuous masses: no sums tied at the boundary)', () => {
@@ -109,14 +103,12 @@ test('selectOpen with log-masses keeps what sorting keeps with the masses (conti
   }
 });
 
-test('WebGPU selectOpen and compactFlags equal the CPU reference (rows longer than a workgroup, ties, p = 1, empty open ranges)', { skip: webgpuSkipReason() }, async () => {
+test('WebGPU selectOpen equals the CPU reference (rows longer than a workgroup, ties, p = 1, empty open ranges)', { skip: webgpuSkipReason() }, async () => {
   for (const c of cases(7, 60)) {
     if (c.rule.p !== 1) assert.deepEqual(Array.from((await run(gpu!, c, true).data()) as Int32Array), Array.from(run(cpu, c, true).dataSync() as Int32Array), `log-masses: ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}`);
     const want = Array.from(run(cpu, c).dataSync() as Int32Array);
     const flags = run(gpu!, c);
     assert.deepEqual(Array.from((await flags.data()) as Int32Array), want, `${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}`);
-    const packed = compactFlags(flags);
-    assert.deepEqual(Array.from((await packed.data()) as Int32Array), Array.from(compactFlags(fon.tensor(Int32Array.from(want), [c.rows, c.n], { dtype: 'i32', backend: cpu })).dataSync()), `compact ${c.rows} × ${c.n}`);
   }
 });
 

@@ -16,12 +16,12 @@
 import { Linear } from '../../nn/linear.ts';
 import { Module } from '../../nn/module.ts';
 import type { ParamFactory } from '../../nn/params.ts';
-import { arange, full } from '../../ops/creation.ts';
-import { exp, le, mul, relu, sub, where } from '../../ops/elementwise.ts';
+import { arange } from '../../ops/creation.ts';
+import { le, mul, relu, where } from '../../ops/elementwise.ts';
 import { matmul } from '../../ops/matmul.ts';
 import { indexBlockScores } from '../../ops/select.ts';
 import { concat, narrow, permute, reshape } from '../../ops/layout.ts';
-import { logsumexp, max, sum } from '../../ops/reduce.ts';
+import { sum } from '../../ops/reduce.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { SPOT_BLOCK } from './selection.ts';
 
@@ -92,19 +92,5 @@ export function causalMasked(s: Tensor, pos: number): Tensor {
   const t = reshape(arange(lo, l, 1, { dtype: 'f32', backend: s.backend }), [1, tail]);
   const masked = where(le(t, i), narrow(s, 2, lo, tail), SPOT_MASKED);
   return lo === 0 ? masked : concat([narrow(s, 2, 0, lo), masked], 2);
-}
-
-/**
- * Token scores (B, n, L) → (block scores, block masses) (B, n, ⌈L/16⌉): the max-pooled score and the
- * softmax's mass per 16-token block; the composed form of decodeBlockScores' pooling (whose log-masses
- * are these masses' logarithms up to one offset a row), kept as its reference.
- */
-export function blockScores(s: Tensor): { scores: Tensor; mass: Tensor } {
-  const [b, n, l] = s.shape;
-  const nb = Math.ceil(l / SPOT_BLOCK), pad = nb * SPOT_BLOCK - l;
-  const padded = pad ? concat([s, full([b, n, pad], SPOT_MASKED, { backend: s.backend })], 2) : s;
-  const blocks = reshape(padded, [b, n, nb, SPOT_BLOCK]);
-  const p = exp(sub(padded, logsumexp(padded, -1, { keepDims: true })));
-  return { scores: max(blocks, 3), mass: sum(reshape(p, [b, n, nb, SPOT_BLOCK]), 3) };
 }
 

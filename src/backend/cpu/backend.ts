@@ -12,7 +12,7 @@ import { binary, cast, fill, unary, where } from './elementwise.ts';
 import { crossEntropy, crossEntropyBackward, layernorm, layernormBackward, rmsnorm, rmsnormBackward, rope } from './fused.ts';
 import type { CpuHandle } from './host.ts';
 import { mergeLse } from './attention_merge.ts';
-import { compactFlags, flagsMaskTable, indexBlockScores, selectOpen } from './select.ts';
+import { flagsMaskTable, indexBlockScores, selectOpen } from './select.ts';
 import { dequantizeInt4, quantizeInt4 } from './int4.ts';
 import { assignStrided, concat, copyStrided, embedding, embeddingBackward, gather, gatherRows, scatterAdd } from './layout.ts';
 import { matmul } from './matmul.ts';
@@ -71,7 +71,6 @@ export class CpuBackend implements Backend<CpuHandle> {
   scan: Backend<CpuHandle>['scan'] = (x, op, r, c) => this.trackAll(scan(x, op, r, c));
   sort: Backend<CpuHandle>['sort'] = (x, r, c, d) => this.trackAll(sort(x, r, c, d));
   selectOpen: Backend<CpuHandle>['selectOpen'] = (s, m, a) => this.track(selectOpen(s, m, a));
-  compactFlags: Backend<CpuHandle>['compactFlags'] = (f, r, n) => this.track(compactFlags(f, r, n));
   flagsMaskTable: Backend<CpuHandle>['flagsMaskTable'] = (f, a) => this.track(flagsMaskTable(f, a));
   indexBlockScores: Backend<CpuHandle>['indexBlockScores'] = (q, w, k, a) => this.trackAll(indexBlockScores(q, w, k, a));
   quantizeInt4: Backend<CpuHandle>['quantizeInt4'] = (x, r, d) => this.trackAll(quantizeInt4(x, r, d));

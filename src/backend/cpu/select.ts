@@ -1,5 +1,5 @@
 /**
- * CPU reference of Backend.selectOpen, compactFlags and indexBlockScores, and the threshold search
+ * CPU reference of Backend.selectOpen, flagsMaskTable and indexBlockScores, and the threshold search
  * selectOpen shares with SpotAttention's host selection (attention/spot/selection.ts):
  *
  * - scores become order-preserving u32 keys (−0 = +0);
@@ -94,17 +94,6 @@ export function selectOpen(scores: CpuRef, mass: CpuRef, a: SelectArgs): CpuHand
   const s = numbers(scores), m = numbers(mass);
   const out = new Int32Array(a.rows * a.n);
   for (let r = 0; r < a.rows; r++) out.set(selectOpenRow(s.subarray(r * a.n, (r + 1) * a.n), m.subarray(r * a.n, (r + 1) * a.n), a), r * a.n);
-  return out;
-}
-
-export function compactFlags(flags: CpuRef, rows: number, n: number): CpuHandle {
-  const f = flags.h as Int32Array;
-  const out = new Int32Array(rows * (n + 1));
-  for (let r = 0; r < rows; r++) {
-    let c = 0;
-    for (let e = 0; e < n; e++) if (f[r * n + e] !== 0) out[r * (n + 1) + 1 + c++] = e;
-    out[r * (n + 1)] = c;
-  }
   return out;
 }
 

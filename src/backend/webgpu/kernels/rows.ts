@@ -349,10 +349,8 @@ export function sort(be: WebGpuBackend, x: GpuRef, rows: number, cols: number, d
   return [values, idx];
 }
 
-const selectKernel = rowKernel('rows_select', 'rows_select', (v) => v.SELECT
-  ? [input('s', v, 'S'), input('m', v, 'M'), { name: 'y', dtype: 'i32', write: true }]
-  : [{ name: 'x', dtype: 'i32' }, { name: 'y', dtype: 'i32', write: true }],
-'rows: u32, n: u32, valid: u32, low: u32, high: u32, count: u32, p: f32');
+const selectKernel = rowKernel('rows_select', 'rows_select', (v) => [input('s', v, 'S'), input('m', v, 'M'), { name: 'y', dtype: 'i32', write: true }],
+  'rows: u32, n: u32, valid: u32, low: u32, high: u32, count: u32, p: f32');
 
 const maskTableKernel = rowKernel('rows_select_mask', 'rows_select', () => [{ name: 'x', dtype: 'i32' }, { name: 'y', dtype: 'i32', write: true }],
   'rows: u32, valid: u32, fine: u32, per: u32, tk: u32, kblocks: u32, kvlen: u32');
@@ -376,15 +374,7 @@ export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: S
   return y;
 }
 
-/** Backend.compactFlags: one workgroup per row (rows_select.wgsl COMPACT). */
-export function compactFlags(be: WebGpuBackend, flags: GpuRef, rows: number, n: number): GpuHandle {
-  const y = be.alloc('i32', rows * (n + 1), 'compactFlags');
-  if (rows === 0) return y;
-  run(be, { kernel: selectKernel, variant: { COMPACT: true }, uniforms: [rows, n, 0, 0, 0, 0, 0], buffers: [flags.h.buffer, y.buffer], groups: rows });
-  return y;
-}
-
-export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort' | 'selectOpen' | 'compactFlags' | 'flagsMaskTable'> {
+export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort' | 'selectOpen' | 'flagsMaskTable'> {
   return {
     reduce: (x, op, rows, cols) => reduce(be, x, op, rows, cols),
     softmax: (x, rows, cols) => softmaxLike(be, x, rows, cols, 'SOFTMAX'),
@@ -400,7 +390,6 @@ export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'sof
     scan: (x, op, rows, cols) => scan(be, x, op, rows, cols),
     sort: (x, rows, cols, desc) => sort(be, x, rows, cols, desc),
     selectOpen: (scores, mass, a) => selectOpen(be, scores, mass, a),
-    compactFlags: (flags, rows, n) => compactFlags(be, flags, rows, n),
     flagsMaskTable: (flags, a) => flagsMaskTable(be, flags, a),
   };
 }

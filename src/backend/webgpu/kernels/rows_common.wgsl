@@ -29,6 +29,19 @@ fn wg_sum(lid: u32, v: f32) -> f32 {
   return r;
 }
 
+// max over the workgroup, returned to every invocation (call from uniform control flow).
+fn wg_max(lid: u32, v: f32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+
 // Two sums at once.
 fn wg_sum2(lid: u32, v: vec2<f32>) -> vec2<f32> {
   red[lid] = v.x;

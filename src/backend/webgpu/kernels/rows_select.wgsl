@@ -1,5 +1,5 @@
-// Backend.selectOpen (SELECT) and Backend.compactFlags (COMPACT), one workgroup per row; the CPU
-// reference is src/backend/cpu/select.ts.
+// Backend.selectOpen (SELECT) and Backend.flagsMaskTable (MASKTABLE), one workgroup per row; the
+// CPU reference is src/backend/cpu/select.ts.
 //
 // SELECT: entries below P.low and in [P.high, P.valid) are kept, those from P.valid on are not; the
 // open ones [low, high) are ranked by their score's order-preserving u32 key (descending, ties by
@@ -11,16 +11,10 @@
 // at least `take` open entries at or above it (32 rounds of a workgroup count), keeps every entry
 // above θ₂, and the ties at θ₂ in index order until `take` (each invocation walks a span of the
 // open entries, knowing from an exclusive sum how many ties come before it; the ties at θ likewise,
-// with their masses). Masses are summed in
-// f32 (the reference sums in f64: a boundary within rounding of p·total may differ).
-//
-// COMPACT: the row's nonzero flags, in chunks of WG entries: an exclusive scan of the chunk's 0/1 in
-// workgroup memory places each index after the count slot and the earlier ones; the count goes to
-// slot 0 and zeros after the last index.
+// with their masses). Masses are summed in f32 (the reference sums in f64: a boundary within
+// rounding of p·total may differ).
 {{HEADER}}
 {{COMMON}}
-
-var<workgroup> cnt: array<u32, WG>; // COMPACT's scan
 
 // The u32 key of a score, in the same order (−0 = +0).
 fn order_key(x: f32) -> u32 {
@@ -30,6 +24,24 @@ fn order_key(x: f32) -> u32 {
 
 // Σ of u32 counts over the workgroup through the f32 tree sum (exact: counts stay below 2^24).
 fn wg_count(lid: u32, v: u32) -> u32 { return u32(wg_sum(lid, f32(v))); }
+
+// The exclusive prefix sum of v over the invocations (a Hillis–Steele scan in workgroup memory)
+// and the workgroup's total, to every invocation (uniform control flow). Counts go through it as
+// f32, exactly (they stay below 2^24).
+fn wg_scan(lid: u32, v: f32) -> vec2<f32> {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = 1u; s < WG; s <<= 1u) {
+    var inc = 0.0;
+    if (lid >= s) { inc = red[lid - s]; }
+    workgroupBarrier();
+    red[lid] += inc;
+    workgroupBarrier();
+  }
+  let r = vec2<f32>(red[lid] - v, red[WG - 1u]);
+  workgroupBarrier();
+  return r;
+}
 
 #if SELECT
 fn is_open(e: u32) -> bool { return e >= P.low && e < P.high; }
@@ -47,49 +59,6 @@ fn mass_at(i: u32) -> f32 {
 // Invocation lid's span of the open entries, for the steps that must go in index order.
 fn span_lo(lid: u32) -> u32 { return min(P.high, P.low + lid * ((P.high - P.low + WG - 1u) / WG)); }
 fn span_hi(lid: u32) -> u32 { return min(P.high, span_lo(lid) + (P.high - P.low + WG - 1u) / WG); }
-
-// Exclusive prefix sums over the workgroup, returned to each invocation (uniform control flow).
-fn wg_excl_u(lid: u32, v: u32) -> u32 {
-  cnt[lid] = v;
-  workgroupBarrier();
-  for (var s = 1u; s < WG; s <<= 1u) {
-    var inc = 0u;
-    if (lid >= s) { inc = cnt[lid - s]; }
-    workgroupBarrier();
-    cnt[lid] += inc;
-    workgroupBarrier();
-  }
-  let r = cnt[lid] - v;
-  workgroupBarrier();
-  return r;
-}
-fn wg_excl_f(lid: u32, v: f32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = 1u; s < WG; s <<= 1u) {
-    var inc = 0.0;
-    if (lid >= s) { inc = red[lid - s]; }
-    workgroupBarrier();
-    red[lid] += inc;
-    workgroupBarrier();
-  }
-  let r = red[lid] - v;
-  workgroupBarrier();
-  return r;
-}
-
-// max over the workgroup, returned to every invocation (call from uniform control flow).
-fn wg_max(lid: u32, v: f32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -140,8 +109,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
         if (order_key(ld_s(base + e)) == theta) { tie_m += mass_at(base + e); tie_c += 1u; }
       }
     }
-    var m = m_above + wg_excl_f(lid, tie_m);
-    var c = c_above + wg_excl_u(lid, tie_c);
+    var m = m_above + wg_scan(lid, tie_m).x;
+    var c = c_above + u32(wg_scan(lid, f32(tie_c)).x);
     var taken = 0u;
     if (live) {
       for (var e = span_lo(lid); e < span_hi(lid); e++) {
@@ -177,46 +146,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   if (live) {
     for (var e = span_lo(lid); e < span_hi(lid); e++) { if (order_key(ld_s(base + e)) == theta2) { ties += 1u; } }
   }
-  var k = wg_excl_u(lid, ties);
+  var k = u32(wg_scan(lid, f32(ties)).x);
   let need = select(0u, take - c_above2, take > c_above2);
   storageBarrier();
   if (live && k < need) {
     for (var e = span_lo(lid); e < span_hi(lid) && k < need; e++) {
       if (order_key(ld_s(base + e)) == theta2) { sti_y(base + e, 1i); k += 1u; }
     }
-  }
-}
-#endif
-
-#if COMPACT
-@compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = flat_id(wid, nw);
-  let live = row < P.rows;
-  let out = row * (P.n + 1u);
-  var carry = 0u;
-  for (var e0 = 0u; e0 < P.n; e0 += WG) {
-    let e = e0 + lid;
-    var f = 0u;
-    if (live && e < P.n) { f = select(0u, 1u, ldi_x(row * P.n + e) != 0i); }
-    // Inclusive Hillis–Steele scan of the chunk's flags.
-    cnt[lid] = f;
-    workgroupBarrier();
-    for (var s = 1u; s < WG; s <<= 1u) {
-      var inc = 0u;
-      if (lid >= s) { inc = cnt[lid - s]; }
-      workgroupBarrier();
-      cnt[lid] += inc;
-      workgroupBarrier();
-    }
-    let before = carry + cnt[lid] - f;
-    if (f == 1u) { sti_y(out + 1u + before, i32(e)); }
-    carry += cnt[WG - 1u];
-    workgroupBarrier();
-  }
-  if (live) {
-    if (lid == 0u) { sti_y(out, i32(carry)); }
-    for (var e = carry + lid; e < P.n; e += WG) { sti_y(out + 1u + e, 0i); }
   }
 }
 #endif
@@ -259,24 +195,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
       }
     }
     let f = select(0u, 1u, n > 0u);
-    cnt[lid] = f;
-    workgroupBarrier();
-    for (var s = 1u; s < WG; s <<= 1u) {
-      var inc = 0u;
-      if (lid >= s) { inc = cnt[lid - s]; }
-      workgroupBarrier();
-      cnt[lid] += inc;
-      workgroupBarrier();
-    }
-    let before = carry + cnt[lid] - f;
+    let scan = wg_scan(lid, f32(f));
+    let before = carry + u32(scan.x);
     if (f == 1u) {
       // Whole: every key of the mask block (up to tk) visible and in a selected fine block.
       let end = min((c + 1u) * P.per * P.fine, P.tk);
       let partial = select(1u, 0u, end <= P.kvlen && n == (end + P.fine - 1u) / P.fine - c * P.per);
       sti_y(lists + b * stride + 1u + before, i32(2u * c + partial));
     }
-    carry += cnt[WG - 1u];
-    workgroupBarrier();
+    carry += u32(scan.y);
   }
   if (live) {
     if (lid == 0u) { sti_y(lists + b * stride, i32(carry)); }
