@@ -16,7 +16,9 @@
  * top-p budget here says nothing of a trained selector's; static top-K's is fixed by its fraction.
  *
  *   node --import tsx bench/spot.ts [--tokens 16384,65536,131072,262144,524288] [--rules top-k:0.5,top-p:0.9] [--keys f16,int4]
- *                                   [--json bench/results_spot_h100.json]
+ *                                   [--json bench/results_spot_h100.json] [--profile]
+ * `--profile`: ten more steps of each case with every dispatch timed on the GPU (timestamp queries),
+ * printed per kernel and variant: where a step's time goes.
  * `--keys`: the selector keys' forms timed (INT4: each step dequantizes every cached key to f16).
  * `--model-layers N` (N > 0) also times whole decoding steps of a model (tokens/s, a token read
  * back each step as generation does): N layers of d_model 4096, GQA 32/8, D 128, SwiGLU 11008, a
@@ -28,6 +30,8 @@ import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
+import { WebGpuBackend } from '../src/backend/webgpu/backend.ts';
+import { profileTable } from '../src/backend/webgpu/profile.ts';
 import type { Backend } from '../src/index.ts';
 import { linePlot } from '../src/io/plot_svg.ts';
 import { attention } from '../src/ops/attention.ts';
@@ -55,10 +59,13 @@ const { values: flags } = parseArgs({
     'model-layers': { type: 'string', default: '0' },
     'model-tokens': { type: 'string', default: '16384,65536,131072,262144,524288' },
     json: { type: 'string' },
+    profile: { type: 'boolean', default: false },
   },
 });
 
 const H = 32, HKV = 8, D = 128, C = 4096;
+/** Steps timed per dispatch under --profile. */
+const PROFILED = 10;
 const list = (s: string) => s.split(',').filter(Boolean).map(Number);
 const rules: SpotRule[] = flags.rules.split(',').filter(Boolean).map((r) => {
   const [kind, x] = r.split(':');
@@ -101,6 +108,14 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
       chosen.mask.device.dispose();
       chosen.tokens.dispose();
       const stepMs = await timeBatched(sync, () => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
+      if (flags.profile && b instanceof WebGpuBackend) {
+        // --profile: ten more steps, each dispatch timed on the GPU: where a step's time goes.
+        await b.sync();
+        b.rt.startProfile();
+        for (let i = 0; i < PROFILED; i++) fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); });
+        const kernels = await b.rt.stopProfile();
+        console.error(`  profile of a step (${PROFILED} steps, ms summed), ${t} ${ruleName(rule)}, ${form} keys:\n${profileTable(kernels, { top: 14, byVariant: true })}`);
+      }
       layer.resetStats();
       rows.push({ tokens: t, rule: ruleName(rule), keys: form, selectorMs, attentionMs, stepMs, budget, denseMs });
     }
