@@ -162,7 +162,8 @@ test('WebGPU indexBlockScores equals the CPU: f32 and f16 keys, a cache longer t
 
 test('flagsMaskTable writes the table spotDecodeMask builds on the host: the same entries (whole and partial) and segment ids, in the device layout; WebGPU equals the CPU [webgpu where present]', async () => {
   const rnd = lcg(23);
-  for (const [batch, tk, l] of [[2, 420, 397], [1, 1000, 1000], [3, 700, 650]]) {
+  // The last two write their tables over several workgroups an entry (slices of 4096 tokens, chunks of WG list entries).
+  for (const [batch, tk, l] of [[2, 420, 397], [1, 1000, 1000], [3, 700, 650], [2, 20000, 19990], [1, 9000, 8193]]) {
     const valid = Math.floor((l - 1) / 16) + 1, kBlocks = Math.ceil(tk / 64);
     const flags = Int32Array.from({ length: batch * valid }, (_, i) => (i % valid === valid - 1 || rnd() < 0.55 ? 1 : 0));
     const picks = Array.from({ length: batch }, (_, b) => Array.from(flags.subarray(b * valid, (b + 1) * valid)).flatMap((f, e) => (f ? [e] : [])));
@@ -181,6 +182,11 @@ test('flagsMaskTable writes the table spotDecodeMask builds on the host: the sam
     if (gpu) {
       const g = flagsMaskTable(fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: gpu }), { fine: 16, per: 4, tk, kBlocks, kvLength: l });
       assert.deepEqual(Array.from((await g.data()) as Int32Array), Array.from(table), `webgpu ${batch} × ${tk}`);
+      // The fine form decoding uses (one listed block per selected 16-token block).
+      const fine = { fine: 16, per: 1, tk, kBlocks: Math.ceil(tk / 16), kvLength: l };
+      const gf = flagsMaskTable(fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: gpu }), fine);
+      const cf = flagsMaskTable(fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: cpu }), fine);
+      assert.deepEqual(Array.from((await gf.data()) as Int32Array), Array.from(cf.dataSync() as Int32Array), `webgpu fine ${batch} × ${tk}`);
     }
   }
 });

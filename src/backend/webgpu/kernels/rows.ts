@@ -353,13 +353,21 @@ const selectKernel = rowKernel('rows_select', 'rows_select', (v) => [input('s', 
   'rows: u32, n: u32, valid: u32, low: u32, high: u32, count: u32, p: f32');
 
 const maskTableKernel = rowKernel('rows_select_mask', 'rows_select', () => [{ name: 'x', dtype: 'i32' }, { name: 'y', dtype: 'i32', write: true }],
-  'rows: u32, valid: u32, fine: u32, per: u32, tk: u32, kblocks: u32, kvlen: u32');
+  'rows: u32, valid: u32, fine: u32, per: u32, tk: u32, kblocks: u32, kvlen: u32, groups: u32');
 
-/** Backend.flagsMaskTable: one workgroup per batch entry (rows_select.wgsl MASKTABLE). */
+/** Segment ids a flagsMaskTable workgroup writes at most (the table's slices shrink with the cache). */
+const MASK_TABLE_TOKENS = 4096;
+
+/**
+ * Backend.flagsMaskTable: `groups` workgroups per batch entry (rows_select.wgsl MASKTABLE), each a
+ * slice of the table, so that a long cache's table is not written by one workgroup (at 128K cached
+ * tokens one workgroup took 0.165 ms of a 0.9 ms Spot step on the H100, bench/results_spot_profile_h100.log).
+ */
 export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArgs): GpuHandle {
-  const stride = Math.ceil(a.valid / a.per) + 1;
+  const kb = Math.ceil(a.valid / a.per), stride = kb + 1;
   const y = be.alloc('i32', a.batch * (1 + a.kBlocks + stride + a.tk) + 1, 'flagsMaskTable');
-  run(be, { kernel: maskTableKernel, variant: { MASKTABLE: true }, uniforms: [a.batch, a.valid, a.fine, a.per, a.tk, a.kBlocks, a.kvLength], buffers: [flags.h.buffer, y.buffer], groups: a.batch });
+  const groups = Math.max(1, Math.ceil(kb / wgSize(be)), Math.ceil(a.tk / MASK_TABLE_TOKENS));
+  run(be, { kernel: maskTableKernel, variant: { MASKTABLE: true }, uniforms: [a.batch, a.valid, a.fine, a.per, a.tk, a.kBlocks, a.kvLength, groups], buffers: [flags.h.buffer, y.buffer], groups: a.batch * groups });
   return y;
 }
 

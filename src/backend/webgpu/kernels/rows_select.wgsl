@@ -158,15 +158,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 #endif
 
 #if MASKTABLE
-// Backend.flagsMaskTable: one workgroup per batch entry b writes its by-query index entry, its
-// by-key index (every row at the empty list), its list (the mask blocks holding a selected fine
-// block, compacted by an exclusive scan in chunks of WG, whole where every key of it up to tk is
-// visible and selected) and its segment ids; workgroup 0 writes the empty list.
-// P: rows (= batch), valid, fine, per, tk, kblocks, kvlen (keys from it on carry segment 1).
+// Backend.flagsMaskTable over P.groups workgroups per batch entry (flat id = b·groups + w), so a long
+// cache's table is written by many workgroups at once, not one. Workgroup w of entry b writes its
+// slice of the by-key index (every row at the empty list) and of the segment ids, and its chunk of the
+// list (the mask blocks holding a selected fine block, compacted in index order: the blocks of the
+// chunks before it are counted first, every invocation striding over them, then the chunk is scanned
+// in steps of WG; an entry is whole where every key of it up to tk is visible and selected). The last
+// workgroup of an entry writes its by-query index entry, the list's count and the zeros after it;
+// workgroup 0 writes the empty list.
+// P: rows (= batch), valid, fine, per, tk, kblocks, kvlen (keys from it on carry segment 1), groups.
+
+// Whether mask block c of batch entry b holds a selected fine block (how many it holds).
+fn mt_selected(b: u32, c: u32) -> u32 {
+  var n = 0u;
+  for (var u = 0u; u < P.per; u++) {
+    let e = c * P.per + u;
+    if (e < P.valid) { if (ldi_x(b * P.valid + e) != 0i) { n += 1u; } }
+  }
+  return n;
+}
+
+// [lo, hi) of a length n cut into P.groups slices: slice w.
+fn mt_slice(n: u32, w: u32) -> vec2<u32> {
+  let per = (n + P.groups - 1u) / P.groups;
+  return vec2<u32>(min(n, w * per), min(n, (w + 1u) * per));
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let b = flat_id(wid, nw);
-  let live = b < P.rows;
+  let flat = flat_id(wid, nw);
+  let b = flat / P.groups;
+  let w = flat % P.groups;
+  let live = b < P.rows; // a whole workgroup agrees: the barriers below stay uniform
   let kb = (P.valid + P.per - 1u) / P.per;
   let stride = kb + 1u;
   let q_rows = P.rows;
@@ -174,26 +197,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let lists = empty + 1u;
   let segs = lists + q_rows * stride;
   if (live) {
-    if (lid == 0u) { sti_y(b, i32(lists + b * stride)); }
-    if (b == 0u && lid == 0u) { sti_y(empty, 0i); }
-    for (var c = lid; c < P.kblocks; c += WG) { sti_y(q_rows + b * P.kblocks + c, i32(empty)); }
-    for (var t = lid; t < P.tk; t += WG) {
+    if (flat == 0u && lid == 0u) { sti_y(empty, 0i); }
+    let kr = mt_slice(P.kblocks, w);
+    for (var c = kr.x + lid; c < kr.y; c += WG) { sti_y(q_rows + b * P.kblocks + c, i32(empty)); }
+    let tr = mt_slice(P.tk, w);
+    for (var t = tr.x + lid; t < tr.y; t += WG) {
       let e = t / P.fine;
       var seg = 1i;
       if (e < P.valid && t < P.kvlen) { if (ldi_x(b * P.valid + e) != 0i) { seg = 0i; } }
       sti_y(segs + b * P.tk + t, seg);
     }
   }
-  var carry = 0u;
-  for (var c0 = 0u; c0 < kb; c0 += WG) {
+  // This workgroup's chunk of the list: its first entry is the count of listed blocks before it.
+  let cr = mt_slice(kb, w);
+  var n_before = 0u;
+  if (live) {
+    for (var c = lid; c < cr.x; c += WG) { if (mt_selected(b, c) > 0u) { n_before += 1u; } }
+  }
+  var carry = wg_count(lid, n_before);
+  for (var c0 = cr.x; c0 < cr.y; c0 += WG) {
     let c = c0 + lid;
     var n = 0u;
-    if (live && c < kb) {
-      for (var u = 0u; u < P.per; u++) {
-        let e = c * P.per + u;
-        if (e < P.valid) { if (ldi_x(b * P.valid + e) != 0i) { n += 1u; } }
-      }
-    }
+    if (live && c < cr.y) { n = mt_selected(b, c); }
     let f = select(0u, 1u, n > 0u);
     let scan = wg_scan(lid, f32(f));
     let before = carry + u32(scan.x);
@@ -205,8 +230,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     }
     carry += u32(scan.y);
   }
-  if (live) {
-    if (lid == 0u) { sti_y(lists + b * stride, i32(carry)); }
+  if (live && w == P.groups - 1u) {
+    if (lid == 0u) {
+      sti_y(b, i32(lists + b * stride));
+      sti_y(lists + b * stride, i32(carry));
+    }
     for (var e = carry + lid; e < kb; e += WG) { sti_y(lists + b * stride + 1u + e, 0i); }
   }
 }
