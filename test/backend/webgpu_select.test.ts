@@ -103,12 +103,22 @@ test('selectOpen with log-masses keeps what sorting keeps with the masses (conti
   }
 });
 
-test('WebGPU selectOpen equals the CPU reference (rows longer than a workgroup, ties, p = 1, empty open ranges)', { skip: webgpuSkipReason() }, async () => {
-  for (const c of cases(7, 60)) {
-    if (c.rule.p !== 1) assert.deepEqual(Array.from((await run(gpu!, c, true).data()) as Int32Array), Array.from(run(cpu, c, true).dataSync() as Int32Array), `log-masses: ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}`);
-    const want = Array.from(run(cpu, c).dataSync() as Int32Array);
-    const flags = run(gpu!, c);
-    assert.deepEqual(Array.from((await flags.data()) as Int32Array), want, `${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}`);
+test('WebGPU selectOpen equals the CPU reference (rows longer than a workgroup, ties, p = 1, empty open ranges), with subgroup sums and without', { skip: webgpuSkipReason() }, async () => {
+  const caps = gpu!.caps as { subgroups: boolean };
+  const has = caps.subgroups;
+  try {
+    // The kernel's workgroup sums with subgroups (where the device has them) and by trees in workgroup memory.
+    for (const sg of has ? [false, true] : [false]) {
+      caps.subgroups = sg;
+      for (const c of cases(7, 60)) {
+        if (c.rule.p !== 1) assert.deepEqual(Array.from((await run(gpu!, c, true).data()) as Int32Array), Array.from(run(cpu, c, true).dataSync() as Int32Array), `log-masses: ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}, subgroups ${sg}`);
+        const want = Array.from(run(cpu, c).dataSync() as Int32Array);
+        const flags = run(gpu!, c);
+        assert.deepEqual(Array.from((await flags.data()) as Int32Array), want, `${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}, subgroups ${sg}`);
+      }
+    }
+  } finally {
+    caps.subgroups = has;
   }
 });
 

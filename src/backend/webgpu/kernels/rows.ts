@@ -53,7 +53,7 @@ const SORT_SMALL_SOFTWARE = 256;
 function rowKernel(name: string, file: string, bindings: (v: Variant) => Binding[], params: string): Kernel {
   return {
     name,
-    source: (v, caps) => preprocess(wgslSource(file), {
+    source: (v, caps) => (v.SG ? 'enable subgroups;\n' : '') + preprocess(wgslSource(file), {
       ...v,
       HEADER: header(bindings(v), caps.f16, params),
       COMMON: preprocess(wgslSource('rows_common'), v),
@@ -371,12 +371,12 @@ export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArg
   return y;
 }
 
-/** Backend.selectOpen: one workgroup per row (rows_select.wgsl SELECT). */
+/** Backend.selectOpen: one workgroup per row (rows_select.wgsl SELECT; SG: subgroup sums where the device has them). */
 export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs): GpuHandle {
   const y = be.alloc('i32', a.rows * a.n, 'selectOpen');
   if (a.rows * a.n === 0) return y;
   run(be, {
-    kernel: selectKernel, variant: { SELECT: true, LOGMASS: !!a.logMass, S: scores.dtype, M: mass.dtype },
+    kernel: selectKernel, variant: { SELECT: true, LOGMASS: !!a.logMass, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
     uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p)], buffers: [scores.h.buffer, mass.h.buffer, y.buffer], groups: a.rows,
   });
   return y;

@@ -1,18 +1,20 @@
-// Backend.selectOpen (SELECT) and Backend.flagsMaskTable (MASKTABLE), one workgroup per row; the
-// CPU reference is src/backend/cpu/select.ts.
+// Backend.selectOpen (SELECT) and Backend.flagsMaskTable (MASKTABLE); the CPU reference is
+// src/backend/cpu/select.ts.
 //
-// SELECT: entries below P.low and in [P.high, P.valid) are kept, those from P.valid on are not; the
-// open ones [low, high) are ranked by their score's order-preserving u32 key (descending, ties by
-// the lower index). With P.p > 0, n_p is found first: θ, the largest key whose open entries at or
-// above it hold at least p of the open mass, built bit by bit from the top (32 rounds of a
-// workgroup sum), then the entries above θ and the ties at θ in index order until the goal is met;
-// take = min(|U|, max(n_p, P.count)) (P.count alone where P.p = 0). LOGMASS: the masses come as
-// logarithms, exponentiated against the row's largest open one first. Then θ₂, the largest key with
-// at least `take` open entries at or above it (32 rounds of a workgroup count), keeps every entry
-// above θ₂, and the ties at θ₂ in index order until `take` (each invocation walks a span of the
-// open entries, knowing from an exclusive sum how many ties come before it; the ties at θ likewise,
-// with their masses). Masses are summed in f32 (the reference sums in f64: a boundary within
-// rounding of p·total may differ).
+// SELECT, one workgroup per row: entries below P.low and in [P.high, P.valid) are kept, those from
+// P.valid on are not; the open ones [low, high) are ranked by their score's order-preserving u32 key
+// (descending, ties by the lower index). With P.p > 0, n_p is found first: θ, the largest key whose
+// open entries at or above it hold at least p of the open mass (digit_search), then the entries above
+// θ and the ties at θ in index order until the goal is met; take = min(|U|, max(n_p, P.count))
+// (P.count alone where P.p = 0). LOGMASS: the masses come as logarithms, exponentiated against the
+// row's largest open one first. Then θ₂, the largest key with at least `take` open entries at or
+// above it (digit_search on counts), keeps every entry above θ₂, and the ties at θ₂ in index order
+// until `take` (each invocation walks a span of the open entries, knowing from an exclusive sum how
+// many ties come before it; the ties at θ likewise, with their masses). digit_search builds its key
+// four bits a round from the top, testing the 15 candidates of a round in one pass over the entries
+// (8 rounds where a bit a round took 32, each ending in a workgroup sum: with SG a subgroup sum, then
+// one lane a subgroup; the reference builds the same key bit by bit). Masses are summed in f32 (the
+// reference sums in f64: a boundary within rounding of p·total may differ).
 {{HEADER}}
 {{COMMON}}
 
@@ -56,12 +58,95 @@ fn mass_at(i: u32) -> f32 {
 #endif
 }
 
+// Σ over the workgroup of four vec4s (a round's 16 counters), to every invocation (uniform control
+// flow). SG: each subgroup's sum, then one lane a subgroup (lanes lid … lid + sgsize − 1 form one,
+// as attention_decode_step.wgsl reads them too) into workgroup memory; else four tree sums.
+var<workgroup> part: array<vec4<f32>, WG>;
+var<workgroup> tot: array<vec4<f32>, 4>;
+#if SG
+fn wg_sum16(lid: u32, sgsize: u32, a: array<vec4<f32>, 4>) -> array<vec4<f32>, 4> {
+  var s: array<vec4<f32>, 4>;
+  for (var i = 0u; i < 4u; i++) { s[i] = subgroupAdd(a[i]); }
+  if (lid % sgsize == 0u) {
+    for (var i = 0u; i < 4u; i++) { part[(lid / sgsize) * 4u + i] = s[i]; }
+  }
+  workgroupBarrier();
+  if (lid < 4u) {
+    var t = vec4<f32>(0.0);
+    for (var g = 0u; g < (WG + sgsize - 1u) / sgsize; g++) { t += part[g * 4u + lid]; }
+    tot[lid] = t;
+  }
+  workgroupBarrier();
+  var r: array<vec4<f32>, 4>;
+  for (var i = 0u; i < 4u; i++) { r[i] = tot[i]; }
+  workgroupBarrier();
+  return r;
+}
+#else
+fn wg_sum16(lid: u32, sgsize: u32, a: array<vec4<f32>, 4>) -> array<vec4<f32>, 4> {
+  var r: array<vec4<f32>, 4>;
+  for (var i = 0u; i < 4u; i++) {
+    part[lid] = a[i];
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+      if (lid < s) { part[lid] += part[lid + s]; }
+      workgroupBarrier();
+    }
+    r[i] = part[0];
+    workgroupBarrier();
+  }
+  return r;
+}
+#endif
+
+// The largest key θ whose open entries at or above it weigh at least `goal` (their masses where
+// `mass`, else one each), four bits a round from the top: a round with θ's higher digits fixed finds
+// F(θ | j << s), the weight at or above each candidate j = 1 … 15, in one pass (an entry at or above
+// θ reaches candidates 1 … min(15, (key − θ) >> s)), and keeps the largest j with F ≥ goal (0 if
+// none; F only falls with j). As the bitwise search: θ = 2³² − 1 where goal ≤ 0.
+fn digit_search(lid: u32, sgsize: u32, live: bool, base: u32, goal: f32, mass: bool) -> u32 {
+  var theta = 0u;
+  for (var s = 28i; s >= 0i; s -= 4i) {
+    // Zeroed explicitly each round (a declaration in a loop without an initialiser is not safe to rely on).
+    var a = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    if (live) {
+      for (var e = P.low + lid; e < P.high; e += WG) {
+        let key = order_key(ld_s(base + e));
+        if (key >= theta) {
+          var w = 1.0;
+          if (mass) { w = mass_at(base + e); }
+          let lv = vec4<f32>(f32(min(15u, (key - theta) >> u32(s))));
+          let wv = vec4<f32>(w);
+          let z = vec4<f32>(0.0);
+          a[0] += select(z, wv, lv >= vec4<f32>(1.0, 2.0, 3.0, 4.0));
+          a[1] += select(z, wv, lv >= vec4<f32>(5.0, 6.0, 7.0, 8.0));
+          a[2] += select(z, wv, lv >= vec4<f32>(9.0, 10.0, 11.0, 12.0));
+          a[3] += select(z, wv, lv >= vec4<f32>(13.0, 14.0, 15.0, 16.0));
+        }
+      }
+    }
+    let f = wg_sum16(lid, sgsize, a);
+    var j = 0u;
+    for (var i = 0u; i < 15u; i++) { if (f[i / 4u][i % 4u] >= goal) { j = i + 1u; } }
+    theta |= j << u32(s);
+  }
+  return theta;
+}
+
 // Invocation lid's span of the open entries, for the steps that must go in index order.
 fn span_lo(lid: u32) -> u32 { return min(P.high, P.low + lid * ((P.high - P.low + WG - 1u) / WG)); }
 fn span_hi(lid: u32) -> u32 { return min(P.high, span_lo(lid) + (P.high - P.low + WG - 1u) / WG); }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32
+#if SG
+        , @builtin(subgroup_size) sgsize: u32
+#endif
+        ) {
+#if SG
+#else
+  let sgsize = 0u;
+#endif
   let row = flat_id(wid, nw);
   let live = row < P.rows; // a whole workgroup agrees: the barriers below stay uniform
   let base = row * P.n;
@@ -82,15 +167,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   var take = min(open_count, P.count);
   if (P.p > 0.0) {
     let goal = P.p * total;
-    var theta = 0u;
-    for (var bit = 31i; bit >= 0i; bit--) {
-      let t = theta | (1u << u32(bit));
-      var m = 0.0;
-      if (live) {
-        for (var e = P.low + lid; e < P.high; e += WG) { if (order_key(ld_s(base + e)) >= t) { m += mass_at(base + e); } }
-      }
-      if (wg_sum(lid, m) >= goal) { theta = t; }
-    }
+    let theta = digit_search(lid, sgsize, live, base, goal, true);
     var above = 0.0;
     var n_above = 0u;
     if (live) {
@@ -122,15 +199,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     take = min(open_count, max(np, P.count));
   }
   // θ₂: the largest key with at least `take` open entries at or above it.
-  var theta2 = 0u;
-  for (var bit = 31i; bit >= 0i; bit--) {
-    let t = theta2 | (1u << u32(bit));
-    var c = 0u;
-    if (live) {
-      for (var e = P.low + lid; e < P.high; e += WG) { if (order_key(ld_s(base + e)) >= t) { c += 1u; } }
-    }
-    if (wg_count(lid, c) >= take) { theta2 = t; }
-  }
+  let theta2 = digit_search(lid, sgsize, live, base, f32(take), false);
   var n_above2 = 0u;
   if (live) {
     for (var e = lid; e < P.n; e += WG) {
