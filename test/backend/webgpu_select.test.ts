@@ -104,7 +104,7 @@ test('selectOpen with log-masses keeps what sorting keeps with the masses (conti
 });
 
 test('WebGPU selectOpen equals the CPU reference (rows longer than a workgroup, ties, p = 1, empty open ranges), with subgroup sums and without', { skip: webgpuSkipReason() }, async () => {
-  const caps = gpu!.caps as { subgroups: boolean };
+  const caps = (gpu as unknown as { caps: { subgroups: boolean } }).caps;
   const has = caps.subgroups;
   try {
     // The kernel's workgroup sums with subgroups (where the device has them) and by trees in workgroup memory.
@@ -156,9 +156,9 @@ test('indexBlockScores on the CPU: per block the max of Σ_h w_h·ReLU(scale·q_
   assert.throws(() => indexBlockScores(q, w, keys, { l: 51, pos, block: 16, scale: 1 }), /l 51 must be in \[1, 50\]/);
 });
 
-test('WebGPU indexBlockScores equals the CPU: f32 and f16 keys, a cache longer than the keys read, several query rows, more than one workgroup of keys [webgpu]', { skip: webgpuSkipReason() }, async () => {
-  for (const keyDtype of ['f32', 'f16'] as const) {
-    const [b, n, heads, d, tmax, l, pos] = [2, 3, 4, 32, 700, 613, 600];
+test('WebGPU indexBlockScores equals the CPU: f32 and f16 keys (16-byte loads where d is a multiple of 8, scalar ones else), a cache longer than the keys read, several query rows, more than one workgroup of keys [webgpu]', { skip: webgpuSkipReason() }, async () => {
+  for (const [keyDtype, d] of [['f32', 32], ['f16', 32], ['f16', 36]] as const) {
+    const [b, n, heads, tmax, l, pos] = [2, 3, 4, 700, 613, 600];
     const c = indexInputs(cpu, b, n, heads, d, tmax, keyDtype), g = indexInputs(gpu!, b, n, heads, d, tmax, keyDtype);
     const rc = indexBlockScores(c.q, c.w, c.keys, { l, pos, block: 16, scale: 0.2 }), rg = indexBlockScores(g.q, g.w, g.keys, { l, pos, block: 16, scale: 0.2 });
     for (const key of ['max', 'logMass'] as const) {

@@ -2,19 +2,32 @@
 import { UnsupportedError } from '../../../errors.ts';
 import type { IndexScoreArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
-import { f32bits } from '../runtime.ts';
-import type { Binding } from '../wgsl.ts';
-import { kernel } from './elementwise.ts';
+import type { DType } from '../../../tensor/dtype.ts';
+import { f32bits, type Kernel } from '../runtime.ts';
+import { wgslSource } from '../sources.ts';
+import { header, preprocess, type Binding } from '../wgsl.ts';
+import { k8Loader } from './attention_common.ts';
 
 export const INDEX_SCORE_FILES = ['index_scores'] as const;
 
 /** Keys a workgroup scores (the kernel's WG). */
 const CHUNK = 256;
 
-const indexKernel = kernel('index_scores', 'index_scores', (v): Binding[] => [
-  { name: 'q', dtype: 'f32' }, { name: 'w', dtype: 'f32' }, { name: 'k', dtype: v.K as Binding['dtype'] },
-  { name: 'mx', dtype: 'f32', write: true }, { name: 'lm', dtype: 'f32', write: true },
-], 'rows: u32, n: u32, d: u32, l: u32, tmax: u32, pos: u32, nb: u32, scale: f32');
+const PARAMS = 'rows: u32, n: u32, d: u32, l: u32, tmax: u32, pos: u32, nb: u32, scale: f32';
+
+/**
+ * index_scores.wgsl after its header: q, w, then the outputs mx and lm, then the keys (binding 5):
+ * with K8 (16-bit keys, d a multiple of 8) as rows of 8-half vec4<u32> words (k8Loader's up4 unpacks
+ * them), so a key row is read in d/8 16-byte loads instead of d scalar ones; else through ld_k.
+ */
+const indexKernel: Kernel = {
+  name: 'index_scores',
+  source: (v, caps) => {
+    const out: Binding[] = [{ name: 'q', dtype: 'f32' }, { name: 'w', dtype: 'f32' }, { name: 'mx', dtype: 'f32', write: true }, { name: 'lm', dtype: 'f32', write: true }];
+    const head = v.K8 ? [header(out, caps.f16, PARAMS), k8Loader(v.K as DType, 5)].join('\n') : header([...out, { name: 'k', dtype: v.K as DType }], caps.f16, PARAMS);
+    return preprocess(wgslSource('index_scores'), { ...v, HEADER: head });
+  },
+};
 
 export function indexBlockScores(be: WebGpuBackend, q: GpuRef, w: GpuRef, keys: GpuRef, a: IndexScoreArgs): [GpuHandle, GpuHandle] {
   const rows = a.batch * a.n, nb = Math.ceil(a.l / a.block);
@@ -23,8 +36,8 @@ export function indexBlockScores(be: WebGpuBackend, q: GpuRef, w: GpuRef, keys: 
   if (rows * nb === 0) return [mx, lm];
   const chunks = Math.ceil(a.l / CHUNK);
   be.rt.run({
-    kernel: indexKernel, variant: { K: keys.dtype, HEADS: a.heads, BLOCK: a.block, QW: a.heads * a.d },
-    uniforms: [rows, a.n, a.d, a.l, a.tmax, a.pos, nb, f32bits(a.scale)], buffers: [q.h.buffer, w.h.buffer, keys.h.buffer, mx.buffer, lm.buffer],
+    kernel: indexKernel, variant: { K: keys.dtype, HEADS: a.heads, BLOCK: a.block, QW: a.heads * a.d, K8: keys.dtype !== 'f32' && a.d % 8 === 0, DK: a.d },
+    uniforms: [rows, a.n, a.d, a.l, a.tmax, a.pos, nb, f32bits(a.scale)], buffers: [q.h.buffer, w.h.buffer, mx.buffer, lm.buffer, keys.h.buffer],
     workgroups: [chunks, Math.min(rows, 65535), Math.ceil(rows / 65535)],
   });
   return [mx, lm];

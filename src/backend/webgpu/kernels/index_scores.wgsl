@@ -1,7 +1,7 @@
 // Backend.indexBlockScores (CPU reference: backend/cpu/select.ts): a lightning indexer's scores
 // pooled per block in one pass over the keys. One workgroup per (chunk of WG keys, query row): the
 // row's H index queries and head weights in workgroup memory; each invocation scores one key,
-// s = Σ_h w_h · ReLU(scale · q_h·k), reading the key once for all heads; then one invocation per
+// s = Σ_h w_h · ReLU(scale · q_h·k), reading the key once for all heads (K8: in 16-byte loads); then one invocation per
 // block of BLOCK keys takes the max and log Σ e^s of its visible keys (t ≤ the row's position, t < l).
 // A block with no visible key gets −1e30 in both outputs.
 {{HEADER}}
@@ -31,11 +31,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var s = HIDDEN;
   if (live && t < P.l && t <= p) {
     var dots: array<f32, HEADS>;
+    for (var h = 0u; h < HEADS; h++) { dots[h] = 0.0; }
     let base = (b * P.tmax + t) * P.d;
+#if K8
+    // K8: the key row in DK/8 16-byte loads (a constant trip count: issued together).
+    for (var c8 = 0u; c8 < {{DK}}u / 8u; c8++) {
+      let wv = k[(base >> 3u) + c8];
+      let lo = up4(wv.xy);
+      let hi = up4(wv.zw);
+      for (var h = 0u; h < HEADS; h++) {
+        let o = h * P.d + 8u * c8;
+        dots[h] += dot(vec4<f32>(qs[o], qs[o + 1u], qs[o + 2u], qs[o + 3u]), lo) + dot(vec4<f32>(qs[o + 4u], qs[o + 5u], qs[o + 6u], qs[o + 7u]), hi);
+      }
+    }
+#else
     for (var e = 0u; e < P.d; e++) {
       let k = ld_k(base + e);
       for (var h = 0u; h < HEADS; h++) { dots[h] += qs[h * P.d + e] * k; }
     }
+#endif
     s = 0.0;
     for (var h = 0u; h < HEADS; h++) { s += ws[h] * max(0.0, P.scale * dots[h]); }
   }
