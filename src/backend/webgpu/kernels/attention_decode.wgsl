@@ -74,6 +74,11 @@ fn dkey(v: u32) -> u32 { return select(step_kb.y, step_kb.x, v / MASK_KB == step
 // The row a key's K and V are read from: a listed block may run past kvlen (the last one past tk,
 // into the next head's rows), whose P = 0 must not meet a stale NaN, so those read the last valid row.
 fn drow(key: u32) -> u32 { return min(key, P.kvlen - 1u); }
+
+// The rows of the step's keys (Krow[t]: key k0 + t's), written with the scores, so that the P·V loop
+// reads each V row's place from workgroup memory and not through the mask's list in global memory
+// (a list load before every V load).
+var<workgroup> Krow: array<u32, BKD>;
 #endif
 
 {{DECODE_STEP}}
@@ -129,6 +134,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #if MASK
     mask_step(k0, kend);
     let jk = dkey(min(j, kend - 1u));
+    Krow[lid] = drow(jk);
     let base = kbase + drow(jk) * P.d;
 #else
     let base = kbase + min(j, kend - 1u) * P.d;
