@@ -10,7 +10,9 @@
  *    `--short-steps`: the lookup is found quickly there), then the model trains at the training
  *    length L (`--length`, `--steps`), where sparse decoding can matter: Spot reserves the first
  *    128 and last 256 tokens and reads at least 512 in all (B4), so below that every rule reads
- *    everything.
+ *    everything. `--long-length`, `--long-steps`, `--long-batch` add a last stage at a longer
+ *    length (the paper's backbones serve 8× the selectors' training length: a RoPE teacher trained
+ *    only at L retrieves at L and nowhere beyond it, so without this stage only 1× tests anything).
  * 2. Selectors. `--add spot` onto every layer (the teacher's tensors kept as they are) and
  *    `--train-only spot`: the selectors alone train by SparseKL from their own layers (the Trainer
  *    adds the layers' spotKL), on the same mix at length L (`--spot-steps`, `--spot-lr`).
@@ -30,12 +32,15 @@
  * shrink with depth (early layers keep most, late layers little).
  *
  *   node --import tsx experiments/spot.ts [--backend auto] [--seeds 1] [--short-length 128] [--short-steps 60]
- *     [--length 640] [--steps 40] [--batch 8] [--lr 0.003] [--spot-steps 40] [--spot-lr 0.001] [--mix 0.4,0.4]
+ *     [--length 640] [--steps 40] [--long-length 0 --long-steps 0 --long-batch 0] [--batch 8] [--lr 0.003] [--spot-steps 40] [--spot-lr 0.001] [--mix 0.4,0.4]
  *     [--multiples 1,2,4,8] [--depths 0.1,0.5,0.9] [--trials 2] [--rules dense,top-k:0.5,top-p:0.9]
  *     [--keys f16] [--layers 2] [--d-model 64] [--heads 4] [--head-dim 16]
  *     [--mlp-hidden 128] [--bootstrap 1000] [--json FILE]
+ *   node --import tsx experiments/spot.ts --merge a.json,b.json[,…] [--json merged.json]
+ * `--merge`: the tables over the pooled trials of several runs' JSON (one seed each, same settings).
  * The defaults finish on the CPU in minutes and check the harness, not the claims.
  */
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ArgumentError } from '../src/errors.ts';
 import type { Backend } from '../src/index.ts';
@@ -149,16 +154,31 @@ async function main(): Promise<void> {
     options: {
       backend: { type: 'string', default: 'auto' }, seeds: { type: 'string', default: '1' },
       'short-length': { type: 'string', default: '128' }, 'short-steps': { type: 'string', default: '60' },
+      'long-length': { type: 'string', default: '0' }, 'long-steps': { type: 'string', default: '0' }, 'long-batch': { type: 'string', default: '0' },
       length: { type: 'string', default: '640' }, steps: { type: 'string', default: '40' }, batch: { type: 'string', default: '8' }, lr: { type: 'string', default: '0.003' },
       'spot-steps': { type: 'string', default: '40' }, 'spot-lr': { type: 'string', default: '0.001' }, mix: { type: 'string', default: '0.4,0.4' },
       multiples: { type: 'string', default: '1,2,4,8' }, depths: { type: 'string', default: '0.1,0.5,0.9' }, trials: { type: 'string', default: '2' },
       rules: { type: 'string', default: 'dense,top-k:0.5,top-p:0.9' }, keys: { type: 'string', default: 'f16' },
       layers: { type: 'string', default: '2' }, 'd-model': { type: 'string', default: '64' }, heads: { type: 'string', default: '4' }, 'head-dim': { type: 'string', default: '16' },
       'mlp-hidden': { type: 'string', default: '128' }, bootstrap: { type: 'string', default: '1000' }, json: { type: 'string' },
+      merge: { type: 'string' },
     },
   });
+  if (f.merge) {
+    // The tables of several runs' JSON (one seed each, the same settings) over their pooled trials.
+    const runs = f.merge.split(',').filter(Boolean).map((path) => JSON.parse(readFileSync(path, 'utf8')) as SavedRun);
+    const s0 = runs[0].settings;
+    for (const r of runs) {
+      if (r.settings.length !== s0.length || r.settings.multiples.join() !== s0.multiples.join() || r.settings.depths.join() !== s0.depths.join() || r.settings.trials !== s0.trials) throw new ArgumentError(`--merge: the runs' settings differ (length, multiples, depths or trials): ${JSON.stringify(r.settings)} against ${JSON.stringify(s0)}`);
+    }
+    const seeds = runs.flatMap((r) => r.seeds);
+    report({ cells: runs.flatMap((r) => r.cells), layerCells: runs.flatMap((r) => r.layers), trained: runs.flatMap((r) => r.trained), T: s0.length, multiples: s0.multiples, depths: s0.depths, trials: s0.trials, seeds, boot: intFlag('bootstrap', f.bootstrap) },
+      f.json ? { json: f.json, backend: runs[0].backend, extra: { experiment: 'spot', command: commandLine(), merged: f.merge.split(','), backend: runs[0].backend, seeds, settings: s0, commands: runs.map((r) => r.command) } } : undefined);
+    return;
+  }
   const seeds = parseSeeds(f.seeds!);
   const shortT = intFlag('short-length', f['short-length'], 96), shortSteps = intFlag('short-steps', f['short-steps'], 0);
+  const longT = intFlag('long-length', f['long-length'], 0), longSteps = intFlag('long-steps', f['long-steps'], 0), longBatch = intFlag('long-batch', f['long-batch'], 0);
   const T = intFlag('length', f.length, 96), steps = intFlag('steps', f.steps, 0), batch = intFlag('batch', f.batch), lr = numberFlag('lr', f.lr, 1e-6, 1);
   const spotSteps = intFlag('spot-steps', f['spot-steps']), spotLr = numberFlag('spot-lr', f['spot-lr'], 1e-6, 1);
   const mixParts = f.mix!.split(',').map(Number);
@@ -176,7 +196,8 @@ async function main(): Promise<void> {
     contextLength: Math.max(...multiples) * T + 1, positions: 'rope' as const, attention: [{ type: 'full' as const }],
   };
   const backend = await backendFlag(f.backend!);
-  console.error(`spot experiment on ${backend.name}: seeds ${seeds.join(', ')}; teacher ${shortSteps} steps at ${shortT} then ${steps} at ${T}; selectors ${spotSteps} steps; eval at ${multiples.map((m) => `${m}×`).join(' ')} (${multiples.map((m) => m * T).join(', ')} tokens)`);
+  if (longSteps > 0 && (longT <= T || longBatch < 1)) throw new ArgumentError(`--long-length ${longT} must pass --length ${T} and --long-batch ${longBatch} be ≥ 1 where --long-steps is given`);
+  console.error(`spot experiment on ${backend.name}: seeds ${seeds.join(', ')}; teacher ${shortSteps} steps at ${shortT} then ${steps} at ${T}${longSteps > 0 ? ` then ${longSteps} at ${longT} (batch ${longBatch})` : ''}; selectors ${spotSteps} steps; eval at ${multiples.map((m) => `${m}×`).join(' ')} (${multiples.map((m) => m * T).join(', ')} tokens)`);
 
   const corpus = brownCorpus();
   const trainFiller = asciiFiller(corpus.train), evalFiller = asciiFiller(corpus.validation);
@@ -185,13 +206,14 @@ async function main(): Promise<void> {
   const layerCells: LayerCell[] = [];
   const trained: { seed: number; stage: string; run: TrainRun }[] = [];
   const teacherCfg = parseModelConfig(shape);
-  const batchesAt = (seed: number, length: number) => taskMixBatches(new BatchSampler(store, { batch, context: length, seed }), { seed, batch, length, mix: [mixParts[0], mixParts[1]], filler: trainFiller, tok });
+  const batchesAt = (seed: number, length: number, rows = batch) => taskMixBatches(new BatchSampler(store, { batch: rows, context: length, seed }), { seed, batch: rows, length, mix: [mixParts[0], mixParts[1]], filler: trainFiller, tok });
 
   for (const seed of seeds) {
     // 1. The teacher: retrieval at the short length, then the training length.
     const teacher = newModel(teacherCfg, backend, seed);
     if (shortSteps > 0) trained.push({ seed, stage: `teacher at ${shortT}`, run: await trainModel(teacher, batchesAt(seed, shortT), { steps: shortSteps, batchSize: batch, context: shortT, seed, lr, minLr: lr / 10, warmup: Math.ceil(shortSteps / 20) }, `teacher ${shortT} seed ${seed}`) });
     if (steps > 0) trained.push({ seed, stage: `teacher at ${T}`, run: await trainModel(teacher, batchesAt(seed + 1000, T), { steps, batchSize: batch, context: T, seed, lr: lr / 3, minLr: lr / 30, warmup: Math.ceil(steps / 20) }, `teacher ${T} seed ${seed}`) });
+    if (longSteps > 0) trained.push({ seed, stage: `teacher at ${longT}`, run: await trainModel(teacher, batchesAt(seed + 3000, longT, longBatch), { steps: longSteps, batchSize: longBatch, context: longT, seed, lr: lr / 3, minLr: lr / 30, warmup: Math.ceil(longSteps / 20) }, `teacher ${longT} seed ${seed}`) });
     // 2. The selectors, alone, from the frozen teacher.
     const weights = Object.fromEntries(teacher.namedParameters());
     const spot = new Decoder(spotConfig(teacherCfg, 'f16'), new ParamFactory({ backend, weights, seed, freshMissing: isComposedParameter, source: 'the teacher' }));
@@ -239,6 +261,24 @@ async function main(): Promise<void> {
   }
   store.close();
 
+  report({ cells, layerCells, trained, T, multiples, depths, trials, seeds, boot },
+    f.json ? { json: f.json, backend: backend.name, extra: {
+      experiment: 'spot', command: commandLine(), backend: backend.name, seeds,
+      settings: { shortLength: shortT, shortSteps, length: T, steps, batch, longLength: longT, longSteps, longBatch, lr, spotSteps, spotLr, mix: mixParts, multiples, depths, trials, rules: rules.map((r) => r.name), keys: keyForms, bootstrap: boot, model: shape, spot: SPOT_DEFAULTS },
+    } } : undefined);
+}
+
+/** What one run saves (--json), and what --merge reads back. */
+interface SavedRun { command: string; backend: string; seeds: number[]; settings: { length: number; multiples: number[]; depths: number[]; trials: number }; trained: { seed: number; stage: string; run: TrainRun }[]; layers: LayerCell[]; cells: Cell[] }
+
+/**
+ * The tables (accuracy per task, length, rule and keys with bootstrap SEs and the verdict against
+ * dense; per-layer budget and recall; training) over the trials of every seed given, and with `out`
+ * the JSON and the plot.
+ */
+function report(r: { cells: Cell[]; layerCells: LayerCell[]; trained: { seed: number; stage: string; run: TrainRun }[]; T: number; multiples: number[]; depths: number[]; trials: number; seeds: number[]; boot: number },
+  out?: { json: string; backend: string; extra: Record<string, unknown> }): void {
+  const { cells, layerCells, trained, T, multiples, depths, trials, seeds, boot } = r;
   // Accuracy per (keys, rule, task, multiple) over depths, trials and seeds, with bootstrap SEs; against dense, paired.
   const groups = [...new Set(cells.map((c) => `${c.keys}|${c.backend}|${c.rule}`))];
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
@@ -281,17 +321,13 @@ async function main(): Promise<void> {
   console.log('\nTraining\n');
   console.log(markdownTable(['seed', 'stage', 'steps', 'final loss', 'spotKL first → last', 'seconds'], trained.map((t) => [String(t.seed), t.stage, String(t.run.steps), t.run.loss.toFixed(3),
     t.run.terms ? `${t.run.terms.first.spotKL.toPrecision(3)} → ${t.run.terms.last.spotKL.toPrecision(3)}` : '', t.run.seconds.toFixed(1)])));
-  if (f.json) {
-    writeJson(f.json, {
-      experiment: 'spot', command: commandLine(), backend: backend.name, seeds,
-      settings: { shortLength: shortT, shortSteps, length: T, steps, batch, lr, spotSteps, spotLr, mix: mixParts, multiples, depths, trials, rules: rules.map((r) => r.name), keys: keyForms, bootstrap: boot, model: shape, spot: SPOT_DEFAULTS },
-      trained, summary, layers: layerCells, cells,
-    });
+  if (out) {
+    writeJson(out.json, { ...out.extra, trained, summary, layers: layerCells, cells });
     const series = [...new Set(summary.map((s) => `${s.task}|${s.rule}|${s.keys}|${s.backend}`))].map((k) => {
       const [task, rule, keys, be] = k.split('|');
-      return { name: `${task}, ${rule}${keys !== 'f16' ? `, ${keys}` : ''}${be !== backend.name ? ` (${be})` : ''}`, points: summary.filter((s) => `${s.task}|${s.rule}|${s.keys}|${s.backend}` === k).map((s) => [s.multiple * T, 100 * s.accuracy] as [number, number]) };
+      return { name: `${task}, ${rule}${keys !== 'f16' ? `, ${keys}` : ''}${be !== out.backend ? ` (${be})` : ''}`, points: summary.filter((s) => `${s.task}|${s.rule}|${s.keys}|${s.backend}` === k).map((s) => [s.multiple * T, 100 * s.accuracy] as [number, number]) };
     });
-    const svg = f.json.replace(/\.json$/, '') + '.svg';
+    const svg = out.json.replace(/\.json$/, '') + '.svg';
     writeText(svg, linePlot({ title: `Spot: retrieval against context (trained at ${T})`, xLabel: 'context (tokens)', yLabel: 'accuracy (%)', series, logX: true, markers: true }));
     console.error(`plot: ${svg}`);
   }
