@@ -1,0 +1,105 @@
+/**
+ * Spot's block-sparse decode step against the dense one, by the shape of the selection (issue 21):
+ * where does the masked split-K decode lose its time? At one cache length, B = 1, GQA 32/8, D = 128,
+ * f16, the same q, K and V, and masks made the way Spot makes them (Backend.flagsMaskTable over
+ * 16-token flags, the fine 16-key form unless said):
+ *
+ *   dense       no mask (FON's dense decode)
+ *   fine-all    every fine block listed (reads what dense reads)
+ *   fine-head   the first half of the blocks (50%, contiguous)
+ *   fine-rand   a random half (50%, scattered 16-key runs)
+ *   fine-rand10 a random tenth
+ *   coarse-rand a random half of 64-key blocks (listed as 64-key blocks with segment ids)
+ *
+ * Each masked form is first checked: fine-all against dense (the same keys), the others against
+ * dense attention over a compact copy of the selected keys (max |Δ| printed). Then each is timed
+ * (median of batches) and once more with every dispatch timed on the GPU (attention_decode's own time).
+ *
+ *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
+ */
+import { parseArgs } from 'node:util';
+import * as fon from '../../src/index.ts';
+import '../../src/backend/webgpu/index.ts';
+import { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import { attention, type UploadedMask } from '../../src/ops/attention.ts';
+import { flagsMaskTable } from '../../src/ops/select.ts';
+import { deviceMaskShape } from '../../src/attention/device_mask.ts';
+import { MASK_K_FINE } from '../../src/attention/block_mask.ts';
+import { timeBatched } from '../../bench/lib/report.ts';
+import { deviceRandn } from '../../bench/lib/device_data.ts';
+
+const { values: flags } = parseArgs({ options: { tokens: { type: 'string', default: '131072' } } });
+const H = 32, HKV = 8, D = 128, FINE = 16;
+
+function lcg(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+}
+
+/** The 16-token flags of a form (the query's own last block always selected). */
+function formFlags(form: string, valid: number): Int32Array {
+  const rnd = lcg(7);
+  const f = new Int32Array(valid);
+  for (let e = 0; e < valid; e++) {
+    if (form === 'fine-all') f[e] = 1;
+    else if (form === 'fine-head') f[e] = e < valid / 2 ? 1 : 0;
+    else if (form === 'fine-rand') f[e] = rnd() < 0.5 ? 1 : 0;
+    else if (form === 'fine-rand10') f[e] = rnd() < 0.1 ? 1 : 0;
+  }
+  if (form === 'coarse-rand') for (let c = 0; c < valid; c += 4) { const on = rnd() < 0.5 ? 1 : 0; for (let u = c; u < Math.min(valid, c + 4); u++) f[u] = on; }
+  f[valid - 1] = 1;
+  return f;
+}
+
+function maskOf(b: fon.Backend, form: string, t: number): { mask: UploadedMask; keys: number[] } {
+  const valid = Math.ceil(t / FINE);
+  const f = formFlags(form, valid);
+  const coarse = form.startsWith('coarse');
+  const per = coarse ? 4 : 1;
+  const table = flagsMaskTable(fon.tensor(f, [1, valid], { dtype: 'i32', backend: b }), { fine: FINE, per, tk: t, kBlocks: Math.ceil(t / (FINE * per)), kvLength: t });
+  const shape = deviceMaskShape({ batch: 1, heads: 1, tq: 1, tk: t, kvLength: t, qOffset: t - 1, causal: true, window: 0, ...(coarse ? {} : { kBlock: MASK_K_FINE }) }, Math.ceil(valid / per) + 1, { segments: true });
+  const keys: number[] = [];
+  for (let e = 0; e < valid; e++) if (f[e]) for (let j = e * FINE; j < Math.min(t, (e + 1) * FINE); j++) keys.push(j);
+  // The fine form reads its keys without segment tests (as Spot's device selection does).
+  return { mask: { ...shape, ...(coarse ? {} : { segmentOffset: 0 }), device: table }, keys };
+}
+
+async function main(): Promise<void> {
+  const b = await fon.initBackend('webgpu');
+  if (!(b instanceof WebGpuBackend)) throw new Error('webgpu only');
+  const sync = () => b.sync();
+  console.log(`Spot decode forms on ${b.caps.adapterName}: B 1, GQA ${H}/${HKV}, D ${D}, f16`);
+  for (const t of flags.tokens.split(',').map(Number)) {
+    const k = deviceRandn(b, HKV, t, D, 2), v = deviceRandn(b, HKV, t, D, 3);
+    const q = fon.randn([1, H, 1, D], { seed: 5, backend: b, dtype: 'f16' });
+    const dense = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
+    console.log(`  ${t} dense: ${dense.toFixed(3)} ms (${((4 * HKV * t * D) / dense / 1e6).toFixed(0)} GB/s of K and V)`);
+    const ref = fon.keep(attention(q, k, v, { kvLength: t }));
+    for (const form of ['fine-all', 'fine-head', 'fine-rand', 'fine-rand10', 'coarse-rand']) {
+      const { mask, keys } = maskOf(b, form, t);
+      // Check: against dense attention over the selected keys gathered into a compact cache.
+      const want = form === 'fine-all' ? ref : fon.tidy(() => {
+        const n = keys.length;
+        const idx = fon.broadcastTo(fon.tensor(Int32Array.from(keys), [1, 1, n, 1], { dtype: 'i32', backend: b }), [1, HKV, n, D]);
+        const kk = fon.gather(k, idx, 2), vv = fon.gather(v, idx, 2);
+        return attention(q, kk, vv, { kvLength: keys.length, causal: false });
+      });
+      const got = attention(q, k, v, { kvLength: t, mask });
+      const diff = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(got, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
+      const ms = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); }));
+      b.rt.startProfile();
+      for (let i = 0; i < 10; i++) fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); });
+      const prof = await b.rt.stopProfile();
+      const kernel = prof.filter((p) => p.kernel === 'attention_decode').reduce((s, p) => s + p.ms, 0) / 10;
+      const bytes = 4 * HKV * keys.length * D;
+      console.log(`  ${t} ${form.padEnd(12)} ${(100 * keys.length / t).toFixed(1).padStart(5)}% of keys: ${ms.toFixed(3)} ms (attention_decode ${kernel.toFixed(3)} ms profiled), ${(bytes / ms / 1e6).toFixed(0)} GB/s, ${(ms / dense).toFixed(2)}× dense's time; max |Δ| ${diff.toExponential(2)}`);
+      mask.device.dispose();
+      if (want !== ref) want.dispose();
+    }
+    ref.dispose();
+    for (const x of [k, v, q]) x.dispose();
+  }
+}
+
+await main();
+process.exit(0);
