@@ -102,7 +102,7 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
         return selectOnDevice(max, logMass, t - 1, rule, t);
       };
       const selectorMs = await timeBatched(sync, () => fon.tidy(() => { select(); }));
-      const chosen = fon.tidy(() => { const s = select(); return { mask: { ...s.mask, device: fon.keep(s.mask.device) }, tokens: fon.keep(s.tokens) }; });
+      const chosen = fon.tidy(() => { const s = select(); return { mask: { ...s.mask, device: fon.keep(s.mask.device) }, tokens: fon.keep(s.tokens()) }; });
       const attentionMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask: chosen.mask }); }));
       const budget = (await chosen.tokens.data())[0] / t;
       chosen.mask.device.dispose();

@@ -230,7 +230,7 @@ async function main(): Promise<void> {
     }
     for (const { keys, model, backend: be } of models) {
       const layers = spotLayers(model);
-      for (const [, l] of layers) l.measureRecall = true;
+      for (const [, l] of layers) { l.measureRecall = true; l.measureBudget = true; }
       const sparse = rules.filter((r) => keys === 'f16' || r.name !== 'dense');
       const bar = new Progress({ label: `eval ${keys} keys on ${be.name}, seed ${seed}`, total: sparse.length * multiples.length * depths.length * trials * 2, unit: 'trial' });
       for (const { name, rule } of sparse) {

@@ -8,6 +8,7 @@ import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { applyFocusTopK } from './focus.ts';
 import { applySpotRule, spotBudgetLine, spotBudgets } from './spot.ts';
+import { spotLayers } from '../attention/spot/index.ts';
 
 export const GENERATE_USAGE = `usage: fon generate --model DIR --prompt TEXT [options]
 
@@ -94,6 +95,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
   try {
     applyFocusTopK('generate', v['focus-top-k'], model);
     applySpotRule('generate', v['spot-top-p'], v['spot-top-k'], model);
+    if (v.stats) for (const [, l] of spotLayers(model)) l.measureBudget = true;
   } catch (e) {
     model.dispose();
     throw e;

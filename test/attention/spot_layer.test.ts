@@ -123,6 +123,7 @@ test('decoding steps read the selected blocks only and equal masked dense attent
     const m = layer();
     m.setRule(rule);
     m.measureRecall = true;
+    m.measureBudget = true;
     let recall = 0;
     const s = slot(2, T, m.spec);
     // The prompt is dense.

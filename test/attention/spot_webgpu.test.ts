@@ -31,6 +31,7 @@ function setup(be: Backend, rule: SpotRule, keys: 'f16' | 'int4' = 'f16') {
   const m = new SpotAttention({ type: 'spot', ...SPOT_DEFAULTS, heads: 2, dim: 32, keys }, { f: new ParamFactory({ backend: be, seed: 3 }), name: 'layers.0.attn', dims });
   m.setRule(rule);
   m.measureRecall = true;
+  m.measureBudget = true;
   const up = (shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: be });
   const inp = { x: up([2, T, C], 1), q: up([2, H, T, D], 2), k: up([2, HKV, T, D], 3), v: up([2, HKV, T, D], 4) };
   const s: LayerKv = { k: fon.zeros([2, HKV, T, D], { backend: be }), v: fon.zeros([2, HKV, T, D], { backend: be }) };

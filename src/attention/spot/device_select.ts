@@ -23,17 +23,17 @@ import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
 
 /**
  * Block scores and log-masses (B, 1, N) f32 of one query at position q (N ≥ ⌊q/16⌋ + 1 blocks) →
- * the mask of attention(q (B, H, 1, D), k, v (B, Hkv, tk, D), { kvLength: q + 1, mask }), the tokens
- * selected over the batch, (1) f32, and a function giving the selected key positions (B, tk) i32,
- * 1 where selected.
+ * the mask of attention(q (B, H, 1, D), k, v (B, Hkv, tk, D), { kvLength: q + 1, mask }), and
+ * functions giving the tokens selected over the batch, (1) f32, and the selected key positions
+ * (B, tk) i32, 1 where selected (each a few ops more: asked for only where measured).
  */
-export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: Tensor; selected: () => Tensor } {
+export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: () => Tensor; selected: () => Tensor } {
   const b = scores.shape[0], n = scores.shape[2];
   const a = selectArgs(q, rule);
   const valid = a.valid, l = q + 1;
   const flags = narrow(selectOpen(reshape(scores, [b, n]), reshape(logMass, [b, n]), { ...a, logMass: true }), 1, 0, valid); // (B, valid) i32
   // 16 tokens a selected block, less the part of each query's own block (always selected) past it.
-  const tokens = reshape(sub(mul(sum(cast(flags, 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
+  const tokens = () => reshape(sub(mul(sum(cast(flags, 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
   // A fine mask (one listed block per selected 16-token block, decode kernels only): the step reads
   // the selected keys and no others, and needs no segment test (the table's segment ids, written
   // after the lists, serve the recall figures only).

@@ -68,7 +68,7 @@ export const specRule = (s: SpotSpec): SpotRule => (s.rule === 'top-p' ? { kind:
 export interface SpotLayerStats {
   /** Query rows that selected (decoding steps and verify rows). */
   rows: number;
-  /** (2) f32 on the device: [tokens in the selected blocks, causal tokens], summed over those rows. */
+  /** With measureBudget: (2) f32 on the device, [tokens in the selected blocks, causal tokens], summed over those rows. */
   tokens?: Tensor;
   /**
    * With measureRecall: (2) f32 on the device, [Σ recall, rows], a row's recall being the share of
@@ -84,8 +84,14 @@ export class SpotAttention extends Module implements AttentionMechanism {
   rule: SpotRule;
   readonly stats: SpotLayerStats = { rows: 0 };
   /**
+   * Whether selecting rows add up their budgets (SpotLayerStats.tokens): a few small ops a step (on
+   * the device: a cast, a sum and the causal count) that a plain decode does without, so off by
+   * default; `fon generate --stats` and the experiments turn it on.
+   */
+  measureBudget = false;
+  /**
    * Whether each selecting row also measures its recall (SpotLayerStats.recall): one more pass of
-   * dense logits over the cache per row, for experiments and `--stats`, off by default.
+   * dense logits over the cache per row, for experiments, off by default.
    */
   measureRecall = false;
 
@@ -134,25 +140,26 @@ export class SpotAttention extends Module implements AttentionMechanism {
           const top = Math.max(...lm);
           return selectBlocks(pos + i, hs.subarray(at, at + own), Float64Array.from(lm, (x) => Math.exp(x - top)), this.rule).blocks;
         });
-        for (const p of picks) chosen += selectedTokens(p, pos + i + 1);
+        if (this.measureBudget) for (const p of picks) chosen += selectedTokens(p, pos + i + 1);
         const mask = spotDecodeMask(picks, pos + i + 1, tk);
         const qi = narrow(q, 2, i, 1);
         rows.push(attention(qi, cache.k, cache.v, { kvLength: pos + i + 1, mask }));
         if (this.measureRecall) this.recordRecall(qi, cache.k, pos + i, tensor(Int32Array.from(mask.table.subarray(mask.segmentOffset, mask.segmentOffset + b * tk), (s) => 1 - s), [b, tk], { dtype: 'i32', backend: q.backend }));
       }
-      selected = tensor(Float32Array.of(chosen), [1], { backend: q.backend });
+      if (this.measureBudget) selected = tensor(Float32Array.of(chosen), [1], { backend: q.backend });
     } else {
       const picks: Tensor[] = [];
       for (let i = 0; i < n; i++) {
         const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(logMass, 1, i, 1), pos + i, this.rule, tk);
-        picks.push(sel.tokens);
+        if (this.measureBudget) picks.push(sel.tokens());
         const qi = narrow(q, 2, i, 1);
         rows.push(attention(qi, cache.k, cache.v, { kvLength: pos + i + 1, mask: sel.mask }));
         if (this.measureRecall) this.recordRecall(qi, cache.k, pos + i, sel.selected());
       }
-      selected = picks.length === 1 ? picks[0] : picks.reduce((a, c) => add(a, c));
+      if (picks.length) selected = picks.length === 1 ? picks[0] : picks.reduce((a, c) => add(a, c));
     }
-    this.record(selected, q.shape[0], pos, n);
+    this.stats.rows += q.shape[0] * n;
+    if (selected) this.record(selected, q.shape[0], pos, n);
     return rows.length === 1 ? rows[0] : concat(rows, 2);
   }
 
@@ -164,7 +171,6 @@ export class SpotAttention extends Module implements AttentionMechanism {
       const prev = this.stats.tokens;
       this.stats.tokens = keep(prev ? add(prev, x) : x);
       prev?.dispose();
-      this.stats.rows += batch * n;
     });
   }
 
