@@ -14,6 +14,7 @@
  * Each masked form is first checked: fine-all against dense (the same keys), the others against
  * dense attention over a compact copy of the selected keys (max |Δ| printed). Then each is timed
  * (median of batches) and once more with every dispatch timed on the GPU (attention_decode's own time).
+ * fine-all is also timed with the kernel's source patched (PATCHES): which part of the masked form costs.
  *
  *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
  */
@@ -21,6 +22,7 @@ import { parseArgs } from 'node:util';
 import * as fon from '../../src/index.ts';
 import '../../src/backend/webgpu/index.ts';
 import { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import type { Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attention, type UploadedMask } from '../../src/ops/attention.ts';
 import { flagsMaskTable } from '../../src/ops/select.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
@@ -64,6 +66,33 @@ function maskOf(b: fon.Backend, form: string, t: number): { mask: UploadedMask; 
   return { mask: { ...shape, ...(coarse ? {} : { segmentOffset: 0 }), device: table }, keys };
 }
 
+/**
+ * Source patches of the masked split pass, for `fine-all` only (every block listed, so a virtual key
+ * is its own key): `nolist` reads no list (dkey(v) = v), `nolist-vis` also tests visibility on the
+ * virtual key as dense does. Timed beside the unpatched kernel: which part of the masked form costs.
+ */
+const PATCHES: Record<string, (src: string) => string> = {
+  nolist: (src) => must(src, /fn dkey\(v: u32\) -> u32 \{ return u32\(mask\[mask_list \+ v \/ MASK_KB\] >> 1u\) \* MASK_KB \+ v % MASK_KB; \}/, 'fn dkey(v: u32) -> u32 { return v; }'),
+  'nolist-vis': (src) => must(PATCHES.nolist(src), /visible_row\(r, jk\)/, 'visible_row(r, j)'),
+};
+
+function must(src: string, re: RegExp, to: string): string {
+  if (!re.test(src)) throw new Error(`dev/kernels/spot_decode.ts: the masked decode kernel no longer has ${re}; update the patch`);
+  return src.replace(re, to);
+}
+
+/** Runs fn with the attention_decode kernel's source patched. */
+function patched<T>(b: WebGpuBackend, tag: string, fn: () => T): T {
+  const run = b.rt.run;
+  b.rt.run = (d) => {
+    if (d.kernel.name !== 'attention_decode') return run.call(b.rt, d);
+    const base = d.kernel;
+    return run.call(b.rt, { ...d, kernel: kernelCache.get(tag) ?? kernelCache.set(tag, { name: `attention_decode_${tag}`, source: (v, caps) => PATCHES[tag](base.source(v, caps)) }).get(tag)! });
+  };
+  try { return fn(); } finally { b.rt.run = run; }
+}
+const kernelCache = new Map<string, Kernel>();
+
 async function main(): Promise<void> {
   const b = await fon.initBackend('webgpu');
   if (!(b instanceof WebGpuBackend)) throw new Error('webgpu only');
@@ -93,6 +122,14 @@ async function main(): Promise<void> {
       const kernel = prof.filter((p) => p.kernel === 'attention_decode').reduce((s, p) => s + p.ms, 0) / 10;
       const bytes = 4 * HKV * keys.length * D;
       console.log(`  ${t} ${form.padEnd(12)} ${(100 * keys.length / t).toFixed(1).padStart(5)}% of keys: ${ms.toFixed(3)} ms (attention_decode ${kernel.toFixed(3)} ms profiled), ${(bytes / ms / 1e6).toFixed(0)} GB/s, ${(ms / dense).toFixed(2)}× dense's time; max |Δ| ${diff.toExponential(2)}`);
+      if (form === 'fine-all') {
+        for (const tag of Object.keys(PATCHES)) {
+          const out = patched(b, tag, () => attention(q, k, v, { kvLength: t, mask }));
+          const d2 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(ref, 'f32'))).data()) as Float32Array));
+          const pm = await timeBatched(sync, () => patched(b, tag, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); })));
+          console.log(`  ${t}   patched ${tag.padEnd(10)}: ${pm.toFixed(3)} ms, ${(pm / dense).toFixed(2)}× dense's time; max |Δ| ${d2.toExponential(2)}`);
+        }
+      }
       mask.device.dispose();
       if (want !== ref) want.dispose();
     }
