@@ -14,7 +14,9 @@
  * Each masked form is first checked: fine-all against dense (the same keys), the others against
  * dense attention over a compact copy of the selected keys (max |Δ| printed). Then each is timed
  * (median of batches) and once more with every dispatch timed on the GPU (attention_decode's own time).
- * fine-all is also timed with the kernel's source patched (PATCHES): which part of the masked form costs.
+ * fine-all is also timed with the kernel's source patched (PATCHES): which part of the masked form costs;
+ * every fine form also in the kernel's STAGE form (DecodeTune.stageList: a step's list entries read
+ * once into workgroup memory, not once a key).
  *
  *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
  */
@@ -93,6 +95,13 @@ function patched<T>(b: WebGpuBackend, tag: string, fn: () => T): T {
 }
 const kernelCache = new Map<string, Kernel>();
 
+/** Runs fn with the split-K decode kernel in its STAGE form (DecodeTune.stageList). */
+function staged<T>(b: WebGpuBackend, fn: () => T): T {
+  const run = b.rt.run;
+  b.rt.run = (d) => run.call(b.rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, STAGE: true } } : d);
+  try { return fn(); } finally { b.rt.run = run; }
+}
+
 async function main(): Promise<void> {
   const b = await fon.initBackend('webgpu');
   if (!(b instanceof WebGpuBackend)) throw new Error('webgpu only');
@@ -122,6 +131,13 @@ async function main(): Promise<void> {
       const kernel = prof.filter((p) => p.kernel === 'attention_decode').reduce((s, p) => s + p.ms, 0) / 10;
       const bytes = 4 * HKV * keys.length * D;
       console.log(`  ${t} ${form.padEnd(12)} ${(100 * keys.length / t).toFixed(1).padStart(5)}% of keys: ${ms.toFixed(3)} ms (attention_decode ${kernel.toFixed(3)} ms profiled), ${(bytes / ms / 1e6).toFixed(0)} GB/s, ${(ms / dense).toFixed(2)}× dense's time; max |Δ| ${diff.toExponential(2)}`);
+      if (form.startsWith('fine')) {
+        // DecodeTune.stageList: the step's list entries read once into workgroup memory.
+        const out = staged(b, () => attention(q, k, v, { kvLength: t, mask }));
+        const d3 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
+        const sm = await timeBatched(sync, () => staged(b, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); })));
+        console.log(`  ${t}   staged list      : ${sm.toFixed(3)} ms, ${(sm / dense).toFixed(2)}× dense's time; max |Δ| ${d3.toExponential(2)}`);
+      }
       if (form === 'fine-all') {
         for (const tag of Object.keys(PATCHES)) {
           const out = patched(b, tag, () => attention(q, k, v, { kvLength: t, mask }));

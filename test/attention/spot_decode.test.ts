@@ -90,8 +90,20 @@ test('a fine mask (a listed block per selected 16-token block, no segment test) 
   close(await vals(fon.attention(q, k, v, { kvLength: L, mask: fineMask(cpu) })), want, 1e-5, 'cpu, fine');
     if (!gpu) return;
   for (const dtype of ['f32', 'f16'] as const) {
-    const g = inputs(gpu);
-    const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
-    close(await vals(fon.cast(fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu) }), 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, fine`);
+    for (const staged of [false, true]) {
+      const g = inputs(gpu);
+      const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
+      // staged: the experimental form that reads a step's list entries into workgroup memory (DecodeTune.stageList).
+      const out = staged ? withStagedList(gpu, () => fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu) })) : fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu) });
+      close(await vals(fon.cast(out, 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, fine${staged ? ', list staged' : ''}`);
+    }
   }
 });
+
+/** Runs fn with the split-K decode kernel's STAGE form (DecodeTune.stageList) on `be`'s dispatches. */
+function withStagedList<T>(be: Backend, fn: () => T): T {
+  const rt = (be as unknown as { rt: { run: (d: { kernel: { name: string }; variant: Record<string, unknown> }) => unknown } }).rt;
+  const run = rt.run;
+  rt.run = (d) => run.call(rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, STAGE: true } } : d);
+  try { return fn(); } finally { rt.run = run; }
+}

@@ -113,6 +113,7 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
   return {
     X: dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
     VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
+    ...(tune.stageList ? { STAGE: true } : {}),
   };
 }
 
@@ -146,9 +147,10 @@ const DECODE_GROUPS_SOFTWARE = 8;
  * them (K8 only; K's registers are free by then), `lsumOnce` (the default; false: the old form) adds each key's P to the row sums once
  * (by the invocation that owns the key) instead of once per column group, `combineCols`
  * sets the columns a combine workgroup takes and `combineUnroll` has it load four splits at once;
- * `noCombine` (timing only: out is left unwritten) skips the combine pass.
+ * `noCombine` (timing only: out is left unwritten) skips the combine pass; `stageList` (fine masks
+ * only) reads a step's list entries once into workgroup memory instead of once a key.
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys

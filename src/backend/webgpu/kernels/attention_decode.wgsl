@@ -51,9 +51,26 @@ fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
 var<private> mask_list: u32;
 #if FINE
 // FINE: listed blocks of MASK_KB < BKD / 2 keys (a fine mask: Spot's 16-token blocks), a step
-// spanning BKD / MASK_KB of them: each virtual key reads its block's entry.
+// spanning BKD / MASK_KB of them: each virtual key reads its block's entry. STAGE (experimental,
+// DecodeTune.stageList): the step's BKD / MASK_KB entries are read once into workgroup memory
+// (mask_stage, a barrier) and each key takes its block's first key from there.
+#if STAGE
+var<workgroup> Kblk: array<u32, BKD / MASK_KB>;
+var<private> step_k0: u32;
+fn mask_step(k0: u32, kend: u32) { step_k0 = k0; }
+fn mask_stage(k0: u32, kend: u32, lid: u32) {
+  if (lid < BKD / MASK_KB) {
+    let v = min(k0 + lid * MASK_KB, kend - 1u);
+    Kblk[lid] = u32(mask[mask_list + v / MASK_KB] >> 1u) * MASK_KB;
+  }
+  workgroupBarrier();
+}
+fn dkey(v: u32) -> u32 { return Kblk[(v - step_k0) / MASK_KB] + v % MASK_KB; }
+#else
 fn mask_step(k0: u32, kend: u32) {}
+fn mask_stage(k0: u32, kend: u32, lid: u32) {}
 fn dkey(v: u32) -> u32 { return u32(mask[mask_list + v / MASK_KB] >> 1u) * MASK_KB + v % MASK_KB; }
+#endif
 #else
 var<private> step_e: u32;
 var<private> step_kb: vec2<u32>;
@@ -69,6 +86,7 @@ fn mask_step(k0: u32, kend: u32) {
 
 // The key of virtual key v of the current step.
 fn dkey(v: u32) -> u32 { return select(step_kb.y, step_kb.x, v / MASK_KB == step_e) + v % MASK_KB; }
+fn mask_stage(k0: u32, kend: u32, lid: u32) {}
 #endif
 
 // The row a key's K and V are read from: a listed block may run past kvlen (the last one past tk,
@@ -133,6 +151,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var r = 0u; r < RM; r++) { dots[r] = 0.0; }
 #if MASK
     mask_step(k0, kend);
+    mask_stage(k0, kend, lid);
     let jk = dkey(min(j, kend - 1u));
     Krow[lid] = drow(jk);
     let base = kbase + drow(jk) * P.d;
