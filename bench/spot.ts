@@ -22,7 +22,7 @@
  * `--keys`: the selector keys' forms timed (INT4: each step dequantizes every cached key to f16).
  * `--model-layers N` (N > 0) also times whole decoding steps of a model (tokens/s, a token read
  * back each step as generation does): N layers of d_model 4096, GQA 32/8, D 128, SwiGLU 11008, a
- * 32000-token vocabulary, f32 weights, at each of `--model-tokens` cached tokens (K, V and selector
+ * 32000-token vocabulary, f16 weights (random, drawn on the device: bench/lib/device_data.ts deviceDraw), at each of `--model-tokens` cached tokens (K, V and selector
  * keys of random values written straight into the cache), with Spot layers (top-K 0.5 and top-p
  * 0.9, f16 keys) and with full attention (paged K/V, FON's dense decode); PyTorch is not run there.
  */
@@ -49,7 +49,7 @@ import { KvCache } from '../src/infer/kv_cache.ts';
 import { kvWrite } from '../src/ops/attention.ts';
 import { kvWritePaged } from '../src/ops/paged_attention.ts';
 import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
-import { deviceRandn, trim } from './lib/device_data.ts';
+import { deviceDraw, deviceRandn, trim } from './lib/device_data.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -131,7 +131,9 @@ interface ModelRow { tokens: number; layers: number; attention: string; msPerTok
 /** ms per decoded token of an L-layer model at t cached tokens, for Spot layers under each rule and for full attention. */
 async function timeModel(b: Backend, t: number, layers: number): Promise<ModelRow[]> {
   const base = { vocabSize: 32000, dModel: C, nLayers: layers, nHeads: H, nKvHeads: HKV, headDim: D, mlpHidden: 11008, contextLength: t + 64, positions: 'rope' as const };
-  const spot = new Decoder(parseModelConfig({ ...base, attention: [{ type: 'spot', ...SPOT_DEFAULTS }] }), new ParamFactory({ backend: b, seed: 1, dtype: 'f16' }));
+  const draws = deviceDraw(b);
+  const spot = new Decoder(parseModelConfig({ ...base, attention: [{ type: 'spot', ...SPOT_DEFAULTS }] }), new ParamFactory({ backend: b, seed: 1, dtype: 'f16', draw: draws.draw }));
+  draws.dispose();
   const dense = new Decoder(parseModelConfig({ ...base, attention: [{ type: 'full' }] }), new ParamFactory({ backend: b, dtype: 'f16', weights: Object.fromEntries(spot.namedParameters().filter(([n]) => !n.includes('.attn.spot.'))), source: 'the Spot model' }));
   const out: ModelRow[] = [];
   try {

@@ -25,3 +25,22 @@ export function deviceRandn(b: Backend, n: number, rows: number, width: number, 
  * parks its own sizes, and a later, larger run could otherwise run out of device memory.
  */
 export const trim = (b: Backend): void => (b as unknown as { rt?: { trimPool(): void } }).rt?.trimPool();
+
+/**
+ * A ParamFactory `draw` for benches of large models: one block of 2^20 f16 normals drawn on the host
+ * once, tiled on the device to each parameter's size and scaled by its std (a billion host draws
+ * would take about a minute; the bench times the model, not its values). `dispose` frees the block.
+ */
+export function deviceDraw(b: Backend): { draw: (name: string, shape: readonly number[], std: number) => Tensor; dispose(): void } {
+  const m = 1 << 20;
+  let block: Tensor | undefined;
+  return {
+    draw: (_name, shape, std) => {
+      block ??= fon.keep(fon.randn([1, m], { seed: 77, backend: b, dtype: 'f16' }));
+      const n = shape.reduce((a, x) => a * x, 1);
+      const rows = Math.ceil(n / m);
+      return fon.tidy(() => fon.mul(fon.reshape(fon.narrow(fon.reshape(fon.broadcastTo(block!, [rows, m]), [rows * m]), 0, 0, n), shape), std));
+    },
+    dispose: () => block?.dispose(),
+  };
+}

@@ -9,10 +9,12 @@ import { backendFromFlag } from './backend_flag.ts';
 import { applyFocusTopK } from './focus.ts';
 import { applySpotRule, spotBudgetLine, spotBudgets } from './spot.ts';
 import { spotLayers } from '../attention/spot/index.ts';
+import { readPrompt } from './prompt_input.ts';
 
-export const GENERATE_USAGE = `usage: fon generate --model DIR --prompt TEXT [options]
+export const GENERATE_USAGE = `usage: fon generate --model DIR (--prompt TEXT | --prompt - | --prompt-file FILE) [options]
 
-Streams a continuation of TEXT from the model in DIR: a FON checkpoint (an output directory of fon
+Streams a continuation of TEXT from the model in DIR (\`--prompt -\` reads TEXT from standard input,
+\`--prompt-file\` from a UTF-8 file: a prompt with real newlines): a FON checkpoint (an output directory of fon
 train, or one of its step-N directories) or a Hugging Face folder. A FON model's prompt follows the
 end-of-text token its training put before every document; a Hugging Face model's follows what its
 tokenizer puts first (Llama 3's <|begin_of_text|>, or nothing), special tokens written in TEXT
@@ -76,7 +78,7 @@ function samplingDefaults(g: HfGenerationDefaults | null | undefined) {
 
 export async function generateCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('generate', argv, {
-    model: { type: 'string' }, prompt: { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
+    model: { type: 'string' }, prompt: { type: 'string' }, 'prompt-file': { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
     'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
     stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, stats: { type: 'boolean' }, 'allow-non-finite': { type: 'boolean' },
     'draft-revise': { type: 'boolean' }, 'no-draft-revise': { type: 'boolean' }, 'draft-layers': { type: 'string' }, gamma: { type: 'string' },
@@ -84,7 +86,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
   });
   if (v.help) { console.log(GENERATE_USAGE); return 0; }
   const dir = requireFlag('generate', 'model', v.model);
-  if (v.prompt === undefined) requireFlag('generate', 'prompt', v.prompt);
+  const prompt = await readPrompt('generate', v.prompt, v['prompt-file']);
   if (v['draft-revise'] && v['no-draft-revise']) throw new UsageError('generate: --draft-revise and --no-draft-revise exclude each other; give one');
   const gamma = numberFlag('generate', 'gamma', v.gamma, 4, { integer: true, min: 1 });
   const draftWindow = v['draft-window'] === undefined ? undefined : numberFlag('generate', 'draft-window', v['draft-window'], 0, { integer: true, min: 1 });
@@ -128,7 +130,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
     pageRows,
     onWarning: (m: string) => console.error(`fon: warning: ${m}`),
   };
-  const r = await generate(model, tokenizer, v.prompt!, { ...opts, draftRevise, onText: (s) => process.stdout.write(s) });
+  const r = await generate(model, tokenizer, prompt, { ...opts, draftRevise, onText: (s) => process.stdout.write(s) });
   process.stdout.write('\n');
   // The speed, always (on stderr, so stdout stays the text alone); --stats adds the rest.
   console.error(`${r.ids.length} tokens after a prompt of ${r.promptTokens}, ${r.tokensPerSecond.toFixed(1)} tokens/s, stopped by ${r.stopReason}`);
@@ -143,7 +145,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
     if (r.speculative) {
       const s = r.speculative;
       console.error(`draft–revise (draft layers 0 … ${s.draftLayers - 1} of ${L}): acceptance ${(100 * s.acceptanceRate).toFixed(1)}% (${s.accepted} of ${s.drafted} drafted), ${s.meanAcceptedPerPass.toFixed(2)} tokens per verify pass over ${s.passes} passes`);
-      const plain = await generate(model, tokenizer, v.prompt!, { ...opts, draftRevise: false });
+      const plain = await generate(model, tokenizer, prompt, { ...opts, draftRevise: false });
       const same = plain.ids.length === r.ids.length && plain.ids.every((id, i) => id === r.ids[i]);
       console.error(`plain decoding of the same model: ${plain.tokensPerSecond.toFixed(1)} tokens/s; draft–revise ${r.tokensPerSecond.toFixed(1)} tokens/s (${(r.tokensPerSecond / plain.tokensPerSecond).toFixed(2)}×)${opts.temperature === 0 ? `; outputs ${same ? 'identical' : 'DIFFER'}` : ''}`);
     }

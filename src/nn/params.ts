@@ -46,6 +46,13 @@ export interface ParamFactoryOptions {
    * another shape, still fails with the ShapeError naming the tensor.
    */
   freshMissing?: (name: string) => boolean;
+  /**
+   * How a fresh normal parameter is drawn: (name, shape, std) → a tensor of that shape on `backend`
+   * (any float dtype: it is cast to the storage dtype). Default: randn on the host from
+   * hash(seed, name). Benches of large models draw on the device instead (a billion host draws
+   * take about a minute).
+   */
+  draw?: (name: string, shape: readonly number[], std: number) => Tensor;
 }
 
 export class ParamFactory {
@@ -56,6 +63,7 @@ export class ParamFactory {
   private readonly source: string;
   private readonly adopt: boolean;
   private readonly freshMissing?: (name: string) => boolean;
+  private readonly draw?: (name: string, shape: readonly number[], std: number) => Tensor;
   private readonly made = new Set<string>();
   private readonly tensors: Tensor[] = [];
   /** Names made fresh although weights were given (freshMissing), in construction order. */
@@ -69,6 +77,7 @@ export class ParamFactory {
     this.source = opts.source ?? 'weights';
     this.adopt = opts.adoptWeights ?? false;
     this.freshMissing = opts.freshMissing;
+    this.draw = opts.draw;
   }
 
   /** A trainable leaf named `name`, kept out of every tidy scope (the module owns it). */
@@ -89,8 +98,19 @@ export class ParamFactory {
   private fresh(name: string, shape: readonly number[], init: Init): Tensor {
     const opts = { backend: this.backend, dtype: this.dtype };
     if (this.weights) this.freshNames.push(name);
+    if (init.kind === 'normal' && this.draw) return this.drawn(name, shape, init.std);
     if (init.kind === 'normal') return randn(shape, { ...opts, std: init.std, seed: nameSeed(this.seed, name) });
     return full(shape, init.kind === 'ones' ? 1 : 0, opts);
+  }
+
+  /** A `draw`n parameter, checked (shape, backend, a float dtype) and cast to the storage dtype. */
+  private drawn(name: string, shape: readonly number[], std: number): Tensor {
+    const w = this.draw!(name, shape, std);
+    if (w.shape.join() !== shape.join() || w.backend !== this.backend || !w.isFloat) throw new ArgumentError(`ParamFactory: draw gave '${name}' shape [${w.shape}], dtype ${w.dtype} on '${w.backend.name}'; expected [${shape}], a float dtype on '${this.backend.name}'`);
+    if (w.dtype === this.dtype) return w;
+    const c = cast(w, this.dtype);
+    w.dispose();
+    return c;
   }
 
   private load(name: string, shape: readonly number[]): Tensor {

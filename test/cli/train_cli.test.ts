@@ -274,7 +274,8 @@ test('fon train writes log.jsonl and loss.svg at each evaluation, not only at ch
     while (Date.now() < deadline) {
       if (existsSync(join(out, 'log.jsonl'))) {
         entries = readFileSync(join(out, 'log.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-        if (entries.some((e) => 'valLoss' in e)) break;
+        // The log and the plot are written one after the other: wait for both.
+        if (entries.some((e) => 'valLoss' in e) && existsSync(join(out, 'loss.svg'))) break;
       }
       await new Promise((r) => setTimeout(r, 100));
     }

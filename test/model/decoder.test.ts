@@ -142,3 +142,29 @@ test('RoPE tables grow on demand: none at construction, 4,096 rows first, doubli
   grown.dispose();
   fresh.dispose();
 });
+
+test('ParamFactory draw: normal-initialised parameters come from the draw (cast to the storage dtype), ones and zeros and loaded weights do not; a misshapen draw is refused by name', () => {
+  const cfg = parseModelConfig({ vocabSize: 11, dModel: 8, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 4, mlpHidden: 12, contextLength: 16 });
+  const asked: string[] = [];
+  const draw = (name: string, shape: readonly number[], std: number) => { asked.push(name); return fon.full(shape, std, { backend: cpu }); };
+  const m = new Decoder(cfg, new ParamFactory({ backend: cpu, dtype: 'f16', draw }));
+  const plain = new Decoder(cfg, new ParamFactory({ backend: cpu }));
+  const named = new Map(m.namedParameters());
+  for (const [name, p] of plain.namedParameters()) {
+    const got = named.get(name)!;
+    assert.equal(got.dtype, 'f16', name);
+    const vals = Array.from(fon.cast(got, 'f32').dataSync() as Float32Array), ref = Array.from(p.dataSync() as Float32Array);
+    const constant = ref.every((x) => x === ref[0]);
+    // A normal init became one value (the draw's std); ones and zeros stay as they were, and were never asked for.
+    if (constant) { assert.deepEqual(vals, ref.map((x) => Math.fround(x)), name); assert.ok(!asked.includes(name), name); } else { assert.ok(asked.includes(name), name); assert.ok(vals.every((x) => x === vals[0] && x > 0), name); }
+  }
+  assert.ok(asked.length >= 4, `asked for ${asked.length}`);
+  // Weights given: loaded, not drawn.
+  const asked2: string[] = [];
+  const loaded = new Decoder(cfg, new ParamFactory({ backend: cpu, weights: Object.fromEntries(plain.namedParameters()), draw: (n, s, std) => { asked2.push(n); return fon.full(s, std, { backend: cpu }); } }));
+  assert.equal(asked2.length, 0);
+  loaded.dispose();
+  assert.throws(() => new Decoder(cfg, new ParamFactory({ backend: cpu, draw: (_n, s) => fon.zeros([...s, 1], { backend: cpu }) })), (e) => e instanceof fon.ArgumentError && /^ParamFactory: draw gave '[^']+' shape \[[\d,]+\], dtype f32 on 'cpu'; expected \[[\d,]+\], a float dtype on 'cpu'$/.test(e.message));
+  m.dispose();
+  plain.dispose();
+});
