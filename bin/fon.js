@@ -1,6 +1,14 @@
 #!/usr/bin/env node
-// The `fon` command: runs the TypeScript CLI through tsx (no build step).
-import { register } from 'tsx/esm/api';
+// The `fon` command. In the installed package it runs the compiled CLI (dist/); in a checkout of
+// the sources (src/ beside bin/, tsx installed) it runs the TypeScript through tsx, so that what
+// runs is what is edited and no build step stands between an edit and a run.
+import { existsSync } from 'node:fs';
 
-register();
-await import('../src/cli/main.ts');
+const src = new URL('../src/cli/main.ts', import.meta.url);
+if (existsSync(src)) {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import(src.href);
+} else {
+  await import('../dist/cli/main.js');
+}

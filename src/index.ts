@@ -1,3 +1,4 @@
+/// <reference types="@webgpu/types" preserve="true" />
 /** FON's public API: tensors, ops, autograd and backends. */
 export { FonError, ShapeError, DTypeError, UnsupportedError, DisposedError, ArgumentError, DeviceError, GradError } from './errors.ts';
 export type { DType, FloatDType } from './tensor/dtype.ts';
@@ -50,6 +51,7 @@ export { PagePool, PagedKv, defaultPageRows, checkPageRows, type PageGeometry, t
 export { Sampler, type SamplingOptions } from './infer/sampler.ts';
 export { StopMatcher } from './infer/stop_strings.ts';
 export { generate, cachedStep, generationCache, generationDtype, type GenerateOptions, type GenerateResult } from './infer/generate.ts';
+export { streamText } from './infer/stream.ts';
 export { DraftRevise, draftLayersOf, type DraftReviseOptions } from './infer/draft_revise.ts';
 export { acceptDrafts, residual, drawFrom, GammaController, SpeculativeStats, type AcceptResult, type GammaOptions, type SpeculativeStatsJSON } from './infer/speculative.ts';
 export { evaluate, type EvalResult, type EvalWindow, type EvalOptions } from './eval/perplexity.ts';

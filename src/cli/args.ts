@@ -10,7 +10,10 @@ export class UsageError extends FonError {}
 
 export type Options = NonNullable<ParseArgsConfig['options']>;
 
-export function parseFlags<O extends Options>(command: string, argv: string[], options: O) {
+/** What parseFlags returns for options O (named, so that the declarations tsc emits can name it). */
+export type ParsedFlags<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O & { help: { type: 'boolean'; short: 'h' } }; strict: true; allowPositionals: false }>>;
+
+export function parseFlags<O extends Options>(command: string, argv: string[], options: O): ParsedFlags<O> {
   try {
     return parseArgs({ args: argv, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false });
   } catch (e) {

@@ -5,14 +5,7 @@
 import { parseArgs } from 'node:util';
 import { FonError } from '../errors.ts';
 import { UsageError } from './args.ts';
-import { evalCommand } from './eval.ts';
-import { exportCommand } from './export.ts';
-import { generateCommand } from './generate.ts';
-import { infoCommand } from './info.ts';
-import { tokenizeCommand } from './tokenize.ts';
-import { trainCommand } from './train.ts';
 import { initBackend, shutdownBackends, type BackendName } from '../backend/registry.ts';
-import '../backend/webgpu/index.ts';
 
 const USAGE = `fon — language models whose attention is not quadratic
 
@@ -39,6 +32,7 @@ options:
 async function devices(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { backend: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
   if (values.help) { console.log('usage: fon devices [--backend cpu|wasm|webgpu]\n\nTries each backend and prints what it found.'); return; }
+  await import('../backend/webgpu/index.ts'); // registers the webgpu backend (loaded here, not for every command's --help)
   const names: BackendName[] = values.backend ? [values.backend as BackendName] : ['cpu', 'wasm', 'webgpu'];
   for (const n of names) {
     try {
@@ -59,8 +53,14 @@ async function main(argv: string[]): Promise<number> {
     console.log(pkg.version);
     return 0;
   }
+  // Each command's module is loaded when it runs: `fon --help` and a command's --help load only their own.
   const commands: Record<string, (argv: string[]) => Promise<number>> = {
-    train: trainCommand, generate: generateCommand, eval: evalCommand, info: infoCommand, tokenize: tokenizeCommand, export: exportCommand,
+    train: async (a) => (await import('./train.ts')).trainCommand(a),
+    generate: async (a) => (await import('./generate.ts')).generateCommand(a),
+    eval: async (a) => (await import('./eval.ts')).evalCommand(a),
+    info: async (a) => (await import('./info.ts')).infoCommand(a),
+    tokenize: async (a) => (await import('./tokenize.ts')).tokenizeCommand(a),
+    export: async (a) => (await import('./export.ts')).exportCommand(a),
     devices: async (a) => { await devices(a); return 0; },
   };
   if (cmd === 'bench') throw new UsageError("there is no 'fon bench': the benchmarks are scripts of FON's repository (npm run bench -- --help runs bench/ops.ts; bench/ holds the others)");

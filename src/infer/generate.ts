@@ -51,6 +51,11 @@ export interface GenerateOptions extends SamplingOptions {
   pageRows?: number;
   /** A page pool to take the cache's pages from (shared with other generations of the same model); default the cache's own. */
   pool?: PagePool;
+  /**
+   * Ends generation early when aborted: checked before each decoding step, so at most one more
+   * step runs; the result so far comes back with stopReason 'aborted' (nothing is thrown).
+   */
+  signal?: AbortSignal;
 }
 
 export interface GenerateResult {
@@ -58,7 +63,7 @@ export interface GenerateResult {
   /** Generated ids (without the prompt). */
   ids: number[];
   promptTokens: number;
-  stopReason: 'eos' | 'stop' | 'maxTokens' | 'context';
+  stopReason: 'eos' | 'stop' | 'maxTokens' | 'context' | 'aborted';
   /** Decode speed after the prefill. */
   tokensPerSecond: number;
   /**
@@ -137,7 +142,9 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   let organs: DraftRevise | undefined;
   try {
     if (dr) organs = new DraftRevise(model, cache, sampler, dr === true ? {} : dr, fixRow, Math.min(tok.vocabSize, cfg.vocabSize));
-    let pending = [sampler.next(await step(ids, 0), history)]; // the first token, from the prompt's last position
+    const aborted = () => opts.signal?.aborted === true;
+    let pending = aborted() ? [] : [sampler.next(await step(ids, 0), history)]; // the first token, from the prompt's last position
+    if (aborted()) stopReason = 'aborted';
     let pos = ids.length; // the position of the newest token, not yet run
     let drafted = false; // pending came from a draft–revise cycle
     t0 = performance.now();
@@ -154,7 +161,8 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
         if (out.length >= maxTokens) { done = true; break; }
       }
       if (drafted) organs!.stats.unused(pending.length - used);
-      if (done) break;
+      if (done || stopReason === 'aborted') break;
+      if (aborted()) { stopReason = 'aborted'; break; }
       if (pos >= cache.maxLength) { stopReason = 'context'; break; }
       const last = history[history.length - 1];
       if (organs) {
