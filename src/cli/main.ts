@@ -32,7 +32,7 @@ options:
 async function devices(argv: string[]): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { backend: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
   if (values.help) { console.log('usage: fon devices [--backend cpu|wasm|webgpu]\n\nTries each backend and prints what it found.'); return; }
-  await import('../backend/webgpu/index.ts'); // registers the webgpu backend (loaded here, not for every command's --help)
+  await import('./backend_flag.ts'); // registers the wasm and webgpu backends (loaded here, not for every command's --help)
   const names: BackendName[] = values.backend ? [values.backend as BackendName] : ['cpu', 'wasm', 'webgpu'];
   for (const n of names) {
     try {

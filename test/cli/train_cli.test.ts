@@ -226,6 +226,10 @@ test('fon: bad input gets one clear line and exit code 2', () => {
   assertCleanError(fon('generate', '--model', join(dir, 'nothing'), '--prompt', 'x', '--backend', 'cpu'), /no checkpoint at .*nothing: the path does not exist/);
   assertCleanError(fon('generate', '--model', join(dir, 'run'), '--prompt', 'x'.repeat(40), '--backend', 'cpu'), /prompt of 40 tokens .* context of 32 tokens/);
   assertCleanError(fon('frobnicate'), /unknown command 'frobnicate'/);
+  // fon devices tries every backend (each command's module loads only when it runs, so devices registers them itself).
+  const dev = fon('devices', '--backend', 'wasm');
+  assert.equal(dev.code, 0, dev.err);
+  assert.match(dev.out, /^wasm: ok/);
   // The command does not import the repository's benchmark scripts (they are not part of it).
   assertCleanError(fon('bench', '--help'), /^fon: there is no 'fon bench': the benchmarks are scripts of FON's repository \(npm run bench -- --help runs bench\/ops.ts/m);
   writeFileSync(join(dir, 'afile'), 'x');
