@@ -65,3 +65,4 @@ export {
 export { hfConfigToModelConfig, HF_ARCHITECTURES, type HfArchitecture, type HfModelConfig } from './io/hf/config.ts';
 export { parseGenerationConfig, type HfGenerationDefaults } from './io/hf/generation.ts';
 export { hfTokenizer } from './io/hf/tokenizer.ts';
+export { ChatTemplate, chatTemplateOf, parseMessages, type ChatMessage } from './io/hf/chat_template.ts';

@@ -1,5 +1,4 @@
 /** `fon generate`: load a checkpoint, stream a continuation of the prompt to stdout. */
-import type { HfGenerationDefaults } from '../io/hf/generation.ts';
 import { loadModel } from '../io/model_checkpoint.ts';
 import { generate } from '../infer/generate.ts';
 import { checkDraftLayers } from '../model/organs.ts';
@@ -9,12 +8,15 @@ import { backendFromFlag } from './backend_flag.ts';
 import { applyFocusTopK } from './focus.ts';
 import { applySpotRule, spotBudgetLine, spotBudgets } from './spot.ts';
 import { spotLayers } from '../attention/spot/index.ts';
-import { readPrompt } from './prompt_input.ts';
+import { chatPrompt, readMessages, readPrompt } from './prompt_input.ts';
+import { SAMPLING_FLAGS, samplingOptions } from './sampling_flags.ts';
 
-export const GENERATE_USAGE = `usage: fon generate --model DIR (--prompt TEXT | --prompt - | --prompt-file FILE) [options]
+export const GENERATE_USAGE = `usage: fon generate --model DIR (--prompt TEXT | --prompt - | --prompt-file FILE | --messages FILE.json) [options]
 
 Streams a continuation of TEXT from the model in DIR (\`--prompt -\` reads TEXT from standard input,
-\`--prompt-file\` from a UTF-8 file: a prompt with real newlines): a FON checkpoint (an output directory of fon
+\`--prompt-file\` from a UTF-8 file: a prompt with real newlines; \`--messages\` a JSON list of
+{"role", "content"} that the model's chat template turns into the prompt, the assistant's turn
+opened): a FON checkpoint (an output directory of fon
 train, or one of its step-N directories) or a Hugging Face folder. A FON model's prompt follows the
 end-of-text token its training put before every document; a Hugging Face model's follows what its
 tokenizer puts first (Llama 3's <|begin_of_text|>, or nothing), special tokens written in TEXT
@@ -57,36 +59,18 @@ options:
                      acceptance rate, tokens per verify pass and the same model's plain-decoding
                      tokens/s (a second, plain run of the same prompt)`;
 
-function topP(value: string | undefined, fallback: number): number {
-  const p = numberFlag('generate', 'top-p', value, fallback, { max: 1 });
-  if (!(p > 0)) throw new UsageError(`generate: --top-p ${JSON.stringify(value)}: expected a number in (0, 1]`);
-  return p;
-}
-
-/** Sampling defaults: FON's, or those a Hugging Face generation_config.json implies in transformers. */
-function samplingDefaults(g: HfGenerationDefaults | null | undefined) {
-  if (!g) return { maxTokens: 200, temperature: 0.8, topK: 0, topP: 1, repetitionPenalty: 1 };
-  const sample = g.doSample === true;
-  return {
-    maxTokens: g.maxNewTokens ?? 200,
-    temperature: sample ? g.temperature ?? 1 : 0,
-    topK: sample ? g.topK ?? 50 : 0,
-    topP: sample ? g.topP ?? 1 : 1,
-    repetitionPenalty: g.repetitionPenalty ?? 1,
-  };
-}
-
 export async function generateCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('generate', argv, {
-    model: { type: 'string' }, prompt: { type: 'string' }, 'prompt-file': { type: 'string' }, 'max-tokens': { type: 'string' }, temperature: { type: 'string' },
-    'top-k': { type: 'string' }, 'top-p': { type: 'string' }, 'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
+    model: { type: 'string' }, prompt: { type: 'string' }, 'prompt-file': { type: 'string' }, messages: { type: 'string' }, ...SAMPLING_FLAGS,
     stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, stats: { type: 'boolean' }, 'allow-non-finite': { type: 'boolean' },
     'draft-revise': { type: 'boolean' }, 'no-draft-revise': { type: 'boolean' }, 'draft-layers': { type: 'string' }, gamma: { type: 'string' },
     'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' }, 'focus-top-k': { type: 'string' }, 'spot-top-p': { type: 'string' }, 'spot-top-k': { type: 'string' },
   });
   if (v.help) { console.log(GENERATE_USAGE); return 0; }
   const dir = requireFlag('generate', 'model', v.model);
-  const prompt = await readPrompt('generate', v.prompt, v['prompt-file']);
+  if (v.messages !== undefined && (v.prompt !== undefined || v['prompt-file'] !== undefined)) throw new UsageError('generate: --messages excludes --prompt and --prompt-file; give one');
+  const messages = v.messages === undefined ? undefined : readMessages(v.messages);
+  const given = messages ? undefined : await readPrompt('generate', v.prompt, v['prompt-file']);
   if (v['draft-revise'] && v['no-draft-revise']) throw new UsageError('generate: --draft-revise and --no-draft-revise exclude each other; give one');
   const gamma = numberFlag('generate', 'gamma', v.gamma, 4, { integer: true, min: 1 });
   const draftWindow = v['draft-window'] === undefined ? undefined : numberFlag('generate', 'draft-window', v['draft-window'], 0, { integer: true, min: 1 });
@@ -94,6 +78,13 @@ export async function generateCommand(argv: string[]): Promise<number> {
   const backend = await backendFromFlag('generate', v.backend);
   const loaded = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'] });
   const { model, tokenizer } = loaded;
+  let prompt: string;
+  try {
+    prompt = messages ? chatPrompt('generate', dir, loaded.chatTemplate, messages) : given!;
+  } catch (e) {
+    model.dispose();
+    throw e;
+  }
   try {
     applyFocusTopK('generate', v['focus-top-k'], model);
     applySpotRule('generate', v['spot-top-p'], v['spot-top-k'], model);
@@ -115,16 +106,8 @@ export async function generateCommand(argv: string[]): Promise<number> {
     throw new UsageError(`generate: --${tuning[0]} tunes draft–revise decoding, which is off here (${v['no-draft-revise'] ? '--no-draft-revise' : 'the model has no organs'}); ${v['no-draft-revise'] ? 'drop it' : 'add --draft-layers D or drop it'}`);
   }
   const draftRevise = wantDraft ? { ...(draftLayers !== undefined ? { draftLayers } : {}), gamma, fixedGamma: v['fixed-gamma'] ?? false, ...(draftWindow !== undefined ? { draftWindow } : {}) } : false;
-  const hf = loaded.architecture !== undefined;
-  const d = samplingDefaults(loaded.generation);
   const opts = {
-    maxTokens: numberFlag('generate', 'max-tokens', v['max-tokens'], d.maxTokens, { integer: true, min: 1 }),
-    temperature: numberFlag('generate', 'temperature', v.temperature, d.temperature, { min: 0 }),
-    topK: numberFlag('generate', 'top-k', v['top-k'], d.topK, { integer: true, min: 0 }),
-    topP: topP(v['top-p'], d.topP),
-    repetitionPenalty: numberFlag('generate', 'repetition-penalty', v['repetition-penalty'], d.repetitionPenalty, {}),
-    seed: numberFlag('generate', 'seed', v.seed, 0, { integer: true, min: 0 }),
-    ...(hf ? { startIds: tokenizer.prefixIds, stopIds: loaded.generation?.eosTokenIds ?? [], specialInPrompt: true } : {}),
+    ...samplingOptions('generate', v, loaded),
     stop: v.stop,
     truncatePrompt: v.truncate,
     pageRows,

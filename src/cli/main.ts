@@ -13,7 +13,8 @@ usage: fon <command> [options]
 
 commands:
   train      train a language model (fon train --data builtin:brown --out runs/tiny)
-  generate   continue a prompt from a checkpoint
+  generate   continue a prompt from a checkpoint (--messages: a conversation, through the model's chat template)
+  chat       talk with a chat model (a Hugging Face folder with a chat template), the replies streamed
   eval       perplexity and bits per byte of a checkpoint
   info       parameters, config and KV-cache size of a checkpoint
   tokenize   the token ids of a text (FON checkpoint or Hugging Face tokenizer.json)
@@ -57,6 +58,7 @@ async function main(argv: string[]): Promise<number> {
   const commands: Record<string, (argv: string[]) => Promise<number>> = {
     train: async (a) => (await import('./train.ts')).trainCommand(a),
     generate: async (a) => (await import('./generate.ts')).generateCommand(a),
+    chat: async (a) => (await import('./chat.ts')).chatCommand(a),
     eval: async (a) => (await import('./eval.ts')).evalCommand(a),
     info: async (a) => (await import('./info.ts')).infoCommand(a),
     tokenize: async (a) => (await import('./tokenize.ts')).tokenizeCommand(a),

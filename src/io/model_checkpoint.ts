@@ -19,6 +19,7 @@ import { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { readCheckpointFile, readCheckpointText, resolveCheckpointDir, writeCheckpointDir, CheckpointError } from './checkpoint_dir.ts';
 import { isHfModelDir, loadHfModel, type HfGenerationDefaults } from './hf/load.ts';
+import type { ChatTemplate } from './hf/chat_template.ts';
 import { decodeSafetensors, safetensorsToTensors, tensorsToSafetensors } from './safetensors.ts';
 import { loadTokenizer } from './tokenizer/tokenizer.ts';
 import type { Tokenizer } from './tokenizer/tokenizer.ts';
@@ -71,6 +72,8 @@ export interface LoadedModel {
   architecture?: string;
   /** For a Hugging Face folder: generation_config.json's sampling defaults, null without one. */
   generation?: HfGenerationDefaults | null;
+  /** For a Hugging Face folder: its chat template, null without one. */
+  chatTemplate?: ChatTemplate | null;
 }
 
 function parseJsonFile(text: string, file: string): unknown {

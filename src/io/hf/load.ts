@@ -5,7 +5,8 @@
  *   model.safetensors            the weights, or sharded model-0000i-of-0000n.safetensors listed by
  *   model.safetensors.index.json   its weight_map; f32, f16 and bf16 tensors, read one at a time
  *   tokenizer.json               the tokenizer
- *   tokenizer_config.json        its eos_token (optional)
+ *   tokenizer_config.json        its eos_token and chat_template (optional)
+ *   chat_template.jinja          the chat template, preferred to tokenizer_config.json's (optional)
  *   generation_config.json       sampling defaults (optional)
  *
  * Every tensor's presence, shape and dtype is checked from the headers before any data is read;
@@ -27,6 +28,7 @@ import { SafetensorsShards } from '../safetensors_file.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { hfConfigToModelConfig, type HfArchitecture } from './config.ts';
 import { parseGenerationConfig, type HfGenerationDefaults } from './generation.ts';
+import { chatTemplateOf, type ChatTemplate } from './chat_template.ts';
 import { hfTokenizer } from './tokenizer.ts';
 import { hfWeightPlan, takeValues, type HfParamSource } from './weights.ts';
 import { parseJson } from '../json.ts';
@@ -42,6 +44,8 @@ export interface LoadedHfModel {
   architecture: HfArchitecture;
   /** generation_config.json's sampling defaults; null when the folder has none. */
   generation: HfGenerationDefaults | null;
+  /** The chat template (chat_template.jinja, or tokenizer_config.json's chat_template); null when the folder has none. */
+  chatTemplate: ChatTemplate | null;
 }
 
 const FLOAT_DTYPES = new Set(['F32', 'F16', 'BF16', 'F64']);
@@ -127,7 +131,11 @@ export async function loadHfModel(dir: string, backend: Backend, opts: LoadModel
 
   const tokFile = joinPath(dir, 'tokenizer.json');
   const tokJson = parseJsonFile(await readCheckpointText(dir, 'tokenizer.json'), tokFile);
-  const tokenizer = hfTokenizer(tokJson, await readOptionalJson(dir, 'tokenizer_config.json'), tokFile);
+  const tokConfig = await readOptionalJson(dir, 'tokenizer_config.json');
+  const tokenizer = hfTokenizer(tokJson, tokConfig, tokFile);
+  const jinjaFile = joinPath(dir, 'chat_template.jinja');
+  const jinja = await readFileIfExists(jinjaFile);
+  const chatTemplate = chatTemplateOf(tokConfig, joinPath(dir, 'tokenizer_config.json'), jinja === null ? undefined : { text: new TextDecoder().decode(jinja), source: jinjaFile });
   if (tokenizer.vocabSize > config.vocabSize) {
     throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${configFile} says vocab_size ${config.vocabSize}`);
   }
@@ -147,7 +155,7 @@ export async function loadHfModel(dir: string, backend: Backend, opts: LoadModel
   const a = opts.adapt;
   const f = new ParamFactory({ backend, weights, source: shards.source, adoptWeights: true, ...(a ? { freshMissing: a.freshMissing, seed: a.seed } : {}) });
   try {
-    return { model: new Decoder(config, f), tokenizer, config, architecture, generation };
+    return { model: new Decoder(config, f), tokenizer, config, architecture, generation, chatTemplate };
   } catch (e) {
     f.disposeMade();
     for (const t of Object.values(weights)) t.dispose(); // idempotent: frees what no parameter kept

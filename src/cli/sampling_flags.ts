@@ -1,0 +1,50 @@
+/**
+ * The sampling flags `fon generate` and `fon chat` share (--max-tokens, --temperature, --top-k,
+ * --top-p, --repetition-penalty, --seed) and their defaults: FON's, or those a Hugging Face
+ * folder's generation_config.json implies in transformers; a Hugging Face model also takes its
+ * tokenizer's prefix ids, its eos ids and special tokens in the prompt.
+ */
+import type { HfGenerationDefaults } from '../io/hf/generation.ts';
+import type { LoadedModel } from '../io/model_checkpoint.ts';
+import type { GenerateOptions } from '../infer/generate.ts';
+import { numberFlag, UsageError } from './args.ts';
+
+/** parseArgs options of the sampling flags. */
+export const SAMPLING_FLAGS = {
+  'max-tokens': { type: 'string' }, temperature: { type: 'string' }, 'top-k': { type: 'string' }, 'top-p': { type: 'string' },
+  'repetition-penalty': { type: 'string' }, seed: { type: 'string' },
+} as const;
+
+function topP(command: string, value: string | undefined, fallback: number): number {
+  const p = numberFlag(command, 'top-p', value, fallback, { max: 1 });
+  if (!(p > 0)) throw new UsageError(`${command}: --top-p ${JSON.stringify(value)}: expected a number in (0, 1]`);
+  return p;
+}
+
+/** Sampling defaults: FON's, or those a Hugging Face generation_config.json implies in transformers. */
+function samplingDefaults(g: HfGenerationDefaults | null | undefined) {
+  if (!g) return { maxTokens: 200, temperature: 0.8, topK: 0, topP: 1, repetitionPenalty: 1 };
+  const sample = g.doSample === true;
+  return {
+    maxTokens: g.maxNewTokens ?? 200,
+    temperature: sample ? g.temperature ?? 1 : 0,
+    topK: sample ? g.topK ?? 50 : 0,
+    topP: sample ? g.topP ?? 1 : 1,
+    repetitionPenalty: g.repetitionPenalty ?? 1,
+  };
+}
+
+/** The generate options the sampling flags `v` set for `loaded`. */
+export function samplingOptions(command: string, v: Partial<Record<keyof typeof SAMPLING_FLAGS, string>>, loaded: LoadedModel): GenerateOptions {
+  const d = samplingDefaults(loaded.generation);
+  const hf = loaded.architecture !== undefined;
+  return {
+    maxTokens: numberFlag(command, 'max-tokens', v['max-tokens'], d.maxTokens, { integer: true, min: 1 }),
+    temperature: numberFlag(command, 'temperature', v.temperature, d.temperature, { min: 0 }),
+    topK: numberFlag(command, 'top-k', v['top-k'], d.topK, { integer: true, min: 0 }),
+    topP: topP(command, v['top-p'], d.topP),
+    repetitionPenalty: numberFlag(command, 'repetition-penalty', v['repetition-penalty'], d.repetitionPenalty, {}),
+    seed: numberFlag(command, 'seed', v.seed, 0, { integer: true, min: 0 }),
+    ...(hf ? { startIds: loaded.tokenizer.prefixIds, stopIds: loaded.generation?.eosTokenIds ?? [], specialInPrompt: true } : {}),
+  };
+}
