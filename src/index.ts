@@ -52,6 +52,7 @@ export { Sampler, type SamplingOptions } from './infer/sampler.ts';
 export { StopMatcher } from './infer/stop_strings.ts';
 export { generate, cachedStep, generationCache, generationDtype, type GenerateOptions, type GenerateResult } from './infer/generate.ts';
 export { streamText } from './infer/stream.ts';
+export { LanguageModel, samplingDefaults, type LanguageModelParts } from './infer/language_model.ts';
 export { DraftRevise, draftLayersOf, type DraftReviseOptions } from './infer/draft_revise.ts';
 export { acceptDrafts, residual, drawFrom, GammaController, SpeculativeStats, type AcceptResult, type GammaOptions, type SpeculativeStatsJSON } from './infer/speculative.ts';
 export { evaluate, type EvalResult, type EvalWindow, type EvalOptions } from './eval/perplexity.ts';

@@ -3,6 +3,7 @@
  * token stores. Everything in src/index.ts is here too; the browser imports src/index.ts only.
  */
 export * from './index.ts';
+export { load } from './io/load.ts';
 export { saveCheckpoint, loadModel, loadTrainerState, type LoadedModel, type TrainerState } from './io/model_checkpoint.ts';
 export { writeCheckpointDir, resolveCheckpointDir, CheckpointError } from './io/checkpoint_dir.ts';
 export { SafetensorsFile, SafetensorsShards } from './io/safetensors_file.ts';

@@ -4,9 +4,9 @@
  * folder's generation_config.json implies in transformers; a Hugging Face model also takes its
  * tokenizer's prefix ids, its eos ids and special tokens in the prompt.
  */
-import type { HfGenerationDefaults } from '../io/hf/generation.ts';
 import type { LoadedModel } from '../io/model_checkpoint.ts';
 import type { GenerateOptions } from '../infer/generate.ts';
+import { samplingDefaults } from '../infer/language_model.ts';
 import { numberFlag, UsageError } from './args.ts';
 
 /** parseArgs options of the sampling flags. */
@@ -19,19 +19,6 @@ function topP(command: string, value: string | undefined, fallback: number): num
   const p = numberFlag(command, 'top-p', value, fallback, { max: 1 });
   if (!(p > 0)) throw new UsageError(`${command}: --top-p ${JSON.stringify(value)}: expected a number in (0, 1]`);
   return p;
-}
-
-/** Sampling defaults: FON's, or those a Hugging Face generation_config.json implies in transformers. */
-function samplingDefaults(g: HfGenerationDefaults | null | undefined) {
-  if (!g) return { maxTokens: 200, temperature: 0.8, topK: 0, topP: 1, repetitionPenalty: 1 };
-  const sample = g.doSample === true;
-  return {
-    maxTokens: g.maxNewTokens ?? 200,
-    temperature: sample ? g.temperature ?? 1 : 0,
-    topK: sample ? g.topK ?? 50 : 0,
-    topP: sample ? g.topP ?? 1 : 1,
-    repetitionPenalty: g.repetitionPenalty ?? 1,
-  };
 }
 
 /** The generate options the sampling flags `v` set for `loaded`. */
