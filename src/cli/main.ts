@@ -15,6 +15,7 @@ commands:
   train      train a language model (fon train --data builtin:brown --out runs/tiny)
   generate   continue a prompt from a checkpoint (--messages: a conversation, through the model's chat template)
   chat       talk with a chat model (a Hugging Face folder with a chat template), the replies streamed
+  serve      OpenAI's API (/v1/completions, /v1/chat/completions, streaming) over a model folder
   eval       perplexity and bits per byte of a checkpoint
   info       parameters, config and KV-cache size of a checkpoint
   tokenize   the token ids of a text (FON checkpoint or Hugging Face tokenizer.json)
@@ -59,6 +60,7 @@ async function main(argv: string[]): Promise<number> {
     train: async (a) => (await import('./train.ts')).trainCommand(a),
     generate: async (a) => (await import('./generate.ts')).generateCommand(a),
     chat: async (a) => (await import('./chat.ts')).chatCommand(a),
+    serve: async (a) => (await import('./serve.ts')).serveCommand(a),
     eval: async (a) => (await import('./eval.ts')).evalCommand(a),
     info: async (a) => (await import('./info.ts')).infoCommand(a),
     tokenize: async (a) => (await import('./tokenize.ts')).tokenizeCommand(a),

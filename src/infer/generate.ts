@@ -56,6 +56,8 @@ export interface GenerateOptions extends SamplingOptions {
    * step runs; the result so far comes back with stopReason 'aborted' (nothing is thrown).
    */
   signal?: AbortSignal;
+  /** Awaited before each decoding step after the first token: a caller's pacing (streamText holds generation back while its reader is behind). */
+  beforeStep?: () => Promise<void>;
 }
 
 export interface GenerateResult {
@@ -162,6 +164,7 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
       }
       if (drafted) organs!.stats.unused(pending.length - used);
       if (done || stopReason === 'aborted') break;
+      if (opts.beforeStep) await opts.beforeStep();
       if (aborted()) { stopReason = 'aborted'; break; }
       if (pos >= cache.maxLength) { stopReason = 'context'; break; }
       const last = history[history.length - 1];

@@ -68,6 +68,19 @@ test('an AbortSignal ends generation: before it starts (nothing produced) and du
   assert.equal(pieces.join(''), result.text);
 });
 
+test('generation keeps pace with the reader, and an abort while the reader is away ends it', async () => {
+  let produced = 0;
+  const ac = new AbortController();
+  const it = streamText(m, tok, 'The ', { ...noEos, signal: ac.signal, onText: () => { produced++; } });
+  await it.next();
+  await new Promise((r) => setTimeout(r, 50));
+  assert.ok(produced <= 3, `${produced} pieces made while the reader took 1`);
+  ac.abort();
+  const rest = await drain(it);
+  assert.equal(rest.result.stopReason, 'aborted');
+  assert.ok(rest.result.ids.length <= 4, `${rest.result.ids.length} tokens`);
+});
+
 test('an error inside generation comes out of the loop', async () => {
   await assert.rejects(async () => { for await (const _ of streamText(m, tok, 'x', { maxTokens: 0 })) { /* nothing */ } }, (e) => e instanceof fon.ArgumentError && /maxTokens 0 must be a positive integer/.test(e.message));
 });

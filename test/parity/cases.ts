@@ -645,6 +645,10 @@ export const NOT_OPS: Readonly<Record<string, string>> = {
   blockMaskFromLists: 'block masks: test/attention/block_mask.test.ts',
   // Not tensor ops: the language-model layers above them, tested in their own files.
   byteTokenizer: 'tokenizer: test/io/tokenizer.test.ts',
+  chatTemplateOf: 'chat templates: test/io/chat_template.test.ts',
+  parseMessages: 'chat templates: test/io/chat_template.test.ts',
+  samplingDefaults: 'generation defaults: test/infer/language_model.test.ts',
+  streamText: 'streaming generation: test/infer/stream.test.ts',
   trainBpe: 'tokenizer: test/io/tokenizer_train.test.ts',
   loadTokenizer: 'tokenizer: test/io/tokenizer_hf.test.ts',
   parseTokenizer: 'tokenizer: test/io/tokenizer.test.ts',

@@ -1,0 +1,45 @@
+/**
+ * `fon serve`: OpenAI's API over a model folder (serve/server.ts), until Ctrl-C.
+ */
+import { basename } from 'node:path';
+import { load } from '../io/load.ts';
+import { createFonServer } from '../serve/server.ts';
+import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
+
+export const SERVE_USAGE = `usage: fon serve --model DIR [--host 127.0.0.1] [--port 8080] [--name NAME] [--max-queue 64] [--backend auto]
+
+Serves the model in DIR (a FON checkpoint or a Hugging Face folder) with OpenAI's API:
+  GET  /health, GET /v1/models
+  POST /v1/completions        {"model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "stream"}
+  POST /v1/chat/completions   {"model", "messages", …} through the model's chat template
+stream: true sends server-sent events. Requests generate one at a time in arrival order; --max-queue
+of them may wait (more get a 429). The model's name is --name (default: DIR's last part). Ctrl-C
+stops the server.`;
+
+export async function serveCommand(argv: string[]): Promise<number> {
+  const { values: v } = parseFlags('serve', argv, { model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, name: { type: 'string' }, 'max-queue': { type: 'string' }, backend: { type: 'string' } });
+  if (v.help) { console.log(SERVE_USAGE); return 0; }
+  const dir = requireFlag('serve', 'model', v.model);
+  const port = numberFlag('serve', 'port', v.port, 8080, { integer: true, min: 0, max: 65535 });
+  const maxQueue = numberFlag('serve', 'max-queue', v['max-queue'], 64, { integer: true, min: 1 });
+  const host = v.host ?? '127.0.0.1';
+  const backend = v.backend ?? 'auto';
+  if (!['auto', 'cpu', 'wasm', 'webgpu'].includes(backend)) throw new UsageError(`serve: --backend ${JSON.stringify(backend)}: expected one of auto, cpu, wasm, webgpu`);
+  const lm = await load(dir, { backend: backend as 'auto' });
+  const name = v.name ?? basename(dir.replace(/\/+$/, ''));
+  const server = createFonServer(lm, { name, maxQueue });
+  try {
+    await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(port, host, resolve); });
+  } catch (e) {
+    lm.dispose();
+    throw new UsageError(`serve: cannot listen on ${host}:${port}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  const addr = server.address();
+  const at = typeof addr === 'object' && addr ? `http://${host}:${addr.port}` : String(addr);
+  console.error(`fon serve: '${name}' at ${at} (OpenAI API under ${at}/v1); Ctrl-C stops`);
+  await new Promise<void>((resolve) => process.once('SIGINT', resolve).once('SIGTERM', resolve));
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  lm.dispose();
+  return 0;
+}

@@ -1,0 +1,88 @@
+/**
+ * The bodies of OpenAI's /v1/completions and /v1/chat/completions requests that `fon serve`
+ * takes, checked field by field: a field of the wrong type or out of range, a missing prompt or
+ * message list, `n` other than 1 and `logprobs` (not served yet) are RequestErrors that name the
+ * field, which the server sends back as a 400 in OpenAI's error shape. Fields FON does not use
+ * (user, presence_penalty, …) are accepted and ignored, as OpenAI-compatible servers do.
+ */
+import { parseMessages, type ChatMessage } from '../io/hf/chat_template.ts';
+import { FonError, showValue } from '../errors.ts';
+
+/** A bad request: its HTTP status, OpenAI's error type, the field at fault and the message. */
+export class RequestError extends FonError {
+  constructor(message: string, readonly status = 400, readonly param: string | null = null, readonly code: string | null = null, readonly type = 'invalid_request_error') {
+    super(message);
+  }
+}
+
+/** What both endpoints share. */
+export interface SamplingRequest {
+  model: string;
+  maxTokens?: number;
+  temperature?: number;
+  topP?: number;
+  seed?: number;
+  stop: string[];
+  stream: boolean;
+}
+
+export interface CompletionRequest extends SamplingRequest { prompt: string }
+export interface ChatRequest extends SamplingRequest { messages: ChatMessage[] }
+
+function fail(param: string, want: string, got: unknown): never {
+  throw new RequestError(`'${param}': expected ${want}; got ${showValue(got)}`, 400, param);
+}
+
+function body(json: unknown): Record<string, unknown> {
+  if (!json || typeof json !== 'object' || Array.isArray(json)) throw new RequestError(`the request body must be a JSON object; got ${showValue(json)}`);
+  return json as Record<string, unknown>;
+}
+
+function optNumber(b: Record<string, unknown>, key: string, check: (x: number) => boolean, want: string): number | undefined {
+  const v = b[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v) || !check(v)) fail(key, want, v);
+  return v;
+}
+
+function sampling(b: Record<string, unknown>, maxKey: string): SamplingRequest {
+  if (typeof b.model !== 'string' || b.model === '') fail('model', 'the served model\'s name (GET /v1/models)', b.model);
+  const n = optNumber(b, 'n', (x) => x === 1, '1 (one choice a request)');
+  void n;
+  if (b.logprobs !== undefined && b.logprobs !== null && b.logprobs !== false) throw new RequestError("'logprobs': not served yet", 400, 'logprobs');
+  const stream = b.stream ?? false;
+  if (typeof stream !== 'boolean') fail('stream', 'a boolean', stream);
+  const stopRaw = b.stop ?? [];
+  const stop = typeof stopRaw === 'string' ? [stopRaw] : stopRaw;
+  if (!Array.isArray(stop) || stop.length > 4 || !stop.every((s) => typeof s === 'string' && s !== '')) fail('stop', 'a non-empty string or a list of at most 4', stopRaw);
+  const maxTokens = optNumber(b, maxKey, (x) => Number.isInteger(x) && x >= 1, 'an integer ≥ 1') ?? optNumber(b, 'max_tokens', (x) => Number.isInteger(x) && x >= 1, 'an integer ≥ 1');
+  return {
+    model: b.model as string,
+    maxTokens,
+    temperature: optNumber(b, 'temperature', (x) => x >= 0 && x <= 2, 'a number in [0, 2]'),
+    topP: optNumber(b, 'top_p', (x) => x > 0 && x <= 1, 'a number in (0, 1]'),
+    seed: optNumber(b, 'seed', (x) => Number.isInteger(x) && x >= 0, 'an integer ≥ 0'),
+    stop: stop as string[],
+    stream,
+  };
+}
+
+/** A /v1/completions body. */
+export function completionRequest(json: unknown): CompletionRequest {
+  const b = body(json);
+  const prompt = Array.isArray(b.prompt) && b.prompt.length === 1 ? b.prompt[0] : b.prompt;
+  if (typeof prompt !== 'string') fail('prompt', 'a string (or a list of one)', b.prompt);
+  return { ...sampling(b, 'max_tokens'), prompt };
+}
+
+/** A /v1/chat/completions body. */
+export function chatRequest(json: unknown): ChatRequest {
+  const b = body(json);
+  let messages: ChatMessage[];
+  try {
+    messages = parseMessages(b.messages, "'messages'");
+  } catch (e) {
+    throw new RequestError((e as Error).message, 400, 'messages');
+  }
+  return { ...sampling(b, 'max_completion_tokens'), messages };
+}

@@ -1,0 +1,162 @@
+/**
+ * `fon serve`'s HTTP server (node:http): OpenAI's API over one LanguageModel —
+ *   GET  /health                 {"status": "ok"}
+ *   GET  /v1/models              the served model
+ *   POST /v1/completions         a text completion (stream: server-sent events)
+ *   POST /v1/chat/completions    a chat completion through the model's chat template (stream likewise)
+ * Requests generate one at a time, in arrival order (a queue of at most `maxQueue` waiting; past it
+ * a 429); a client that disconnects, waiting or streaming, ends its generation. Every malformed
+ * request (bad JSON, a field of the wrong type, a prompt past the context, an unknown model name or
+ * path) gets a 4xx in OpenAI's error shape, {"error": {"message", "type", "param", "code"}}; the
+ * server keeps serving.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { FonError } from '../errors.ts';
+import type { LanguageModel } from '../infer/language_model.ts';
+import type { GenerateOptions, GenerateResult } from '../infer/generate.ts';
+import { chatRequest, completionRequest, RequestError, type SamplingRequest } from './openai_requests.ts';
+
+export interface ServeOptions {
+  /** The model's name in /v1/models and in requests' `model`. */
+  name: string;
+  /** Requests that may wait for their turn (default 64); more get a 429. */
+  maxQueue?: number;
+  /** Bytes a request body may have (default 4 MiB); more get a 413. */
+  maxBodyBytes?: number;
+}
+
+const json = (res: ServerResponse, status: number, value: unknown) => {
+  const text = JSON.stringify(value);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+};
+
+function sendError(res: ServerResponse, e: RequestError): void {
+  json(res, e.status, { error: { message: e.message, type: e.type, param: e.param, code: e.code } });
+}
+
+async function readBody(req: IncomingMessage, limit: number): Promise<unknown> {
+  const parts: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    n += chunk.length;
+    if (n > limit) throw new RequestError(`the request body passes ${limit} bytes`, 413);
+    parts.push(chunk);
+  }
+  const text = Buffer.concat(parts).toString('utf8');
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new RequestError(`the request body is not JSON: ${(e as Error).message}`);
+  }
+}
+
+/** OpenAI's finish_reason for a stop reason. */
+const finishReason = (r: GenerateResult['stopReason']) => (r === 'maxTokens' || r === 'context' ? 'length' : 'stop');
+
+export function createFonServer(lm: LanguageModel, o: ServeOptions): Server {
+  const maxQueue = o.maxQueue ?? 64, maxBody = o.maxBodyBytes ?? 4 << 20;
+  let tail: Promise<void> = Promise.resolve();
+  let waiting = 0;
+  let counter = 0;
+
+  /** Runs `job` when the requests before it are done; a 429 when the queue is full. */
+  function enqueue<T>(job: () => Promise<T>): Promise<T> {
+    if (waiting >= maxQueue) throw new RequestError(`${waiting} requests are already waiting; try again later`, 429, null, 'rate_limit_exceeded', 'rate_limit_error');
+    waiting++;
+    const run = tail.then(() => { waiting--; return job(); });
+    tail = run.then(() => {}, () => {});
+    return run;
+  }
+
+  function options(r: SamplingRequest, signal: AbortSignal, maxDefault: number | undefined): GenerateOptions {
+    return {
+      ...(r.maxTokens !== undefined ? { maxTokens: r.maxTokens } : maxDefault !== undefined ? { maxTokens: maxDefault } : {}),
+      ...(r.temperature !== undefined ? { temperature: r.temperature } : {}),
+      ...(r.topP !== undefined ? { topP: r.topP } : {}),
+      seed: r.seed ?? Math.floor(Math.random() * 2 ** 31),
+      stop: r.stop,
+      signal,
+    };
+  }
+
+  async function complete(req: IncomingMessage, res: ServerResponse, chat: boolean): Promise<void> {
+    const raw = await readBody(req, maxBody);
+    const r = chat ? chatRequest(raw) : completionRequest(raw);
+    if (r.model !== o.name) throw new RequestError(`the model '${r.model}' does not exist here; this server serves '${o.name}'`, 404, 'model', 'model_not_found');
+    let prompt: string;
+    try {
+      prompt = 'messages' in r ? lm.chatPrompt(r.messages) : r.prompt;
+    } catch (e) {
+      throw new RequestError((e as Error).message, 400, 'messages');
+    }
+    const abort = new AbortController();
+    res.on('close', () => { if (!res.writableFinished) abort.abort(); });
+    const id = `${chat ? 'chatcmpl' : 'cmpl'}-${++counter}`, created = Math.floor(Date.now() / 1000);
+    // OpenAI's completions default to 16 tokens; chat to the model's own default.
+    const opts = options(r, abort.signal, chat ? undefined : 16);
+    await enqueue(async () => {
+      if (abort.signal.aborted) return;
+      if (!r.stream) {
+        const g = await generateOrBadRequest(() => lm.generate(prompt, opts));
+        const usage = { prompt_tokens: g.promptTokens, completion_tokens: g.ids.length, total_tokens: g.promptTokens + g.ids.length };
+        json(res, 200, chat
+          ? { id, object: 'chat.completion', created, model: o.name, choices: [{ index: 0, message: { role: 'assistant', content: g.text }, finish_reason: finishReason(g.stopReason), logprobs: null }], usage }
+          : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: g.text, finish_reason: finishReason(g.stopReason), logprobs: null }], usage });
+        return;
+      }
+      const it = lm.stream(prompt, opts);
+      // The first piece (or the end) before the headers: a prompt past the context is still a 400.
+      let next = await generateOrBadRequest(() => it.next());
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+      const send = (v: unknown) => res.write(`data: ${JSON.stringify(v)}\n\n`);
+      const chunk = (piece: string, finish: string | null, first: boolean) => (chat
+        ? { id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index: 0, delta: finish ? {} : { ...(first ? { role: 'assistant' } : {}), content: piece }, finish_reason: finish, logprobs: null }] }
+        : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: piece, finish_reason: finish, logprobs: null }] });
+      let first = true;
+      while (!next.done) {
+        send(chunk(next.value, null, first));
+        first = false;
+        next = await it.next();
+      }
+      if (!abort.signal.aborted) {
+        send(chunk('', finishReason(next.value.stopReason), first));
+        res.write('data: [DONE]\n\n');
+      }
+      res.end();
+    });
+  }
+
+  return createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    const route = async () => {
+      if (path === '/health') { if (req.method !== 'GET') throw notAllowed(req); json(res, 200, { status: 'ok' }); return; }
+      if (path === '/v1/models') { if (req.method !== 'GET') throw notAllowed(req); json(res, 200, { object: 'list', data: [{ id: o.name, object: 'model', created: 0, owned_by: 'fon' }] }); return; }
+      if (path === '/v1/completions' || path === '/v1/chat/completions') {
+        if (req.method !== 'POST') throw notAllowed(req);
+        await complete(req, res, path === '/v1/chat/completions');
+        return;
+      }
+      throw new RequestError(`no route ${req.method} ${path}: this server has GET /health, GET /v1/models, POST /v1/completions and POST /v1/chat/completions`, 404, null, 'not_found');
+    };
+    route().catch((e) => {
+      if (res.headersSent) { res.end(); return; }
+      if (e instanceof RequestError) sendError(res, e);
+      else sendError(res, new RequestError(`internal error: ${(e as Error)?.message ?? String(e)}`, 500, null, null, 'server_error'));
+    });
+  });
+}
+
+function notAllowed(req: IncomingMessage): RequestError {
+  return new RequestError(`method ${req.method} is not allowed here`, 405, null, 'method_not_allowed');
+}
+
+/** Runs a generation; FON's own errors (a prompt past the context, a bad option) become 400s. */
+async function generateOrBadRequest<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof FonError && !(e instanceof RequestError)) throw new RequestError(e.message, 400);
+    throw e;
+  }
+}

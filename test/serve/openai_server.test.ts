@@ -1,0 +1,148 @@
+/**
+ * `fon serve`'s server (serve/server.ts) through OpenAI's official npm client on loopback: the
+ * model list; completions and chat completions equal to the library's greedy generate and chat;
+ * streamed ones whose pieces join to the same text, ending with a finish reason; an aborted stream
+ * that leaves the server serving; a full queue answered 429; and every malformed request a 4xx in
+ * OpenAI's error shape (wrong model, out-of-range fields, logprobs, a prompt past the context,
+ * bad JSON, unknown paths and methods).
+ * Run: node --import tsx --test test/serve/openai_server.test.ts
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { load } from '../../src/io/load.ts';
+import type { LanguageModel } from '../../src/infer/language_model.ts';
+import type { GenerateResult } from '../../src/infer/generate.ts';
+import { createFonServer } from '../../src/serve/server.ts';
+import { CHATML } from '../io/chat_fixtures.ts';
+
+const FIXTURE = join(import.meta.dirname, '../fixtures/hf/qwen3');
+const NAME = 'qwen3-chat';
+let dir = '', lm: LanguageModel, server: Server, base = '', client: OpenAI;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'fon-serve-'));
+  const model = join(dir, NAME);
+  mkdirSync(model);
+  for (const f of readdirSync(FIXTURE)) (f.endsWith('.safetensors') ? symlinkSync : copyFileSync)(join(FIXTURE, f), join(model, f));
+  writeFileSync(join(model, 'tokenizer_config.json'), JSON.stringify({ ...JSON.parse(readFileSync(join(FIXTURE, 'tokenizer_config.json'), 'utf8')), chat_template: CHATML }));
+  lm = await load(model, { backend: 'cpu' });
+  server = createFonServer(lm, { name: NAME, maxQueue: 1 });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+
+after(async () => {
+  server.closeAllConnections();
+  await new Promise<void>((r) => server.close(() => r()));
+  lm.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const greedy = { max_tokens: 6, temperature: 0 };
+const messages = [{ role: 'user' as const, content: 'Hello' }];
+
+test('models, completions and chat completions equal the library\'s greedy generate and chat', async () => {
+  const models = await client.models.list();
+  assert.deepEqual(models.data.map((m) => m.id), [NAME]);
+  const c = await client.completions.create({ model: NAME, prompt: 'The capital of', ...greedy });
+  const want = await lm.generate('The capital of', { maxTokens: 6, temperature: 0 });
+  assert.equal(c.choices[0].text, want.text);
+  assert.equal(c.choices[0].finish_reason, want.stopReason === 'maxTokens' ? 'length' : 'stop');
+  assert.deepEqual(c.usage, { prompt_tokens: want.promptTokens, completion_tokens: want.ids.length, total_tokens: want.promptTokens + want.ids.length });
+  const ch = await client.chat.completions.create({ model: NAME, messages, ...greedy });
+  const wantChat = await lm.chat(messages, { maxTokens: 6, temperature: 0 });
+  assert.equal(ch.choices[0].message.role, 'assistant');
+  assert.equal(ch.choices[0].message.content, wantChat.text);
+  assert.equal(ch.object, 'chat.completion');
+});
+
+test('streamed completions and chat completions join to the same text and end with a finish reason', async () => {
+  const full = await client.chat.completions.create({ model: NAME, messages, ...greedy });
+  const stream = await client.chat.completions.create({ model: NAME, messages, ...greedy, stream: true });
+  let text = '', finish: string | null = null, roles = 0;
+  for await (const chunk of stream) {
+    text += chunk.choices[0].delta.content ?? '';
+    if (chunk.choices[0].delta.role) roles++;
+    finish = chunk.choices[0].finish_reason ?? finish;
+  }
+  assert.equal(text, full.choices[0].message.content);
+  assert.equal(roles, 1);
+  assert.equal(finish, full.choices[0].finish_reason);
+  const fullC = await client.completions.create({ model: NAME, prompt: 'The capital of', ...greedy });
+  let textC = '';
+  for await (const chunk of await client.completions.create({ model: NAME, prompt: 'The capital of', ...greedy, stream: true })) textC += chunk.choices[0].text;
+  assert.equal(textC, fullC.choices[0].text);
+});
+
+test('an aborted stream ends its generation on the server; a full queue is answered 429; the server keeps serving', async () => {
+  // Watch the server's streamed generations end (their results' stop reasons), each piece 10 ms
+  // apart so that this tiny model's generation is still running when the other requests come.
+  const stream = lm.stream.bind(lm);
+  const ended: GenerateResult[] = [];
+  lm.stream = (prompt, opts) => (async function* () {
+    const g = stream(prompt, opts);
+    for (;;) {
+      const n = await g.next();
+      if (n.done) { ended.push(n.value); return n.value; }
+      await new Promise((r) => setTimeout(r, 10));
+      yield n.value;
+    }
+  })();
+  const long = await client.completions.create({ model: NAME, prompt: 'Once upon a time', max_tokens: 60, temperature: 0, stream: true });
+  const it = long[Symbol.asyncIterator]();
+  await it.next(); // the first piece: the generation is running
+  // One request may wait (maxQueue 1); a second is refused.
+  const waiting = client.completions.create({ model: NAME, prompt: 'A', ...greedy });
+  await new Promise((r) => setTimeout(r, 20));
+  await assert.rejects(client.completions.create({ model: NAME, prompt: 'B', ...greedy }), (e) => e instanceof OpenAI.APIError && e.status === 429 && e.type === 'rate_limit_error');
+  long.controller.abort();
+  try { while (!(await it.next()).done); } catch (e) { assert.ok(e instanceof OpenAI.APIUserAbortError, String(e)); }
+  assert.equal((await waiting).choices.length, 1); // runs once the aborted one has ended
+  lm.stream = stream;
+  assert.equal(ended.length, 1);
+  assert.equal(ended[0].stopReason, 'aborted');
+  assert.ok(ended[0].ids.length < 60, `${ended[0].ids.length} tokens`);
+  const again = await client.completions.create({ model: NAME, prompt: 'The capital of', ...greedy });
+  assert.equal(again.choices[0].text, (await lm.generate('The capital of', { maxTokens: 6, temperature: 0 })).text);
+});
+
+test('malformed requests get 4xx errors in OpenAI\'s shape, naming the field', async () => {
+  const bad = async (p: Promise<unknown>, status: number, param: string | null, message: RegExp) => {
+    await assert.rejects(p, (e) => {
+      assert.ok(e instanceof OpenAI.APIError, String(e));
+      assert.equal(e.status, status);
+      assert.equal(e.param ?? null, param);
+      assert.match(e.message, message);
+      return true;
+    });
+  };
+  await bad(client.completions.create({ model: 'gpt-9', prompt: 'x', ...greedy }), 404, 'model', /the model 'gpt-9' does not exist here; this server serves 'qwen3-chat'/);
+  await bad(client.completions.create({ model: NAME, prompt: 'x', max_tokens: 6, temperature: 5 }), 400, 'temperature', /'temperature': expected a number in \[0, 2\]; got 5/);
+  await bad(client.completions.create({ model: NAME, prompt: 'x', max_tokens: 0 }), 400, 'max_tokens', /'max_tokens': expected an integer ≥ 1; got 0/);
+  await bad(client.completions.create({ model: NAME, prompt: 'x', ...greedy, logprobs: 2 }), 400, 'logprobs', /'logprobs': not served yet/);
+  await bad(client.completions.create({ model: NAME, prompt: 'x', ...greedy, n: 3 }), 400, 'n', /'n': expected 1/);
+  await bad(client.chat.completions.create({ model: NAME, messages: [{ role: 'user', content: 7 as unknown as string }], ...greedy }), 400, 'messages', /message 0: "content" must be a string; got 7/);
+  await bad(client.completions.create({ model: NAME, prompt: 'word '.repeat(2000), ...greedy }), 400, null, /leaves no room in the context/);
+  await bad(client.completions.create({ model: NAME, prompt: 'word '.repeat(2000), ...greedy, stream: true }), 400, null, /leaves no room in the context/);
+  const raw = async (method: string, path: string, body?: string) => {
+    const r = await fetch(`${base}${path}`, { method, headers: { 'content-type': 'application/json' }, body });
+    return { status: r.status, json: await r.json() as { error: { message: string; type: string; param: string | null; code: string | null } } };
+  };
+  const notJson = await raw('POST', '/v1/completions', '{"model": ');
+  assert.equal(notJson.status, 400);
+  assert.match(notJson.json.error.message, /^the request body is not JSON: /);
+  assert.equal(notJson.json.error.type, 'invalid_request_error');
+  assert.equal((await raw('POST', '/v1/completions', '[1, 2]')).json.error.message, 'the request body must be a JSON object; got [1,2]');
+  assert.equal((await raw('GET', '/v1/nothing')).status, 404);
+  assert.equal((await raw('GET', '/v1/completions')).status, 405);
+  assert.deepEqual((await raw('GET', '/health')).json, { status: 'ok' });
+  // Still serving after all of that.
+  assert.equal((await client.completions.create({ model: NAME, prompt: 'x', ...greedy })).choices.length, 1);
+});
