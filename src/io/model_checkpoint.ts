@@ -20,6 +20,8 @@ import type { Tensor } from '../tensor/tensor.ts';
 import { readCheckpointFile, readCheckpointText, resolveCheckpointDir, writeCheckpointDir, CheckpointError } from './checkpoint_dir.ts';
 import { isHfModelDir, loadHfModel, type HfGenerationDefaults } from './hf/load.ts';
 import type { ChatTemplate } from './hf/chat_template.ts';
+import { isHubName, resolveHubModel } from './hf/hub_cache.ts';
+import { pathKind } from '../platform/files.ts';
 import { decodeSafetensors, safetensorsToTensors, tensorsToSafetensors } from './safetensors.ts';
 import { loadTokenizer } from './tokenizer/tokenizer.ts';
 import type { Tokenizer } from './tokenizer/tokenizer.ts';
@@ -102,10 +104,13 @@ export interface LoadModelOptions {
 
 /**
  * Loads the model and tokenizer of a checkpoint (an output directory or a checkpoint directory),
- * or of a Hugging Face model folder (weights in f32). With `adapt`, the model (and the returned
+ * or of a Hugging Face model folder (weights in f32), or of a model named org/name in the local
+ * Hugging Face cache (hf/hub_cache.ts; never downloaded). With `adapt`, the model (and the returned
  * config) is the adapted one.
  */
 export async function loadModel(path: string, backend: Backend, opts: LoadModelOptions = {}): Promise<LoadedModel> {
+  // A name like org/name that is not a path here: the local Hugging Face cache's snapshot of it.
+  if (isHubName(path) && (await pathKind(path)) === null) path = await resolveHubModel(path);
   if (await isHfModelDir(path)) return { ...(await loadHfModel(path, backend, opts)), dir: path };
   const dir = await resolveCheckpointDir(path);
   const cfgFile = `${dir}/config.json`;
