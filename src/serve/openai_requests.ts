@@ -24,6 +24,8 @@ export interface SamplingRequest {
   seed?: number;
   stop: string[];
   stream: boolean;
+  /** stream_options.include_usage: a last chunk with the usage and no choices. */
+  streamUsage: boolean;
 }
 
 export interface CompletionRequest extends SamplingRequest { prompt: string }
@@ -55,6 +57,10 @@ function sampling(b: Record<string, unknown>, maxKey: string): SamplingRequest {
   const stopRaw = b.stop ?? [];
   const stop = typeof stopRaw === 'string' ? [stopRaw] : stopRaw;
   if (!Array.isArray(stop) || stop.length > 4 || !stop.every((s) => typeof s === 'string' && s !== '')) fail('stop', 'a non-empty string or a list of at most 4', stopRaw);
+  const so = b.stream_options ?? {};
+  if (typeof so !== 'object' || Array.isArray(so)) fail('stream_options', 'an object', so);
+  const include = (so as Record<string, unknown>).include_usage ?? false;
+  if (typeof include !== 'boolean') fail('stream_options.include_usage', 'a boolean', include);
   const maxTokens = optNumber(b, maxKey, (x) => Number.isInteger(x) && x >= 1, 'an integer ≥ 1') ?? optNumber(b, 'max_tokens', (x) => Number.isInteger(x) && x >= 1, 'an integer ≥ 1');
   return {
     model: b.model as string,
@@ -64,6 +70,7 @@ function sampling(b: Record<string, unknown>, maxKey: string): SamplingRequest {
     seed: optNumber(b, 'seed', (x) => Number.isInteger(x) && x >= 0, 'an integer ≥ 0'),
     stop: stop as string[],
     stream,
+    streamUsage: stream && include,
   };
 }
 

@@ -120,7 +120,9 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): Server {
         next = await it.next();
       }
       if (!abort.signal.aborted) {
-        send(chunk('', finishReason(next.value.stopReason), first));
+        const g = next.value;
+        send(chunk('', finishReason(g.stopReason), first));
+        if (r.streamUsage) send({ id, object: chat ? 'chat.completion.chunk' : 'text_completion', created, model: o.name, choices: [], usage: { prompt_tokens: g.promptTokens, completion_tokens: g.ids.length, total_tokens: g.promptTokens + g.ids.length } });
         res.write('data: [DONE]\n\n');
       }
       res.end();
