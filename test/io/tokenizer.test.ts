@@ -156,11 +156,13 @@ test('errors: unsupported components are named with the file', () => {
     [withField({ pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: '\\p{L}++' }, behavior: 'Isolated', invert: false }, base.pre_tokenizer] } }), /regex "\\\\p\{L\}\+\+" uses syntax JavaScript rejects/],
     [withField({ pre_tokenizer: { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: '(?x)a' }, behavior: 'Isolated', invert: false }, base.pre_tokenizer] } }), /uses the inline option group "\(\?x\)"/],
     [withField({ normalizer: { type: 'Lowercase' } }), /^m\.json: normalizer type "Lowercase" is not supported/],
-    [withField({ decoder: { type: 'Metaspace' } }), /^m\.json: decoder type "Metaspace" is not supported/],
+    [withField({ decoder: { type: 'Metaspace' } }), /^m\.json: decoder\.replacement undefined is not supported; FON reads "▁"/],
+    [withField({ decoder: { type: 'Metaspace', replacement: '\u2581', prepend_scheme: 'first' } }), /^m\.json: pre_tokenizer type "ByteLevel" is not supported; FON reads null or Metaspace with a SentencePiece-style decoder/],
+    [withField({ decoder: { type: 'CTC' } }), /^m\.json: decoder type "CTC" is not supported; FON reads ByteLevel, or a Sequence of Replace/],
     [withField({ decoder: null }), /^m\.json: decoder null is not supported/],
     [withField({ post_processor: { type: 'Mystery' } }), /post_processor type "Mystery" is not supported/],
     [withField({ model: { ...model, dropout: 0.1 } }), /model\.dropout 0\.1 is not supported/],
-    [withField({ model: { ...model, byte_fallback: true } }), /model\.byte_fallback true is not supported/],
+    [withField({ model: { ...model, byte_fallback: true } }), /model\.byte_fallback true is not supported; FON reads false with a ByteLevel decoder/],
     [withField({ model: { ...model, continuing_subword_prefix: '##' } }), /model\.continuing_subword_prefix "##" is not supported/],
   ];
   for (const [json, message] of cases) assert.throws(() => loadTokenizer(json, 'm.json'), (e) => e instanceof UnsupportedError && message.test(e.message), `${message}`);

@@ -1,7 +1,9 @@
 /**
- * The byte-level BPE model: a pre-tokenized word becomes its UTF-8 bytes, each byte the id of its
- * byte-level character, and then merges apply lowest rank first, leftmost first among equal ranks,
- * until none applies. That order, the stale-entry rule and the `unk_token` / `fuse_unk` /
+ * The BPE model. Byte-level (GPT-2, Llama 3, Qwen): a pre-tokenized word becomes its UTF-8 bytes,
+ * each byte the id of its byte-level character. Character symbols (SentencePiece conversions:
+ * Llama 2, Mistral v0.x): each character is its own token, and with `byteFallback` a character the
+ * vocabulary lacks becomes the <0xXX> tokens of its UTF-8 bytes. Then merges apply lowest rank
+ * first, leftmost first among equal ranks, until none applies. That order, the stale-entry rule and the `unk_token` / `fuse_unk` /
  * `ignore_merges` options are those of Hugging Face's BPE model (`models/bpe/word.rs`,
  * `merge_all`), so ids agree with `tokenizers` for the same vocab and merges. A per-word cache
  * makes repeated words cost one Map lookup.
@@ -28,7 +30,15 @@ export interface BpeModelSpec {
   readonly fuseUnk: boolean;
   /** A word that is itself in the vocabulary is emitted whole, merges or not (Llama-3 files set this). */
   readonly ignoreMerges: boolean;
+  /** 'bytes' (default): byte-level symbols; 'chars': one symbol a character, tokens spelt as text. */
+  readonly symbols?: 'bytes' | 'chars';
+  /** With 'chars': a character missing from the vocabulary becomes its bytes' <0xXX> tokens (before any unk). */
+  readonly byteFallback?: boolean;
 }
+
+/** The <0xXX> token of byte b (SentencePiece's byte pieces). */
+export const bytePiece = (b: number) => `<0x${b.toString(16).toUpperCase().padStart(2, '0')}>`;
+const BYTE_PIECE = /^<0x([0-9A-F]{2})>$/;
 
 export class BpeModel {
   /** id → token string (undefined for ids the vocabulary does not use). */
@@ -41,6 +51,10 @@ export class BpeModel {
   private readonly unkId: number;
   private readonly fuseUnk: boolean;
   private readonly ignoreMerges: boolean;
+  private readonly chars: boolean;
+  /** With byteFallback: the id of each byte's <0xXX> token, −1 where the vocabulary lacks it. */
+  private readonly fallbackIds = new Int32Array(256).fill(-1);
+  private readonly byteFallback: boolean;
   private cache = new Map<string, readonly number[]>();
   private readonly bytesById: Array<Uint8Array | undefined> = [];
   // Scratch space reused by every uncached word (no allocation per word but the result).
@@ -73,6 +87,9 @@ export class BpeModel {
     this.unkId = spec.unkToken === null ? -1 : spec.vocab.get(spec.unkToken)!;
     this.fuseUnk = spec.fuseUnk;
     this.ignoreMerges = spec.ignoreMerges;
+    this.chars = spec.symbols === 'chars';
+    this.byteFallback = this.chars && spec.byteFallback === true;
+    if (this.byteFallback) for (let b = 0; b < 256; b++) this.fallbackIds[b] = spec.vocab.get(bytePiece(b)) ?? -1;
   }
 
   /** Appends the ids of one pre-tokenized word (plain text, before the byte mapping) to `out`. */
@@ -89,6 +106,7 @@ export class BpeModel {
   }
 
   private encodeUncached(word: string): number[] {
+    if (this.chars) return this.encodeChars(word);
     if (this.scratchBytes.length < 3 * word.length) this.scratchBytes = new Uint8Array(3 * word.length);
     const length = this.utf8.encodeInto(word, this.scratchBytes).written;
     const bytes = this.scratchBytes.subarray(0, length);
@@ -105,6 +123,39 @@ export class BpeModel {
       if (id >= 0) {
         if (pendingUnk) { sym[n++] = this.unkId; pendingUnk = false; }
         sym[n++] = id;
+      } else if (this.unkId >= 0) {
+        if (pendingUnk && !this.fuseUnk) sym[n++] = this.unkId;
+        pendingUnk = true;
+      }
+    }
+    if (pendingUnk) sym[n++] = this.unkId;
+    return this.applyMerges(n);
+  }
+
+  /**
+   * Character symbols: each character's id; one the vocabulary lacks becomes its bytes' <0xXX>
+   * tokens with byteFallback (when all of them exist), else unk (fused with fuse_unk), else nothing
+   * (Hugging Face's BPE merge_word).
+   */
+  private encodeChars(word: string): number[] {
+    if (this.ignoreMerges) {
+      const whole = this.vocab.get(word);
+      if (whole !== undefined) return [whole];
+    }
+    if (this.scratch.sym.length < 4 * word.length) this.scratch = new ScratchWord(8 * word.length);
+    const sym = this.scratch.sym;
+    let n = 0;
+    let pendingUnk = false;
+    for (const ch of word) {
+      const id = this.vocab.get(ch);
+      let ids: number[] | null = id !== undefined ? [id] : null;
+      if (ids === null && this.byteFallback) {
+        const fb = Array.from(this.utf8.encode(ch), (b) => this.fallbackIds[b]);
+        if (fb.every((x) => x >= 0)) ids = fb;
+      }
+      if (ids !== null) {
+        if (pendingUnk) { sym[n++] = this.unkId; pendingUnk = false; }
+        for (const x of ids) sym[n++] = x;
       } else if (this.unkId >= 0) {
         if (pendingUnk && !this.fuseUnk) sym[n++] = this.unkId;
         pendingUnk = true;
@@ -159,13 +210,15 @@ export class BpeModel {
     return out;
   }
 
-  /** The bytes token `id` stands for (Hugging Face's ByteLevel decoder rule), or undefined for an unused id. */
+  /** The bytes token `id` stands for (the ByteLevel decoder's rule; with character symbols the ▁ / ByteFallback decoders'), or undefined for an unused id. */
   tokenBytes(id: number): Uint8Array | undefined {
     let bytes = this.bytesById[id];
     if (bytes === undefined) {
       const token = Number.isInteger(id) && id >= 0 ? this.tokens[id] : undefined;
       if (token === undefined) return undefined;
-      bytes = byteLevelToBytes(token);
+      const piece = this.chars ? BYTE_PIECE.exec(token) : null;
+      // Character symbols: a byte piece is its byte, any other token its text with ▁ read as a space.
+      bytes = !this.chars ? byteLevelToBytes(token) : piece ? Uint8Array.of(parseInt(piece[1], 16)) : this.utf8.encode(token.replaceAll('\u2581', ' '));
       this.bytesById[id] = bytes;
     }
     return bytes;

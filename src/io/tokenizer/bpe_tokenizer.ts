@@ -1,6 +1,6 @@
 /**
- * A byte-level BPE tokenizer assembled from the parts of a Hugging Face tokenizer.json, run in
- * Hugging Face's order: added tokens are cut out of the raw text, the rest is normalized, added
+ * A BPE tokenizer (byte-level, or SentencePiece-style with byte fallback) assembled from the parts
+ * of a Hugging Face tokenizer.json, run in Hugging Face's order: added tokens are cut out of the raw text, the rest is normalized, added
  * tokens marked `normalized` are cut out of that, the remaining pieces are pre-tokenized into
  * words, and each word goes through the BPE model.
  */
@@ -23,9 +23,13 @@ export interface TokenizerParts {
   readonly eosId: number;
   /** Ids the post-processor puts before a text (hf_json.ts readPostProcessor). */
   readonly prefixIds: readonly number[];
+  /** 'bytes': byte-level tokens; 'chars': SentencePiece-style (▁ for a space, <0xXX> byte pieces). Default 'bytes'. */
+  readonly symbols?: 'bytes' | 'chars';
+  /** Decoding drops the space the first token begins with (the ▁ SentencePiece put before the text). */
+  readonly stripFirstSpace?: boolean;
 }
 
-export class ByteLevelBpeTokenizer implements Tokenizer {
+export class BpeTokenizer implements Tokenizer {
   readonly vocabSize: number;
   readonly eosId: number;
   readonly prefixIds: readonly number[];
@@ -70,9 +74,11 @@ export class ByteLevelBpeTokenizer implements Tokenizer {
     const rawMatcher = this.matchers[0][allow];
     const normalizedMatcher = this.matchers[1][allow];
     const { model, normalize, preTokenize } = this.parts;
-    const emitId = (id: number) => { out.push(id); };
     const encodeWord = (word: string) => model.encodeWord(word, out);
-    const preTokenized = (piece: string) => preTokenize(piece, encodeWord);
+    // Whether the piece at hand begins the text (nothing, not even an added token, came before it).
+    let atStart = true;
+    const emitId = (id: number) => { out.push(id); atStart = false; };
+    const preTokenized = (piece: string) => { preTokenize(piece, encodeWord, atStart); atStart = false; };
     const plain = (piece: string) => {
       const text = normalize ? normalize(piece) : piece;
       if (text.length === 0) return;
@@ -87,13 +93,15 @@ export class ByteLevelBpeTokenizer implements Tokenizer {
 
   /**
    * Ids → text: the bytes of every token (added tokens included, as Hugging Face's ByteLevel
-   * decoder treats them), decoded as UTF-8 with U+FFFD for invalid sequences. Unlike Hugging Face,
+   * decoder treats them; SentencePiece-style: ▁ a space, <0xXX> a byte, the first space dropped
+   * where the decoder strips it), decoded as UTF-8 with U+FFFD for invalid sequences. Unlike Hugging Face,
    * which skips unknown ids, an id outside the vocabulary is an ArgumentError.
    */
   decode(ids: readonly number[]): string {
     const pieces: Uint8Array[] = [];
     let length = 0;
     ids.forEach((id, i) => { const bytes = this.bytesOf(id, i); pieces.push(bytes); length += bytes.length; });
+    if (this.parts.stripFirstSpace && pieces.length && pieces[0][0] === 0x20) { length--; pieces[0] = pieces[0].subarray(1); }
     const all = new Uint8Array(length);
     let at = 0;
     for (const p of pieces) { all.set(p, at); at += p.length; }
@@ -105,7 +113,10 @@ export class ByteLevelBpeTokenizer implements Tokenizer {
     const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
     let count = 0;
     return {
-      push: (id: number) => utf8.decode(this.bytesOf(id, count++), { stream: true }),
+      push: (id: number) => {
+        const bytes = this.bytesOf(id, count);
+        return utf8.decode(count++ === 0 && this.parts.stripFirstSpace && bytes[0] === 0x20 ? bytes.subarray(1) : bytes, { stream: true });
+      },
       flush: () => { count = 0; return utf8.decode(); },
     };
   }
@@ -126,7 +137,7 @@ export class ByteLevelBpeTokenizer implements Tokenizer {
     const added = this.addedById.get(id);
     if (added !== undefined) {
       let bytes = this.addedBytes.get(id);
-      if (bytes === undefined) { bytes = byteLevelToBytes(added.content); this.addedBytes.set(id, bytes); }
+      if (bytes === undefined) { bytes = this.parts.symbols === 'chars' ? new TextEncoder().encode(added.content) : byteLevelToBytes(added.content); this.addedBytes.set(id, bytes); }
       return bytes;
     }
     const bytes = this.parts.model.tokenBytes(id);

@@ -1,10 +1,13 @@
 /**
- * Hugging Face tokenizer.json ⇄ FON: reading the byte-level BPE subset (GPT-2, Llama-3, Qwen2 style
- * files) into tokenizer parts, and writing FON's own tokenizers in the same format.
+ * Hugging Face tokenizer.json ⇄ FON: reading BPE files into tokenizer parts — the byte-level kind
+ * (GPT-2, Llama-3, Qwen2) and the SentencePiece-converted kind with byte fallback (Llama 2,
+ * TinyLlama, Mistral v0.x) — and writing FON's own tokenizers in the byte-level format.
  *
  * Read: model BPE (vocab; merges as "a b" strings or [a, b] pairs; unk_token, fuse_unk,
- * ignore_merges), normalizer null / NFC / NFD / NFKC / NFKD / Sequence of them, pre_tokenizer
- * ByteLevel, Split or a Sequence of Splits ending in ByteLevel, decoder ByteLevel, added_tokens.
+ * ignore_merges, byte_fallback), normalizer null / NFC / NFD / NFKC / NFKD / Prepend / Replace /
+ * Sequence of them; byte-level: pre_tokenizer ByteLevel, Split or a Sequence of Splits ending in
+ * ByteLevel, decoder ByteLevel; SentencePiece-style: pre_tokenizer null or Metaspace, decoder
+ * Replace(▁ → space) / ByteFallback / Fuse / Strip / Metaspace; added_tokens.
  * The post_processor (template tokens such as BOS), truncation and padding are ignored: encoding
  * returns the model's ids only. Anything else is an UnsupportedError naming the component and the
  * file; a missing or ill-typed field is an ArgumentError naming the field.
@@ -13,7 +16,7 @@ import { ArgumentError, showValue, UnsupportedError } from '../../errors.ts';
 import type { AddedToken } from './added_tokens.ts';
 import { BYTE_CHARS } from './byte_level.ts';
 import { BpeModel } from './bpe.ts';
-import { ByteLevelBpeTokenizer, type TokenizerParts } from './bpe_tokenizer.ts';
+import { BpeTokenizer, type TokenizerParts } from './bpe_tokenizer.ts';
 import {
   byteLevelStep, compileOnigPattern, escapeRegExp, sequenceSteps, splitStep, SPLIT_BEHAVIORS,
   type PreTokenizeStep, type SplitBehavior,
@@ -76,16 +79,62 @@ function readNormalizer(f: Fields, value: unknown, path: string): ((s: string) =
   if (!isObject(value)) throw f.bad(path, value, 'null or an object');
   const type = f.type(value, path);
   if (type === 'NFC' || type === 'NFD' || type === 'NFKC' || type === 'NFKD') return (s) => s.normalize(type);
+  if (type === 'Prepend') {
+    const prefix = f.string(value, 'prepend', `${path}.prepend`);
+    return (s) => (s.length === 0 ? s : prefix + s);
+  }
+  if (type === 'Replace') {
+    const re = replacePattern(f, value, path);
+    const content = f.string(value, 'content', `${path}.content`);
+    return (s) => s.replace(re, () => content);
+  }
   if (type === 'Sequence') {
     const list = value.normalizers;
     if (!Array.isArray(list)) throw f.bad(`${path}.normalizers`, list, 'an array');
     const steps = list.map((n, i) => readNormalizer(f, n, `${path}.normalizers[${i}]`)).filter((n): n is (s: string) => string => n !== null);
     return steps.length === 0 ? null : (s) => steps.reduce((t, step) => step(t), s);
   }
-  throw f.unsupported(`${path} type`, type, 'null, NFC, NFD, NFKC, NFKD and Sequence');
+  throw f.unsupported(`${path} type`, type, 'null, NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence');
 }
 
-function readPreTokenizer(f: Fields, value: unknown, path: string): PreTokenizeStep {
+/** A Replace step's pattern ({"String": s} or {"Regex": r}) as a global RegExp. */
+function replacePattern(f: Fields, value: JsonObject, path: string): RegExp {
+  const pattern = f.object(value, 'pattern', `${path}.pattern`);
+  if (typeof pattern.String === 'string') return new RegExp(escapeRegExp(pattern.String), 'gu');
+  if (typeof pattern.Regex === 'string') return compileOnigPattern(pattern.Regex, `${f.source}: ${path}.pattern`);
+  throw f.bad(`${path}.pattern`, pattern, '{"Regex": string} or {"String": string}');
+}
+
+/**
+ * A Metaspace pre-tokenizer (SentencePiece conversions): spaces become `replacement` (▁), which is
+ * put before the text (prepend_scheme "always", or "first": only before the text's start, not after
+ * an added token; older files say add_prefix_space) unless it starts with one; with `split` the
+ * text is cut before each ▁.
+ */
+function metaspaceStep(f: Fields, value: JsonObject, path: string): PreTokenizeStep {
+  const rep = f.string(value, 'replacement', `${path}.replacement`);
+  const scheme = value.prepend_scheme ?? (f.bool(value, 'add_prefix_space', `${path}.add_prefix_space`, true) ? 'always' : 'never');
+  if (scheme !== 'always' && scheme !== 'first' && scheme !== 'never') throw f.bad(`${path}.prepend_scheme`, scheme, '"always", "first" or "never"');
+  const split = f.bool(value, 'split', `${path}.split`, true);
+  return (piece, emit, atStart) => {
+    let t = piece.replaceAll(' ', rep);
+    if ((scheme === 'always' || (scheme === 'first' && atStart !== false)) && !t.startsWith(rep)) t = rep + t;
+    if (!split) { emit(t); return; }
+    let from = 0;
+    for (let i = t.indexOf(rep, 1); i > 0; i = t.indexOf(rep, i + rep.length)) { emit(t.slice(from, i)); from = i; }
+    emit(t.slice(from));
+  };
+}
+
+function readPreTokenizer(f: Fields, value: unknown, path: string, symbols: 'bytes' | 'chars'): PreTokenizeStep {
+  if (symbols === 'chars') {
+    // SentencePiece conversions: no pre-tokenizer (the normalizer did the ▁ work), or Metaspace.
+    if (value === null || value === undefined) return (piece, emit) => emit(piece);
+    if (!isObject(value)) throw f.bad(path, value, 'null or an object');
+    const type = f.type(value, path);
+    if (type === 'Metaspace') return metaspaceStep(f, value, path);
+    throw f.unsupported(`${path} type`, type, 'null or Metaspace with a SentencePiece-style decoder');
+  }
   const supported = 'ByteLevel, or a Sequence of Split pre-tokenizers ending in ByteLevel';
   if (!isObject(value)) {
     if (value === null || value === undefined) throw f.unsupported(path, null, supported);
@@ -119,16 +168,51 @@ function readPreTokenizer(f: Fields, value: unknown, path: string): PreTokenizeS
   return sequenceSteps(steps);
 }
 
-function readDecoder(f: Fields, value: unknown): void {
-  if (value === null || value === undefined) throw f.unsupported('decoder', null, 'the ByteLevel decoder');
+/** What the decoder says: byte-level tokens, or SentencePiece's (▁ as a space, <0xXX> bytes) and whether the text's first space goes. */
+type DecoderKind = { symbols: 'bytes' } | { symbols: 'chars'; stripFirstSpace: boolean };
+
+const SP_DECODERS = 'ByteLevel, or a Sequence of Replace("▁" → " "), ByteFallback, Fuse, Strip(" ", 1, 0) and Metaspace (SentencePiece conversions)';
+
+function readDecoder(f: Fields, value: unknown): DecoderKind {
+  if (value === null || value === undefined) throw f.unsupported('decoder', null, SP_DECODERS);
   if (!isObject(value)) throw f.bad('decoder', value, 'an object');
   const type = f.type(value, 'decoder');
-  if (type !== 'ByteLevel') throw f.unsupported('decoder type', type, 'the ByteLevel decoder');
+  if (type === 'ByteLevel') return { symbols: 'bytes' };
+  const list = type === 'Sequence' ? value.decoders : [value];
+  if (!Array.isArray(list)) throw f.bad('decoder.decoders', list, 'an array');
+  let strip = false, spaces = false;
+  list.forEach((d, i) => {
+    const at = type === 'Sequence' ? `decoder.decoders[${i}]` : 'decoder';
+    if (!isObject(d)) throw f.bad(at, d, 'an object');
+    const t = f.type(d, at);
+    if (t === 'ByteFallback' || t === 'Fuse') return;
+    if (t === 'Replace') {
+      const p = f.object(d, 'pattern', `${at}.pattern`);
+      if (p.String !== '\u2581' || d.content !== ' ') throw f.unsupported(at, d, SP_DECODERS);
+      spaces = true;
+      return;
+    }
+    if (t === 'Strip') {
+      if (d.content !== ' ' || d.start !== 1 || d.stop !== 0) throw f.unsupported(at, d, SP_DECODERS);
+      strip = true;
+      return;
+    }
+    if (t === 'Metaspace') {
+      if (d.replacement !== '\u2581') throw f.unsupported(`${at}.replacement`, d.replacement, '"▁"');
+      const scheme = d.prepend_scheme ?? (d.add_prefix_space === false ? 'never' : 'always');
+      spaces = true;
+      if (scheme !== 'never') strip = true;
+      return;
+    }
+    throw f.unsupported(`${at} type`, t, SP_DECODERS);
+  });
+  if (!spaces) throw f.unsupported('decoder', value, SP_DECODERS);
+  return { symbols: 'chars', stripFirstSpace: strip };
 }
 
 const POST_PROCESSORS = ['ByteLevel', 'TemplateProcessing', 'RobertaProcessing', 'BertProcessing', 'Sequence'];
 
-function readModel(f: Fields, root: JsonObject): BpeModel {
+function readModel(f: Fields, root: JsonObject, symbols: 'bytes' | 'chars'): BpeModel {
   const model = f.object(root, 'model', 'model');
   const type = model.type ?? 'BPE';
   if (type !== 'BPE') throw f.unsupported('model type', type, 'BPE');
@@ -150,10 +234,10 @@ function readModel(f: Fields, root: JsonObject): BpeModel {
   });
   const dropout = model.dropout;
   if (dropout !== undefined && dropout !== null && dropout !== 0) throw f.unsupported('model.dropout', dropout, 'null or 0 (BPE dropout is random)');
-  if (model.byte_fallback === true) throw f.unsupported('model.byte_fallback', true, 'false (byte-level BPE has every byte in its vocabulary)');
+  if (model.byte_fallback === true && symbols === 'bytes') throw f.unsupported('model.byte_fallback', true, 'false with a ByteLevel decoder (byte-level BPE has every byte in its vocabulary)');
   for (const key of ['continuing_subword_prefix', 'end_of_word_suffix']) {
     const v = model[key];
-    if (v !== undefined && v !== null && v !== '') throw f.unsupported(`model.${key}`, v, 'null or "" (byte-level BPE has no word markers)');
+    if (v !== undefined && v !== null && v !== '') throw f.unsupported(`model.${key}`, v, 'null or "" (FON\'s BPE has no word markers)');
   }
   const unk = model.unk_token;
   if (unk !== undefined && unk !== null && typeof unk !== 'string') throw f.bad('model.unk_token', unk, 'null or a string');
@@ -162,6 +246,8 @@ function readModel(f: Fields, root: JsonObject): BpeModel {
     unkToken: typeof unk === 'string' ? unk : null,
     fuseUnk: f.bool(model, 'fuse_unk', 'model.fuse_unk', false),
     ignoreMerges: f.bool(model, 'ignore_merges', 'model.ignore_merges', false),
+    symbols,
+    byteFallback: f.bool(model, 'byte_fallback', 'model.byte_fallback', false),
   }, f.source);
 }
 
@@ -243,13 +329,15 @@ function readPostProcessor(f: Fields, post: unknown, path: string, idOf: (conten
 }
 
 /** Reads a parsed tokenizer.json into a tokenizer; `source` (a path or a name) goes into error messages. */
-export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts: LoadTokenizerOptions = {}): ByteLevelBpeTokenizer {
+export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts: LoadTokenizerOptions = {}): BpeTokenizer {
   const f = new Fields(source);
   if (!isObject(json)) throw new ArgumentError(`${source}: a tokenizer.json must hold a JSON object, got ${describe(json)}`);
-  const model = readModel(f, json);
+  const modelType = f.object(json, 'model', 'model').type ?? 'BPE';
+  if (modelType !== 'BPE') throw f.unsupported('model type', modelType, 'BPE'); // before the decoder: the model is what FON reads first
+  const decoder = readDecoder(f, json.decoder);
+  const model = readModel(f, json, decoder.symbols);
   const normalize = readNormalizer(f, json.normalizer, 'normalizer');
-  const preTokenize = readPreTokenizer(f, json.pre_tokenizer, 'pre_tokenizer');
-  readDecoder(f, json.decoder);
+  const preTokenize = readPreTokenizer(f, json.pre_tokenizer, 'pre_tokenizer', decoder.symbols);
   const addedTokens = readAddedTokens(f, json.added_tokens, model);
   const idOf = (content: string) => addedTokens.find((t) => t.content === content)?.id ?? model.vocab.get(content);
   const prefixIds = readPostProcessor(f, json.post_processor, 'post_processor', idOf);
@@ -261,8 +349,8 @@ export function tokenizerFromJson(json: unknown, source = 'tokenizer.json', opts
     for (const name of END_OF_TEXT_NAMES) if ((eosId = idOf(name)) !== undefined) break;
     if (eosId === undefined) throw new ArgumentError(`${source}: no end-of-text token found (looked for ${END_OF_TEXT_NAMES.join(', ')}); pass { eosToken } to name it`);
   }
-  const parts: TokenizerParts = { json: structuredClone(json), normalize, addedTokens, preTokenize, model, eosId, prefixIds };
-  const tokenizer = new ByteLevelBpeTokenizer(parts);
+  const parts: TokenizerParts = { json: structuredClone(json), normalize, addedTokens, preTokenize, model, eosId, prefixIds, symbols: decoder.symbols, stripFirstSpace: decoder.symbols === 'chars' && decoder.stripFirstSpace };
+  const tokenizer = new BpeTokenizer(parts);
   for (const id of prefixIds) {
     if (tokenizer.idToToken(id) === undefined) throw new ArgumentError(`${source}: post_processor puts the id ${id} before every text, but no token of model.vocab or added_tokens has that id (the vocabulary holds ${tokenizer.vocabSize} ids)`);
   }

@@ -26,7 +26,8 @@ export type SplitBehavior = 'Removed' | 'Isolated' | 'MergedWithPrevious' | 'Mer
 export const SPLIT_BEHAVIORS: readonly SplitBehavior[] = ['Removed', 'Isolated', 'MergedWithPrevious', 'MergedWithNext', 'Contiguous'];
 
 /** One pre-tokenizer stage: cuts a piece and emits the non-empty sub-pieces in order. */
-export type PreTokenizeStep = (piece: string, emit: (sub: string) => void) => void;
+/** A pre-tokenizer: cuts `piece` into words for `emit`; `atStart` says whether the piece begins the text (Metaspace's prepend_scheme "first"). */
+export type PreTokenizeStep = (piece: string, emit: (sub: string) => void, atStart?: boolean) => void;
 
 const isAsciiLetter = (c: string) => (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 
