@@ -17,6 +17,7 @@ import type { FloatDType } from '../tensor/dtype.ts';
 import { Sampler, type SamplingOptions } from './sampler.ts';
 import type { SpeculativeStatsJSON } from './speculative.ts';
 import { StopMatcher } from './stop_strings.ts';
+import { tokenLogprob, type TokenLogprob } from './logprobs.ts';
 
 export interface GenerateOptions extends SamplingOptions {
   /** Tokens to generate at most (default 128). */
@@ -58,6 +59,12 @@ export interface GenerateOptions extends SamplingOptions {
   signal?: AbortSignal;
   /** Awaited before each decoding step after the first token: a caller's pacing (streamText holds generation back while its reader is behind). */
   beforeStep?: () => Promise<void>;
+  /**
+   * Also report each generated token's log-probability under the model (the raw logits' softmax)
+   * and the `logprobs` most likely tokens of its step (0 … 20); plain decoding only (draft–revise
+   * gives the same tokens, but not one row a token).
+   */
+  logprobs?: number;
 }
 
 export interface GenerateResult {
@@ -73,6 +80,8 @@ export interface GenerateResult {
    * without eviction; below 1 for FPA layers with `evict` once keys died: KvCache.kept).
    */
   cacheKept: number[][];
+  /** With `logprobs`: one entry a generated token. */
+  logprobs?: TokenLogprob[];
   /** With draft–revise decoding: verify passes, tokens drafted and accepted, acceptance rate and tokens per pass. */
   speculative?: SpeculativeStatsJSON & { draftLayers: number };
 }
@@ -137,7 +146,16 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   // A model may have more rows than the tokenizer has ids (a vocabulary rounded up): never sample those.
   const fixRow = (row: Float32Array): Float32Array => { if (row.length > tok.vocabSize) row.fill(-Infinity, tok.vocabSize); return row; };
   const step = async (input: number[], pos: number): Promise<Float32Array> => fixRow(await cachedStep(model, cache, input, pos));
-  const dr = opts.draftRevise ?? cfg.organs !== undefined;
+  const top = opts.logprobs;
+  if (top !== undefined && !(Number.isInteger(top) && top >= 0 && top <= 20)) throw new ArgumentError(`generate: logprobs ${top} must be an integer in [0, 20]`);
+  if (top !== undefined && opts.draftRevise) throw new ArgumentError('generate: logprobs needs plain decoding; give draftRevise false (draft–revise makes the same tokens)');
+  const dr = top !== undefined ? false : opts.draftRevise ?? cfg.organs !== undefined;
+  const lps: TokenLogprob[] = [];
+  const sample = (row: Float32Array): number => {
+    const next = sampler.next(row, history);
+    if (top !== undefined) lps.push(tokenLogprob(row, next, top));
+    return next;
+  };
   let stopReason: GenerateResult['stopReason'] = 'maxTokens';
   let t0 = 0;
   let cacheKept: number[][] = [];
@@ -145,7 +163,7 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   try {
     if (dr) organs = new DraftRevise(model, cache, sampler, dr === true ? {} : dr, fixRow, Math.min(tok.vocabSize, cfg.vocabSize));
     const aborted = () => opts.signal?.aborted === true;
-    let pending = aborted() ? [] : [sampler.next(await step(ids, 0), history)]; // the first token, from the prompt's last position
+    let pending = aborted() ? [] : [sample(await step(ids, 0))]; // the first token, from the prompt's last position
     if (aborted()) stopReason = 'aborted';
     let pos = ids.length; // the position of the newest token, not yet run
     let drafted = false; // pending came from a draft–revise cycle
@@ -173,7 +191,7 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
         pos += pending.length;
         drafted = true;
       } else {
-        pending = [sampler.next(await step([last], pos), history)];
+        pending = [sample(await step([last], pos))];
         pos++;
       }
     }
@@ -190,6 +208,7 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   const secs = (performance.now() - t0) / 1000;
   return {
     text, ids: out, promptTokens: ids.length - start.length, stopReason, tokensPerSecond: out.length > 1 ? (out.length - 1) / secs : 0, cacheKept,
+    ...(top !== undefined ? { logprobs: lps.slice(0, out.length) } : {}),
     ...(organs ? { speculative: { ...organs.stats.toJSON(), draftLayers: organs.draftLayers } } : {}),
   };
 }

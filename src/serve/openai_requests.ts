@@ -1,9 +1,11 @@
 /**
  * The bodies of OpenAI's /v1/completions and /v1/chat/completions requests that `fon serve`
  * takes, checked field by field: a field of the wrong type or out of range, a missing prompt or
- * message list, `n` other than 1 and `logprobs` (not served yet) are RequestErrors that name the
+ * message list and `n` other than 1 are RequestErrors that name the
  * field, which the server sends back as a 400 in OpenAI's error shape. Fields FON does not use
  * (user, presence_penalty, …) are accepted and ignored, as OpenAI-compatible servers do.
+ * Log-probabilities: completions' `logprobs` (top tokens a step, 0 … 5), chat's `logprobs` and
+ * `top_logprobs` (0 … 20); not yet with `stream: true`.
  */
 import { parseMessages, type ChatMessage } from '../io/hf/chat_template.ts';
 import { FonError, showValue } from '../errors.ts';
@@ -26,6 +28,8 @@ export interface SamplingRequest {
   stream: boolean;
   /** stream_options.include_usage: a last chunk with the usage and no choices. */
   streamUsage: boolean;
+  /** Log-probabilities asked for: how many top tokens a step (0 for the chosen token's alone); undefined for none. */
+  logprobs?: number;
 }
 
 export interface CompletionRequest extends SamplingRequest { prompt: string }
@@ -51,7 +55,6 @@ function sampling(b: Record<string, unknown>, maxKey: string): SamplingRequest {
   if (typeof b.model !== 'string' || b.model === '') fail('model', 'the served model\'s name (GET /v1/models)', b.model);
   const n = optNumber(b, 'n', (x) => x === 1, '1 (one choice a request)');
   void n;
-  if (b.logprobs !== undefined && b.logprobs !== null && b.logprobs !== false) throw new RequestError("'logprobs': not served yet", 400, 'logprobs');
   const stream = b.stream ?? false;
   if (typeof stream !== 'boolean') fail('stream', 'a boolean', stream);
   const stopRaw = b.stop ?? [];
@@ -74,12 +77,19 @@ function sampling(b: Record<string, unknown>, maxKey: string): SamplingRequest {
   };
 }
 
-/** A /v1/completions body. */
+/** Log-probabilities with a streamed response are not served yet. */
+function noStreamedLogprobs(r: SamplingRequest): SamplingRequest {
+  if (r.stream && r.logprobs !== undefined) throw new RequestError("'logprobs': not served with stream: true yet; ask without streaming", 400, 'logprobs');
+  return r;
+}
+
+/** A /v1/completions body (logprobs: how many top tokens a step, 0 … 5). */
 export function completionRequest(json: unknown): CompletionRequest {
   const b = body(json);
   const prompt = Array.isArray(b.prompt) && b.prompt.length === 1 ? b.prompt[0] : b.prompt;
   if (typeof prompt !== 'string') fail('prompt', 'a string (or a list of one)', b.prompt);
-  return { ...sampling(b, 'max_tokens'), prompt };
+  const logprobs = optNumber(b, 'logprobs', (x) => Number.isInteger(x) && x >= 0 && x <= 5, 'an integer in [0, 5]');
+  return { ...noStreamedLogprobs({ ...sampling(b, 'max_tokens'), logprobs }), prompt };
 }
 
 /** A /v1/chat/completions body. */
@@ -91,5 +101,9 @@ export function chatRequest(json: unknown): ChatRequest {
   } catch (e) {
     throw new RequestError((e as Error).message, 400, 'messages');
   }
-  return { ...sampling(b, 'max_completion_tokens'), messages };
+  const want = b.logprobs ?? false;
+  if (typeof want !== 'boolean') fail('logprobs', 'a boolean', want);
+  const top = optNumber(b, 'top_logprobs', (x) => Number.isInteger(x) && x >= 0 && x <= 20, 'an integer in [0, 20]');
+  if (top !== undefined && !want) throw new RequestError("'top_logprobs': needs 'logprobs': true", 400, 'top_logprobs');
+  return { ...noStreamedLogprobs({ ...sampling(b, 'max_completion_tokens'), logprobs: want ? top ?? 0 : undefined }), messages };
 }

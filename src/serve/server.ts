@@ -7,13 +7,14 @@
  * Requests generate one at a time, in arrival order (a queue of at most `maxQueue` waiting; past it
  * a 429); a client that disconnects, waiting or streaming, ends its generation. Every malformed
  * request (bad JSON, a field of the wrong type, a prompt past the context, an unknown model name or
- * path) gets a 4xx in OpenAI's error shape, {"error": {"message", "type", "param", "code"}}; the
+ * path) gets a 4xx in OpenAI's error shape; logprobs come back in each endpoint's own shape, {"error": {"message", "type", "param", "code"}}; the
  * server keeps serving.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { FonError } from '../errors.ts';
 import type { LanguageModel } from '../infer/language_model.ts';
 import type { GenerateOptions, GenerateResult } from '../infer/generate.ts';
+import type { TokenLogprob } from '../infer/logprobs.ts';
 import { chatRequest, completionRequest, RequestError, type SamplingRequest } from './openai_requests.ts';
 
 export interface ServeOptions {
@@ -74,6 +75,7 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): Server {
       ...(r.maxTokens !== undefined ? { maxTokens: r.maxTokens } : maxDefault !== undefined ? { maxTokens: maxDefault } : {}),
       ...(r.temperature !== undefined ? { temperature: r.temperature } : {}),
       ...(r.topP !== undefined ? { topP: r.topP } : {}),
+      ...(r.logprobs !== undefined ? { logprobs: r.logprobs, draftRevise: false } : {}),
       seed: r.seed ?? Math.floor(Math.random() * 2 ** 31),
       stop: r.stop,
       signal,
@@ -101,8 +103,8 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): Server {
         const g = await generateOrBadRequest(() => lm.generate(prompt, opts));
         const usage = { prompt_tokens: g.promptTokens, completion_tokens: g.ids.length, total_tokens: g.promptTokens + g.ids.length };
         json(res, 200, chat
-          ? { id, object: 'chat.completion', created, model: o.name, choices: [{ index: 0, message: { role: 'assistant', content: g.text }, finish_reason: finishReason(g.stopReason), logprobs: null }], usage }
-          : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: g.text, finish_reason: finishReason(g.stopReason), logprobs: null }], usage });
+          ? { id, object: 'chat.completion', created, model: o.name, choices: [{ index: 0, message: { role: 'assistant', content: g.text }, finish_reason: finishReason(g.stopReason), logprobs: g.logprobs ? chatLogprobs(lm, g.logprobs) : null }], usage }
+          : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: g.text, finish_reason: finishReason(g.stopReason), logprobs: g.logprobs ? completionLogprobs(lm, g.logprobs) : null }], usage });
         return;
       }
       const it = lm.stream(prompt, opts);
@@ -147,6 +149,36 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): Server {
       else sendError(res, new RequestError(`internal error: ${(e as Error)?.message ?? String(e)}`, 500, null, null, 'server_error'));
     });
   });
+}
+
+/** A token's text (its own decode; a piece of a character decodes to U+FFFD) and its UTF-8 bytes. */
+function tokenText(lm: LanguageModel, id: number): { text: string; bytes: number[] } {
+  const text = lm.tokenizer.decode([id]);
+  return { text, bytes: Array.from(new TextEncoder().encode(text)) };
+}
+
+/** Chat's logprobs: {content: [{token, logprob, bytes, top_logprobs}]}. */
+function chatLogprobs(lm: LanguageModel, lps: readonly TokenLogprob[]) {
+  const entry = (token: number, logprob: number) => { const t = tokenText(lm, token); return { token: t.text, logprob, bytes: t.bytes }; };
+  return { content: lps.map((l) => ({ ...entry(l.token, l.logprob), top_logprobs: l.top.map((t) => entry(t.token, t.logprob)) })) };
+}
+
+/** Completions' logprobs: {tokens, token_logprobs, top_logprobs (text → logprob), text_offset}. */
+function completionLogprobs(lm: LanguageModel, lps: readonly TokenLogprob[]) {
+  const tokens = lps.map((l) => tokenText(lm, l.token).text);
+  const offsets: number[] = [];
+  let at = 0;
+  for (const t of tokens) { offsets.push(at); at += t.length; }
+  return {
+    tokens, token_logprobs: lps.map((l) => l.logprob),
+    // Text → logprob: where two tokens decode alike (pieces of one character), the better one stays.
+    top_logprobs: lps.map((l) => {
+      const o: Record<string, number> = {};
+      for (const t of l.top) { const k = tokenText(lm, t.token).text; if (!(k in o)) o[k] = t.logprob; }
+      return o;
+    }),
+    text_offset: offsets,
+  };
 }
 
 function notAllowed(req: IncomingMessage): RequestError {

@@ -63,6 +63,28 @@ test('models, completions and chat completions equal the library\'s greedy gener
   assert.equal(ch.object, 'chat.completion');
 });
 
+test('logprobs: completions\' and chat\'s shapes, the library\'s values, greedy\'s token the best of its step', async () => {
+  const want = await lm.generate('The capital of', { maxTokens: 6, temperature: 0, logprobs: 2 });
+  const c = await client.completions.create({ model: NAME, prompt: 'The capital of', ...greedy, logprobs: 2 });
+  const lp = c.choices[0].logprobs!;
+  assert.deepEqual(lp.token_logprobs, want.logprobs!.map((l) => l.logprob));
+  assert.equal(lp.tokens!.join(''), c.choices[0].text);
+  // (The fixture's generation_config has a repetition penalty: greedy takes the best of the penalised
+  // logits, and logprobs are of the raw ones, so the chosen token need not be the raw best.)
+  lp.top_logprobs!.forEach((top, i) => assert.ok(Math.max(...Object.values(top)) >= lp.token_logprobs![i]));
+  assert.deepEqual(lp.text_offset!.slice(0, 2), [0, lp.tokens![0].length]);
+  const ch = await client.chat.completions.create({ model: NAME, messages, ...greedy, logprobs: true, top_logprobs: 3 });
+  const content = ch.choices[0].logprobs!.content!;
+  const wantChat = await lm.chat(messages, { maxTokens: 6, temperature: 0, logprobs: 3 });
+  assert.deepEqual(content.map((t) => t.logprob), wantChat.logprobs!.map((l) => l.logprob));
+  assert.equal(content.map((t) => t.token).join(''), ch.choices[0].message.content);
+  for (const t of content) {
+    assert.equal(t.top_logprobs.length, 3);
+    assert.ok(t.top_logprobs[0].logprob >= t.logprob && t.top_logprobs.every((x, j) => j === 0 || x.logprob <= t.top_logprobs[j - 1].logprob));
+    assert.deepEqual(t.bytes, Array.from(new TextEncoder().encode(t.token)));
+  }
+});
+
 test('streamed completions and chat completions join to the same text and end with a finish reason', async () => {
   const full = await client.chat.completions.create({ model: NAME, messages, ...greedy });
   const stream = await client.chat.completions.create({ model: NAME, messages, ...greedy, stream: true });
@@ -126,7 +148,9 @@ test('malformed requests get 4xx errors in OpenAI\'s shape, naming the field', a
   await bad(client.completions.create({ model: 'gpt-9', prompt: 'x', ...greedy }), 404, 'model', /the model 'gpt-9' does not exist here; this server serves 'qwen3-chat'/);
   await bad(client.completions.create({ model: NAME, prompt: 'x', max_tokens: 6, temperature: 5 }), 400, 'temperature', /'temperature': expected a number in \[0, 2\]; got 5/);
   await bad(client.completions.create({ model: NAME, prompt: 'x', max_tokens: 0 }), 400, 'max_tokens', /'max_tokens': expected an integer ≥ 1; got 0/);
-  await bad(client.completions.create({ model: NAME, prompt: 'x', ...greedy, logprobs: 2 }), 400, 'logprobs', /'logprobs': not served yet/);
+  await bad(client.completions.create({ model: NAME, prompt: 'x', ...greedy, logprobs: 2, stream: true }), 400, 'logprobs', /'logprobs': not served with stream: true yet/);
+  await bad(client.completions.create({ model: NAME, prompt: 'x', ...greedy, logprobs: 9 }), 400, 'logprobs', /'logprobs': expected an integer in \[0, 5\]; got 9/);
+  await bad(client.chat.completions.create({ model: NAME, messages, ...greedy, top_logprobs: 2 }), 400, 'top_logprobs', /'top_logprobs': needs 'logprobs': true/);
   await bad(client.completions.create({ model: NAME, prompt: 'x', ...greedy, n: 3 }), 400, 'n', /'n': expected 1/);
   await bad(client.chat.completions.create({ model: NAME, messages: [{ role: 'user', content: 7 as unknown as string }], ...greedy }), 400, 'messages', /message 0: "content" must be a string; got 7/);
   await bad(client.completions.create({ model: NAME, prompt: 'word '.repeat(2000), ...greedy }), 400, null, /leaves no room in the context/);
