@@ -2,8 +2,9 @@
 // WebGPU kernels' .wgsl files, read relative to the module that loads them) into dist/.
 import { cpSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-const root = new URL('../../', import.meta.url).pathname;
+const root = fileURLToPath(new URL('../../', import.meta.url));
 let n = 0;
 function walk(dir) {
   for (const name of readdirSync(dir)) {

@@ -38,8 +38,9 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const at = typeof addr === 'object' && addr ? `http://${host}:${addr.port}` : String(addr);
   console.error(`fon serve: '${name}' at ${at} (OpenAI API under ${at}/v1); Ctrl-C stops`);
   await new Promise<void>((resolve) => process.once('SIGINT', resolve).once('SIGTERM', resolve));
-  server.closeAllConnections();
+  server.closeAllConnections(); // their generations abort
   await new Promise<void>((resolve) => server.close(() => resolve()));
+  await server.idle(); // no step still running on the model
   lm.dispose();
   return 0;
 }

@@ -135,10 +135,13 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   }
   const stopIds = new Set([tok.eosId, ...(opts.stopIds ?? [])]);
   // Options are checked before the cache exists, so a bad one leaks nothing.
+  const top = opts.logprobs;
+  if (top !== undefined && !(Number.isInteger(top) && top >= 0 && top <= 20)) throw new ArgumentError(`generate: logprobs ${top} must be an integer in [0, 20]`);
+  if (top !== undefined && opts.draftRevise) throw new ArgumentError('generate: logprobs needs plain decoding; give draftRevise false (draft–revise makes the same tokens)');
   const sampler = new Sampler(cfg.vocabSize, opts);
   const stops = new StopMatcher(opts.stop ?? []);
   const cache = generationCache(model, Math.min(cfg.contextLength, ids.length + maxTokens), { pageRows: opts.pageRows, pool: opts.pool });
-  const stream = tok.streamDecoder();
+  const stream = tok.streamDecoder({ continuation: true }); // the text goes on from the prompt's: no first-space strip
   const history = ids.slice();
   const out: number[] = [];
   let text = '';
@@ -146,9 +149,6 @@ export async function generate(model: Decoder, tok: Tokenizer, prompt: string, o
   // A model may have more rows than the tokenizer has ids (a vocabulary rounded up): never sample those.
   const fixRow = (row: Float32Array): Float32Array => { if (row.length > tok.vocabSize) row.fill(-Infinity, tok.vocabSize); return row; };
   const step = async (input: number[], pos: number): Promise<Float32Array> => fixRow(await cachedStep(model, cache, input, pos));
-  const top = opts.logprobs;
-  if (top !== undefined && !(Number.isInteger(top) && top >= 0 && top <= 20)) throw new ArgumentError(`generate: logprobs ${top} must be an integer in [0, 20]`);
-  if (top !== undefined && opts.draftRevise) throw new ArgumentError('generate: logprobs needs plain decoding; give draftRevise false (draft–revise makes the same tokens)');
   const dr = top !== undefined ? false : opts.draftRevise ?? cfg.organs !== undefined;
   const lps: TokenLogprob[] = [];
   const sample = (row: Float32Array): number => {

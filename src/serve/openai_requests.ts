@@ -97,7 +97,15 @@ export function chatRequest(json: unknown): ChatRequest {
   const b = body(json);
   let messages: ChatMessage[];
   try {
-    messages = parseMessages(b.messages, "'messages'");
+    // OpenAI's content may be a list of parts ({"type": "text", "text"}: joined) or null (an assistant turn of tool calls: empty).
+    const plain = Array.isArray(b.messages) ? b.messages.map((m) => {
+      if (!m || typeof m !== 'object') return m;
+      const c = (m as Record<string, unknown>).content;
+      if (c === null) return { ...m, content: '' };
+      if (Array.isArray(c) && c.every((p) => p && typeof p === 'object' && (p as Record<string, unknown>).type === 'text' && typeof (p as Record<string, unknown>).text === 'string')) return { ...m, content: c.map((p) => (p as { text: string }).text).join('') };
+      return m;
+    }) : b.messages;
+    messages = parseMessages(plain, "'messages'");
   } catch (e) {
     throw new RequestError((e as Error).message, 400, 'messages');
   }

@@ -7,11 +7,12 @@
  * Requests generate one at a time, in arrival order (a queue of at most `maxQueue` waiting; past it
  * a 429); a client that disconnects, waiting or streaming, ends its generation. Every malformed
  * request (bad JSON, a field of the wrong type, a prompt past the context, an unknown model name or
- * path) gets a 4xx in OpenAI's error shape; logprobs come back in each endpoint's own shape, {"error": {"message", "type", "param", "code"}}; the
- * server keeps serving.
+ * path) gets a 4xx in OpenAI's error shape, {"error": {"message", "type", "param", "code"}}, and
+ * the server keeps serving; a failure of FON's own is a 500 (logged), or, once a stream has begun,
+ * an error event before its end. Logprobs come back in each endpoint's own shape.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { FonError } from '../errors.ts';
+import { ArgumentError, ConfigError } from '../errors.ts';
 import type { LanguageModel } from '../infer/language_model.ts';
 import type { GenerateOptions, GenerateResult } from '../infer/generate.ts';
 import type { TokenLogprob } from '../infer/logprobs.ts';
@@ -33,6 +34,8 @@ const json = (res: ServerResponse, status: number, value: unknown) => {
 };
 
 function sendError(res: ServerResponse, e: RequestError): void {
+  const allow = (e as RequestError & { allow?: string }).allow;
+  if (allow) res.setHeader('allow', allow);
   json(res, e.status, { error: { message: e.message, type: e.type, param: e.param, code: e.code } });
 }
 
@@ -55,17 +58,26 @@ async function readBody(req: IncomingMessage, limit: number): Promise<unknown> {
 /** OpenAI's finish_reason for a stop reason. */
 const finishReason = (r: GenerateResult['stopReason']) => (r === 'maxTokens' || r === 'context' ? 'length' : 'stop');
 
-export function createFonServer(lm: LanguageModel, o: ServeOptions): Server {
+/** The server, and `idle()`: resolves once no generation is running or queued (await it before freeing the model). */
+export type FonServer = Server & { idle(): Promise<void> };
+
+export function createFonServer(lm: LanguageModel, o: ServeOptions): FonServer {
   const maxQueue = o.maxQueue ?? 64, maxBody = o.maxBodyBytes ?? 4 << 20;
   let tail: Promise<void> = Promise.resolve();
   let waiting = 0;
   let counter = 0;
 
-  /** Runs `job` when the requests before it are done; a 429 when the queue is full. */
-  function enqueue<T>(job: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `job` when the requests before it are done; a 429 when the queue is full. A request whose
+   * client goes away while it waits stops counting at once (its job then returns at its turn).
+   */
+  function enqueue<T>(job: () => Promise<T>, signal: AbortSignal): Promise<T> {
     if (waiting >= maxQueue) throw new RequestError(`${waiting} requests are already waiting; try again later`, 429, null, 'rate_limit_exceeded', 'rate_limit_error');
     waiting++;
-    const run = tail.then(() => { waiting--; return job(); });
+    let counted = true;
+    const leave = () => { if (counted) { counted = false; waiting--; } };
+    signal.addEventListener('abort', leave, { once: true });
+    const run = tail.then(() => { leave(); signal.removeEventListener('abort', leave); return job(); });
     tail = run.then(() => {}, () => {});
     return run;
   }
@@ -112,48 +124,62 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): Server {
       let next = await generateOrBadRequest(() => it.next());
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
       const send = (v: unknown) => res.write(`data: ${JSON.stringify(v)}\n\n`);
-      const chunk = (piece: string, finish: string | null, first: boolean) => (chat
-        ? { id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index: 0, delta: finish ? {} : { ...(first ? { role: 'assistant' } : {}), content: piece }, finish_reason: finish, logprobs: null }] }
+      const chunk = (piece: string, finish: string | null) => (chat
+        ? { id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index: 0, delta: finish ? {} : { content: piece }, finish_reason: finish, logprobs: null }] }
         : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: piece, finish_reason: finish, logprobs: null }] });
-      let first = true;
-      while (!next.done) {
-        send(chunk(next.value, null, first));
-        first = false;
-        next = await it.next();
+      // Chat streams open with the assistant's role, as OpenAI's do (even a reply with no text has one).
+      if (chat) send({ id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null, logprobs: null }] });
+      try {
+        while (!next.done) {
+          send(chunk(next.value, null));
+          next = await it.next();
+        }
+      } catch (e) {
+        // Headers are gone: the error goes out as an event (OpenAI's clients raise it), then the end.
+        if (!(e instanceof RequestError)) console.error(`fon serve: ${id}: ${(e as Error)?.stack ?? e}`);
+        send({ error: { message: (e as Error)?.message ?? String(e), type: 'server_error', param: null, code: null } });
+        res.end();
+        return;
       }
       if (!abort.signal.aborted) {
         const g = next.value;
-        send(chunk('', finishReason(g.stopReason), first));
+        send(chunk('', finishReason(g.stopReason)));
         if (r.streamUsage) send({ id, object: chat ? 'chat.completion.chunk' : 'text_completion', created, model: o.name, choices: [], usage: { prompt_tokens: g.promptTokens, completion_tokens: g.ids.length, total_tokens: g.promptTokens + g.ids.length } });
         res.write('data: [DONE]\n\n');
       }
       res.end();
-    });
+    }, abort.signal);
   }
 
-  return createServer((req, res) => {
+  const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     const route = async () => {
-      if (path === '/health') { if (req.method !== 'GET') throw notAllowed(req); json(res, 200, { status: 'ok' }); return; }
-      if (path === '/v1/models') { if (req.method !== 'GET') throw notAllowed(req); json(res, 200, { object: 'list', data: [{ id: o.name, object: 'model', created: 0, owned_by: 'fon' }] }); return; }
+      if (path === '/health') { if (req.method !== 'GET') throw notAllowed(req, 'GET'); json(res, 200, { status: 'ok' }); return; }
+      if (path === '/v1/models') { if (req.method !== 'GET') throw notAllowed(req, 'GET'); json(res, 200, { object: 'list', data: [{ id: o.name, object: 'model', created: 0, owned_by: 'fon' }] }); return; }
       if (path === '/v1/completions' || path === '/v1/chat/completions') {
-        if (req.method !== 'POST') throw notAllowed(req);
+        if (req.method !== 'POST') throw notAllowed(req, 'POST');
         await complete(req, res, path === '/v1/chat/completions');
         return;
       }
       throw new RequestError(`no route ${req.method} ${path}: this server has GET /health, GET /v1/models, POST /v1/completions and POST /v1/chat/completions`, 404, null, 'not_found');
     };
     route().catch((e) => {
+      if (!(e instanceof RequestError)) console.error(`fon serve: ${req.method} ${path}: ${(e as Error)?.stack ?? e}`);
       if (res.headersSent) { res.end(); return; }
       if (e instanceof RequestError) sendError(res, e);
       else sendError(res, new RequestError(`internal error: ${(e as Error)?.message ?? String(e)}`, 500, null, null, 'server_error'));
     });
   });
+  return Object.assign(server, { idle: () => tail });
 }
 
-/** A token's text (its own decode; a piece of a character decodes to U+FFFD) and its UTF-8 bytes. */
+/**
+ * A token's text as a piece of generated text (a continuation: SentencePiece's leading space kept;
+ * a piece of a character decodes to U+FFFD) and its UTF-8 bytes.
+ */
 function tokenText(lm: LanguageModel, id: number): { text: string; bytes: number[] } {
-  const text = lm.tokenizer.decode([id]);
+  const d = lm.tokenizer.streamDecoder({ continuation: true });
+  const text = d.push(id) + d.flush();
   return { text, bytes: Array.from(new TextEncoder().encode(text)) };
 }
 
@@ -181,16 +207,16 @@ function completionLogprobs(lm: LanguageModel, lps: readonly TokenLogprob[]) {
   };
 }
 
-function notAllowed(req: IncomingMessage): RequestError {
-  return new RequestError(`method ${req.method} is not allowed here`, 405, null, 'method_not_allowed');
+function notAllowed(req: IncomingMessage, allow: string): RequestError {
+  return Object.assign(new RequestError(`method ${req.method} is not allowed here; this path takes ${allow}`, 405, null, 'method_not_allowed'), { allow });
 }
 
-/** Runs a generation; FON's own errors (a prompt past the context, a bad option) become 400s. */
+/** Runs a generation; the request's faults (a prompt past the context, a bad option: ArgumentError, ConfigError) become 400s, anything else stays a 500. */
 async function generateOrBadRequest<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (e) {
-    if (e instanceof FonError && !(e instanceof RequestError)) throw new RequestError(e.message, 400);
+    if (e instanceof ArgumentError || e instanceof ConfigError) throw new RequestError(e.message, 400);
     throw e;
   }
 }

@@ -36,5 +36,9 @@ for (const name of ['sentencepiece_legacy', 'sentencepiece_metaspace']) {
       const s = fon.streamDecoder();
       assert.equal(got.map((id) => s.push(id)).join('') + s.flush(), wantText, `${name}: stream ${JSON.stringify(text)}`);
     }
+    // A continuation (generated text after a prompt) keeps the space its first token begins with.
+    const ids = fon.encode('the cat');
+    const c = fon.streamDecoder({ continuation: true });
+    assert.equal(ids.map((id) => c.push(id)).join('') + c.flush(), ' the cat');
   });
 }

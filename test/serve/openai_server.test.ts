@@ -19,6 +19,7 @@ import { load } from '../../src/io/load.ts';
 import type { LanguageModel } from '../../src/infer/language_model.ts';
 import type { GenerateResult } from '../../src/infer/generate.ts';
 import { createFonServer } from '../../src/serve/server.ts';
+import { DeviceError } from '../../src/errors.ts';
 import { CHATML } from '../io/chat_fixtures.ts';
 
 const FIXTURE = join(import.meta.dirname, '../fixtures/hf/qwen3');
@@ -135,6 +136,22 @@ test('an aborted stream ends its generation on the server; a full queue is answe
   assert.equal(again.choices[0].text, (await lm.generate('The capital of', { maxTokens: 6, temperature: 0 })).text);
 });
 
+test('content given as parts; FON\'s own failures are 500s, and an error mid-stream reaches the client', async () => {
+  const parts = await client.chat.completions.create({ model: NAME, messages: [{ role: 'user', content: [{ type: 'text', text: 'Hel' }, { type: 'text', text: 'lo' }] }], ...greedy });
+  assert.equal(parts.choices[0].message.content, (await client.chat.completions.create({ model: NAME, messages, ...greedy })).choices[0].message.content);
+  const generate = lm.generate.bind(lm), stream = lm.stream.bind(lm);
+  try {
+    lm.generate = async () => { throw new DeviceError('the device was lost'); };
+    await assert.rejects(client.completions.create({ model: NAME, prompt: 'x', ...greedy }), (e) => e instanceof OpenAI.APIError && e.status === 500 && e.type === 'server_error' && /internal error: the device was lost/.test(e.message));
+    lm.stream = (prompt, opts) => (async function* () { const g = stream(prompt, opts); const first = await g.next(); if (!first.done) yield first.value; throw new DeviceError('lost mid-stream'); })() as ReturnType<LanguageModel['stream']>;
+    await assert.rejects((async () => { for await (const _ of await client.chat.completions.create({ model: NAME, messages, ...greedy, stream: true })) { /* the pieces */ } })(), /lost mid-stream/);
+  } finally {
+    lm.generate = generate;
+    lm.stream = stream;
+  }
+  assert.equal((await client.completions.create({ model: NAME, prompt: 'x', ...greedy })).choices.length, 1);
+});
+
 test('malformed requests get 4xx errors in OpenAI\'s shape, naming the field', async () => {
   const bad = async (p: Promise<unknown>, status: number, param: string | null, message: RegExp) => {
     await assert.rejects(p, (e) => {
@@ -166,6 +183,7 @@ test('malformed requests get 4xx errors in OpenAI\'s shape, naming the field', a
   assert.equal((await raw('POST', '/v1/completions', '[1, 2]')).json.error.message, 'the request body must be a JSON object; got [1,2]');
   assert.equal((await raw('GET', '/v1/nothing')).status, 404);
   assert.equal((await raw('GET', '/v1/completions')).status, 405);
+  assert.equal((await fetch(`${base}/v1/completions`)).headers.get('allow'), 'POST');
   assert.deepEqual((await raw('GET', '/health')).json, { status: 'ok' });
   // Still serving after all of that.
   assert.equal((await client.completions.create({ model: NAME, prompt: 'x', ...greedy })).choices.length, 1);

@@ -109,13 +109,14 @@ export class BpeTokenizer implements Tokenizer {
   }
 
   /** Decodes id by id; `push` holds back the bytes of a character not yet complete, `flush` ends the stream. */
-  streamDecoder(): StreamDecoder {
+  streamDecoder(opts: { continuation?: boolean } = {}): StreamDecoder {
     const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
+    const strip = this.parts.stripFirstSpace === true && opts.continuation !== true;
     let count = 0;
     return {
       push: (id: number) => {
         const bytes = this.bytesOf(id, count);
-        return utf8.decode(count++ === 0 && this.parts.stripFirstSpace && bytes[0] === 0x20 ? bytes.subarray(1) : bytes, { stream: true });
+        return utf8.decode(count++ === 0 && strip && bytes[0] === 0x20 ? bytes.subarray(1) : bytes, { stream: true });
       },
       flush: () => { count = 0; return utf8.decode(); },
     };

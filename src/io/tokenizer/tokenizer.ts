@@ -46,8 +46,12 @@ export interface Tokenizer {
   encode(text: string, opts?: EncodeOptions): number[];
   /** Ids → text; an unknown id is an ArgumentError. */
   decode(ids: readonly number[]): string;
-  /** Streaming decoder: push ids one by one, get the text completed so far (holds back incomplete UTF-8 sequences). */
-  streamDecoder(): StreamDecoder;
+  /**
+   * Streaming decoder: push ids one by one, get the text completed so far (holds back incomplete
+   * UTF-8 sequences). `continuation`: the ids go on from earlier text (generation after a prompt),
+   * so a decoder that drops the text's first space (SentencePiece's) keeps it.
+   */
+  streamDecoder(opts?: { continuation?: boolean }): StreamDecoder;
   /** The id of a token given by its vocabulary spelling (or an added token's content). */
   tokenToId(token: string): number | undefined;
   /** The vocabulary spelling of an id (an added token's content for added tokens). */
