@@ -6,7 +6,7 @@
  */
 import type { LoadedModel } from '../io/model_checkpoint.ts';
 import type { GenerateOptions } from '../infer/generate.ts';
-import { samplingDefaults } from '../infer/language_model.ts';
+import { folderDefaults } from '../infer/language_model.ts';
 import { numberFlag, UsageError } from './args.ts';
 
 /** parseArgs options of the sampling flags. */
@@ -21,17 +21,16 @@ function topP(command: string, value: string | undefined, fallback: number): num
   return p;
 }
 
-/** The generate options the sampling flags `v` set for `loaded`. */
+/** The generate options for `loaded` (its folder's defaults) as the sampling flags `v` override them. */
 export function samplingOptions(command: string, v: Partial<Record<keyof typeof SAMPLING_FLAGS, string>>, loaded: LoadedModel): GenerateOptions {
-  const d = samplingDefaults(loaded.generation);
-  const hf = loaded.architecture !== undefined;
+  const d = folderDefaults(loaded);
   return {
+    ...d,
     maxTokens: numberFlag(command, 'max-tokens', v['max-tokens'], d.maxTokens, { integer: true, min: 1 }),
     temperature: numberFlag(command, 'temperature', v.temperature, d.temperature, { min: 0 }),
     topK: numberFlag(command, 'top-k', v['top-k'], d.topK, { integer: true, min: 0 }),
     topP: topP(command, v['top-p'], d.topP),
     repetitionPenalty: numberFlag(command, 'repetition-penalty', v['repetition-penalty'], d.repetitionPenalty, {}),
     seed: numberFlag(command, 'seed', v.seed, 0, { integer: true, min: 0 }),
-    ...(hf ? { startIds: loaded.tokenizer.prefixIds, stopIds: loaded.generation?.eosTokenIds ?? [], specialInPrompt: true } : {}),
   };
 }

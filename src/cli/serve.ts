@@ -5,6 +5,7 @@ import { basename } from 'node:path';
 import { load } from '../io/load.ts';
 import { createFonServer } from '../serve/server.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
+import { backendFromFlag } from './backend_flag.ts';
 
 export const SERVE_USAGE = `usage: fon serve --model DIR [--host 127.0.0.1] [--port 8080] [--name NAME] [--max-queue 64] [--backend auto]
 
@@ -23,9 +24,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const port = numberFlag('serve', 'port', v.port, 8080, { integer: true, min: 0, max: 65535 });
   const maxQueue = numberFlag('serve', 'max-queue', v['max-queue'], 64, { integer: true, min: 1 });
   const host = v.host ?? '127.0.0.1';
-  const backend = v.backend ?? 'auto';
-  if (!['auto', 'cpu', 'wasm', 'webgpu'].includes(backend)) throw new UsageError(`serve: --backend ${JSON.stringify(backend)}: expected one of auto, cpu, wasm, webgpu`);
-  const lm = await load(dir, { backend: backend as 'auto' });
+  const lm = await load(dir, { backend: await backendFromFlag('serve', v.backend) });
   const name = v.name ?? basename(dir.replace(/\/+$/, ''));
   const server = createFonServer(lm, { name, maxQueue });
   try {

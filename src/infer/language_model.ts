@@ -29,6 +29,18 @@ export function samplingDefaults(g: HfGenerationDefaults | null | undefined): { 
   };
 }
 
+/**
+ * The generate options a loaded folder implies: its sampling defaults and, for a Hugging Face
+ * model, its tokenizer's prefix ids, its eos ids and special tokens in the prompt (what the CLI's
+ * sampling flags and LanguageModel start from).
+ */
+export function folderDefaults(parts: Pick<LanguageModelParts, 'tokenizer' | 'architecture' | 'generation'>): GenerateOptions & ReturnType<typeof samplingDefaults> {
+  return {
+    ...samplingDefaults(parts.generation),
+    ...(parts.architecture !== undefined ? { startIds: parts.tokenizer.prefixIds, stopIds: parts.generation?.eosTokenIds ?? [], specialInPrompt: true } : {}),
+  };
+}
+
 /** What a loaded folder holds (LoadedModel's fields). */
 export interface LanguageModelParts {
   model: Decoder;
@@ -50,13 +62,9 @@ export class LanguageModel {
     this.chatTemplate = parts.chatTemplate ?? null;
   }
 
-  /** The options every call starts from: the folder's sampling defaults and, for a Hugging Face model, its prefix and eos ids. */
+  /** The options every call starts from (folderDefaults). */
   defaults(): GenerateOptions {
-    const hf = this.parts.architecture !== undefined;
-    return {
-      ...samplingDefaults(this.parts.generation),
-      ...(hf ? { startIds: this.tokenizer.prefixIds, stopIds: this.parts.generation?.eosTokenIds ?? [], specialInPrompt: true } : {}),
-    };
+    return folderDefaults(this.parts);
   }
 
   /** The continuation of `prompt` (opts over the defaults). */

@@ -9,33 +9,20 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChatTemplate } from '../../src/io/hf/chat_template.ts';
 import { FON, fon } from './fon_process.ts';
-import { CHATML } from '../io/chat_fixtures.ts';
+import { CHATML, chatModelFolder } from '../io/chat_fixtures.ts';
 
 const FIXTURE = join(import.meta.dirname, '../fixtures/hf/qwen3');
 const COMMON = ['--max-tokens', '6', '--temperature', '0', '--backend', 'cpu'];
 
-/** The qwen3 fixture with a ChatML chat_template in its tokenizer_config.json (the weights linked, not copied). */
-function chatModel(dir: string): string {
-  const out = join(dir, 'qwen3-chat');
-  spawnSync('mkdir', ['-p', out]);
-  for (const f of readdirSync(FIXTURE)) {
-    if (f.endsWith('.safetensors')) symlinkSync(join(FIXTURE, f), join(out, f));
-    else copyFileSync(join(FIXTURE, f), join(out, f));
-  }
-  const cfg = JSON.parse(readFileSync(join(FIXTURE, 'tokenizer_config.json'), 'utf8'));
-  writeFileSync(join(out, 'tokenizer_config.json'), JSON.stringify({ ...cfg, chat_template: CHATML }));
-  return out;
-}
-
 test('fon generate --messages renders the chat template; fon chat replies turn by turn and /reset starts over', () => {
   const dir = mkdtempSync(join(tmpdir(), 'fon-chat-'));
   try {
-    const model = chatModel(dir);
+    const model = chatModelFolder(dir);
     const t = new ChatTemplate(CHATML, 'test');
     const reply = (messages: { role: string; content: string }[]) => {
       const file = join(dir, `m${Math.random()}.json`);

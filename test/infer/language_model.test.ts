@@ -8,13 +8,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { load } from '../../src/io/load.ts';
 import { ArgumentError } from '../../src/errors.ts';
 import { fon } from '../cli/fon_process.ts';
-import { CHATML } from '../io/chat_fixtures.ts';
+import { chatModelFolder } from '../io/chat_fixtures.ts';
 
 const FIXTURE = join(import.meta.dirname, '../fixtures/hf/qwen3');
 const TEXT = join(import.meta.dirname, '../fixtures/hf/eval.txt');
@@ -22,10 +22,7 @@ const TEXT = join(import.meta.dirname, '../fixtures/hf/eval.txt');
 test('load: generate, chat and eval agree with the CLI on the same folder; stream and chatStream yield the same text', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'fon-load-'));
   try {
-    const model = join(dir, 'qwen3-chat');
-    mkdirSync(model);
-    for (const f of readdirSync(FIXTURE)) (f.endsWith('.safetensors') ? symlinkSync : copyFileSync)(join(FIXTURE, f), join(model, f));
-    writeFileSync(join(model, 'tokenizer_config.json'), JSON.stringify({ ...JSON.parse(readFileSync(join(FIXTURE, 'tokenizer_config.json'), 'utf8')), chat_template: CHATML }));
+    const model = chatModelFolder(dir);
     const m = await load(model, { backend: 'cpu' });
     try {
       const g = await m.generate('The capital of', { maxTokens: 6, temperature: 0 });

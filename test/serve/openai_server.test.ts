@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -20,18 +20,14 @@ import type { LanguageModel } from '../../src/infer/language_model.ts';
 import type { GenerateResult } from '../../src/infer/generate.ts';
 import { createFonServer } from '../../src/serve/server.ts';
 import { DeviceError } from '../../src/errors.ts';
-import { CHATML } from '../io/chat_fixtures.ts';
+import { chatModelFolder } from '../io/chat_fixtures.ts';
 
-const FIXTURE = join(import.meta.dirname, '../fixtures/hf/qwen3');
 const NAME = 'qwen3-chat';
 let dir = '', lm: LanguageModel, server: Server, base = '', client: OpenAI;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'fon-serve-'));
-  const model = join(dir, NAME);
-  mkdirSync(model);
-  for (const f of readdirSync(FIXTURE)) (f.endsWith('.safetensors') ? symlinkSync : copyFileSync)(join(FIXTURE, f), join(model, f));
-  writeFileSync(join(model, 'tokenizer_config.json'), JSON.stringify({ ...JSON.parse(readFileSync(join(FIXTURE, 'tokenizer_config.json'), 'utf8')), chat_template: CHATML }));
+  const model = chatModelFolder(dir, NAME);
   lm = await load(model, { backend: 'cpu' });
   server = createFonServer(lm, { name: NAME, maxQueue: 1 });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
