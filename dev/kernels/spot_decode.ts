@@ -15,8 +15,10 @@
  * dense attention over a compact copy of the selected keys (max |Δ| printed). Then each is timed
  * (median of batches) and once more with every dispatch timed on the GPU (attention_decode's own time).
  * fine-all is also timed with the kernel's source patched (PATCHES): which part of the masked form costs;
- * every fine form also in the kernel's STAGE form (DecodeTune.stageList: a step's list entries read
- * once into workgroup memory, not once a key).
+ * every fine form in the kernel's default LPRE form (the chunk's whole list read into workgroup
+ * memory before the loop) and also in its per-key form (DecodeTune.preloadList false: each key reads
+ * its block's entry in global memory, the form before LPRE) and STAGE form (DecodeTune.stageList: a
+ * step's list entries read once into workgroup memory). The patches edit the per-key form.
  *
  *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
  */
@@ -76,6 +78,8 @@ function maskOf(b: fon.Backend, form: string, t: number): { mask: UploadedMask; 
 const PATCHES: Record<string, (src: string) => string> = {
   nolist: (src) => must(src, /fn dkey\(v: u32\) -> u32 \{ return u32\(mask\[mask_list \+ v \/ MASK_KB\] >> 1u\) \* MASK_KB \+ v % MASK_KB; \}/, 'fn dkey(v: u32) -> u32 { return v; }'),
   'nolist-vis': (src) => must(PATCHES.nolist(src), /visible_row\(r, jk\)/, 'visible_row(r, j)'),
+  // …and the P·V loop's V rows from the key's index (as dense) instead of through Krow.
+  'nolist-nokrow': (src) => must(PATCHES['nolist-vis'](src), /Krow\[jj\]/, 'min(k0 + jj, kend - 1u)'),
 };
 
 function must(src: string, re: RegExp, to: string): string {
@@ -95,10 +99,15 @@ function patched<T>(b: WebGpuBackend, tag: string, fn: () => T): T {
 }
 const kernelCache = new Map<string, Kernel>();
 
-/** Runs fn with the split-K decode kernel in its STAGE form (DecodeTune.stageList). */
-function staged<T>(b: WebGpuBackend, fn: () => T): T {
+/**
+ * Runs fn with the split-K decode kernel in another list form than the default (LPRE: the chunk's
+ * list preloaded): STAGE (DecodeTune.stageList) or per-key (preloadList false: each key reads its
+ * block's entry in global memory, the form before LPRE).
+ */
+function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key', fn: () => T): T {
   const run = b.rt.run;
-  b.rt.run = (d) => run.call(b.rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, STAGE: true } } : d);
+  const flags = form === 'STAGE' ? { STAGE: true, LPRE: false } : { LPRE: false };
+  b.rt.run = (d) => run.call(b.rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, ...flags } } : d);
   try { return fn(); } finally { b.rt.run = run; }
 }
 
@@ -132,17 +141,21 @@ async function main(): Promise<void> {
       const bytes = 4 * HKV * keys.length * D;
       console.log(`  ${t} ${form.padEnd(12)} ${(100 * keys.length / t).toFixed(1).padStart(5)}% of keys: ${ms.toFixed(3)} ms (attention_decode ${kernel.toFixed(3)} ms profiled), ${(bytes / ms / 1e6).toFixed(0)} GB/s, ${(ms / dense).toFixed(2)}× dense's time; max |Δ| ${diff.toExponential(2)}`);
       if (form.startsWith('fine')) {
-        // DecodeTune.stageList: the step's list entries read once into workgroup memory.
-        const out = staged(b, () => attention(q, k, v, { kvLength: t, mask }));
-        const d3 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
-        const sm = await timeBatched(sync, () => staged(b, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); })));
-        console.log(`  ${t}   staged list      : ${sm.toFixed(3)} ms, ${(sm / dense).toFixed(2)}× dense's time; max |Δ| ${d3.toExponential(2)}`);
+        // The default above preloads the chunk's list (LPRE); STAGE reads a step's entries once into
+        // workgroup memory; per-key reads a key's entry from global memory (the form before LPRE).
+        for (const [flag, what] of [['per-key', 'per-key list'], ['STAGE', 'staged list']] as const) {
+          const out = listForm(b, flag, () => attention(q, k, v, { kvLength: t, mask }));
+          const d3 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
+          const sm = await timeBatched(sync, () => listForm(b, flag, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); })));
+          console.log(`  ${t}   ${what.padEnd(17)}: ${sm.toFixed(3)} ms, ${(sm / dense).toFixed(2)}× dense's time; max |Δ| ${d3.toExponential(2)}`);
+        }
       }
       if (form === 'fine-all') {
         for (const tag of Object.keys(PATCHES)) {
-          const out = patched(b, tag, () => attention(q, k, v, { kvLength: t, mask }));
+          // The patches edit the per-key form's source.
+          const out = patched(b, tag, () => listForm(b, 'per-key', () => attention(q, k, v, { kvLength: t, mask })));
           const d2 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(ref, 'f32'))).data()) as Float32Array));
-          const pm = await timeBatched(sync, () => patched(b, tag, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); })));
+          const pm = await timeBatched(sync, () => patched(b, tag, () => listForm(b, 'per-key', () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); }))));
           console.log(`  ${t}   patched ${tag.padEnd(10)}: ${pm.toFixed(3)} ms, ${(pm / dense).toFixed(2)}× dense's time; max |Δ| ${d2.toExponential(2)}`);
         }
       }

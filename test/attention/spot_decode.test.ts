@@ -90,20 +90,21 @@ test('a fine mask (a listed block per selected 16-token block, no segment test) 
   close(await vals(fon.attention(q, k, v, { kvLength: L, mask: fineMask(cpu) })), want, 1e-5, 'cpu, fine');
     if (!gpu) return;
   for (const dtype of ['f32', 'f16'] as const) {
-    for (const staged of [false, true]) {
+    // The default form (LPRE: the chunk's list preloaded into workgroup memory), and the others: each key
+    // reading its entry in global memory (DecodeTune.preloadList false), a step's entries staged (DecodeTune.stageList).
+    for (const form of [{}, { LPRE: false }, { LPRE: false, STAGE: true }]) {
       const g = inputs(gpu);
       const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
-      // staged: the experimental form that reads a step's list entries into workgroup memory (DecodeTune.stageList).
-      const out = staged ? withStagedList(gpu, () => fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu) })) : fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu) });
-      close(await vals(fon.cast(out, 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, fine${staged ? ', list staged' : ''}`);
+      const out = withListForm(gpu, form, () => fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu!) }));
+      close(await vals(fon.cast(out, 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, fine ${JSON.stringify(form)}`);
     }
   }
 });
 
-/** Runs fn with the split-K decode kernel's STAGE form (DecodeTune.stageList) on `be`'s dispatches. */
-function withStagedList<T>(be: Backend, fn: () => T): T {
+/** Runs fn with the split-K decode kernel's variant flags `flags` set (a list form) on `be`'s dispatches. */
+function withListForm<T>(be: Backend, flags: Record<string, boolean>, fn: () => T): T {
   const rt = (be as unknown as { rt: { run: (d: { kernel: { name: string }; variant: Record<string, unknown> }) => unknown } }).rt;
   const run = rt.run;
-  rt.run = (d) => run.call(rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, STAGE: true } } : d);
+  rt.run = (d) => run.call(rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, ...flags } } : d);
   try { return fn(); } finally { rt.run = run; }
 }

@@ -114,6 +114,8 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
     X: dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
     VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
     ...(tune.stageList ? { STAGE: true } : {}),
+    // A fine mask's chunk list preloaded into workgroup memory (LPRE) unless a list form is asked for.
+    ...(a.mask && a.mask.kBlock !== MASK_K_BLOCK ? { LPRE: !tune.stageList && (tune.preloadList ?? true) } : {}),
   };
 }
 
@@ -138,6 +140,8 @@ export function decodeRows(caps: GpuCaps, a: AttentionArgs): number {
  */
 const DECODE_GROUPS = 660;
 const DECODE_GROUPS_SOFTWARE = 8;
+/** The most listed blocks a masked decode chunk takes (LMAX in attention_decode.wgsl). */
+const LIST_MAX = 512;
 
 /**
  * Experimental forms of the decode split pass (dev/kernels/attention.ts): `prefetch` loads each
@@ -148,9 +152,11 @@ const DECODE_GROUPS_SOFTWARE = 8;
  * (by the invocation that owns the key) instead of once per column group, `combineCols`
  * sets the columns a combine workgroup takes and `combineUnroll` has it load four splits at once;
  * `noCombine` (timing only: out is left unwritten) skips the combine pass; `stageList` (fine masks
- * only) reads a step's list entries once into workgroup memory instead of once a key.
+ * only) reads a step's list entries once into workgroup memory instead of once a key; `preloadList`
+ * (fine masks; the default, false: each key reads its block's entry from the list in global memory)
+ * reads the chunk's whole list into workgroup memory before the loop.
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
@@ -160,7 +166,9 @@ function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { l
   const target = be.caps.software ? DECODE_GROUPS_SOFTWARE : DECODE_GROUPS;
   if (a.mask) {
     // The kernel cuts the list it reads into nsplit chunks of whole blocks (lo, hi, chunk unused).
-    const nsplit = Math.max(1, Math.min(a.mask.kBlocks, splits ?? Math.ceil(target / (a.batch * a.kvHeads))));
+    // A fine mask's chunk lists at most LIST_MAX blocks (the LPRE form holds a chunk's list in workgroup memory).
+    const least = a.mask.kBlock !== MASK_K_BLOCK ? Math.ceil(a.mask.kBlocks / LIST_MAX) : 1;
+    const nsplit = Math.max(1, least, Math.min(a.mask.kBlocks, splits ?? Math.ceil(target / (a.batch * a.kvHeads))));
     checkGrid('attention decode', nsplit, a.kvHeads, a.batch);
     return { lo: 0, hi: 0, chunk: 0, nsplit };
   }

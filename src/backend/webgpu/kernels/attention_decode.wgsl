@@ -54,6 +54,24 @@ var<private> mask_list: u32;
 // spanning BKD / MASK_KB of them: each virtual key reads its block's entry. STAGE (experimental,
 // DecodeTune.stageList): the step's BKD / MASK_KB entries are read once into workgroup memory
 // (mask_stage, a barrier) and each key takes its block's first key from there.
+#if LPRE
+// LPRE (the default; DecodeTune.preloadList false turns it off): the chunk's whole list (at most LMAX entries: the
+// host cuts at least kBlocks / LMAX chunks) read once into workgroup memory before the loop, each
+// entry as its block's first key; a key's place is then a workgroup-memory read, and no step waits
+// on a global load before its K loads can start.
+const LMAX = 512u;
+var<workgroup> Lst: array<u32, LMAX>;
+var<private> list_k0: u32;
+fn mask_preload(kstart: u32, kend: u32, lid: u32) {
+  list_k0 = kstart;
+  let n = select(0u, (kend - kstart + MASK_KB - 1u) / MASK_KB, kend > kstart);
+  for (var e = lid; e < min(n, LMAX); e += WG) { Lst[e] = u32(mask[mask_list + kstart / MASK_KB + e] >> 1u) * MASK_KB; }
+  workgroupBarrier();
+}
+fn mask_step(k0: u32, kend: u32) {}
+fn mask_stage(k0: u32, kend: u32, lid: u32) {}
+fn dkey(v: u32) -> u32 { return Lst[(v - list_k0) / MASK_KB] + v % MASK_KB; }
+#else
 #if STAGE
 var<workgroup> Kblk: array<u32, BKD / MASK_KB>;
 var<private> step_k0: u32;
@@ -71,6 +89,12 @@ fn mask_step(k0: u32, kend: u32) {}
 fn mask_stage(k0: u32, kend: u32, lid: u32) {}
 fn dkey(v: u32) -> u32 { return u32(mask[mask_list + v / MASK_KB] >> 1u) * MASK_KB + v % MASK_KB; }
 #endif
+#endif
+fn mask_begin(kstart: u32, kend: u32, lid: u32) {
+#if LPRE
+  mask_preload(kstart, kend, lid);
+#endif
+}
 #else
 var<private> step_e: u32;
 var<private> step_kb: vec2<u32>;
@@ -87,6 +111,7 @@ fn mask_step(k0: u32, kend: u32) {
 // The key of virtual key v of the current step.
 fn dkey(v: u32) -> u32 { return select(step_kb.y, step_kb.x, v / MASK_KB == step_e) + v % MASK_KB; }
 fn mask_stage(k0: u32, kend: u32, lid: u32) {}
+fn mask_begin(kstart: u32, kend: u32, lid: u32) {}
 #endif
 
 // The row a key's K and V are read from: a listed block may run past kvlen (the last one past tk,
@@ -124,6 +149,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let kend = min(nb * MASK_KB, kstart + chunk);
   mask_list = mrow + 1u;
   seg_start(b);
+  mask_begin(kstart, kend, lid);
 #else
   let kstart = P.lo + split * P.chunk;
   let kend = min(P.hi, kstart + P.chunk);
