@@ -106,7 +106,7 @@ const kernelCache = new Map<string, Kernel>();
  */
 function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key', fn: () => T): T {
   const run = b.rt.run;
-  const flags = form === 'STAGE' ? { STAGE: true, LPRE: false } : { LPRE: false };
+  const flags: Record<string, boolean> = form === 'STAGE' ? { STAGE: true, LPRE: false } : { LPRE: false };
   b.rt.run = (d) => run.call(b.rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, ...flags } } : d);
   try { return fn(); } finally { b.rt.run = run; }
 }
