@@ -86,13 +86,16 @@ export interface GenerateResult {
   speculative?: SpeculativeStatsJSON & { draftLayers: number };
 }
 
-/** A batch-1 KV cache of `maxLength` positions for `model`: f32 for f32 weights, else f16; `opts` sets its pages. */
+/** A batch-1 KV cache of `maxLength` positions for `model`, in its weights' dtype; `opts` sets its pages. */
 export function generationCache(model: Decoder, maxLength: number, opts: KvCacheOptions = {}): KvCache {
   return new KvCache(model.config, 1, maxLength, model.embed.weight.backend, generationDtype(model), opts);
 }
 
-/** The dtype of generation's KV cache for `model`: f32 for f32 weights, else f16 (a page pool shared by its generations is made with it). */
-export const generationDtype = (model: Decoder): FloatDType => (model.embed.weight.dtype === 'f32' ? 'f32' : 'f16');
+/**
+ * The dtype of generation's KV cache for `model`: its weights' (f32, f16 or bf16: the projections
+ * write k and v in it), which a page pool shared by its generations is made with.
+ */
+export const generationDtype = (model: Decoder): FloatDType => model.embed.weight.dtype as FloatDType;
 
 /**
  * One step of batch-1 generation: `input` (token ids at positions pos …) through the model and the

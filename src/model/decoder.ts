@@ -23,6 +23,7 @@ import { arange, tensor } from '../ops/creation.ts';
 import { add, where } from '../ops/elementwise.ts';
 import { crossEntropy } from '../ops/fused.ts';
 import { narrow, reshape } from '../ops/layout.ts';
+import { cast } from '../ops/cast.ts';
 import { linear } from '../ops/matmul.ts';
 import { ArgumentError, ShapeError } from '../errors.ts';
 import { Embedding } from '../nn/embedding.ts';
@@ -175,13 +176,16 @@ export class Decoder extends Module {
     });
   }
 
-  /** The head: final norm and LM head, hidden (B, T, C) → logits (B, T, V), or (B, 1, V) of the last position with lastOnly. The exit head is this at layer D. */
+  /** The head: final norm and LM head, hidden (B, T, C) → logits (B, T, V), or (B, 1, V) of the last position with lastOnly (f32 for a 16-bit model). The exit head is this at layer D. */
   logits(x: Tensor, lastOnly = false): Tensor {
     return tidy(() => {
       const [b, t] = x.shape;
       if (lastOnly) x = narrow(x, 1, t - 1, 1); // (B, 1, C)
       const h = this.norm.forward(x);
-      const logits = this.head ? this.head.forward(h) : linear(h, this.embed.weight, undefined, true);
+      let logits = this.head ? this.head.forward(h) : linear(h, this.embed.weight, undefined, true);
+      // A model stored in 16 bits (weights kept in a checkpoint's f16 or bf16) gives f32 logits: what
+      // sampling, perplexity and draft–revise read back. (Autocast keeps f32 weights: untouched.)
+      if (this.embed.weight.dtype !== 'f32' && logits.dtype !== 'f32') logits = cast(logits, 'f32');
       return reshape(logits, [b, lastOnly ? 1 : t, this.config.vocabSize]);
     });
   }

@@ -5,6 +5,7 @@ import { parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { KvCache } from '../../src/infer/kv_cache.ts';
+import { cachedStep, generationCache, generationDtype } from '../../src/infer/generate.ts';
 import { denseAttention } from '../../src/attention/dense.ts';
 import type { FullAttention } from '../../src/attention/full/full.ts';
 
@@ -167,4 +168,30 @@ test('ParamFactory draw: normal-initialised parameters come from the draw (cast 
   assert.throws(() => new Decoder(cfg, new ParamFactory({ backend: cpu, draw: (_n, s) => fon.zeros([...s, 1], { backend: cpu }) })), (e) => e instanceof fon.ArgumentError && /^ParamFactory: draw gave '[^']+' shape \[[\d,]+\], dtype f32 on 'cpu'; expected \[[\d,]+\], a float dtype on 'cpu'$/.test(e.message));
   m.dispose();
   plain.dispose();
+});
+
+test('a model whose weights are f16 or bf16 gives f32 logits, through forward and through generation\'s cache (in the weights\' dtype), within 16-bit rounding of the same weights in f32', async () => {
+  const cfg = parseModelConfig({ vocabSize: 40, dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, headDim: 4, mlpHidden: 24, contextLength: 16, positions: 'rope', norm: 'rmsnorm', mlp: 'swiglu' });
+  const ref = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 3 }));
+  const ids = [5, 9, 2, 31, 7];
+  const want = fon.tidy(() => ref.forward(fon.tensor(Int32Array.from(ids), [1, ids.length], { dtype: 'i32', backend: cpu }), { lastOnly: true })).dataSync() as Float32Array;
+  for (const dtype of ['f16', 'bf16'] as const) {
+    // The same values, stored in 16 bits (as a checkpoint's weights kept in their dtype).
+    const m = new Decoder(cfg, new ParamFactory({ backend: cpu, dtype, weights: Object.fromEntries(ref.namedParameters()) }));
+    const direct = fon.tidy(() => m.forward(fon.tensor(Int32Array.from(ids), [1, ids.length], { dtype: 'i32', backend: cpu }), { lastOnly: true }));
+    assert.equal(direct.dtype, 'f32', `${dtype}: forward's logits`);
+    assert.equal(generationDtype(m), dtype);
+    const cache = generationCache(m, 16);
+    const stepped = await cachedStep(m, cache, ids, 0);
+    const tol = dtype === 'f16' ? 2e-3 : 2e-2;
+    for (const [what, got] of [['forward', direct.dataSync() as Float32Array], ['cached step', stepped]] as const) {
+      assert.equal(got.length, cfg.vocabSize);
+      const worst = Math.max(...Array.from(want, (w, i) => Math.abs(w - got[i])));
+      assert.ok(worst < tol, `${dtype} ${what}: max |Δ| ${worst} against the f32 model's logits`);
+    }
+    cache.dispose();
+    direct.dispose();
+    m.dispose();
+  }
+  ref.dispose();
 });
