@@ -1,9 +1,10 @@
-/** The --backend flag: cpu, wasm, webgpu or auto (a hardware GPU if there is one, else wasm). */
+/** The --backend flag: cpu, wasm, webgpu or auto (a hardware GPU if there is one, else wasm); and --dtype, the weights' dtype. */
 import type { Backend } from '../backend/backend.ts';
 import { initBackend, type BackendName } from '../backend/registry.ts';
 import '../backend/wasm/index.ts';
 import '../backend/webgpu/index.ts';
 import { UsageError } from './args.ts';
+import { WEIGHT_DTYPES, type WeightDtypeChoice } from '../io/weight_dtype.ts';
 
 const NAMES = ['cpu', 'wasm', 'webgpu', 'auto'];
 
@@ -11,4 +12,15 @@ export async function backendFromFlag(command: string, value: string | undefined
   const name = value ?? 'auto';
   if (!NAMES.includes(name)) throw new UsageError(`${command}: --backend ${JSON.stringify(name)}: expected one of ${NAMES.join(', ')}`);
   return initBackend(name as BackendName);
+}
+
+/** The --dtype flag's usage line: the dtype a loaded model's weights are kept in (io/weight_dtype.ts). */
+export const DTYPE_USAGE = `  --dtype D          weights kept in auto (default: a checkpoint's own f16 or bf16 on a GPU with
+                     16-bit tensor cores, else f32), f32, f16 or bf16`;
+
+/** The --dtype flag's value (default auto); another is a UsageError naming it. */
+export function dtypeFromFlag(command: string, value: string | undefined): WeightDtypeChoice {
+  const name = value ?? 'auto';
+  if (!(WEIGHT_DTYPES as readonly string[]).includes(name)) throw new UsageError(`${command}: --dtype ${JSON.stringify(name)}: expected one of ${WEIGHT_DTYPES.join(', ')}`);
+  return name as WeightDtypeChoice;
 }

@@ -9,7 +9,7 @@ import { loadModel } from '../io/model_checkpoint.ts';
 import { generate } from '../infer/generate.ts';
 import type { ChatMessage } from '../io/hf/chat_template.ts';
 import { parseFlags, requireFlag } from './args.ts';
-import { backendFromFlag } from './backend_flag.ts';
+import { backendFromFlag, dtypeFromFlag, DTYPE_USAGE } from './backend_flag.ts';
 import { chatPrompt } from './prompt_input.ts';
 import { SAMPLING_FLAGS, samplingOptions } from './sampling_flags.ts';
 
@@ -27,14 +27,15 @@ options:
   --top-p P          keep the smallest set with probability ≥ P
   --repetition-penalty R
   --seed S           sampling seed (default 0)
-  --backend NAME     cpu, wasm, webgpu or auto (default)`;
+  --backend NAME     cpu, wasm, webgpu or auto (default)
+${DTYPE_USAGE}`;
 
 export async function chatCommand(argv: string[]): Promise<number> {
-  const { values: v } = parseFlags('chat', argv, { model: { type: 'string' }, system: { type: 'string' }, backend: { type: 'string' }, ...SAMPLING_FLAGS });
+  const { values: v } = parseFlags('chat', argv, { model: { type: 'string' }, system: { type: 'string' }, backend: { type: 'string' }, dtype: { type: 'string' }, ...SAMPLING_FLAGS });
   if (v.help) { console.log(CHAT_USAGE); return 0; }
   const dir = requireFlag('chat', 'model', v.model);
   const backend = await backendFromFlag('chat', v.backend);
-  const loaded = await loadModel(dir, backend);
+  const loaded = await loadModel(dir, backend, { dtype: dtypeFromFlag('chat', v.dtype) });
   const { model, tokenizer } = loaded;
   try {
     const opts = samplingOptions('chat', v, loaded);

@@ -5,7 +5,7 @@ import { loadModel } from '../io/model_checkpoint.ts';
 import { brownCorpus, buildTokenStore, evalWindows, readDocuments } from '../train/data/index.ts';
 import { checkDraftLayers } from '../model/organs.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
-import { backendFromFlag } from './backend_flag.ts';
+import { backendFromFlag, dtypeFromFlag, DTYPE_USAGE } from './backend_flag.ts';
 import { Progress } from './progress.ts';
 import { applyFocusTopK, focusBlocksVisitedFraction, focusDominanceLines, focusPairsRetained, measureFocusDominance, resetFocusStats } from './focus.ts';
 import { focusLayers } from '../attention/focus/index.ts';
@@ -40,19 +40,20 @@ options:
   --batch N          windows per forward pass (default 8)
   --focus-top-k k    Focus layers keep k of their K groups per token (1 ≤ k ≤ K; default: the config's k)
   --backend NAME     cpu, wasm, webgpu or auto (default)
+${DTYPE_USAGE}
   --json             print the result as one JSON object
   --allow-non-finite load weights that hold NaN or ±Inf (by default an error names the tensor)`;
 
 export async function evalCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('eval', argv, {
     model: { type: 'string' }, file: { type: 'string' }, context: { type: 'string' }, stride: { type: 'string' },
-    batch: { type: 'string' }, backend: { type: 'string' }, json: { type: 'boolean' }, 'draft-layers': { type: 'string' },
+    batch: { type: 'string' }, backend: { type: 'string' }, dtype: { type: 'string' }, json: { type: 'boolean' }, 'draft-layers': { type: 'string' },
     'allow-non-finite': { type: 'boolean' }, 'focus-top-k': { type: 'string' },
   });
   if (v.help) { console.log(EVAL_USAGE); return 0; }
   const dir = requireFlag('eval', 'model', v.model);
   const backend = await backendFromFlag('eval', v.backend);
-  const { model, tokenizer, config } = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'] });
+  const { model, tokenizer, config } = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'], dtype: dtypeFromFlag('eval', v.dtype) });
   try {
     applyFocusTopK('eval', v['focus-top-k'], model);
   } catch (e) {

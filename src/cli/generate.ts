@@ -4,7 +4,7 @@ import { generate } from '../infer/generate.ts';
 import { checkDraftLayers } from '../model/organs.ts';
 import { checkPageRows } from '../infer/page_pool.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
-import { backendFromFlag } from './backend_flag.ts';
+import { backendFromFlag, dtypeFromFlag, DTYPE_USAGE } from './backend_flag.ts';
 import { applyFocusTopK } from './focus.ts';
 import { applySpotRule, spotBudgetLine, spotBudgets } from './spot.ts';
 import { spotLayers } from '../attention/spot/index.ts';
@@ -34,6 +34,7 @@ options:
   --stop TEXT        stop before TEXT (repeatable)
   --truncate         keep the end of a prompt longer than the context (with a warning) instead of failing
   --backend NAME     cpu, wasm, webgpu or auto (default)
+${DTYPE_USAGE}
   --focus-top-k k    Focus layers keep k of their K groups per token (1 ≤ k ≤ K; default: the config's k)
   --spot-top-p p     Spot layers decode over the dual top-p nucleus of their selector's block mass (0 < p ≤ 1)
   --spot-top-k r     Spot layers decode over a fraction r of the causal key blocks (0 < r ≤ 1; 1 = dense);
@@ -62,7 +63,7 @@ options:
 export async function generateCommand(argv: string[]): Promise<number> {
   const { values: v } = parseFlags('generate', argv, {
     model: { type: 'string' }, prompt: { type: 'string' }, 'prompt-file': { type: 'string' }, messages: { type: 'string' }, ...SAMPLING_FLAGS,
-    stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, stats: { type: 'boolean' }, 'allow-non-finite': { type: 'boolean' },
+    stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, dtype: { type: 'string' }, stats: { type: 'boolean' }, 'allow-non-finite': { type: 'boolean' },
     'draft-revise': { type: 'boolean' }, 'no-draft-revise': { type: 'boolean' }, 'draft-layers': { type: 'string' }, gamma: { type: 'string' },
     'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' }, 'focus-top-k': { type: 'string' }, 'spot-top-p': { type: 'string' }, 'spot-top-k': { type: 'string' },
   });
@@ -76,7 +77,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
   const draftWindow = v['draft-window'] === undefined ? undefined : numberFlag('generate', 'draft-window', v['draft-window'], 0, { integer: true, min: 1 });
   const pageRows = v['page-rows'] === undefined ? undefined : checkPageRows(numberFlag('generate', 'page-rows', v['page-rows'], 0, { integer: true }), 'generate: --page-rows', (m) => new UsageError(m));
   const backend = await backendFromFlag('generate', v.backend);
-  const loaded = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'] });
+  const loaded = await loadModel(dir, backend, { allowNonFinite: v['allow-non-finite'], dtype: dtypeFromFlag('generate', v.dtype) });
   const { model, tokenizer } = loaded;
   let prompt: string;
   try {

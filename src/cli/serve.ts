@@ -5,9 +5,9 @@ import { basename } from 'node:path';
 import { load } from '../io/load.ts';
 import { createFonServer } from '../serve/server.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
-import { backendFromFlag } from './backend_flag.ts';
+import { backendFromFlag, dtypeFromFlag, DTYPE_USAGE } from './backend_flag.ts';
 
-export const SERVE_USAGE = `usage: fon serve --model DIR [--host 127.0.0.1] [--port 8080] [--name NAME] [--max-queue 64] [--backend auto]
+export const SERVE_USAGE = `usage: fon serve --model DIR [--host 127.0.0.1] [--port 8080] [--name NAME] [--max-queue 64] [--backend auto] [--dtype auto]
 
 Serves the model in DIR (a FON checkpoint or a Hugging Face folder) with OpenAI's API:
   GET  /health, GET /v1/models
@@ -15,16 +15,18 @@ Serves the model in DIR (a FON checkpoint or a Hugging Face folder) with OpenAI'
   POST /v1/chat/completions   {"model", "messages", …} through the model's chat template
 stream: true sends server-sent events. Requests generate one at a time in arrival order; --max-queue
 of them may wait (more get a 429). The model's name is --name (default: DIR's last part). Ctrl-C
-stops the server.`;
+stops the server.
+
+${DTYPE_USAGE}`;
 
 export async function serveCommand(argv: string[]): Promise<number> {
-  const { values: v } = parseFlags('serve', argv, { model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, name: { type: 'string' }, 'max-queue': { type: 'string' }, backend: { type: 'string' } });
+  const { values: v } = parseFlags('serve', argv, { model: { type: 'string' }, host: { type: 'string' }, port: { type: 'string' }, name: { type: 'string' }, 'max-queue': { type: 'string' }, backend: { type: 'string' }, dtype: { type: 'string' } });
   if (v.help) { console.log(SERVE_USAGE); return 0; }
   const dir = requireFlag('serve', 'model', v.model);
   const port = numberFlag('serve', 'port', v.port, 8080, { integer: true, min: 0, max: 65535 });
   const maxQueue = numberFlag('serve', 'max-queue', v['max-queue'], 64, { integer: true, min: 1 });
   const host = v.host ?? '127.0.0.1';
-  const lm = await load(dir, { backend: await backendFromFlag('serve', v.backend) });
+  const lm = await load(dir, { backend: await backendFromFlag('serve', v.backend), dtype: dtypeFromFlag('serve', v.dtype) });
   const name = v.name ?? basename(dir.replace(/\/+$/, ''));
   const server = createFonServer(lm, { name, maxQueue });
   try {

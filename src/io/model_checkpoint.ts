@@ -27,6 +27,7 @@ import { loadTokenizer } from './tokenizer/tokenizer.ts';
 import type { Tokenizer } from './tokenizer/tokenizer.ts';
 import type { Optimizer } from '../train/optim.ts';
 import { parseJson } from './json.ts';
+import { storedDtype, weightDtype, type WeightDtypeChoice } from './weight_dtype.ts';
 
 export const MODEL_FILE = 'model.safetensors';
 export const TOKENIZER_FILE = 'tokenizer.json';
@@ -100,6 +101,8 @@ export interface LoadModelOptions {
   allowNonFinite?: boolean;
   /** Build another model than the stored config describes, over its weights (ModelAdaptation). */
   adapt?: ModelAdaptation;
+  /** The dtype the weights are kept in (weight_dtype.ts): 'auto' (the default), f32, f16 or bf16. */
+  dtype?: WeightDtypeChoice;
 }
 
 /**
@@ -124,9 +127,11 @@ export async function loadModel(path: string, backend: Backend, opts: LoadModelO
     throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${cfgFile} says vocabSize ${config.vocabSize}`);
   }
   const modelFile = `${dir}/${MODEL_FILE}`;
-  const weights = safetensorsToTensors(decodeSafetensors(await readCheckpointFile(dir, MODEL_FILE), modelFile), { backend, source: modelFile, finite: !opts.allowNonFinite });
+  const decoded = decodeSafetensors(await readCheckpointFile(dir, MODEL_FILE), modelFile);
+  const dtype = weightDtype(opts.dtype ?? 'auto', storedDtype(Object.values(decoded.tensors)), backend);
+  const weights = safetensorsToTensors(decoded, { backend, source: modelFile, finite: !opts.allowNonFinite, dtype });
   const a = opts.adapt;
-  const f = new ParamFactory({ backend, weights, source: modelFile, ...(a ? { freshMissing: a.freshMissing, seed: a.seed } : {}) });
+  const f = new ParamFactory({ backend, dtype, weights, source: modelFile, ...(a ? { freshMissing: a.freshMissing, seed: a.seed } : {}) });
   try {
     let model: Decoder;
     try {

@@ -14,6 +14,7 @@
  * All multi-byte values are little-endian, as the format says; typed arrays use the host's byte
  * order, so the tensor bridges below refuse to run on a big-endian host.
  */
+import { requireF16Range } from './weight_dtype.ts';
 import { clip, FonError, showValue, UnsupportedError } from '../errors.ts';
 import type { Backend } from '../backend/backend.ts';
 import { getBackend } from '../backend/registry.ts';
@@ -332,8 +333,11 @@ export function safeTensorToHost(name: string, t: SafeTensorView, opts: { dtype?
   let { host, dtype } = hostArrayOf(name, t, opts.source ?? 'safetensors');
   if (opts.finite) requireFinite(name, host, dtype, opts.source ?? 'safetensors');
   if (opts.dtype !== undefined && isFloat(dtype) && dtype !== opts.dtype) {
-    host = f32ToHost(hostToF32(host, dtype), opts.dtype);
+    const from = dtype, values = hostToF32(host, dtype);
+    host = f32ToHost(values, opts.dtype);
     dtype = opts.dtype;
+    // A finite value past f16's range would become an infinity: refused by name instead.
+    if (dtype === 'f16') requireF16Range(host as Uint16Array, values, name, opts.source ?? 'safetensors', from);
   }
   return { host, dtype };
 }

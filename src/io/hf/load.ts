@@ -10,8 +10,9 @@
  *   generation_config.json       sampling defaults (optional)
  *
  * Every tensor's presence, shape and dtype is checked from the headers before any data is read;
- * then each is read, converted to f32 (the compute dtype), cut into FON parameters (weights.ts)
- * and handed to the model without a second copy.
+ * then each is read, converted to the dtype the weights are kept in (../weight_dtype.ts: by default
+ * the stored f16 or bf16 on a GPU with 16-bit tensor cores, else f32), cut into FON parameters
+ * (weights.ts) and handed to the model without a second copy.
  */
 import type { Backend } from '../../backend/backend.ts';
 import { DTypeError, ShapeError } from '../../errors.ts';
@@ -20,7 +21,8 @@ import { Decoder } from '../../model/decoder.ts';
 import { ParamFactory } from '../../nn/params.ts';
 import { tensor } from '../../ops/creation.ts';
 import { joinPath, pathKind, readFileIfExists } from '../../platform/files.ts';
-import { hostToF32 } from '../../tensor/dtype.ts';
+import type { FloatDType } from '../../tensor/dtype.ts';
+import { storedDtype, weightDtype } from '../weight_dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { CheckpointError, readCheckpointText } from '../checkpoint_dir.ts';
 import { safeTensorToHost } from '../safetensors.ts';
@@ -96,16 +98,19 @@ function checkTensors(shards: SafetensorsShards, params: HfParamSource[], isIgno
   }
 }
 
-/** Reads every planned tensor once, as f32, and cuts it into the FON parameters that come from it. */
-async function readWeights(shards: SafetensorsShards, params: HfParamSource[], backend: Backend, finite: boolean): Promise<Record<string, Tensor>> {
+/**
+ * Reads every planned tensor once, converted to `dtype` where it is stored in another (f16's range
+ * checked), and cuts it into the FON parameters that come from it.
+ */
+async function readWeights(shards: SafetensorsShards, params: HfParamSource[], backend: Backend, finite: boolean, dtype: FloatDType): Promise<Record<string, Tensor>> {
   const byTensor = new Map<string, HfParamSource[]>();
   for (const p of params) byTensor.set(p.tensor, [...(byTensor.get(p.tensor) ?? []), p]);
   const weights: Record<string, Tensor> = {};
   try {
     for (const [name, uses] of byTensor) {
-      const { host, dtype } = safeTensorToHost(name, await shards.read(name), { source: shards.info(name)!.file, finite });
-      const values = hostToF32(host, dtype);
-      for (const p of uses) weights[p.param] = tensor(takeValues(values, p.tensorShape, p.take), p.shape, { backend });
+      const { host } = safeTensorToHost(name, await shards.read(name), { source: shards.info(name)!.file, finite, dtype });
+      const values = host as Float32Array | Uint16Array;
+      for (const p of uses) weights[p.param] = tensor(takeValues(values, p.tensorShape, p.take), p.shape, { backend, dtype });
     }
   } catch (e) {
     for (const t of Object.values(weights)) t.dispose();
@@ -116,7 +121,7 @@ async function readWeights(shards: SafetensorsShards, params: HfParamSource[], b
 
 /**
  * Loads the model, tokenizer and generation defaults of the Hugging Face folder `dir` onto
- * `backend`, weights in f32. Errors name the file: a missing config.json or tokenizer.json
+ * `backend`, weights in the dtype `opts.dtype` chooses (weight_dtype.ts; default auto). Errors name the file: a missing config.json or tokenizer.json
  * (CheckpointError), an unsupported architecture or config value (UnsupportedError), an unknown
  * config key (ConfigError), missing weights or a missing shard (CheckpointError), a tensor
  * missing or of the wrong shape (ShapeError: its name, the expected and the found shape), a
@@ -145,15 +150,17 @@ export async function loadHfModel(dir: string, backend: Backend, opts: LoadModel
 
   const shards = await SafetensorsShards.openDir(dir);
   let weights: Record<string, Tensor>;
+  let dtype: FloatDType;
   try {
     const plan = hfWeightPlan(architecture, stored, shards.names());
     checkTensors(shards, plan.params, plan.isIgnorable, configFile);
-    weights = await readWeights(shards, plan.params, backend, !opts.allowNonFinite);
+    dtype = weightDtype(opts.dtype ?? 'auto', storedDtype([...new Set(plan.params.map((p) => p.tensor))].map((n) => shards.info(n)!)), backend);
+    weights = await readWeights(shards, plan.params, backend, !opts.allowNonFinite, dtype);
   } finally {
     await shards.close();
   }
   const a = opts.adapt;
-  const f = new ParamFactory({ backend, weights, source: shards.source, adoptWeights: true, ...(a ? { freshMissing: a.freshMissing, seed: a.seed } : {}) });
+  const f = new ParamFactory({ backend, dtype, weights, source: shards.source, adoptWeights: true, ...(a ? { freshMissing: a.freshMissing, seed: a.seed } : {}) });
   try {
     return { model: new Decoder(config, f), tokenizer, config, architecture, generation, chatTemplate };
   } catch (e) {

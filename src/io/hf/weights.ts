@@ -132,11 +132,11 @@ export function hfWeightPlan(arch: HfArchitecture, c: ModelConfig, names: Iterab
   return { params, isIgnorable: (name) => buffer.test(name) || (c.tieEmbeddings && name === 'lm_head.weight') };
 }
 
-/** A parameter's values from its tensor's (row-major f32), as `take` says. */
-export function takeValues(values: Float32Array, tensorShape: readonly number[], take: HfTake): Float32Array {
+/** A parameter's values from its tensor's (row-major: f32 values, or the bits of f16 or bf16 ones), as `take` says. */
+export function takeValues<A extends Float32Array | Uint16Array>(values: A, tensorShape: readonly number[], take: HfTake): A {
   switch (take.kind) {
     case 'copy': return values;
-    case 'slice': return values.slice(take.from, take.from + take.count);
+    case 'slice': return values.slice(take.from, take.from + take.count) as A;
     case 'transpose': return transposeColumns(values, tensorShape[0], tensorShape[1], 0, tensorShape[1]);
     case 'columns': return transposeColumns(values, tensorShape[0], tensorShape[1], take.from, take.count);
   }
@@ -162,9 +162,9 @@ function placeColumns(target: Float32Array, v: Float32Array, rows: number, cols:
   }
 }
 
-/** Columns from … from + count of a (rows, cols) matrix, as a (count, rows) matrix. */
-function transposeColumns(v: Float32Array, rows: number, cols: number, from: number, count: number): Float32Array {
-  const out = new Float32Array(count * rows);
+/** Columns from … from + count of a (rows, cols) matrix, as a (count, rows) matrix (of the same element type). */
+function transposeColumns<A extends Float32Array | Uint16Array>(v: A, rows: number, cols: number, from: number, count: number): A {
+  const out = (v instanceof Float32Array ? new Float32Array(count * rows) : new Uint16Array(count * rows)) as A;
   for (let r = 0; r < rows; r++) {
     for (let j = 0; j < count; j++) out[j * rows + r] = v[r * cols + from + j];
   }
