@@ -15,10 +15,11 @@
  * dense attention over a compact copy of the selected keys (max |Δ| printed). Then each is timed
  * (median of batches) and once more with every dispatch timed on the GPU (attention_decode's own time).
  * fine-all is also timed with the kernel's source patched (PATCHES): which part of the masked form costs;
- * every fine form in the kernel's default LPRE form (the chunk's whole list read into workgroup
- * memory before the loop) and also in its per-key form (DecodeTune.preloadList false: each key reads
- * its block's entry in global memory, the form before LPRE) and STAGE form (DecodeTune.stageList: a
- * step's list entries read once into workgroup memory). The patches edit the per-key form.
+ * every fine form in the kernel's default form (UCOUNT: the mask's counts copied into the uniforms;
+ * LPRE: the chunk's whole list read into workgroup memory before the loop) and also with the count
+ * read from the table (DecodeTune.uniformCount false), in the per-key form (that, and
+ * preloadList false: each key reads its block's entry in global memory, the form before both) and
+ * the STAGE form (DecodeTune.stageList). The patches edit the per-key form.
  *
  *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
  */
@@ -80,6 +81,13 @@ const PATCHES: Record<string, (src: string) => string> = {
   'nolist-vis': (src) => must(PATCHES.nolist(src), /visible_row\(r, jk\)/, 'visible_row(r, j)'),
   // …and the P·V loop's V rows from the key's index (as dense) instead of through Krow.
   'nolist-nokrow': (src) => must(PATCHES['nolist-vis'](src), /Krow\[jj\]/, 'min(k0 + jj, kend - 1u)'),
+  // The listed-block count from the uniforms (every block is listed) instead of the table through
+  // workgroupUniformLoad: are loop bounds the GPU compiler cannot see as uniform what costs?
+  ucount: (src) => must(src, /let nb = mask_count\(mrow, MASK_KB, MASK_KB, lid\);/, 'let nb = (P.kvlen + MASK_KB - 1u) / MASK_KB;'),
+  'nolist-nokrow-ucount': (src) => PATCHES.ucount(PATCHES['nolist-nokrow'](src)),
+  // The loop runs to a bound made of uniforms only (the chunk's size were every block listed) and
+  // leaves at the listed count with a break: valid for every form.
+  ubreak: (src) => must(src, /for \(var k0 = kstart; k0 < kend; k0 \+= BKD\) \{/, 'let ubound = kstart + ((P.kvlen + MASK_KB - 1u) / MASK_KB + P.nsplit - 1u) / P.nsplit * MASK_KB;\n  for (var k0 = kstart; k0 < ubound; k0 += BKD) {\n    if (k0 >= kend) { break; }'),
 };
 
 function must(src: string, re: RegExp, to: string): string {
@@ -100,13 +108,14 @@ function patched<T>(b: WebGpuBackend, tag: string, fn: () => T): T {
 const kernelCache = new Map<string, Kernel>();
 
 /**
- * Runs fn with the split-K decode kernel in another list form than the default (LPRE: the chunk's
- * list preloaded): STAGE (DecodeTune.stageList) or per-key (preloadList false: each key reads its
- * block's entry in global memory, the form before LPRE).
+ * Runs fn with the split-K decode kernel in another form than the default (UCOUNT: the counts as
+ * uniforms; LPRE: the chunk's list preloaded): loaded-count (uniformCount false: each workgroup
+ * reads its count from the table into workgroup memory), per-key (that, and preloadList false: each
+ * key reads its block's entry in global memory, the form before both) or STAGE (DecodeTune.stageList).
  */
-function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key', fn: () => T): T {
+function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key' | 'loaded-count', fn: () => T): T {
   const run = b.rt.run;
-  const flags: Record<string, boolean> = form === 'STAGE' ? { STAGE: true, LPRE: false } : { LPRE: false };
+  const flags: Record<string, boolean> = form === 'STAGE' ? { STAGE: true, LPRE: false, UCOUNT: false } : form === 'per-key' ? { LPRE: false, UCOUNT: false } : { UCOUNT: false };
   b.rt.run = (d) => run.call(b.rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, ...flags } } : d);
   try { return fn(); } finally { b.rt.run = run; }
 }
@@ -120,6 +129,8 @@ async function main(): Promise<void> {
     const k = deviceRandn(b, HKV, t, D, 2), v = deviceRandn(b, HKV, t, D, 3);
     const q = fon.randn([1, H, 1, D], { seed: 5, backend: b, dtype: 'f16' });
     const dense = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
+    const grids = (fn: () => void) => b.rt.recordDispatches(() => fon.tidy(fn)).dispatches.map((d) => `${d.kernel} ${d.workgroups.join('×')}`).join(', ');
+    console.log(`  ${t} dense dispatches: ${grids(() => { attention(q, k, v, { kvLength: t }); })}`);
     console.log(`  ${t} dense: ${dense.toFixed(3)} ms (${((4 * HKV * t * D) / dense / 1e6).toFixed(0)} GB/s of K and V)`);
     const ref = fon.keep(attention(q, k, v, { kvLength: t }));
     for (const form of ['fine-all', 'fine-head', 'fine-rand', 'fine-rand10', 'coarse-rand']) {
@@ -132,6 +143,7 @@ async function main(): Promise<void> {
         return attention(q, kk, vv, { kvLength: keys.length, causal: false });
       });
       const got = attention(q, k, v, { kvLength: t, mask });
+      if (form === 'fine-all') console.log(`  ${t} fine-all dispatches: ${grids(() => { attention(q, k, v, { kvLength: t, mask }); })}`);
       const diff = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(got, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
       const ms = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); }));
       b.rt.startProfile();
@@ -143,20 +155,25 @@ async function main(): Promise<void> {
       if (form.startsWith('fine')) {
         // The default above preloads the chunk's list (LPRE); STAGE reads a step's entries once into
         // workgroup memory; per-key reads a key's entry from global memory (the form before LPRE).
-        for (const [flag, what] of [['per-key', 'per-key list'], ['STAGE', 'staged list']] as const) {
+        for (const [flag, what] of [['loaded-count', 'count from table'], ['per-key', 'per-key list'], ['STAGE', 'staged list']] as const) {
           const out = listForm(b, flag, () => attention(q, k, v, { kvLength: t, mask }));
           const d3 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
           const sm = await timeBatched(sync, () => listForm(b, flag, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); })));
           console.log(`  ${t}   ${what.padEnd(17)}: ${sm.toFixed(3)} ms, ${(sm / dense).toFixed(2)}× dense's time; max |Δ| ${d3.toExponential(2)}`);
         }
       }
-      if (form === 'fine-all') {
-        for (const tag of Object.keys(PATCHES)) {
+      if (form.startsWith('fine')) {
+        // Patches that assume every block listed run on fine-all only.
+        for (const tag of Object.keys(PATCHES).filter((x) => form === 'fine-all' || x === 'ubreak')) {
+          try {
           // The patches edit the per-key form's source.
           const out = patched(b, tag, () => listForm(b, 'per-key', () => attention(q, k, v, { kvLength: t, mask })));
-          const d2 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(ref, 'f32'))).data()) as Float32Array));
+          const d2 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
           const pm = await timeBatched(sync, () => patched(b, tag, () => listForm(b, 'per-key', () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); }))));
           console.log(`  ${t}   patched ${tag.padEnd(10)}: ${pm.toFixed(3)} ms, ${(pm / dense).toFixed(2)}× dense's time; max |Δ| ${d2.toExponential(2)}`);
+          } catch (e) {
+            console.log(`  ${t}   patched ${tag.padEnd(10)}: failed: ${(e as Error).message.split('\n')[0].slice(0, 300)}`);
+          }
         }
       }
       mask.device.dispose();

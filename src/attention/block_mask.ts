@@ -34,7 +34,7 @@
  *   bitsOffset, b·tk + position.
  */
 import { ArgumentError } from '../errors.ts';
-import { MASK_K_BLOCK, MASK_K_FINE, MASK_Q_BLOCK, type MaskArgs } from '../backend/backend.ts';
+import { MASK_COUNT_ROWS, MASK_K_BLOCK, MASK_K_FINE, MASK_Q_BLOCK, type MaskArgs } from '../backend/backend.ts';
 
 export { MASK_K_BLOCK, MASK_K_FINE, MASK_Q_BLOCK };
 
@@ -78,6 +78,8 @@ export interface BlockMask {
    * it): attention refuses it where a gradient would read those lists.
    */
   readonly forwardOnly?: boolean;
+  /** A device mask's list stride (device_mask.ts: row x's list at byKeyOffset + kRows + 1 + x·stride); absent for a host table. */
+  readonly listStride?: number;
   /**
    * Keys a listed block covers: MASK_K_BLOCK (absent), or MASK_K_FINE for a mask of one query row
    * that only the decode kernels take (SpotAttention's 16-token blocks, spot/device_select.ts).
@@ -320,7 +322,22 @@ export function blockMaskFromBlocks(geometry: MaskGeometry, entries: (b: number,
 
 /** The table's shape as the kernels take it (Backend MaskArgs). */
 export function maskArgs(m: BlockMask): MaskArgs {
-  return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, kBlock: m.kBlock ?? MASK_K_BLOCK, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset };
+  return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, kBlock: m.kBlock ?? MASK_K_BLOCK, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset, ...countPlaces(m) };
+}
+
+/**
+ * Where the count of each row (b, h) of query block 0 lies in the table, for a mask of one query
+ * block and at most MASK_COUNT_ROWS rows: read from a host table's index, or computed from a device
+ * mask's stride. The decode kernel copies those counts into its uniforms (its loop bounds then come
+ * from uniforms, which the GPU's compiler keeps uniform).
+ */
+function countPlaces(m: BlockMask): { countAt?: number[] } {
+  const rows = m.batch * m.heads;
+  if (m.qBlocks !== 1 || rows > MASK_COUNT_ROWS) return {};
+  if (m.table.length > 0) return { countAt: Array.from({ length: rows }, (_, r) => m.table[r]) };
+  if (m.listStride === undefined) return {};
+  const listsStart = m.byKeyOffset + rows * m.kBlocks + 1;
+  return { countAt: Array.from({ length: rows }, (_, r) => listsStart + r * m.listStride!) };
 }
 
 /** Where row (b, h, qb)'s list starts in a mask's table (its count; the entries follow), h taken modulo a shared mask's one head. */

@@ -35,7 +35,7 @@ export function deviceMaskShape(g: DeviceMaskGeometry, stride: number, extra: { 
   const segmentOffset = extra.segments ? listsStart + qRows * stride : 0;
   const bitsOffset = extra.bits ? listsStart + qRows * stride + (extra.segments ? g.batch * g.tk : 0) : 0;
   return {
-    ...g, kBlock, qBlocks, kBlocks, segmentOffset, bitsOffset, byKeyOffset: qRows,
+    ...g, kBlock, qBlocks, kBlocks, segmentOffset, bitsOffset, byKeyOffset: qRows, listStride: stride,
     table: new Int32Array(0), visited: NaN, predicateBlocks: NaN, forwardOnly: true,
   };
 }

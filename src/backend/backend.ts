@@ -120,7 +120,14 @@ export interface AttentionArgs {
  * listed block covers, MASK_K_BLOCK, or MASK_K_FINE for a mask only decode kernels take (one or a
  * few query rows: SpotAttention lists its 16-token blocks so).
  */
-export interface MaskArgs { heads: number; qBlocks: number; kBlocks: number; kBlock: number; byKeyOffset: number; segmentOffset: number; bitsOffset: number }
+export interface MaskArgs {
+  heads: number; qBlocks: number; kBlocks: number; kBlock: number; byKeyOffset: number; segmentOffset: number; bitsOffset: number;
+  /** Where each row (b·heads + h) of query block 0 keeps its count in the table, where known (block_mask.ts countPlaces). */
+  countAt?: readonly number[];
+}
+
+/** The most rows (batch · heads) whose counts MaskArgs.countAt places: a decode takes them as uniforms. */
+export const MASK_COUNT_ROWS = 64;
 
 /** Query rows and keys a block of a block mask covers: part of the contract, as every kernel that reads masks tiles by them. */
 export const MASK_Q_BLOCK = 128;

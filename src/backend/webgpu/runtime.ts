@@ -30,6 +30,12 @@ export interface Dispatch {
   /** Storage buffers bound in order after the uniforms. */
   buffers: readonly GPUBuffer[];
   workgroups: readonly [number, number?, number?];
+  /**
+   * Uniform words taken from device buffers (copied in before the dispatch, over `uniforms[word]`):
+   * values made on the device that a kernel must see as uniform (a loop bound the GPU's compiler
+   * then keeps in uniform registers).
+   */
+  deviceUniforms?: readonly { buffer: GPUBuffer; byteOffset: number; word: number }[];
 }
 
 const scratch = new DataView(new ArrayBuffer(4));
@@ -203,6 +209,14 @@ export class GpuRuntime {
       bytes = words * 4;
     }
     const [group, offsets] = this.bindGroup(pipeline, key, at, bytes, d.buffers);
+    if (d.deviceUniforms?.length) {
+      // After flush's writeBuffer of the ring and before the dispatch: the copies land over those words.
+      const encoder = this.commandEncoder();
+      for (const u of d.deviceUniforms) {
+        if (!d.uniforms || u.word >= d.uniforms.length) throw new Error(`webgpu: ${d.kernel.name}: device uniform word ${u.word} outside its ${d.uniforms?.length ?? 0} uniform words`);
+        encoder.copyBufferToBuffer(u.buffer, u.byteOffset, this.ring(), at + 4 * u.word, 4);
+      }
+    }
     if (this.profiler) {
       // Each dispatch in a pass of its own, timed at its beginning and end.
       const encoder = this.commandEncoder();

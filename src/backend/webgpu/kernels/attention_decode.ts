@@ -15,7 +15,7 @@
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
-import { MASK_K_BLOCK, type AttentionArgs } from '../../backend.ts';
+import { MASK_COUNT_ROWS, MASK_K_BLOCK, type AttentionArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import { grid, type Kernel } from '../runtime.ts';
@@ -42,7 +42,7 @@ const decodeKernel: Kernel = {
     const kv = v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n') : kvLoaders(x, !!v.VEC, caps.f16, 5);
     const head = [
       v.SG ? 'enable subgroups;' : '',
-      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, `${DECODE_PARAMS}, s0: u32${v.MASK ? `, ${MASK_PARAMS}` : ''}`),
+      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, `${DECODE_PARAMS}, s0: u32${v.MASK ? `, ${MASK_PARAMS}` : ''}${v.UCOUNT ? `, mcount: array<vec4<u32>, ${MASK_COUNT_ROWS / 4}>` : ''}`),
       kv,
       ...(v.MASK ? ['@group(0) @binding(7) var<storage, read> mask: array<i32>;', v.FINE ? maskConsts(v.MASK_KB as number) : MASK_CONSTS] : []),
     ].join('\n');
@@ -98,14 +98,22 @@ function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v:
   const nrows = a.batch * a.heads * a.tq;
   const { lo, hi, chunk, nsplit } = cut;
   const out = into ?? allocPartials(be, nsplit, nrows, a.d, 'attention decode');
+  const words = [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit, s0, ...(mask ? maskUniforms(a) : [])];
+  // UCOUNT: each mask row's count copied from the table into the uniforms' mcount (from word 28, 16-byte aligned).
+  const counts = variant.UCOUNT && mask && a.mask?.countAt ? a.mask.countAt : undefined;
+  if (counts) words.push(...new Array(MCOUNT_WORD - words.length).fill(0), ...new Array(MASK_COUNT_ROWS).fill(0));
   be.rt.run({
     kernel: decodeKernel, variant: { ...variant, ...maskVariant(a, mask) },
-    uniforms: [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit, s0, ...(mask ? maskUniforms(a) : [])],
+    uniforms: words,
     buffers: [q.h.buffer, out.pm.buffer, out.pl.buffer, out.pacc.buffer, k.h.buffer, v.h.buffer, ...(mask ? [mask.h.buffer] : [])],
     workgroups: [nsplit, a.kvHeads, a.batch],
+    ...(counts ? { deviceUniforms: counts.map((at, r) => ({ buffer: mask!.h.buffer, byteOffset: 4 * at, word: MCOUNT_WORD + r })) } : {}),
   });
   return { ...out, nsplit };
 }
+
+/** Where the masked decode's uniform mcount starts: after its 25 scalar words, at a 16-byte boundary. */
+const MCOUNT_WORD = 28;
 
 /** The split pass's variant for q's dtype and `a` (`tune`: DecodeTune's experimental forms). */
 function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: boolean, tune: DecodeTune = {}): Variant {
@@ -114,6 +122,8 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
     X: dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
     VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
     ...(tune.stageList ? { STAGE: true } : {}),
+    // The mask's counts as uniforms (loop bounds the GPU's compiler sees as uniform) where their places are known.
+    ...(a.mask ? { UCOUNT: !!a.mask.countAt && (tune.uniformCount ?? true) } : {}),
     // A fine mask's chunk list preloaded into workgroup memory (LPRE) unless a list form is asked for.
     ...(a.mask && a.mask.kBlock !== MASK_K_BLOCK ? { LPRE: !tune.stageList && (tune.preloadList ?? true) } : {}),
   };
@@ -154,9 +164,11 @@ const LIST_MAX = 512;
  * `noCombine` (timing only: out is left unwritten) skips the combine pass; `stageList` (fine masks
  * only) reads a step's list entries once into workgroup memory instead of once a key; `preloadList`
  * (fine masks; the default, false: each key reads its block's entry from the list in global memory)
- * reads the chunk's whole list into workgroup memory before the loop.
+ * reads the chunk's whole list into workgroup memory before the loop; `uniformCount` (masks whose
+ * count places are known; the default, false: each workgroup reads its count from the table into
+ * workgroup memory) copies the mask's counts into the uniforms before the dispatch.
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys

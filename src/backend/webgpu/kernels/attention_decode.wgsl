@@ -143,7 +143,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // The group's list (its first head's; the plan takes masks the group's heads share), cut into
   // P.nsplit chunks of whole blocks; a chunk past the list's end is empty (weight 0 in the combine).
   let mrow = mask_row(b, kvh * P.group, 0u);
+#if UCOUNT
+  // The count from the uniforms (copied there from the table before the dispatch): the loop's bounds
+  // are then uniform to the GPU's compiler too, which made the masked decode 3.4× dense's time per key
+  // when they came through workgroup memory (dev/kernels/spot_decode.ts).
+  let crow = b * P.mheads + mask_head(kvh * P.group);
+  let nb = P.mcount[crow / 4u][crow % 4u];
+#else
   let nb = mask_count(mrow, MASK_KB, MASK_KB, lid);
+#endif
   let chunk = (nb + P.nsplit - 1u) / P.nsplit * MASK_KB;
   let kstart = split * chunk;
   let kend = min(nb * MASK_KB, kstart + chunk);
