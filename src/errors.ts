@@ -40,6 +40,9 @@ export class ConfigError extends FonError {}
  */
 export class FileError extends FonError {}
 
+/** A checkpoint or model folder that is missing, malformed or could not be written; the message names the path. */
+export class CheckpointError extends FonError {}
+
 /** Quoted text for a message, cut to about `max` characters ("…" and the full length after a cut), so no message grows with its input. */
 export function clip(text: string, max = 200): string {
   if (text.length <= max) return text;

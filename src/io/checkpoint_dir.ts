@@ -17,15 +17,14 @@
  * `history` lists the checkpoints this code wrote, oldest first; pruning deletes only names found
  * there, never a directory a user put beside them. Readers need only `checkpoint`.
  */
-import { clip, FonError, showValue } from '../errors.ts';
+import { CheckpointError, clip, showValue } from '../errors.ts';
 import { parseJson } from './json.ts';
 import {
   TEMP_MARKER, fsyncDir, isRegularFile, joinPath, listDir, makeDir, makeNewDir, pathKind, readFileIfExists, removePath,
   renamePath, tempPathFor, writeFileAtomic, writeNewFileSynced,
 } from '../platform/files.ts';
 
-/** A checkpoint that is missing, malformed or could not be written; the message names the path. */
-export class CheckpointError extends FonError {}
+export { CheckpointError };
 
 /** The pointer file in an output directory. */
 export const LATEST_FILE = 'latest.json';

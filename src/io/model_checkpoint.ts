@@ -18,7 +18,8 @@ import { checkpointConfigJson, parseModelConfig, requireEveryKey, type ModelConf
 import { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { readCheckpointFile, readCheckpointText, resolveCheckpointDir, writeCheckpointDir, CheckpointError } from './checkpoint_dir.ts';
-import { isHfModelDir, loadHfModel, type HfGenerationDefaults } from './hf/load.ts';
+import type { HfGenerationDefaults } from './hf/load.ts';
+import { isHfModelDir, loadHfModel } from './hf/load_dir.ts';
 import type { ChatTemplate } from './hf/chat_template.ts';
 import { isHubName, resolveHubModel } from './hf/hub_cache.ts';
 import { pathKind } from '../platform/files.ts';

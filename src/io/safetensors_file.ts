@@ -1,5 +1,6 @@
 /**
- * safetensors files read from disk tensor by tensor (Node only): the 8-byte length and the header
+ * safetensors files read tensor by tensor from a ModelFile (model_folder.ts: a file on disk, a URL,
+ * a Blob, bytes in memory): the 8-byte length and the header
  * are read and validated against the file's size first (io/safetensors.ts
  * `parseSafetensorsHeader`), then each tensor's byte range is read when asked for, so a large
  * checkpoint is never held in memory whole, let alone twice.
@@ -8,11 +9,9 @@
  * shards that `model.safetensors.index.json` lists in its `weight_map` (Hugging Face's layout for
  * large models: `model-00001-of-00006.safetensors`, …).
  */
-import { open, type FileHandle } from 'node:fs/promises';
-import { join } from 'node:path';
-import { clip, showValue } from '../errors.ts';
-import { CheckpointError } from './checkpoint_dir.ts';
-import { fileError, isRegularFile } from '../platform/files.ts';
+import { CheckpointError, clip, showValue } from '../errors.ts';
+import type { ModelFile, ModelFolder } from './model_folder.ts';
+import { readFolderFile } from './model_folder.ts';
 import {
   parseSafetensorsHeader, safeTensorToHost, safetensorsHeaderLength, SafetensorsError,
   type SafeTensorInfo, type SafeTensorView, type SafetensorsHeader,
@@ -23,60 +22,38 @@ import type { DType } from '../tensor/dtype.ts';
 import { fromHandle, type Tensor } from '../tensor/tensor.ts';
 import { parseJson } from './json.ts';
 
-/** Nothing at `path` is a CheckpointError; anything but a regular file a FileError (platform/files.ts isRegularFile). */
-async function regularFile(path: string): Promise<void> {
-  if (!(await isRegularFile(path))) throw new CheckpointError(`${path}: no such file`);
-}
-
-/** Reads exactly `length` bytes at `position`; a short read means the file shrank under us. */
-async function readExactly(fh: FileHandle, position: number, length: number, source: string): Promise<Uint8Array> {
-  const out = new Uint8Array(length);
-  let done = 0;
-  while (done < length) {
-    const { bytesRead } = await fh.read(out, done, length - done, position + done).catch((e: unknown) => { throw fileError(source, 'cannot read', e); });
-    if (bytesRead === 0) throw new SafetensorsError(`${source}: truncated: ended after ${position + done} bytes while reading ${length} bytes at ${position}`);
-    done += bytesRead;
-  }
+/** Reads exactly `length` bytes at `position`; a short read means the file shrank under us (or lied about its size). */
+async function readExactly(file: ModelFile, position: number, length: number): Promise<Uint8Array> {
+  const out = await file.read(position, length);
+  if (out.length < length) throw new SafetensorsError(`${file.path}: truncated: ended after ${position + out.length} bytes while reading ${length} bytes at ${position}`);
   return out;
-}
-
-function isMissing(e: unknown): boolean {
-  const code = (e as NodeJS.ErrnoException).code;
-  return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
 /** One safetensors file, open for reading: its validated header, and its tensors on demand. */
 export class SafetensorsFile {
   private constructor(
-    /** The file's path (it starts every error message). */
+    /** The file's path or URL (it starts every error message). */
     readonly path: string,
-    private readonly fh: FileHandle,
+    private readonly file: ModelFile,
     /** The file's size in bytes when opened. */
     readonly size: number,
     readonly header: SafetensorsHeader,
   ) {}
 
   /**
-   * Opens `path` and validates its header against its size. A missing file is a CheckpointError
-   * naming it; a truncated or corrupt one a SafetensorsError (see `parseSafetensorsHeader`).
+   * Reads `file`'s header and validates it against the file's size (the file is closed if it is
+   * not valid); a truncated or corrupt one is a SafetensorsError (see `parseSafetensorsHeader`).
+   * Node opens a path with platform/node_folder.ts `openSafetensorsFile`.
    */
-  static async open(path: string): Promise<SafetensorsFile> {
-    await regularFile(path);
-    let fh: FileHandle;
+  static async fromFile(file: ModelFile): Promise<SafetensorsFile> {
     try {
-      fh = await open(path, 'r');
+      const size = file.size;
+      const prefix = await readExactly(file, 0, Math.min(8, size));
+      const headerLen = safetensorsHeaderLength(prefix, size, file.path);
+      const header = parseSafetensorsHeader(await readExactly(file, 8, headerLen), size, file.path);
+      return new SafetensorsFile(file.path, file, size, header);
     } catch (e) {
-      if (isMissing(e)) throw new CheckpointError(`${path}: no such file`);
-      throw fileError(path, 'cannot read', e);
-    }
-    try {
-      const { size } = await fh.stat().catch((e: unknown) => { throw fileError(path, 'cannot read', e); });
-      const prefix = await readExactly(fh, 0, Math.min(8, size), path);
-      const headerLen = safetensorsHeaderLength(prefix, size, path);
-      const header = parseSafetensorsHeader(await readExactly(fh, 8, headerLen, path), size, path);
-      return new SafetensorsFile(path, fh, size, header);
-    } catch (e) {
-      await fh.close();
+      await file.close();
       throw e;
     }
   }
@@ -91,11 +68,11 @@ export class SafetensorsFile {
     return Object.hasOwn(this.header.tensors, name) ? this.header.tensors[name] : undefined;
   }
 
-  /** Reads one tensor's bytes from disk (a fresh array the caller owns). */
+  /** Reads one tensor's bytes from the file (a fresh array the caller owns). */
   async read(name: string): Promise<SafeTensorView> {
     const info = this.info(name);
     if (!info) throw new SafetensorsError(`${this.path}: no tensor '${name}'`);
-    const data = await readExactly(this.fh, this.header.dataStart + info.begin, info.end - info.begin, this.path);
+    const data = await readExactly(this.file, this.header.dataStart + info.begin, info.end - info.begin);
     return { dtype: info.dtype, shape: [...info.shape], data };
   }
 
@@ -108,7 +85,7 @@ export class SafetensorsFile {
   }
 
   async close(): Promise<void> {
-    await this.fh.close();
+    await this.file.close();
   }
 }
 
@@ -135,32 +112,22 @@ export class SafetensorsShards {
   ) {}
 
   /**
-   * Opens the weights in `dir`: model.safetensors when present, else the shards listed by
+   * Opens the weights in `folder`: model.safetensors when present, else the shards listed by
    * model.safetensors.index.json. Errors name the file: neither present, an index that is not
    * JSON or has no `weight_map`, a shard that is missing, a tensor the index places in a shard
-   * that does not hold it; a shard that is not valid safetensors is a SafetensorsError.
+   * that does not hold it; a shard that is not valid safetensors is a SafetensorsError. Node opens
+   * a directory with platform/node_folder.ts `openSafetensorsDir`.
    */
-  static async openDir(dir: string): Promise<SafetensorsShards> {
-    const single = join(dir, SINGLE_WEIGHTS_FILE);
-    let file: SafetensorsFile | undefined;
-    try {
-      file = await SafetensorsFile.open(single);
-    } catch (e) {
-      if (!(e instanceof CheckpointError)) throw e;
+  static async fromFolder(folder: ModelFolder): Promise<SafetensorsShards> {
+    const single = await folder.open(SINGLE_WEIGHTS_FILE);
+    if (single) {
+      const file = await SafetensorsFile.fromFile(single);
+      return new SafetensorsShards(file.path, [file], new Map(file.names().map((n) => [n, file])));
     }
-    if (file) return new SafetensorsShards(single, [file], new Map(file.names().map((n) => [n, file])));
-
-    const indexPath = join(dir, WEIGHTS_INDEX_FILE);
-    let text: string;
-    try {
-      await regularFile(indexPath);
-      const fh = await open(indexPath, 'r');
-      try { text = await fh.readFile('utf8'); } finally { await fh.close(); }
-    } catch (e) {
-      if (e instanceof CheckpointError) throw new CheckpointError(`${dir} has no weights: expected ${SINGLE_WEIGHTS_FILE} or ${WEIGHTS_INDEX_FILE} (FON reads safetensors only)`);
-      throw fileError(indexPath, 'cannot read', e);
-    }
-    const index = parseJson(text, (why) => new CheckpointError(`${indexPath}: ${why}`));
+    const indexPath = folder.pathOf(WEIGHTS_INDEX_FILE);
+    const bytes = await readFolderFile(folder, WEIGHTS_INDEX_FILE);
+    if (bytes === null) throw new CheckpointError(`${folder.path} has no weights: expected ${SINGLE_WEIGHTS_FILE} or ${WEIGHTS_INDEX_FILE} (FON reads safetensors only)`);
+    const index = parseJson(new TextDecoder().decode(bytes), (why) => new CheckpointError(`${indexPath}: ${why}`));
     const map = (index as { weight_map?: unknown } | null)?.weight_map;
     if (typeof map !== 'object' || map === null || Array.isArray(map)) {
       throw new CheckpointError(`${indexPath}: expected an object with "weight_map": {tensor name: shard file}, got ${showValue(index)}`);
@@ -174,14 +141,9 @@ export class SafetensorsShards {
     const owner = new Map<string, SafetensorsFile>();
     try {
       for (const [shard, tensors] of byShard) {
-        const path = join(dir, shard);
-        let f: SafetensorsFile;
-        try {
-          f = await SafetensorsFile.open(path);
-        } catch (e) {
-          if (e instanceof CheckpointError) throw new CheckpointError(`${indexPath} lists shard ${shard}, which is missing (looked for ${path})`);
-          throw e;
-        }
+        const opened = await folder.open(shard);
+        if (!opened) throw new CheckpointError(`${indexPath} lists shard ${shard}, which is missing (looked for ${folder.pathOf(shard)})`);
+        const f = await SafetensorsFile.fromFile(opened);
         files.push(f);
         for (const t of tensors) {
           if (!f.info(t)) throw new CheckpointError(`${indexPath} places tensor '${t}' in ${shard}, which does not hold it`);

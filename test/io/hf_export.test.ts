@@ -19,7 +19,7 @@ import { exportHf, hfArchitectureFor, hfConfigText, pythonFloat } from '../../sr
 import { loadModel } from '../../src/io/model_checkpoint.ts';
 import { generate } from '../../src/infer/generate.ts';
 import { decodeSafetensors } from '../../src/io/safetensors.ts';
-import { SafetensorsShards } from '../../src/io/safetensors_file.ts';
+import { openSafetensorsDir } from '../../src/platform/node_folder.ts';
 import { trainBpe, type Tokenizer } from '../../src/io/tokenizer/tokenizer.ts';
 import { parseModelConfig, type ModelConfig } from '../../src/model/config.ts';
 import { Decoder } from '../../src/model/decoder.ts';
@@ -52,7 +52,7 @@ async function assertSameLogits(a: Decoder, b: Decoder, ids: number[], what: str
 
 /** Every tensor name → shape and dtype across a folder's safetensors files (one or sharded). */
 async function tensorsOf(dir: string): Promise<Record<string, string>> {
-  const shards = await SafetensorsShards.openDir(dir);
+  const shards = await openSafetensorsDir(dir);
   const out: Record<string, string> = {};
   for (const n of shards.names().sort()) { const i = shards.info(n)!; out[n] = `${i.dtype} [${i.shape}]`; }
   await shards.close();

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import * as fon from '../../src/index.ts';
 import { CheckpointError } from '../../src/io/checkpoint_dir.ts';
 import { hfConfigToModelConfig } from '../../src/io/hf/config.ts';
-import { isHfModelDir, loadHfModel } from '../../src/io/hf/load.ts';
+import { isHfModelDir, loadHfModel } from '../../src/io/hf/load_dir.ts';
 import { loadModel, saveCheckpoint } from '../../src/io/model_checkpoint.ts';
 import { decodeSafetensors, encodeSafetensors, SafetensorsError, type SafeTensorInput } from '../../src/io/safetensors.ts';
 import { byteTokenizer } from '../../src/io/tokenizer/tokenizer.ts';

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { FileError, clip } from '../../src/errors.ts';
 import { isRegularFile, listDir, pathKind, readFileIfExists, writeFileAtomic } from '../../src/platform/files.ts';
 import { pathKind as dataPathKind, readSmallTextFile } from '../../src/train/data/files.ts';
-import { SafetensorsFile, SafetensorsShards } from '../../src/io/safetensors_file.ts';
+import { openSafetensorsDir, openSafetensorsFile } from '../../src/platform/node_folder.ts';
 import { CheckpointError, resolveCheckpointDir } from '../../src/io/checkpoint_dir.ts';
 import { fon } from '../cli/fon_process.ts';
 
@@ -59,12 +59,12 @@ test('train/data/files.ts: the same paths as FileErrors; a missing path is still
 });
 
 test('safetensors: model.safetensors that is a folder, a link loop or a FIFO is a FileError, never a wait', async () => {
-  await assert.rejects(SafetensorsFile.open(folder), fileError(folder, 'cannot read', 'it is a folder, expected a file'));
-  await assert.rejects(SafetensorsFile.open(loop), fileError(loop, 'cannot look up', 'a loop of symbolic links (ELOOP)'));
-  await assert.rejects(SafetensorsFile.open(fifo), fileError(fifo, 'cannot read', 'not a regular file (a FIFO, a socket or a device)'));
+  await assert.rejects(openSafetensorsFile(folder), fileError(folder, 'cannot read', 'it is a folder, expected a file'));
+  await assert.rejects(openSafetensorsFile(loop), fileError(loop, 'cannot look up', 'a loop of symbolic links (ELOOP)'));
+  await assert.rejects(openSafetensorsFile(fifo), fileError(fifo, 'cannot read', 'not a regular file (a FIFO, a socket or a device)'));
   const shards = join(dir, 'shards');
   mkdirSync(join(shards, 'model.safetensors'), { recursive: true });
-  await assert.rejects(SafetensorsShards.openDir(shards), fileError(join(shards, 'model.safetensors'), 'cannot read', 'it is a folder, expected a file'));
+  await assert.rejects(openSafetensorsDir(shards), fileError(join(shards, 'model.safetensors'), 'cannot read', 'it is a folder, expected a file'));
 });
 
 test('fon on a Hugging Face folder whose config.json is a folder or whose weights are a link loop: one line naming the file, exit 2', () => {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import * as fon from '../../src/index.ts';
 import { CheckpointError } from '../../src/io/checkpoint_dir.ts';
 import { encodeSafetensors, MAX_HEADER_BYTES, SafetensorsError, type SafeTensorInput } from '../../src/io/safetensors.ts';
-import { SafetensorsFile, SafetensorsShards } from '../../src/io/safetensors_file.ts';
+import { openSafetensorsDir, openSafetensorsFile } from '../../src/platform/node_folder.ts';
 import { f32ToBf16Bits, f32ToF16Bits } from '../../src/tensor/dtype.ts';
 
 const cpu = await fon.initBackend('cpu');
@@ -50,7 +50,7 @@ async function rejectsWith(p: Promise<unknown>, type: new (...a: never[]) => Err
 
 test('SafetensorsFile reads each tensor on demand: the bytes written, dtypes converted to f32', async () => {
   const path = write(tempDir(), 'm.safetensors', encodeSafetensors(TENSORS, { format: 'pt' }));
-  const f = await SafetensorsFile.open(path);
+  const f = await openSafetensorsFile(path);
   assert.deepEqual(f.names().sort(), ['a', 'b', 'c', 'd']);
   assert.deepEqual(f.header.metadata, { format: 'pt' });
   assert.deepEqual(f.info('b')?.shape, [3]);
@@ -87,15 +87,15 @@ test('SafetensorsFile: each bad file gives its own error, naming the file', asyn
   ];
   for (const [name, bytes, fragment] of cases) {
     const path = write(dir, `${name}.safetensors`, bytes);
-    await rejectsWith(SafetensorsFile.open(path), SafetensorsError, fragment);
-    await rejectsWith(SafetensorsFile.open(path), SafetensorsError, `${path}: `);
+    await rejectsWith(openSafetensorsFile(path), SafetensorsError, fragment);
+    await rejectsWith(openSafetensorsFile(path), SafetensorsError, `${path}: `);
   }
-  await rejectsWith(SafetensorsFile.open(join(dir, 'absent.safetensors')), CheckpointError, `${join(dir, 'absent.safetensors')}: no such file`);
+  await rejectsWith(openSafetensorsFile(join(dir, 'absent.safetensors')), CheckpointError, `${join(dir, 'absent.safetensors')}: no such file`);
 });
 
 test('SafetensorsFile: a file cut short after opening fails on the read, not with wrong data', async () => {
   const path = write(tempDir(), 'm.safetensors', encodeSafetensors(TENSORS));
-  const f = await SafetensorsFile.open(path);
+  const f = await openSafetensorsFile(path);
   truncateSync(path, 40);
   await rejectsWith(f.read('a'), SafetensorsError, `${path}: truncated: ended after`);
   await f.close();
@@ -113,7 +113,7 @@ test('SafetensorsFile: a 1 GiB file (sparse on disk) is opened and one small ten
   const path = write(tempDir(), 'big.safetensors', head);
   truncateSync(path, head.length + 4 * big + 8); // zeros, not written
   const rss = process.memoryUsage().rss;
-  const f = await SafetensorsFile.open(path);
+  const f = await openSafetensorsFile(path);
   const small = await f.read('small');
   assert.deepEqual([...small.data], new Array(8).fill(0));
   assert.equal(f.size, head.length + 4 * big + 8);
@@ -136,13 +136,13 @@ function shardedDir(index?: object): string {
 test('SafetensorsShards: one file, or the shards of model.safetensors.index.json, read as one set', async () => {
   const single = tempDir();
   write(single, 'model.safetensors', encodeSafetensors(TENSORS));
-  const s1 = await SafetensorsShards.openDir(single);
+  const s1 = await openSafetensorsDir(single);
   assert.deepEqual(s1.names().sort(), ['a', 'b', 'c', 'd']);
   assert.equal(s1.source, join(single, 'model.safetensors'));
   await s1.close();
 
   const dir = shardedDir();
-  const s = await SafetensorsShards.openDir(dir);
+  const s = await openSafetensorsDir(dir);
   assert.equal(s.source, join(dir, 'model.safetensors.index.json'));
   assert.deepEqual(s.names().sort(), ['a', 'b', 'c']);
   assert.equal(s.info('c')?.file, join(dir, 'model-00002-of-00002.safetensors'));
@@ -156,27 +156,27 @@ test('SafetensorsShards: one file, or the shards of model.safetensors.index.json
 test('SafetensorsShards: a missing shard, no weights, a bad index each name the file', async () => {
   const gone = shardedDir();
   rmSync(join(gone, 'model-00002-of-00002.safetensors'));
-  await rejectsWith(SafetensorsShards.openDir(gone), CheckpointError, `${join(gone, 'model.safetensors.index.json')} lists shard model-00002-of-00002.safetensors, which is missing (looked for ${join(gone, 'model-00002-of-00002.safetensors')})`);
+  await rejectsWith(openSafetensorsDir(gone), CheckpointError, `${join(gone, 'model.safetensors.index.json')} lists shard model-00002-of-00002.safetensors, which is missing (looked for ${join(gone, 'model-00002-of-00002.safetensors')})`);
 
   const empty = tempDir();
-  await rejectsWith(SafetensorsShards.openDir(empty), CheckpointError, `${empty} has no weights: expected model.safetensors or model.safetensors.index.json`);
+  await rejectsWith(openSafetensorsDir(empty), CheckpointError, `${empty} has no weights: expected model.safetensors or model.safetensors.index.json`);
 
   const wrong = shardedDir({ weight_map: { c: 'model-00001-of-00002.safetensors' } });
-  await rejectsWith(SafetensorsShards.openDir(wrong), CheckpointError, "places tensor 'c' in model-00001-of-00002.safetensors, which does not hold it");
+  await rejectsWith(openSafetensorsDir(wrong), CheckpointError, "places tensor 'c' in model-00001-of-00002.safetensors, which does not hold it");
 
   const escape = shardedDir({ weight_map: { a: '../model-00001-of-00002.safetensors' } });
-  await rejectsWith(SafetensorsShards.openDir(escape), CheckpointError, `weight_map['a'] = "../model-00001-of-00002.safetensors": expected a file name in the same folder`);
+  await rejectsWith(openSafetensorsDir(escape), CheckpointError, `weight_map['a'] = "../model-00001-of-00002.safetensors": expected a file name in the same folder`);
 
   const noMap = shardedDir({ metadata: {} });
-  await rejectsWith(SafetensorsShards.openDir(noMap), CheckpointError, 'expected an object with "weight_map"');
+  await rejectsWith(openSafetensorsDir(noMap), CheckpointError, 'expected an object with "weight_map"');
 
   const notJson = shardedDir();
   write(notJson, 'model.safetensors.index.json', '{"weight_map": ');
-  await rejectsWith(SafetensorsShards.openDir(notJson), CheckpointError, `${join(notJson, 'model.safetensors.index.json')}: not valid JSON`);
+  await rejectsWith(openSafetensorsDir(notJson), CheckpointError, `${join(notJson, 'model.safetensors.index.json')}: not valid JSON`);
 
   const corrupt = shardedDir();
   write(corrupt, 'model-00002-of-00002.safetensors', new Uint8Array([255, 255, 255, 255, 0, 0, 0, 0, 1]));
-  await rejectsWith(SafetensorsShards.openDir(corrupt), SafetensorsError, `${join(corrupt, 'model-00002-of-00002.safetensors')}: header length 4294967295 exceeds the file`);
+  await rejectsWith(openSafetensorsDir(corrupt), SafetensorsError, `${join(corrupt, 'model-00002-of-00002.safetensors')}: header length 4294967295 exceeds the file`);
 });
 
 test('a header length above 100 MB is refused from the 8-byte prefix, before the header is read', async () => {
@@ -190,7 +190,7 @@ test('a header length above 100 MB is refused from the 8-byte prefix, before the
   closeSync(fd);
   try {
     const t0 = performance.now();
-    await assert.rejects(SafetensorsFile.open(path), (e: unknown) => e instanceof SafetensorsError
+    await assert.rejects(openSafetensorsFile(path), (e: unknown) => e instanceof SafetensorsError
       && e.message === `${path}: header length ${len} is above the 100000000-byte limit for a safetensors header (expected kilobytes to a few megabytes of JSON); not read`);
     assert.ok(performance.now() - t0 < 2000, 'refused without reading 100 MB');
   } finally {

@@ -1,5 +1,6 @@
 /**
- * Loads a Hugging Face model folder (Node only) into FON's Decoder:
+ * Loads a Hugging Face model folder (model_folder.ts: a directory, a URL, Files, bytes; Node's
+ * directory through load_dir.ts) into FON's Decoder:
  *
  *   config.json                  architecture and sizes (config.ts)
  *   model.safetensors            the weights, or sharded model-0000i-of-0000n.safetensors listed by
@@ -15,18 +16,17 @@
  * (weights.ts) and handed to the model without a second copy.
  */
 import type { Backend } from '../../backend/backend.ts';
-import { DTypeError, ShapeError } from '../../errors.ts';
+import { CheckpointError, DTypeError, ShapeError } from '../../errors.ts';
 import type { ModelConfig } from '../../model/config.ts';
 import { Decoder } from '../../model/decoder.ts';
 import { ParamFactory } from '../../nn/params.ts';
 import { tensor } from '../../ops/creation.ts';
-import { joinPath, pathKind, readFileIfExists } from '../../platform/files.ts';
 import type { FloatDType } from '../../tensor/dtype.ts';
 import { storedDtype, weightDtype } from '../weight_dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import { CheckpointError, readCheckpointText } from '../checkpoint_dir.ts';
 import { safeTensorToHost } from '../safetensors.ts';
 import { SafetensorsShards } from '../safetensors_file.ts';
+import { readFolderFile, readRequiredFile, type ModelFolder } from '../model_folder.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { hfConfigToModelConfig, type HfArchitecture } from './config.ts';
 import { parseGenerationConfig, type HfGenerationDefaults } from './generation.ts';
@@ -56,20 +56,18 @@ function parseJsonFile(text: string, file: string): unknown {
   return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
 }
 
-async function readOptionalJson(dir: string, name: string): Promise<unknown> {
-  const path = joinPath(dir, name);
-  const bytes = await readFileIfExists(path);
-  return bytes === null ? undefined : parseJsonFile(new TextDecoder().decode(bytes), path);
+async function readOptionalJson(folder: ModelFolder, name: string): Promise<unknown> {
+  const bytes = await readFolderFile(folder, name);
+  return bytes === null ? undefined : parseJsonFile(new TextDecoder().decode(bytes), folder.pathOf(name));
 }
 
 /**
- * Whether `dir` is a Hugging Face model folder: a directory whose config.json is a JSON object
- * with `model_type` or `architectures` (FON's own config.json has neither). Never throws.
+ * Whether `folder` is a Hugging Face model folder: its config.json is a JSON object with
+ * `model_type` or `architectures` (FON's own config.json has neither). Never throws.
  */
-export async function isHfModelDir(dir: string): Promise<boolean> {
+export async function isHfFolder(folder: ModelFolder): Promise<boolean> {
   try {
-    if ((await pathKind(dir)) !== 'dir') return false;
-    const json = await readOptionalJson(dir, 'config.json');
+    const json = await readOptionalJson(folder, 'config.json');
     if (typeof json !== 'object' || json === null || Array.isArray(json)) return false;
     return typeof (json as Record<string, unknown>).model_type === 'string' || Array.isArray((json as Record<string, unknown>).architectures);
   } catch {
@@ -120,7 +118,7 @@ async function readWeights(shards: SafetensorsShards, params: HfParamSource[], b
 }
 
 /**
- * Loads the model, tokenizer and generation defaults of the Hugging Face folder `dir` onto
+ * Loads the model, tokenizer and generation defaults of the Hugging Face folder `folder` onto
  * `backend`, weights in the dtype `opts.dtype` chooses (weight_dtype.ts; default auto). Errors name the file: a missing config.json or tokenizer.json
  * (CheckpointError), an unsupported architecture or config value (UnsupportedError), an unknown
  * config key (ConfigError), missing weights or a missing shard (CheckpointError), a tensor
@@ -129,26 +127,27 @@ async function readWeights(shards: SafetensorsShards, params: HfParamSource[], b
  * weights are read as the folder's config plans them and the model built (and the config
  * returned) is the adapted one.
  */
-export async function loadHfModel(dir: string, backend: Backend, opts: LoadModelOptions = {}): Promise<LoadedHfModel> {
-  const configFile = joinPath(dir, 'config.json');
-  const { architecture, config: stored } = hfConfigToModelConfig(parseJsonFile(await readCheckpointText(dir, 'config.json'), configFile), configFile);
+export async function loadHfFolder(folder: ModelFolder, backend: Backend, opts: LoadModelOptions = {}): Promise<LoadedHfModel> {
+  const text = async (name: string) => new TextDecoder().decode(await readRequiredFile(folder, name));
+  const configFile = folder.pathOf('config.json');
+  const { architecture, config: stored } = hfConfigToModelConfig(parseJsonFile(await text('config.json'), configFile), configFile);
   const config = opts.adapt ? opts.adapt.config(stored) : stored;
 
-  const tokFile = joinPath(dir, 'tokenizer.json');
-  const tokJson = parseJsonFile(await readCheckpointText(dir, 'tokenizer.json'), tokFile);
-  const tokConfig = await readOptionalJson(dir, 'tokenizer_config.json');
+  const tokFile = folder.pathOf('tokenizer.json');
+  const tokJson = parseJsonFile(await text('tokenizer.json'), tokFile);
+  const tokConfig = await readOptionalJson(folder, 'tokenizer_config.json');
   const tokenizer = hfTokenizer(tokJson, tokConfig, tokFile);
-  const jinjaFile = joinPath(dir, 'chat_template.jinja');
-  const jinja = await readFileIfExists(jinjaFile);
-  const chatTemplate = chatTemplateOf(tokConfig, joinPath(dir, 'tokenizer_config.json'), jinja === null ? undefined : { text: new TextDecoder().decode(jinja), source: jinjaFile });
+  const jinjaFile = folder.pathOf('chat_template.jinja');
+  const jinja = await readFolderFile(folder, 'chat_template.jinja');
+  const chatTemplate = chatTemplateOf(tokConfig, folder.pathOf('tokenizer_config.json'), jinja === null ? undefined : { text: new TextDecoder().decode(jinja), source: jinjaFile });
   if (tokenizer.vocabSize > config.vocabSize) {
     throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${configFile} says vocab_size ${config.vocabSize}`);
   }
-  const genFile = joinPath(dir, 'generation_config.json');
-  const genJson = await readOptionalJson(dir, 'generation_config.json');
+  const genFile = folder.pathOf('generation_config.json');
+  const genJson = await readOptionalJson(folder, 'generation_config.json');
   const generation = genJson === undefined ? null : parseGenerationConfig(genJson, config.vocabSize, genFile);
 
-  const shards = await SafetensorsShards.openDir(dir);
+  const shards = await SafetensorsShards.fromFolder(folder);
   let weights: Record<string, Tensor>;
   let dtype: FloatDType;
   try {
