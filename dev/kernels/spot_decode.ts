@@ -85,6 +85,14 @@ const PATCHES: Record<string, (src: string) => string> = {
   // workgroupUniformLoad: are loop bounds the GPU compiler cannot see as uniform what costs?
   ucount: (src) => must(src, /let nb = mask_count\(mrow, MASK_KB, MASK_KB, lid\);/, 'let nb = (P.kvlen + MASK_KB - 1u) / MASK_KB;'),
   'nolist-nokrow-ucount': (src) => PATCHES.ucount(PATCHES['nolist-nokrow'](src)),
+  // …and no Krow store (M1); then also the chunk cut as dense cuts it, 128-key aligned, from the uniforms (M2);
+  // then also the row clamp at the chunk's end as dense (M3): which remaining difference costs?
+  M1: (src) => must(PATCHES['nolist-nokrow-ucount'](src), /Krow\[lid\] = drow\(jk\);/, ''),
+  M2: (src) => must(must(PATCHES.M1(src), /let chunk = \(nb \+ P.nsplit - 1u\) \/ P.nsplit \* MASK_KB;/, 'let chunk = ((P.kvlen + 127u) / 128u + P.nsplit - 1u) / P.nsplit * 128u;'),
+    /let kend = min\(nb \* MASK_KB, kstart \+ chunk\);/, 'let kend = min(P.kvlen, kstart + chunk);'),
+  M3: (src) => must(PATCHES.M2(src), /let base = kbase \+ drow\(jk\) \* P.d;/, 'let base = kbase + jk * P.d;'),
+  // …and no read of the mask at all (the list's place not looked up): only the binding is left.
+  M4: (src) => must(PATCHES.M3(src), /let mrow = mask_row\(b, kvh \* P.group, 0u\);/, 'let mrow = 0u;'),
   // The loop runs to a bound made of uniforms only (the chunk's size were every block listed) and
   // leaves at the listed count with a break: valid for every form.
   ubreak: (src) => must(src, /for \(var k0 = kstart; k0 < kend; k0 \+= BKD\) \{/, 'let ubound = kstart + ((P.kvlen + MASK_KB - 1u) / MASK_KB + P.nsplit - 1u) / P.nsplit * MASK_KB;\n  for (var k0 = kstart; k0 < ubound; k0 += BKD) {\n    if (k0 >= kend) { break; }'),

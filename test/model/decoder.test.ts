@@ -195,3 +195,19 @@ test('a model whose weights are f16 or bf16 gives f32 logits, through forward an
   }
   ref.dispose();
 });
+
+test('a 16-bit model with Spot layers decodes with selection (its selector scores in f32): the cached steps\' logits within 16-bit rounding of the f32 model\'s', async () => {
+  const cfg = parseModelConfig({ vocabSize: 40, dModel: 16, nLayers: 2, nHeads: 2, nKvHeads: 1, headDim: 8, mlpHidden: 24, contextLength: 64, positions: 'rope', attention: [{ type: 'spot', heads: 2, dim: 16, rule: 'top-k', fraction: 0.5 }, { type: 'full' }] });
+  const ref = new Decoder(cfg, new ParamFactory({ backend: cpu, seed: 4 }));
+  const m = new Decoder(cfg, new ParamFactory({ backend: cpu, dtype: 'f16', weights: Object.fromEntries(ref.namedParameters()) }));
+  const ids = Array.from({ length: 40 }, (_, i) => (i * 7) % 40);
+  const [c32, c16] = [generationCache(ref, 64), generationCache(m, 64)];
+  let want = await cachedStep(ref, c32, ids, 0), got = await cachedStep(m, c16, ids, 0);
+  for (let step = 0; step < 3; step++) {
+    const worst = Math.max(...Array.from(want, (w, i) => Math.abs(w - got[i])));
+    assert.ok(worst < 5e-3, `step ${step}: max |Δ| ${worst}`);
+    want = await cachedStep(ref, c32, [step + 1], ids.length + step);
+    got = await cachedStep(m, c16, [step + 1], ids.length + step);
+  }
+  for (const x of [c32, c16, ref, m]) x.dispose();
+});

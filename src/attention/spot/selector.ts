@@ -16,6 +16,7 @@
 import { Linear } from '../../nn/linear.ts';
 import { Module } from '../../nn/module.ts';
 import type { ParamFactory } from '../../nn/params.ts';
+import { cast } from '../../ops/cast.ts';
 import { arange } from '../../ops/creation.ts';
 import { le, mul, relu, where } from '../../ops/elementwise.ts';
 import { matmul } from '../../ops/matmul.ts';
@@ -75,8 +76,10 @@ export class SpotSelector extends Module {
 export function decodeBlockScores(sel: SpotSelector, xq: Tensor, keys: Tensor, o: { l: number; pos: number }): { max: Tensor; logMass: Tensor } {
   const [b, n] = xq.shape;
   const { heads, dim } = sel.shape;
-  const q = reshape(sel.q.forward(xq), [b, n, heads, dim]);
-  return indexBlockScores(q, sel.w.forward(xq), keys, { l: o.l, pos: o.pos, block: SPOT_BLOCK, scale: 1 / Math.sqrt(dim) });
+  // The scores are computed in f32 (a 16-bit model's selector projections come out f16 or bf16).
+  const f32 = (t: Tensor) => (t.dtype === 'f32' ? t : cast(t, 'f32'));
+  const q = reshape(f32(sel.q.forward(xq)), [b, n, heads, dim]);
+  return indexBlockScores(q, f32(sel.w.forward(xq)), keys, { l: o.l, pos: o.pos, block: SPOT_BLOCK, scale: 1 / Math.sqrt(dim) });
 }
 
 /**
