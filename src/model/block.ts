@@ -9,7 +9,7 @@ import { Module } from '../nn/module.ts';
 import { Norm } from '../nn/norm.ts';
 import type { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { AttentionBlock, type PositionContext } from './attention_block.ts';
+import { AttentionBlock, type PositionContext, type RowStep } from './attention_block.ts';
 import type { ModelConfig } from './config.ts';
 
 /** What one block computed: its output (B, T, C) and the k̂, ṽ its mechanism saw (its record). */
@@ -34,8 +34,25 @@ export class Block extends Module {
    * return (autograd keeps what it saved). With `cache`, positions ctx.pos … are written to it.
    */
   forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: DepthInput, budget?: MechanismBudget): BlockOutput {
+    return this.residual(x, (h) => {
+      const a = this.attn.forward(h, ctx, cache, depth, budget);
+      return { out: a.out, record: a.record };
+    });
+  }
+
+  /** A ragged decoding step (AttentionBlock.forwardRows): x (N, 1, C), row i at rows[i] → y (N, 1, C) and each row's record. */
+  forwardRows(x: Tensor, rows: readonly RowStep[]): { y: Tensor; records: LayerRecord[] } {
+    const o = this.residual(x, (h) => {
+      const a = this.attn.forwardRows(h, rows);
+      return { out: a.out, record: a.records };
+    });
+    return { y: o.y, records: o.record };
+  }
+
+  /** x + attn(norm(x)), then + mlp(norm(x)), the attention half given; its record passes through. */
+  private residual<R>(x: Tensor, attend: (h: Tensor) => { out: Tensor; record: R }): { y: Tensor; record: R } {
     return tidy(() => {
-      const a = this.attn.forward(this.attnNorm.forward(x), ctx, cache, depth, budget);
+      const a = attend(this.attnNorm.forward(x));
       const x1 = add(x, a.out);
       return { y: add(x1, this.mlp.forward(this.mlpNorm.forward(x1))), record: a.record };
     });

@@ -71,6 +71,9 @@ export interface LayerRun {
  */
 export interface RangeOutput { x: Tensor; records: (LayerRecord | undefined)[] }
 
+/** One sequence of a ragged decoding step (Decoder.forwardRows): its position and its cache slots, one per layer. */
+export interface RaggedRow { pos: number; cache: readonly LayerKv[] }
+
 /** The RoPE tables' first length, in positions: 4,096 rows are 32 KB (cos and sin) per pair of dimensions. */
 const ROPE_FIRST_POSITIONS = 4096;
 
@@ -193,6 +196,47 @@ export class Decoder extends Module {
     return tidy(() => {
       const { x } = this.runLayers(this.embedTokens(ids, pos), 0, this.layers.length, { pos, cache: opts.cache });
       return this.logits(x, opts.lastOnly);
+    });
+  }
+
+  /**
+   * One ragged decoding step of N independent sequences: ids i32 (N, 1), row i the next token of
+   * sequence i at position rows[i].pos, written to and attended over through its own cache
+   * rows[i].cache → logits (N, 1, V). The embedding, every linear layer, the norms and the head run
+   * once over the N rows (the weights are read once a step); RoPE, the mechanism's k/v hook,
+   * Depth-Attention and the cached attention run per row at its own position (Block.forwardRows).
+   * Row i's logits are those forward(ids[i], {cache: rows[i].cache, pos: rows[i].pos}) gives for
+   * that sequence alone, wherever the backend's matmul treats rows independently (the CPU
+   * reference's does: bit for bit).
+   */
+  forwardRows(ids: Tensor, rows: readonly RaggedRow[]): Tensor {
+    const L = this.layers.length;
+    if (ids.rank !== 2 || ids.dtype !== 'i32' || ids.shape[1] !== 1) throw new ShapeError(`Decoder.forwardRows: ids must be i32 (N, 1), got ${ids.dtype} [${ids.shape}]`);
+    if (rows.length !== ids.shape[0] || rows.length === 0) throw new ArgumentError(`Decoder.forwardRows: ${rows.length} rows for ids of ${ids.shape[0]} sequences: expected one row each, at least one`);
+    rows.forEach((r, i) => {
+      if (!Number.isInteger(r.pos) || r.pos < 0 || r.pos + 1 > this.config.contextLength) throw new ArgumentError(`Decoder.forwardRows: row ${i}'s position ${r.pos} must be an integer in [0, ${this.config.contextLength - 1}] (the context)`);
+      if (r.cache.length !== L) throw new ArgumentError(`Decoder.forwardRows: row ${i}'s cache has ${r.cache.length} layers, the model ${L}`);
+    });
+    return tidy(() => {
+      let x = this.embed.forward(ids); // (N, 1, C)
+      if (this.posEmbed) x = add(x, this.posEmbed.forward(tensor(Int32Array.from(rows, (r) => r.pos), [rows.length, 1], { backend: ids.backend, dtype: 'i32' })));
+      const ctxs = rows.map((r): PositionContext => (this.config.positions === 'rope' ? { pos: r.pos, ...this.ropeRows(r.pos, 1) } : { pos: r.pos }));
+      const depth = this.config.depth;
+      const records: (LayerRecord[] | undefined)[] = new Array(L);
+      for (let i = 0; i < L; i++) {
+        const candidates = depth ? depthCandidates(depth, i) : [];
+        const read = this.recordIsRead(i);
+        const out = tidy(() => {
+          const o = this.layers[i].forwardRows(x, rows.map((r, j) => ({
+            ctx: ctxs[j], cache: r.cache[i],
+            ...(depth && candidates.length ? { depth: { spec: depth, candidates: candidates.map((m) => records[m]![j]) } } : {}),
+          })));
+          return read ? o : { y: o.y, records: undefined };
+        });
+        x = out.y;
+        records[i] = out.records;
+      }
+      return this.logits(x);
     });
   }
 
