@@ -23,8 +23,11 @@ import { modelDims, type ModelConfig } from './config.ts';
 /** What every layer of one forward shares: the first position and, with RoPE, its tables (T, D/2). */
 export interface PositionContext { pos: number; cos?: Tensor; sin?: Tensor }
 
-/** One sequence's row of a ragged decoding step (forwardRows): its position, its cache slot of this layer, its Depth-Attention input. */
-export interface RowStep { ctx: PositionContext; cache: LayerKv; depth?: DepthInput }
+/** One sequence's row of a ragged decoding step (forwardRows): its position and its cache slot of this layer. */
+export interface RowStep { pos: number; cache: LayerKv }
+
+/** RoPE tables and the axis of y they index (AttentionBlock.heads). */
+interface Rotation { cos: Tensor; sin: Tensor; seqAxis: number }
 
 export class AttentionBlock extends Module {
   readonly q: Linear;
@@ -63,29 +66,32 @@ export class AttentionBlock extends Module {
     return { q: this.project(this.q, x, h), k: this.project(this.k, x, hkv), v: this.project(this.v, x, hkv) };
   }
 
-  /** A raw projection (B, T, heads, D) → (B, heads, T, D), normed and rotated as configured. */
-  private heads(y: Tensor, norm: Norm | undefined, ctx: PositionContext, rotate: boolean): Tensor {
+  /**
+   * A raw projection (B, T, heads, D) → (B, heads, T, D), normed and rotated as configured: RoPE's
+   * tables index axis `seqAxis` of y (1, the positions of one sequence; 0 in a ragged step, where
+   * row i of the tables is row i's position).
+   */
+  private heads(y: Tensor, norm: Norm | undefined, rot: Rotation | undefined): Tensor {
     if (norm) y = norm.forward(y);
-    if (rotate && ctx.cos) y = rope(y, ctx.cos, ctx.sin!, { seqAxis: 1 });
+    if (rot) y = rope(y, rot.cos, rot.sin, { seqAxis: rot.seqAxis });
     return permute(y, [0, 2, 1, 3]); // (B, heads, T, D)
   }
 
   /**
-   * What one sequence's raw projections become at its positions: the mechanism's k/v hook,
-   * QK-norm, RoPE, the Depth-Attention mix and the mechanism itself (over `cache` when given) →
-   * the attention a (B, H, T, D) and the layer's record. The part of a layer that cannot be shared
-   * between sequences at different positions or with different caches (forwardRows runs it per row).
+   * The attention between the projections and the output projection, the same for one sequence
+   * (forward) and for a ragged step (forwardRows); only the two per-sequence parts come from the
+   * caller: `shiftKv`, the mechanism's hook on the raw k and v (FoX Pro token shift, before QK-norm
+   * and RoPE), and `mechanism`, the sequence mixing over q̂, k̂, ṽ (B, ·, T, D) → (B, H, T, D).
+   * QK-norm, RoPE and the Depth-Attention mix act on each row alone, so they run over all rows at
+   * once. Returns the attention a (B, H, T, D) and the layer's record.
    */
-  private attend(raw: { q: Tensor; k: Tensor; v: Tensor }, x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: DepthInput, budget?: MechanismBudget): { a: Tensor; record: LayerRecord } {
-    const q = this.heads(raw.q, this.qNorm, ctx, true);
-    let kRaw = raw.k, vRaw = raw.v; // (B, T, Hkv, D)
-    // The mechanism's hook on the raw projections (FoX Pro token shift), before QK-norm and RoPE.
-    if (this.mechanism.transformKv) [kRaw, vRaw] = this.mechanism.transformKv(kRaw, vRaw, { x }, cache, ctx.pos);
-    const k = this.heads(kRaw, this.kNorm, ctx, true);
-    let v = this.heads(vRaw, undefined, ctx, false);
+  private attend(raw: { q: Tensor; k: Tensor; v: Tensor }, rot: Rotation | undefined, depth: DepthInput | undefined, shiftKv: ((k: Tensor, v: Tensor) => [Tensor, Tensor]) | undefined, mechanism: (q: Tensor, k: Tensor, v: Tensor) => Tensor): { a: Tensor; record: LayerRecord } {
+    const q = this.heads(raw.q, this.qNorm, rot);
+    const [kRaw, vRaw] = shiftKv ? shiftKv(raw.k, raw.v) : [raw.k, raw.v]; // (B, T, Hkv, D)
+    const k = this.heads(kRaw, this.kNorm, rot);
+    let v = this.heads(vRaw, undefined, undefined);
     if (depth) v = mixDepth(depth.spec, q, k, v, depth.candidates); // (B, Hkv, T, D): ṽ takes v's place, in the mechanism and its cache
-    const a = cache ? this.mechanism.forwardCached(q, k, v, { x, budget }, cache, ctx.pos) : this.mechanism.forward(q, k, v, { x }); // (B, H, T, D)
-    return { a, record: { k, v } };
+    return { a: mechanism(q, k, v), record: { k, v } };
   }
 
   /** The output projection: a (B, H, T, D) → (B, T, C). */
@@ -102,21 +108,33 @@ export class AttentionBlock extends Module {
    * caller's tidy scope.
    */
   forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: DepthInput, budget?: MechanismBudget): { out: Tensor; record: LayerRecord } {
-    const { a, record } = this.attend(this.projectQkv(x), x, ctx, cache, depth, budget);
+    const m = this.mechanism;
+    const shiftKv = m.transformKv ? (k: Tensor, v: Tensor) => m.transformKv!(k, v, { x }, cache, ctx.pos) : undefined;
+    const { a, record } = this.attend(this.projectQkv(x), ctx.cos ? { cos: ctx.cos, sin: ctx.sin!, seqAxis: 1 } : undefined, depth, shiftKv,
+      (q, k, v) => (cache ? m.forwardCached(q, k, v, { x, budget }, cache, ctx.pos) : m.forward(q, k, v, { x })));
     return { out: this.output(a), record };
   }
 
   /**
-   * A ragged decoding step: x (N, 1, C), row i one token of sequence i at its own position with
-   * its own cache slot (rows[i]) → out (N, 1, C) and each row's record (1, Hkv, 1, D). The q, k,
-   * v and o projections run once over the N rows; the rest (attend) runs per row, exactly as
-   * forward runs it for that sequence alone. Intermediates belong to the caller's tidy scope.
+   * A ragged decoding step: x (N, 1, C), row i one token of sequence i at position rows[i].pos
+   * with its own cache slot rows[i].cache → out (N, 1, C) and the record (N, Hkv, 1, D), row i
+   * sequence i's. `rot` holds each row's RoPE tables (N, D/2); `depth` the candidates' records
+   * (N, Hkv, 1, D). The projections, QK-norm, RoPE and the Depth-Attention mix run once over the
+   * N rows; the mechanism's k/v hook and its cached attention run per row, each through its own
+   * cache at its own position. Intermediates belong to the caller's tidy scope.
    */
-  forwardRows(x: Tensor, rows: readonly RowStep[]): { out: Tensor; records: LayerRecord[] } {
-    const raw = this.projectQkv(x);
-    const row = (t: Tensor, i: number) => (rows.length === 1 ? t : narrow(t, 0, i, 1));
-    const parts = rows.map((r, i) => this.attend({ q: row(raw.q, i), k: row(raw.k, i), v: row(raw.v, i) }, row(x, i), r.ctx, r.cache, r.depth));
-    const a = parts.length === 1 ? parts[0].a : concat(parts.map((p) => p.a), 0); // (N, H, 1, D)
-    return { out: this.output(a), records: parts.map((p) => p.record) };
+  forwardRows(x: Tensor, rows: readonly RowStep[], rot?: { cos: Tensor; sin: Tensor }, depth?: DepthInput): { out: Tensor; record: LayerRecord } {
+    const m = this.mechanism, n = rows.length;
+    const row = (t: Tensor, i: number) => (n === 1 ? t : narrow(t, 0, i, 1));
+    const xs: Tensor[] = [];
+    const xRow = (i: number) => (xs[i] ??= row(x, i)); // (1, 1, C): only mechanisms with gates read it
+    const perRow = (fn: (i: number) => Tensor) => (n === 1 ? fn(0) : concat(rows.map((_, i) => fn(i)), 0));
+    const shiftKv = m.transformKv ? (k: Tensor, v: Tensor): [Tensor, Tensor] => {
+      const kv = rows.map((r, i) => m.transformKv!(row(k, i), row(v, i), { x: xRow(i) }, r.cache, r.pos));
+      return n === 1 ? kv[0] : [concat(kv.map((p) => p[0]), 0), concat(kv.map((p) => p[1]), 0)];
+    } : undefined;
+    const { a, record } = this.attend(this.projectQkv(x), rot && { ...rot, seqAxis: 0 }, depth, shiftKv,
+      (q, k, v) => perRow((i) => m.forwardCached(row(q, i), row(k, i), row(v, i), { x: xRow(i) }, rows[i].cache, rows[i].pos))); // (N, H, 1, D)
+    return { out: this.output(a), record };
   }
 }

@@ -34,23 +34,16 @@ export class Block extends Module {
    * return (autograd keeps what it saved). With `cache`, positions ctx.pos … are written to it.
    */
   forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: DepthInput, budget?: MechanismBudget): BlockOutput {
-    return this.residual(x, (h) => {
-      const a = this.attn.forward(h, ctx, cache, depth, budget);
-      return { out: a.out, record: a.record };
-    });
+    return this.residual(x, (h) => this.attn.forward(h, ctx, cache, depth, budget));
   }
 
-  /** A ragged decoding step (AttentionBlock.forwardRows): x (N, 1, C), row i at rows[i] → y (N, 1, C) and each row's record. */
-  forwardRows(x: Tensor, rows: readonly RowStep[]): { y: Tensor; records: LayerRecord[] } {
-    const o = this.residual(x, (h) => {
-      const a = this.attn.forwardRows(h, rows);
-      return { out: a.out, record: a.records };
-    });
-    return { y: o.y, records: o.record };
+  /** A ragged decoding step (AttentionBlock.forwardRows): x (N, 1, C), row i at rows[i] → y (N, 1, C) and the record (N, Hkv, 1, D). */
+  forwardRows(x: Tensor, rows: readonly RowStep[], rot?: { cos: Tensor; sin: Tensor }, depth?: DepthInput): BlockOutput {
+    return this.residual(x, (h) => this.attn.forwardRows(h, rows, rot, depth));
   }
 
   /** x + attn(norm(x)), then + mlp(norm(x)), the attention half given; its record passes through. */
-  private residual<R>(x: Tensor, attend: (h: Tensor) => { out: Tensor; record: R }): { y: Tensor; record: R } {
+  private residual(x: Tensor, attend: (h: Tensor) => { out: Tensor; record: LayerRecord }): BlockOutput {
     return tidy(() => {
       const a = attend(this.attnNorm.forward(x));
       const x1 = add(x, a.out);

@@ -22,6 +22,7 @@ import type { LayerKv, MechanismBudget } from '../attention/mechanism.ts';
 import { arange, tensor } from '../ops/creation.ts';
 import { add, where } from '../ops/elementwise.ts';
 import { crossEntropy } from '../ops/fused.ts';
+import { gatherRows } from '../ops/indexing.ts';
 import { narrow, reshape } from '../ops/layout.ts';
 import { linear } from '../ops/matmul.ts';
 import { ArgumentError, ShapeError } from '../errors.ts';
@@ -108,17 +109,22 @@ export class Decoder extends Module {
     return this.rope?.cos.shape[0] ?? 0;
   }
 
-  /** The RoPE tables' rows for positions pos … pos + t − 1, growing the tables when they are too short. */
-  private ropeRows(pos: number, t: number): { cos: Tensor; sin: Tensor } {
+  /** The RoPE tables, grown first when they hold fewer than `positions` rows. */
+  private ropeTablesFor(positions: number): { cos: Tensor; sin: Tensor } {
     const c = this.config;
     const have = this.ropePositions;
-    if (pos + t > have) {
-      const positions = Math.min(c.contextLength, Math.max(pos + t, 2 * have, ROPE_FIRST_POSITIONS));
-      const made = ropeTables(positions, c.headDim, c.ropeTheta, this.embed.weight.backend, c.ropeScaling);
+    if (positions > have) {
+      const grown = Math.min(c.contextLength, Math.max(positions, 2 * have, ROPE_FIRST_POSITIONS));
+      const made = ropeTables(grown, c.headDim, c.ropeTheta, this.embed.weight.backend, c.ropeScaling);
       if (this.rope) this.outgrownRope.push(this.rope.cos, this.rope.sin);
       this.rope = { cos: keep(made.cos), sin: keep(made.sin) };
     }
-    const { cos, sin } = this.rope!;
+    return this.rope!;
+  }
+
+  /** The RoPE tables' rows for positions pos … pos + t − 1, growing the tables when they are too short. */
+  private ropeRows(pos: number, t: number): { cos: Tensor; sin: Tensor } {
+    const { cos, sin } = this.ropeTablesFor(pos + t);
     return { cos: narrow(cos, 0, pos, t), sin: narrow(sin, 0, pos, t) };
   }
 
@@ -203,8 +209,10 @@ export class Decoder extends Module {
    * One ragged decoding step of N independent sequences: ids i32 (N, 1), row i the next token of
    * sequence i at position rows[i].pos, written to and attended over through its own cache
    * rows[i].cache → logits (N, 1, V). The embedding, every linear layer, the norms and the head run
-   * once over the N rows (the weights are read once a step); RoPE, the mechanism's k/v hook,
-   * Depth-Attention and the cached attention run per row at its own position (Block.forwardRows).
+   * once over the N rows (the weights are read once a step), and so do QK-norm, RoPE (each row
+   * rotated by its own position's table rows) and Depth-Attention; the mechanism's k/v hook and
+   * the cached attention run per row, each through its own cache at its own position
+   * (AttentionBlock.forwardRows).
    * Row i's logits are those forward(ids[i], {cache: rows[i].cache, pos: rows[i].pos}) gives for
    * that sequence alone, wherever the backend's matmul treats rows independently (the CPU
    * reference's does: bit for bit).
@@ -218,23 +226,26 @@ export class Decoder extends Module {
       if (r.cache.length !== L) throw new ArgumentError(`Decoder.forwardRows: row ${i}'s cache has ${r.cache.length} layers, the model ${L}`);
     });
     return tidy(() => {
+      const at = tensor(Int32Array.from(rows, (r) => r.pos), [1, rows.length], { backend: ids.backend, dtype: 'i32' }); // (1, N): row i's position
       let x = this.embed.forward(ids); // (N, 1, C)
-      if (this.posEmbed) x = add(x, this.posEmbed.forward(tensor(Int32Array.from(rows, (r) => r.pos), [rows.length, 1], { backend: ids.backend, dtype: 'i32' })));
-      const ctxs = rows.map((r): PositionContext => (this.config.positions === 'rope' ? { pos: r.pos, ...this.ropeRows(r.pos, 1) } : { pos: r.pos }));
+      if (this.posEmbed) x = add(x, this.posEmbed.forward(reshape(at, [rows.length, 1])));
+      // Row i's RoPE tables (N, D/2): its own position's rows.
+      let rot: { cos: Tensor; sin: Tensor } | undefined;
+      if (this.config.positions === 'rope') {
+        const t = this.ropeTablesFor(Math.max(...rows.map((r) => r.pos)) + 1);
+        rot = { cos: gatherRows(t.cos, at, 0), sin: gatherRows(t.sin, at, 0) };
+      }
       const depth = this.config.depth;
-      const records: (LayerRecord[] | undefined)[] = new Array(L);
+      const records: (LayerRecord | undefined)[] = new Array(L);
       for (let i = 0; i < L; i++) {
-        const candidates = depth ? depthCandidates(depth, i) : [];
+        const candidates = depth ? depthCandidates(depth, i).map((m) => records[m]!) : [];
         const read = this.recordIsRead(i);
         const out = tidy(() => {
-          const o = this.layers[i].forwardRows(x, rows.map((r, j) => ({
-            ctx: ctxs[j], cache: r.cache[i],
-            ...(depth && candidates.length ? { depth: { spec: depth, candidates: candidates.map((m) => records[m]![j]) } } : {}),
-          })));
-          return read ? o : { y: o.y, records: undefined };
+          const o = this.layers[i].forwardRows(x, rows.map((r) => ({ pos: r.pos, cache: r.cache[i] })), rot, depth && candidates.length ? { spec: depth, candidates } : undefined);
+          return read ? o : { y: o.y, record: undefined };
         });
         x = out.y;
-        records[i] = out.records;
+        records[i] = out.record;
       }
       return this.logits(x);
     });
