@@ -158,15 +158,17 @@ export class Batcher {
         const plain: Entry[] = [], alone: Entry[] = [];
         for (const e of this.active) if (e.gen.ready()) (e.gen.draftRevise ? alone : plain).push(e);
         if (plain.length > 0) {
+          let rows: Float32Array[] = [];
           try {
-            const rows = await raggedStep(this.lm.model, plain.map((e) => e.gen.next));
-            plain.forEach((e, i) => e.gen.takeRow(rows[i]));
+            rows = await raggedStep(this.lm.model, plain.map((e) => e.gen.next));
             this.stats.steps++;
             this.stats.rows += plain.length;
             this.stats.largestBatch = Math.max(this.stats.largestBatch, plain.length);
           } catch (err) {
-            for (const e of plain) this.fail(e, err);
+            for (const e of plain) this.fail(e, err); // the step is every row's
           }
+          // A request's own failure (its text's listener) is its alone.
+          rows.forEach((row, i) => { try { plain[i].gen.takeRow(row); } catch (err) { this.fail(plain[i], err); } });
         }
         for (const e of alone) {
           try { await e.gen.advance(); this.stats.cycles++; } catch (err) { this.fail(e, err); }

@@ -3,9 +3,10 @@
  * while others decode and leave at their own lengths give what `generate` gives each alone —
  * greedy and sampled (each its own seed, temperature, top-k, top-p, repetition penalty, stop
  * strings, logprobs), past a page boundary too — while the steps really run several rows at once;
- * a cancelled request (waiting or decoding) ends at once and its pages go back to the pool; the
- * limits on active, waiting and queued tokens give 429s; a model with organs runs its draft–revise
- * requests beside plain ones with generate's output. Seconds in all.
+ * a cancelled request (waiting or decoding) ends at once and its pages go back to the pool; one
+ * that fails on its own fails alone; the limits on waiting requests and queued tokens give 429s; a
+ * model with organs runs its draft–revise requests beside plain ones with generate's output.
+ * Seconds in all.
  * Run: node --import tsx --test test/serve/batcher.test.ts
  */
 import { test } from 'node:test';
@@ -103,6 +104,20 @@ test('cancellation: a decoding request ends before the next step and gives its p
   await b.idle();
   assert.equal(b.pool.pagesInUse, 0);
   assert.deepEqual({ aborted: b.stats.aborted, finished: b.stats.finished }, { aborted: 2, finished: 1 });
+  b.dispose();
+  lm.dispose();
+});
+
+test('a request that fails on its own (its text listener throws) fails alone; the others in its steps finish as generate gives them', async () => {
+  const lm = languageModel({ attention: { type: 'full' } });
+  const b = new Batcher(lm);
+  let n = 0;
+  const bad = b.submit('the cat', { temperature: 0, maxTokens: 10, onText: () => { if (++n === 3) throw new Error('listener broke'); } });
+  const good = ['a mat', 'on'].map((p) => b.submit(p, { temperature: 0, maxTokens: 10 }));
+  await assert.rejects(bad, /listener broke/);
+  for (const [i, p] of ['a mat', 'on'].entries()) assert.deepEqual(same(await good[i]), same(await lm.generate(p, { temperature: 0, maxTokens: 10 })));
+  await b.idle();
+  assert.deepEqual({ failed: b.stats.failed, finished: b.stats.finished, inUse: b.pool.pagesInUse }, { failed: 1, finished: 2, inUse: 0 });
   b.dispose();
   lm.dispose();
 });
