@@ -156,7 +156,8 @@ export class Batcher {
           try { await e.gen.prefill(); } catch (err) { this.fail(e, err); }
         }
         const plain: Entry[] = [], alone: Entry[] = [];
-        for (const e of this.active) if (e.gen.ready()) (e.gen.draftRevise ? alone : plain).push(e);
+        // (A request that joined during the prefills above waits for the next iteration's.)
+        for (const e of this.active) if (e.prefilled && e.gen.ready()) (e.gen.draftRevise ? alone : plain).push(e);
         if (plain.length > 0) {
           let rows: Float32Array[] = [];
           try {
@@ -175,6 +176,10 @@ export class Batcher {
         }
         this.sweep();
       }
+    } catch (err) {
+      // A fault of the scheduler itself: no request is left hanging.
+      for (const e of [...this.active, ...this.waiting.splice(0)]) this.fail(e, err);
+      this.queuedTokens = 0;
     } finally {
       this.running = undefined;
     }

@@ -66,6 +66,19 @@ test('requests joining mid-decode and leaving at their own lengths each give wha
   lm.dispose();
 });
 
+test('a request that joins while the others prefill waits for the next iteration\'s prefill, then decodes as generate gives it', async () => {
+  const lm = languageModel({ attention: { type: 'full' } });
+  const b = new Batcher(lm);
+  let late: Promise<GenerateResult> | undefined;
+  // The first piece of text comes out of the first request's prefill: the second joins right then.
+  const first = b.submit('the cat', { temperature: 0, maxTokens: 6, onText: () => { late ??= b.submit('a mat', { temperature: 0, maxTokens: 6 }); } });
+  assert.deepEqual(same(await first), same(await lm.generate('the cat', { temperature: 0, maxTokens: 6 })));
+  assert.ok(late);
+  assert.deepEqual(same(await late), same(await lm.generate('a mat', { temperature: 0, maxTokens: 6 })));
+  b.dispose();
+  lm.dispose();
+});
+
 test('sequences past a page boundary: greedy equals generate over pages of the same size', async () => {
   const lm = languageModel({ attention: [{ type: 'full' }, { type: 'local', window: 20 }, { type: 'full' }] }, 300);
   const b = new Batcher(lm, { pageRows: 128 });
