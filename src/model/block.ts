@@ -9,7 +9,7 @@ import { Module } from '../nn/module.ts';
 import { Norm } from '../nn/norm.ts';
 import type { ParamFactory } from '../nn/params.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { AttentionBlock, type PositionContext } from './attention_block.ts';
+import { AttentionBlock, type PositionContext, type RowStep } from './attention_block.ts';
 import type { ModelConfig } from './config.ts';
 
 /** What one block computed: its output (B, T, C) and the k̂, ṽ its mechanism saw (its record). */
@@ -34,8 +34,18 @@ export class Block extends Module {
    * return (autograd keeps what it saved). With `cache`, positions ctx.pos … are written to it.
    */
   forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: DepthInput, budget?: MechanismBudget): BlockOutput {
+    return this.residual(x, (h) => this.attn.forward(h, ctx, cache, depth, budget));
+  }
+
+  /** A ragged decoding step (AttentionBlock.forwardRows): x (N, 1, C), row i at rows[i] → y (N, 1, C) and the record (N, Hkv, 1, D). */
+  forwardRows(x: Tensor, rows: readonly RowStep[], rot?: { cos: Tensor; sin: Tensor }, depth?: DepthInput): BlockOutput {
+    return this.residual(x, (h) => this.attn.forwardRows(h, rows, rot, depth));
+  }
+
+  /** x + attn(norm(x)), then + mlp(norm(x)), the attention half given; its record passes through. */
+  private residual(x: Tensor, attend: (h: Tensor) => { out: Tensor; record: LayerRecord }): BlockOutput {
     return tidy(() => {
-      const a = this.attn.forward(this.attnNorm.forward(x), ctx, cache, depth, budget);
+      const a = attend(this.attnNorm.forward(x));
       const x1 = add(x, a.out);
       return { y: add(x1, this.mlp.forward(this.mlpNorm.forward(x1))), record: a.record };
     });

@@ -22,6 +22,7 @@ import type { LayerKv, MechanismBudget } from '../attention/mechanism.ts';
 import { arange, tensor } from '../ops/creation.ts';
 import { add, where } from '../ops/elementwise.ts';
 import { crossEntropy } from '../ops/fused.ts';
+import { gatherRows } from '../ops/indexing.ts';
 import { narrow, reshape } from '../ops/layout.ts';
 import { cast } from '../ops/cast.ts';
 import { linear } from '../ops/matmul.ts';
@@ -72,6 +73,9 @@ export interface LayerRun {
  */
 export interface RangeOutput { x: Tensor; records: (LayerRecord | undefined)[] }
 
+/** One sequence of a ragged decoding step (Decoder.forwardRows): its position and its cache slots, one per layer. */
+export interface RaggedRow { pos: number; cache: readonly LayerKv[] }
+
 /** The RoPE tables' first length, in positions: 4,096 rows are 32 KB (cos and sin) per pair of dimensions. */
 const ROPE_FIRST_POSITIONS = 4096;
 
@@ -106,17 +110,22 @@ export class Decoder extends Module {
     return this.rope?.cos.shape[0] ?? 0;
   }
 
-  /** The RoPE tables' rows for positions pos … pos + t − 1, growing the tables when they are too short. */
-  private ropeRows(pos: number, t: number): { cos: Tensor; sin: Tensor } {
+  /** The RoPE tables, grown first when they hold fewer than `positions` rows. */
+  private ropeTablesFor(positions: number): { cos: Tensor; sin: Tensor } {
     const c = this.config;
     const have = this.ropePositions;
-    if (pos + t > have) {
-      const positions = Math.min(c.contextLength, Math.max(pos + t, 2 * have, ROPE_FIRST_POSITIONS));
-      const made = ropeTables(positions, c.headDim, c.ropeTheta, this.embed.weight.backend, c.ropeScaling);
+    if (positions > have) {
+      const grown = Math.min(c.contextLength, Math.max(positions, 2 * have, ROPE_FIRST_POSITIONS));
+      const made = ropeTables(grown, c.headDim, c.ropeTheta, this.embed.weight.backend, c.ropeScaling);
       if (this.rope) this.outgrownRope.push(this.rope.cos, this.rope.sin);
       this.rope = { cos: keep(made.cos), sin: keep(made.sin) };
     }
-    const { cos, sin } = this.rope!;
+    return this.rope!;
+  }
+
+  /** The RoPE tables' rows for positions pos … pos + t − 1, growing the tables when they are too short. */
+  private ropeRows(pos: number, t: number): { cos: Tensor; sin: Tensor } {
+    const { cos, sin } = this.ropeTablesFor(pos + t);
     return { cos: narrow(cos, 0, pos, t), sin: narrow(sin, 0, pos, t) };
   }
 
@@ -197,6 +206,52 @@ export class Decoder extends Module {
     return tidy(() => {
       const { x } = this.runLayers(this.embedTokens(ids, pos), 0, this.layers.length, { pos, cache: opts.cache });
       return this.logits(x, opts.lastOnly);
+    });
+  }
+
+  /**
+   * One ragged decoding step of N independent sequences: ids i32 (N, 1), row i the next token of
+   * sequence i at position rows[i].pos, written to and attended over through its own cache
+   * rows[i].cache → logits (N, 1, V). The embedding, every linear layer, the norms and the head run
+   * once over the N rows (the weights are read once a step), and so do QK-norm, RoPE (each row
+   * rotated by its own position's table rows) and Depth-Attention; the mechanism's k/v hook and
+   * the cached attention run per row, each through its own cache at its own position
+   * (AttentionBlock.forwardRows).
+   * Row i's logits are those forward(ids[i], {cache: rows[i].cache, pos: rows[i].pos}) gives for
+   * that sequence alone, wherever the backend's matmul treats rows independently (the CPU
+   * reference's does: bit for bit).
+   */
+  forwardRows(ids: Tensor, rows: readonly RaggedRow[]): Tensor {
+    const L = this.layers.length;
+    if (ids.rank !== 2 || ids.dtype !== 'i32' || ids.shape[1] !== 1) throw new ShapeError(`Decoder.forwardRows: ids must be i32 (N, 1), got ${ids.dtype} [${ids.shape}]`);
+    if (rows.length !== ids.shape[0] || rows.length === 0) throw new ArgumentError(`Decoder.forwardRows: ${rows.length} rows for ids of ${ids.shape[0]} sequences: expected one row each, at least one`);
+    rows.forEach((r, i) => {
+      if (!Number.isInteger(r.pos) || r.pos < 0 || r.pos + 1 > this.config.contextLength) throw new ArgumentError(`Decoder.forwardRows: row ${i}'s position ${r.pos} must be an integer in [0, ${this.config.contextLength - 1}] (the context)`);
+      if (r.cache.length !== L) throw new ArgumentError(`Decoder.forwardRows: row ${i}'s cache has ${r.cache.length} layers, the model ${L}`);
+    });
+    return tidy(() => {
+      const at = tensor(Int32Array.from(rows, (r) => r.pos), [1, rows.length], { backend: ids.backend, dtype: 'i32' }); // (1, N): row i's position
+      let x = this.embed.forward(ids); // (N, 1, C)
+      if (this.posEmbed) x = add(x, this.posEmbed.forward(reshape(at, [rows.length, 1])));
+      // Row i's RoPE tables (N, D/2): its own position's rows.
+      let rot: { cos: Tensor; sin: Tensor } | undefined;
+      if (this.config.positions === 'rope') {
+        const t = this.ropeTablesFor(Math.max(...rows.map((r) => r.pos)) + 1);
+        rot = { cos: gatherRows(t.cos, at, 0), sin: gatherRows(t.sin, at, 0) };
+      }
+      const depth = this.config.depth;
+      const records: (LayerRecord | undefined)[] = new Array(L);
+      for (let i = 0; i < L; i++) {
+        const candidates = depth ? depthCandidates(depth, i).map((m) => records[m]!) : [];
+        const read = this.recordIsRead(i);
+        const out = tidy(() => {
+          const o = this.layers[i].forwardRows(x, rows.map((r) => ({ pos: r.pos, cache: r.cache[i] })), rot, depth && candidates.length ? { spec: depth, candidates } : undefined);
+          return read ? o : { y: o.y, record: undefined };
+        });
+        x = out.y;
+        records[i] = out.record;
+      }
+      return this.logits(x);
     });
   }
 

@@ -4,8 +4,10 @@
  *   GET  /v1/models              the served model
  *   POST /v1/completions         a text completion (stream: server-sent events)
  *   POST /v1/chat/completions    a chat completion through the model's chat template (stream likewise)
- * Requests generate one at a time, in arrival order (a queue of at most `maxQueue` waiting; past it
- * a 429); a client that disconnects, waiting or streaming, ends its generation. Every malformed
+ * Requests generate together, by continuous batching (serve/batcher.ts): up to `maxBatch` decode in
+ * one ragged step, joining and leaving between steps; up to `maxQueue` more wait, holding at most
+ * `maxQueuedTokens` tokens; past either a 429. A client that disconnects, waiting or streaming,
+ * ends its generation (its KV pages go back to the pool before the next step). Every malformed
  * request (bad JSON, a field of the wrong type, a prompt past the context, an unknown model name or
  * path) gets a 4xx in OpenAI's error shape, {"error": {"message", "type", "param", "code"}}, and
  * the server keeps serving; a failure of FON's own is a 500 (logged), or, once a stream has begun,
@@ -16,13 +18,13 @@ import { ArgumentError, ConfigError } from '../errors.ts';
 import type { LanguageModel } from '../infer/language_model.ts';
 import type { GenerateOptions, GenerateResult } from '../infer/generate.ts';
 import type { TokenLogprob } from '../infer/logprobs.ts';
+import { Batcher, type BatcherOptions } from './batcher.ts';
 import { chatRequest, completionRequest, RequestError, type SamplingRequest } from './openai_requests.ts';
 
-export interface ServeOptions {
+/** The server's options; the batcher's (maxBatch, maxQueue, maxQueuedTokens, pageRows) among them. */
+export interface ServeOptions extends BatcherOptions {
   /** The model's name in /v1/models and in requests' `model`. */
   name: string;
-  /** Requests that may wait for their turn (default 64); more get a 429. */
-  maxQueue?: number;
   /** Bytes a request body may have (default 4 MiB); more get a 413. */
   maxBodyBytes?: number;
 }
@@ -58,29 +60,17 @@ async function readBody(req: IncomingMessage, limit: number): Promise<unknown> {
 /** OpenAI's finish_reason for a stop reason. */
 const finishReason = (r: GenerateResult['stopReason']) => (r === 'maxTokens' || r === 'context' ? 'length' : 'stop');
 
-/** The server, and `idle()`: resolves once no generation is running or queued (await it before freeing the model). */
-export type FonServer = Server & { idle(): Promise<void> };
+/**
+ * The server, its batcher (its counts and stats), and `idle()`: resolves once no generation is
+ * running or queued (await it before freeing the model). The pool's pages are freed once the
+ * server has closed and is idle.
+ */
+export type FonServer = Server & { idle(): Promise<void>; batcher: Batcher };
 
 export function createFonServer(lm: LanguageModel, o: ServeOptions): FonServer {
-  const maxQueue = o.maxQueue ?? 64, maxBody = o.maxBodyBytes ?? 4 << 20;
-  let tail: Promise<void> = Promise.resolve();
-  let waiting = 0;
+  const maxBody = o.maxBodyBytes ?? 4 << 20;
+  const batcher = new Batcher(lm, o);
   let counter = 0;
-
-  /**
-   * Runs `job` when the requests before it are done; a 429 when the queue is full. A request whose
-   * client goes away while it waits stops counting at once (its job then returns at its turn).
-   */
-  function enqueue<T>(job: () => Promise<T>, signal: AbortSignal): Promise<T> {
-    if (waiting >= maxQueue) throw new RequestError(`${waiting} requests are already waiting; try again later`, 429, null, 'rate_limit_exceeded', 'rate_limit_error');
-    waiting++;
-    let counted = true;
-    const leave = () => { if (counted) { counted = false; waiting--; } };
-    signal.addEventListener('abort', leave, { once: true });
-    const run = tail.then(() => { leave(); signal.removeEventListener('abort', leave); return job(); });
-    tail = run.then(() => {}, () => {});
-    return run;
-  }
 
   function options(r: SamplingRequest, signal: AbortSignal, maxDefault: number | undefined): GenerateOptions {
     return {
@@ -109,46 +99,44 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): FonServer {
     const id = `${chat ? 'chatcmpl' : 'cmpl'}-${++counter}`, created = Math.floor(Date.now() / 1000);
     // OpenAI's completions default to 16 tokens; chat to the model's own default.
     const opts = options(r, abort.signal, chat ? undefined : 16);
-    await enqueue(async () => {
+    if (!r.stream) {
+      const g = await generateOrBadRequest(() => batcher.submit(prompt, opts));
       if (abort.signal.aborted) return;
-      if (!r.stream) {
-        const g = await generateOrBadRequest(() => lm.generate(prompt, opts));
-        const usage = { prompt_tokens: g.promptTokens, completion_tokens: g.ids.length, total_tokens: g.promptTokens + g.ids.length };
-        json(res, 200, chat
-          ? { id, object: 'chat.completion', created, model: o.name, choices: [{ index: 0, message: { role: 'assistant', content: g.text }, finish_reason: finishReason(g.stopReason), logprobs: g.logprobs ? chatLogprobs(lm, g.logprobs) : null }], usage }
-          : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: g.text, finish_reason: finishReason(g.stopReason), logprobs: g.logprobs ? completionLogprobs(lm, g.logprobs) : null }], usage });
-        return;
-      }
-      const it = lm.stream(prompt, opts);
-      // The first piece (or the end) before the headers: a prompt past the context is still a 400.
-      let next = await generateOrBadRequest(() => it.next());
+      const usage = { prompt_tokens: g.promptTokens, completion_tokens: g.ids.length, total_tokens: g.promptTokens + g.ids.length };
+      json(res, 200, chat
+        ? { id, object: 'chat.completion', created, model: o.name, choices: [{ index: 0, message: { role: 'assistant', content: g.text }, finish_reason: finishReason(g.stopReason), logprobs: g.logprobs ? chatLogprobs(lm, g.logprobs) : null }], usage }
+        : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: g.text, finish_reason: finishReason(g.stopReason), logprobs: g.logprobs ? completionLogprobs(lm, g.logprobs) : null }], usage });
+      return;
+    }
+    const send = (v: unknown) => { if (!res.destroyed) res.write(`data: ${JSON.stringify(v)}\n\n`); };
+    const chunk = (piece: string, finish: string | null) => (chat
+      ? { id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index: 0, delta: finish ? {} : { content: piece }, finish_reason: finish, logprobs: null }] }
+      : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: piece, finish_reason: finish, logprobs: null }] });
+    // Headers go with the first piece (or the end): a failure before it, such as a prompt past the context, is still a 4xx or 500.
+    const open = () => {
+      if (res.headersSent) return;
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-      const send = (v: unknown) => res.write(`data: ${JSON.stringify(v)}\n\n`);
-      const chunk = (piece: string, finish: string | null) => (chat
-        ? { id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index: 0, delta: finish ? {} : { content: piece }, finish_reason: finish, logprobs: null }] }
-        : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: piece, finish_reason: finish, logprobs: null }] });
       // Chat streams open with the assistant's role, as OpenAI's do (even a reply with no text has one).
       if (chat) send({ id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null, logprobs: null }] });
-      try {
-        while (!next.done) {
-          send(chunk(next.value, null));
-          next = await it.next();
-        }
-      } catch (e) {
-        // Headers are gone: the error goes out as an event (OpenAI's clients raise it), then the end.
-        if (!(e instanceof RequestError)) console.error(`fon serve: ${id}: ${(e as Error)?.stack ?? e}`);
-        send({ error: { message: (e as Error)?.message ?? String(e), type: 'server_error', param: null, code: null } });
-        res.end();
-        return;
-      }
-      if (!abort.signal.aborted) {
-        const g = next.value;
-        send(chunk('', finishReason(g.stopReason)));
-        if (r.streamUsage) send({ id, object: chat ? 'chat.completion.chunk' : 'text_completion', created, model: o.name, choices: [], usage: { prompt_tokens: g.promptTokens, completion_tokens: g.ids.length, total_tokens: g.promptTokens + g.ids.length } });
-        res.write('data: [DONE]\n\n');
-      }
+    };
+    let g: GenerateResult;
+    try {
+      g = await generateOrBadRequest(() => batcher.submit(prompt, { ...opts, onText: (piece) => { open(); send(chunk(piece, null)); } }));
+    } catch (e) {
+      if (!res.headersSent) throw e;
+      // Headers are gone: the error goes out as an event (OpenAI's clients raise it), then the end.
+      if (!(e instanceof RequestError)) console.error(`fon serve: ${id}: ${(e as Error)?.stack ?? e}`);
+      send({ error: { message: (e as Error)?.message ?? String(e), type: 'server_error', param: null, code: null } });
       res.end();
-    }, abort.signal);
+      return;
+    }
+    if (!abort.signal.aborted) {
+      open();
+      send(chunk('', finishReason(g.stopReason)));
+      if (r.streamUsage) send({ id, object: chat ? 'chat.completion.chunk' : 'text_completion', created, model: o.name, choices: [], usage: { prompt_tokens: g.promptTokens, completion_tokens: g.ids.length, total_tokens: g.promptTokens + g.ids.length } });
+      if (!res.destroyed) res.write('data: [DONE]\n\n');
+    }
+    res.end();
   }
 
   const server = createServer((req, res) => {
@@ -170,7 +158,8 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): FonServer {
       else sendError(res, new RequestError(`internal error: ${(e as Error)?.message ?? String(e)}`, 500, null, null, 'server_error'));
     });
   });
-  return Object.assign(server, { idle: () => tail });
+  server.on('close', () => { void batcher.idle().then(() => batcher.dispose()); });
+  return Object.assign(server, { idle: () => batcher.idle(), batcher });
 }
 
 /**

@@ -2,28 +2,28 @@
  * `fon serve`'s server (serve/server.ts) through OpenAI's official npm client on loopback: the
  * model list; completions and chat completions equal to the library's greedy generate and chat;
  * streamed ones whose pieces join to the same text, ending with a finish reason; an aborted stream
- * that leaves the server serving; a full queue answered 429; and every malformed request a 4xx in
- * OpenAI's error shape (wrong model, out-of-range fields, logprobs, a prompt past the context,
- * bad JSON, unknown paths and methods).
+ * that leaves the server serving (its pages back in the pool); a full queue answered 429 (one
+ * request decoding at a time, one waiting); FON's own failures in a prefill (a 500) and in a
+ * batched step (an error event mid-stream); and every malformed request a 4xx in OpenAI's error
+ * shape (wrong model, out-of-range fields, logprobs, a prompt past the context, bad JSON, unknown
+ * paths and methods). The batcher itself: test/serve/batcher.test.ts.
  * Run: node --import tsx --test test/serve/openai_server.test.ts
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { load } from '../../src/io/load.ts';
 import type { LanguageModel } from '../../src/infer/language_model.ts';
-import type { GenerateResult } from '../../src/infer/generate.ts';
-import { createFonServer } from '../../src/serve/server.ts';
+import { createFonServer, type FonServer } from '../../src/serve/server.ts';
 import { DeviceError } from '../../src/errors.ts';
 import { chatModelFolder } from '../io/chat_fixtures.ts';
 
 const NAME = 'qwen3-chat';
-let dir = '', lm: LanguageModel, server: Server, base = '', client: OpenAI;
+let dir = '', lm: LanguageModel, server: FonServer, base = '', client: OpenAI;
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'fon-serve-'));
@@ -100,52 +100,55 @@ test('streamed completions and chat completions join to the same text and end wi
   assert.equal(textC, fullC.choices[0].text);
 });
 
-test('an aborted stream ends its generation on the server; a full queue is answered 429; the server keeps serving', async () => {
-  // Watch the server's streamed generations end (their results' stop reasons), each piece 10 ms
-  // apart so that this tiny model's generation is still running when the other requests come.
-  const stream = lm.stream.bind(lm);
-  const ended: GenerateResult[] = [];
-  lm.stream = (prompt, opts) => (async function* () {
-    const g = stream(prompt, opts);
-    for (;;) {
-      const n = await g.next();
-      if (n.done) { ended.push(n.value); return n.value; }
-      await new Promise((r) => setTimeout(r, 10));
-      yield n.value;
-    }
-  })();
-  const long = await client.completions.create({ model: NAME, prompt: 'Once upon a time', max_tokens: 60, temperature: 0, stream: true });
-  const it = long[Symbol.asyncIterator]();
-  await it.next(); // the first piece: the generation is running
-  // One request may wait (maxQueue 1); a second is refused.
-  const waiting = client.completions.create({ model: NAME, prompt: 'A', ...greedy });
-  await new Promise((r) => setTimeout(r, 20));
-  await assert.rejects(client.completions.create({ model: NAME, prompt: 'B', ...greedy }), (e) => e instanceof OpenAI.APIError && e.status === 429 && e.type === 'rate_limit_error');
-  long.controller.abort();
-  try { while (!(await it.next()).done); } catch (e) { assert.ok(e instanceof OpenAI.APIUserAbortError, String(e)); }
-  assert.equal((await waiting).choices.length, 1); // runs once the aborted one has ended
-  lm.stream = stream;
-  assert.equal(ended.length, 1);
-  assert.equal(ended[0].stopReason, 'aborted');
-  assert.ok(ended[0].ids.length < 60, `${ended[0].ids.length} tokens`);
-  const again = await client.completions.create({ model: NAME, prompt: 'The capital of', ...greedy });
-  assert.equal(again.choices[0].text, (await lm.generate('The capital of', { maxTokens: 6, temperature: 0 })).text);
+test('an aborted stream ends its generation on the server, its pages back in the pool; a full queue is answered 429; the server keeps serving', async () => {
+  // One request decodes at a time and one may wait; each step 10 ms apart, so that this tiny
+  // model's generation is still running when the other requests come.
+  const one = createFonServer(lm, { name: NAME, maxBatch: 1, maxQueue: 1, beforeStep: () => new Promise((r) => setTimeout(r, 10)) });
+  await new Promise<void>((r) => one.listen(0, '127.0.0.1', r));
+  const c = new OpenAI({ baseURL: `http://127.0.0.1:${(one.address() as AddressInfo).port}/v1`, apiKey: 'unused', maxRetries: 0 });
+  try {
+    const long = await c.completions.create({ model: NAME, prompt: 'Once upon a time', max_tokens: 60, temperature: 0, stream: true });
+    const it = long[Symbol.asyncIterator]();
+    await it.next(); // the first piece: the generation is running
+    assert.equal(one.batcher.activeCount, 1);
+    // One request may wait (maxQueue 1); a second is refused.
+    const waiting = c.completions.create({ model: NAME, prompt: 'A', ...greedy });
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(one.batcher.waitingCount, 1);
+    await assert.rejects(c.completions.create({ model: NAME, prompt: 'B', ...greedy }), (e) => e instanceof OpenAI.APIError && e.status === 429 && e.type === 'rate_limit_error');
+    long.controller.abort();
+    try { while (!(await it.next()).done); } catch (e) { assert.ok(e instanceof OpenAI.APIUserAbortError, String(e)); }
+    assert.equal((await waiting).choices.length, 1); // runs once the aborted one has ended
+    assert.equal(one.batcher.stats.aborted, 1);
+    assert.ok(one.batcher.stats.rows < 60 + 6, `${one.batcher.stats.rows} rows: the aborted generation stopped early`);
+    await one.idle();
+    assert.equal(one.batcher.pool.pagesInUse, 0, 'every page back in the pool');
+    const again = await c.completions.create({ model: NAME, prompt: 'The capital of', ...greedy });
+    assert.equal(again.choices[0].text, (await lm.generate('The capital of', { maxTokens: 6, temperature: 0 })).text);
+  } finally {
+    one.closeAllConnections();
+    await new Promise<void>((r) => one.close(() => r()));
+  }
 });
 
 test('content given as parts; FON\'s own failures are 500s, and an error mid-stream reaches the client', async () => {
   const parts = await client.chat.completions.create({ model: NAME, messages: [{ role: 'user', content: [{ type: 'text', text: 'Hel' }, { type: 'text', text: 'lo' }] }], ...greedy });
   assert.equal(parts.choices[0].message.content, (await client.chat.completions.create({ model: NAME, messages, ...greedy })).choices[0].message.content);
-  const generate = lm.generate.bind(lm), stream = lm.stream.bind(lm);
+  const m = lm.model;
   try {
-    lm.generate = async () => { throw new DeviceError('the device was lost'); };
+    // A prompt's prefill fails: a 500 before any header.
+    m.forward = () => { throw new DeviceError('the device was lost'); };
     await assert.rejects(client.completions.create({ model: NAME, prompt: 'x', ...greedy }), (e) => e instanceof OpenAI.APIError && e.status === 500 && e.type === 'server_error' && /internal error: the device was lost/.test(e.message));
-    lm.stream = (prompt, opts) => (async function* () { const g = stream(prompt, opts); const first = await g.next(); if (!first.done) yield first.value; throw new DeviceError('lost mid-stream'); })() as ReturnType<LanguageModel['stream']>;
+    delete (m as Partial<typeof m>).forward;
+    // The batched step fails after the first piece went out: an error event.
+    m.forwardRows = () => { throw new DeviceError('lost mid-stream'); };
     await assert.rejects((async () => { for await (const _ of await client.chat.completions.create({ model: NAME, messages, ...greedy, stream: true })) { /* the pieces */ } })(), /lost mid-stream/);
   } finally {
-    lm.generate = generate;
-    lm.stream = stream;
+    delete (m as Partial<typeof m>).forward;
+    delete (m as Partial<typeof m>).forwardRows;
   }
   assert.equal((await client.completions.create({ model: NAME, prompt: 'x', ...greedy })).choices.length, 1);
+  assert.equal(server.batcher.pool.pagesInUse, 0, 'failed requests gave their pages back');
 });
 
 test('malformed requests get 4xx errors in OpenAI\'s shape, naming the field', async () => {

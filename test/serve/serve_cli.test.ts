@@ -1,6 +1,7 @@
 /**
  * `fon serve` as a process: it prints where it listens (port 0: one the system picks), answers,
- * and exits 0 on SIGINT; a bad port or a busy one is a clean error with exit code 2.
+ * and exits 0 on SIGINT; a bad port, a busy one, a bad --max-batch or --page-rows is a clean error
+ * with exit code 2.
  * Run: node --import tsx --test test/serve/serve_cli.test.ts
  */
 import { test } from 'node:test';
@@ -38,10 +39,16 @@ test('fon serve listens, answers /health and a completion, and stops on SIGINT w
   }
 });
 
-test('fon serve refuses a bad port and a busy one with exit code 2', async () => {
+test('fon serve refuses a bad port, a busy one, a bad batch size and bad page rows with exit code 2', async () => {
   const bad = fon('serve', '--model', FIXTURE, '--port', '70000', '--backend', 'cpu');
   assert.equal(bad.code, 2);
   assert.match(bad.err, /serve: --port "70000": expected an integer ≥ 0 and ≤ 65535/);
+  const batch = fon('serve', '--model', FIXTURE, '--max-batch', '0', '--backend', 'cpu');
+  assert.equal(batch.code, 2);
+  assert.match(batch.err, /serve: --max-batch "0": expected an integer ≥ 1/);
+  const pages = fon('serve', '--model', FIXTURE, '--page-rows', '100', '--backend', 'cpu');
+  assert.equal(pages.code, 2);
+  assert.match(pages.err, /serve: --page-rows 100: expected a positive multiple of 128/);
   const busy = createServer();
   await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
   try {
