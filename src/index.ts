@@ -1,6 +1,6 @@
 /// <reference types="@webgpu/types" preserve="true" />
 /** FON's public API: tensors, ops, autograd and backends. */
-export { FonError, ShapeError, DTypeError, UnsupportedError, DisposedError, ArgumentError, DeviceError, GradError } from './errors.ts';
+export { FonError, ShapeError, DTypeError, UnsupportedError, DisposedError, ArgumentError, DeviceError, GradError, FileError, CheckpointError } from './errors.ts';
 export type { DType, FloatDType } from './tensor/dtype.ts';
 export { Tensor } from './tensor/tensor.ts';
 export { tidy, keep, noGrad, isGradEnabled } from './tensor/scope.ts';
@@ -53,6 +53,11 @@ export { StopMatcher } from './infer/stop_strings.ts';
 export { generate, cachedStep, generationCache, generationDtype, type GenerateOptions, type GenerateResult } from './infer/generate.ts';
 export { streamText } from './infer/stream.ts';
 export { LanguageModel, samplingDefaults, type LanguageModelParts } from './infer/language_model.ts';
+export { loadFolder, loadFolderModel, loadFonFolder, type LoadModelOptions, type LoadedModel, type ModelAdaptation } from './io/load_folder.ts';
+export { memoryFolder, blobFolder, urlFolder, readFolderFile, type ModelFolder, type ModelFile, type BlobLike, type FetchLike } from './io/model_folder.ts';
+export { loadHfFolder, isHfFolder, type LoadedHfModel } from './io/hf/load.ts';
+export { SafetensorsFile, SafetensorsShards } from './io/safetensors_file.ts';
+export { WEIGHT_DTYPES, type WeightDtypeChoice } from './io/weight_dtype.ts';
 export { DraftRevise, draftLayersOf, type DraftReviseOptions } from './infer/draft_revise.ts';
 export { acceptDrafts, residual, drawFrom, GammaController, SpeculativeStats, type AcceptResult, type GammaOptions, type SpeculativeStatsJSON } from './infer/speculative.ts';
 export { evaluate, type EvalResult, type EvalWindow, type EvalOptions } from './eval/perplexity.ts';

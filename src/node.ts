@@ -4,10 +4,8 @@
  */
 export * from './index.ts';
 export { load } from './io/load.ts';
-export { saveCheckpoint, loadModel, loadTrainerState, type LoadedModel, type TrainerState } from './io/model_checkpoint.ts';
+export { saveCheckpoint, loadModel, loadTrainerState, type TrainerState } from './io/model_checkpoint.ts';
 export { writeCheckpointDir, resolveCheckpointDir, CheckpointError } from './io/checkpoint_dir.ts';
-export { SafetensorsFile, SafetensorsShards } from './io/safetensors_file.ts';
 export { nodeFolder, openSafetensorsDir, openSafetensorsFile } from './platform/node_folder.ts';
-export { type LoadedHfModel } from './io/hf/load.ts';
 export { loadHfModel, isHfModelDir } from './io/hf/load_dir.ts';
 export { brownCorpus, readDocuments, buildTokenStore, openTokenStore, BatchSampler, evalWindows, TokenSlice, DataError, type TokenStore } from './train/data/index.ts';

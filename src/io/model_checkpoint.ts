@@ -14,24 +14,18 @@ import { parseLossScale, type LossScaleState } from '../train/loss_scale.ts';
 import type { Backend } from '../backend/backend.ts';
 import { clip, FonError, showValue } from '../errors.ts';
 import { Decoder } from '../model/decoder.ts';
-import { checkpointConfigJson, parseModelConfig, requireEveryKey, type ModelConfig } from '../model/config.ts';
-import { ParamFactory } from '../nn/params.ts';
+import { checkpointConfigJson } from '../model/config.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { readCheckpointFile, readCheckpointText, resolveCheckpointDir, writeCheckpointDir, CheckpointError } from './checkpoint_dir.ts';
-import type { HfGenerationDefaults } from './hf/load.ts';
 import { isHfModelDir, loadHfModel } from './hf/load_dir.ts';
-import type { ChatTemplate } from './hf/chat_template.ts';
 import { isHubName, resolveHubModel } from './hf/hub_cache.ts';
 import { pathKind } from '../platform/files.ts';
 import { decodeSafetensors, safetensorsToTensors, tensorsToSafetensors } from './safetensors.ts';
-import { loadTokenizer } from './tokenizer/tokenizer.ts';
 import type { Tokenizer } from './tokenizer/tokenizer.ts';
 import type { Optimizer } from '../train/optim.ts';
 import { parseJson } from './json.ts';
-import { storedDtype, weightDtype, type WeightDtypeChoice } from './weight_dtype.ts';
 
-export const MODEL_FILE = 'model.safetensors';
-export const TOKENIZER_FILE = 'tokenizer.json';
+export { MODEL_FILE, TOKENIZER_FILE };
 export const OPTIMIZER_FILE = 'optimizer.safetensors';
 export const TRAINER_FILE = 'trainer.json';
 
@@ -66,45 +60,14 @@ export async function saveCheckpoint(outDir: string, name: string, model: Decode
   return writeCheckpointDir(outDir, name, files, { keep: opts.keep });
 }
 
-export interface LoadedModel {
-  model: Decoder;
-  tokenizer: Tokenizer;
-  config: ModelConfig;
-  /** The checkpoint directory that was read. */
-  dir: string;
-  /** For a Hugging Face folder: its model_type (gpt2, llama, mistral, qwen2, qwen3). */
-  architecture?: string;
-  /** For a Hugging Face folder: generation_config.json's sampling defaults, null without one. */
-  generation?: HfGenerationDefaults | null;
-  /** For a Hugging Face folder: its chat template, null without one. */
-  chatTemplate?: ChatTemplate | null;
-}
 
 function parseJsonFile(text: string, file: string): unknown {
   return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
 }
 
-/**
- * A model built from another config than the one stored (`fon train --init-from DIR --add focus`):
- * `config` maps the stored config to the one built; the stored tensors load as usual and the
- * parameters the checkpoint lacks whose names `freshMissing` accepts are initialised fresh from
- * `seed` (ParamFactory freshMissing). Any other missing or misshapen tensor is the usual error.
- */
-export interface ModelAdaptation {
-  config: (stored: ModelConfig) => ModelConfig;
-  freshMissing: (name: string) => boolean;
-  seed: number;
-}
-
-/** How a model is loaded. */
-export interface LoadModelOptions {
-  /** Load weights that hold NaN or ±Inf (by default a SafetensorsError names the tensor and the count). */
-  allowNonFinite?: boolean;
-  /** Build another model than the stored config describes, over its weights (ModelAdaptation). */
-  adapt?: ModelAdaptation;
-  /** The dtype the weights are kept in (weight_dtype.ts): 'auto' (the default), f32, f16 or bf16. */
-  dtype?: WeightDtypeChoice;
-}
+export type { LoadModelOptions, ModelAdaptation, LoadedModel } from './load_folder.ts';
+import { loadFonFolder, MODEL_FILE, TOKENIZER_FILE, type LoadModelOptions, type LoadedModel } from './load_folder.ts';
+import { nodeFolder } from '../platform/node_folder.ts';
 
 /**
  * Loads the model and tokenizer of a checkpoint (an output directory or a checkpoint directory),
@@ -117,39 +80,7 @@ export async function loadModel(path: string, backend: Backend, opts: LoadModelO
   if (isHubName(path) && (await pathKind(path)) === null) path = await resolveHubModel(path);
   if (await isHfModelDir(path)) return { ...(await loadHfModel(path, backend, opts)), dir: path };
   const dir = await resolveCheckpointDir(path);
-  const cfgFile = `${dir}/config.json`;
-  const cfgJson = parseJsonFile(await readCheckpointText(dir, 'config.json'), cfgFile);
-  const config = parseModelConfig(cfgJson, undefined, cfgFile); // unknown keys and bad values first
-  requireEveryKey(cfgJson, cfgFile);
-  const built = opts.adapt ? opts.adapt.config(config) : config; // before any tensor is read
-  const tokFile = `${dir}/${TOKENIZER_FILE}`;
-  const tokenizer = loadTokenizer(parseJsonFile(await readCheckpointText(dir, TOKENIZER_FILE), tokFile), tokFile);
-  if (tokenizer.vocabSize > config.vocabSize) {
-    throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${cfgFile} says vocabSize ${config.vocabSize}`);
-  }
-  const modelFile = `${dir}/${MODEL_FILE}`;
-  const decoded = decodeSafetensors(await readCheckpointFile(dir, MODEL_FILE), modelFile);
-  const dtype = weightDtype(opts.dtype ?? 'auto', storedDtype(Object.values(decoded.tensors)), backend);
-  const weights = safetensorsToTensors(decoded, { backend, source: modelFile, finite: !opts.allowNonFinite, dtype });
-  const a = opts.adapt;
-  const f = new ParamFactory({ backend, dtype, weights, source: modelFile, ...(a ? { freshMissing: a.freshMissing, seed: a.seed } : {}) });
-  try {
-    let model: Decoder;
-    try {
-      model = new Decoder(built, f);
-    } catch (e) {
-      f.disposeMade(); // a tensor missing or misshapen part-way: free what was built
-      throw e;
-    }
-    const extra = f.unused();
-    if (extra.length) {
-      model.dispose();
-      throw new CheckpointError(`${modelFile} has tensors the config does not use: ${extra.slice(0, 5).join(', ')}${extra.length > 5 ? ', …' : ''}`);
-    }
-    return { model, tokenizer, config: built, dir };
-  } finally {
-    for (const t of Object.values(weights)) t.dispose();
-  }
+  return { ...(await loadFonFolder(nodeFolder(dir), backend, opts)), dir };
 }
 
 /** The trainer state of a checkpoint written during training, checked field by field. */

@@ -35,7 +35,7 @@ export async function readFolderFile(folder: ModelFolder, name: string): Promise
   if (!f) return null;
   try {
     const bytes = await f.read(0, f.size);
-    if (bytes.length !== f.size) throw new FileError(`cannot read ${f.path}: it ended after ${bytes.length} of its ${f.size} bytes`);
+    if (bytes.length !== f.size) throw new FileError(`${f.path}: cannot read: it ended after ${bytes.length} of its ${f.size} bytes`);
     return bytes;
   } finally {
     await f.close();
@@ -91,7 +91,7 @@ export function blobFolder(path: string, files: Iterable<readonly [string, BlobL
           try {
             return new Uint8Array(await blob.slice(position, Math.min(blob.size, position + length)).arrayBuffer());
           } catch (e) {
-            throw new FileError(`cannot read ${where}: ${(e as Error).message ?? String(e)}`);
+            throw new FileError(`${where}: cannot read: ${(e as Error).message ?? String(e)}`);
           }
         },
         close: async () => {},
@@ -118,7 +118,7 @@ export function urlFolder(base: string, fetchFn: FetchLike = globalThis.fetch as
     try {
       return await fetchFn(url, headers ? { headers } : undefined);
     } catch (e) {
-      throw new FileError(`cannot read ${url}: ${(e as Error).message ?? String(e)}`);
+      throw new FileError(`${url}: cannot read: ${(e as Error).message ?? String(e)}`);
     }
   };
   return {
@@ -131,7 +131,7 @@ export function urlFolder(base: string, fetchFn: FetchLike = globalThis.fetch as
       if (first.status === 200) return bytesFile(url, new Uint8Array(await first.arrayBuffer()));
       const total = Number(/\/(\d+)$/.exec(first.headers.get('content-range') ?? '')?.[1]);
       if (first.status !== 206 || !Number.isSafeInteger(total)) {
-        throw new FileError(`cannot read ${url}: the server answered ${first.status}${first.status === 206 ? ' without a Content-Range total' : ''}`);
+        throw new FileError(`${url}: cannot read: the server answered ${first.status}${first.status === 206 ? ' without a Content-Range total' : ''}`);
       }
       return {
         path: url, size: total,
@@ -139,7 +139,7 @@ export function urlFolder(base: string, fetchFn: FetchLike = globalThis.fetch as
           const end = Math.min(total, position + length);
           if (end <= position) return new Uint8Array(0);
           const r = await get(url, { Range: `bytes=${position}-${end - 1}` });
-          if (r.status !== 206) throw new FileError(`cannot read ${url}: bytes ${position}–${end - 1}: the server answered ${r.status}`);
+          if (r.status !== 206) throw new FileError(`${url}: cannot read bytes ${position}–${end - 1}: the server answered ${r.status}`);
           return new Uint8Array(await r.arrayBuffer());
         },
         close: async () => {},

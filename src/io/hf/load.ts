@@ -34,7 +34,7 @@ import { chatTemplateOf, type ChatTemplate } from './chat_template.ts';
 import { hfTokenizer } from './tokenizer.ts';
 import { hfWeightPlan, takeValues, type HfParamSource } from './weights.ts';
 import { parseJson } from '../json.ts';
-import type { LoadModelOptions } from '../model_checkpoint.ts';
+import type { LoadModelOptions } from '../load_folder.ts';
 
 export type { HfGenerationDefaults } from './generation.ts';
 

@@ -2,7 +2,7 @@
 import type { Backend } from '../../backend/backend.ts';
 import { nodeFolder } from '../../platform/node_folder.ts';
 import { pathKind } from '../../platform/files.ts';
-import type { LoadModelOptions } from '../model_checkpoint.ts';
+import type { LoadModelOptions } from '../load_folder.ts';
 import { isHfFolder, loadHfFolder, type LoadedHfModel } from './load.ts';
 
 /** Whether `dir` is a directory holding a Hugging Face model (load.ts isHfFolder). Never throws. */
