@@ -20,8 +20,12 @@ export interface GenerateOptions extends SamplingOptions {
   maxTokens?: number;
   /** Generation ends before any of these strings; they are not part of the output. */
   stop?: string[];
-  /** Called with each piece of text as soon as it is final. */
-  onText?: (text: string) => void;
+  /**
+   * Called with each piece of text as soon as it is final; with `logprobs`, also with the
+   * log-probabilities of the tokens taken since the last call (those whose text is still held back,
+   * by a stop string or a partial character, come with a later piece, or only in the result).
+   */
+  onText?: (text: string, logprobs?: readonly TokenLogprob[]) => void;
   /** Keep the last tokens of a prompt that does not fit the context (with a warning) instead of failing. */
   truncatePrompt?: boolean;
   /** Called with warnings (e.g. prompt truncation). */

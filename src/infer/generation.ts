@@ -35,6 +35,8 @@ export class Generation {
   private readonly history: number[];
   private readonly out: number[] = [];
   private readonly lps: TokenLogprob[] = [];
+  /** How many of lps went out with the text so far (onText's second argument). */
+  private lpsSent = 0;
   private text = '';
   private cache?: KvCache;
   private organs?: DraftRevise;
@@ -169,7 +171,11 @@ export class Generation {
   private emit(s: string): void {
     if (!s) return;
     this.text += s;
-    this.opts.onText?.(s);
+    if (this.top === undefined) { this.opts.onText?.(s); return; }
+    // The log-probabilities of the tokens taken since the last piece (an end-of-text token is not one).
+    const upTo = Math.min(this.lps.length, this.out.length), fresh = this.lps.slice(this.lpsSent, upTo);
+    this.lpsSent = upTo;
+    this.opts.onText?.(s, fresh);
   }
 
   /** Takes new tokens in order until end-of-text, a stop string or the length; ends the generation there or when aborted. */

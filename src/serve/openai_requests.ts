@@ -5,7 +5,7 @@
  * field, which the server sends back as a 400 in OpenAI's error shape. Fields FON does not use
  * (user, presence_penalty, …) are accepted and ignored, as OpenAI-compatible servers do.
  * Log-probabilities: completions' `logprobs` (top tokens a step, 0 … 5), chat's `logprobs` and
- * `top_logprobs` (0 … 20); not yet with `stream: true`.
+ * `top_logprobs` (0 … 20), streamed or not.
  */
 import { parseMessages, type ChatMessage } from '../io/hf/chat_template.ts';
 import { FonError, showValue } from '../errors.ts';
@@ -77,19 +77,13 @@ function sampling(b: Record<string, unknown>, maxKey: string): SamplingRequest {
   };
 }
 
-/** Log-probabilities with a streamed response are not served yet. */
-function noStreamedLogprobs(r: SamplingRequest): SamplingRequest {
-  if (r.stream && r.logprobs !== undefined) throw new RequestError("'logprobs': not served with stream: true yet; ask without streaming", 400, 'logprobs');
-  return r;
-}
-
 /** A /v1/completions body (logprobs: how many top tokens a step, 0 … 5). */
 export function completionRequest(json: unknown): CompletionRequest {
   const b = body(json);
   const prompt = Array.isArray(b.prompt) && b.prompt.length === 1 ? b.prompt[0] : b.prompt;
   if (typeof prompt !== 'string') fail('prompt', 'a string (or a list of one)', b.prompt);
   const logprobs = optNumber(b, 'logprobs', (x) => Number.isInteger(x) && x >= 0 && x <= 5, 'an integer in [0, 5]');
-  return { ...noStreamedLogprobs({ ...sampling(b, 'max_tokens'), logprobs }), prompt };
+  return { ...sampling(b, 'max_tokens'), logprobs, prompt };
 }
 
 /** A /v1/chat/completions body. */
@@ -113,5 +107,5 @@ export function chatRequest(json: unknown): ChatRequest {
   if (typeof want !== 'boolean') fail('logprobs', 'a boolean', want);
   const top = optNumber(b, 'top_logprobs', (x) => Number.isInteger(x) && x >= 0 && x <= 20, 'an integer in [0, 20]');
   if (top !== undefined && !want) throw new RequestError("'top_logprobs': needs 'logprobs': true", 400, 'top_logprobs');
-  return { ...noStreamedLogprobs({ ...sampling(b, 'max_completion_tokens'), logprobs: want ? top ?? 0 : undefined }), messages };
+  return { ...sampling(b, 'max_completion_tokens'), logprobs: want ? top ?? 0 : undefined, messages };
 }

@@ -11,7 +11,7 @@
  * request (bad JSON, a field of the wrong type, a prompt past the context, an unknown model name or
  * path) gets a 4xx in OpenAI's error shape, {"error": {"message", "type", "param", "code"}}, and
  * the server keeps serving; a failure of FON's own is a 500 (logged), or, once a stream has begun,
- * an error event before its end. Logprobs come back in each endpoint's own shape.
+ * an error event before its end. Logprobs come back in each endpoint's own shape, streamed or not.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { ArgumentError, ConfigError } from '../errors.ts';
@@ -109,9 +109,16 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): FonServer {
       return;
     }
     const send = (v: unknown) => { if (!res.destroyed) res.write(`data: ${JSON.stringify(v)}\n\n`); };
-    const chunk = (piece: string, finish: string | null) => (chat
-      ? { id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index: 0, delta: finish ? {} : { content: piece }, finish_reason: finish, logprobs: null }] }
-      : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: piece, finish_reason: finish, logprobs: null }] });
+    // With logprobs, each chunk carries its tokens' (completions' text offsets run on across chunks).
+    let sentText = 0, sentLps = 0;
+    const chunk = (piece: string, finish: string | null, lps?: readonly TokenLogprob[]) => {
+      const lp = lps?.length ? (chat ? chatLogprobs(lm, lps) : completionLogprobs(lm, lps, sentText)) : null;
+      sentText += piece.length;
+      sentLps += lps?.length ?? 0;
+      return chat
+        ? { id, object: 'chat.completion.chunk', created, model: o.name, choices: [{ index: 0, delta: finish ? {} : { content: piece }, finish_reason: finish, logprobs: lp }] }
+        : { id, object: 'text_completion', created, model: o.name, choices: [{ index: 0, text: piece, finish_reason: finish, logprobs: lp }] };
+    };
     // Headers go with the first piece (or the end): a failure before it, such as a prompt past the context, is still a 4xx or 500.
     const open = () => {
       if (res.headersSent) return;
@@ -121,7 +128,7 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): FonServer {
     };
     let g: GenerateResult;
     try {
-      g = await generateOrBadRequest(() => batcher.submit(prompt, { ...opts, onText: (piece) => { open(); send(chunk(piece, null)); } }));
+      g = await generateOrBadRequest(() => batcher.submit(prompt, { ...opts, onText: (piece, lps) => { open(); send(chunk(piece, null, lps)); } }));
     } catch (e) {
       if (!res.headersSent) throw e;
       // Headers are gone: the error goes out as an event (OpenAI's clients raise it), then the end.
@@ -132,7 +139,8 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): FonServer {
     }
     if (!abort.signal.aborted) {
       open();
-      send(chunk('', finishReason(g.stopReason)));
+      // Tokens whose text never went out (held by a stop string, or ending in a partial character) bring their logprobs here.
+      send(chunk('', finishReason(g.stopReason), g.logprobs?.slice(sentLps)));
       if (r.streamUsage) send({ id, object: chat ? 'chat.completion.chunk' : 'text_completion', created, model: o.name, choices: [], usage: { prompt_tokens: g.promptTokens, completion_tokens: g.ids.length, total_tokens: g.promptTokens + g.ids.length } });
       if (!res.destroyed) res.write('data: [DONE]\n\n');
     }
@@ -178,11 +186,11 @@ function chatLogprobs(lm: LanguageModel, lps: readonly TokenLogprob[]) {
   return { content: lps.map((l) => ({ ...entry(l.token, l.logprob), top_logprobs: l.top.map((t) => entry(t.token, t.logprob)) })) };
 }
 
-/** Completions' logprobs: {tokens, token_logprobs, top_logprobs (text → logprob), text_offset}. */
-function completionLogprobs(lm: LanguageModel, lps: readonly TokenLogprob[]) {
+/** Completions' logprobs: {tokens, token_logprobs, top_logprobs (text → logprob), text_offset (from `start`)}. */
+function completionLogprobs(lm: LanguageModel, lps: readonly TokenLogprob[], start = 0) {
   const tokens = lps.map((l) => tokenText(lm, l.token).text);
   const offsets: number[] = [];
-  let at = 0;
+  let at = start;
   for (const t of tokens) { offsets.push(at); at += t.length; }
   return {
     tokens, token_logprobs: lps.map((l) => l.logprob),

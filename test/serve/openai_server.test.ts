@@ -60,6 +60,28 @@ test('models, completions and chat completions equal the library\'s greedy gener
   assert.equal(ch.object, 'chat.completion');
 });
 
+test('logprobs while streaming: each chunk carries its tokens\', and together they are the unstreamed response\'s (completions\' text offsets run on across chunks)', async () => {
+  const c = await client.completions.create({ model: NAME, prompt: 'The capital of', ...greedy, logprobs: 2 });
+  const want = c.choices[0].logprobs!;
+  const got = { tokens: [] as string[], token_logprobs: [] as number[], top_logprobs: [] as Record<string, number>[], text_offset: [] as number[] };
+  let text = '', carrying = 0;
+  for await (const k of await client.completions.create({ model: NAME, prompt: 'The capital of', ...greedy, logprobs: 2, stream: true })) {
+    const lp = k.choices[0]?.logprobs;
+    if (lp) carrying++;
+    if (lp) for (const key of Object.keys(got) as (keyof typeof got)[]) (got[key] as unknown[]).push(...(lp[key] as unknown[]));
+    text += k.choices[0]?.text ?? '';
+  }
+  assert.equal(text, c.choices[0].text);
+  assert.deepEqual(got, want);
+  assert.ok(carrying > 1, `${carrying} chunks carried logprobs: they go out with the text, not all at the end`);
+  const messages = [{ role: 'user' as const, content: 'Hi' }];
+  const ch = await client.chat.completions.create({ model: NAME, messages, ...greedy, logprobs: true, top_logprobs: 2 });
+  const content: unknown[] = [];
+  for await (const k of await client.chat.completions.create({ model: NAME, messages, ...greedy, logprobs: true, top_logprobs: 2, stream: true })) content.push(...(k.choices[0]?.logprobs?.content ?? []));
+  assert.deepEqual(content, ch.choices[0].logprobs!.content);
+  assert.ok(content.length > 0);
+});
+
 test('logprobs: completions\' and chat\'s shapes, the library\'s values, greedy\'s token the best of its step', async () => {
   const want = await lm.generate('The capital of', { maxTokens: 6, temperature: 0, logprobs: 2 });
   const c = await client.completions.create({ model: NAME, prompt: 'The capital of', ...greedy, logprobs: 2 });
@@ -164,7 +186,6 @@ test('malformed requests get 4xx errors in OpenAI\'s shape, naming the field', a
   await bad(client.completions.create({ model: 'gpt-9', prompt: 'x', ...greedy }), 404, 'model', /the model 'gpt-9' does not exist here; this server serves 'qwen3-chat'/);
   await bad(client.completions.create({ model: NAME, prompt: 'x', max_tokens: 6, temperature: 5 }), 400, 'temperature', /'temperature': expected a number in \[0, 2\]; got 5/);
   await bad(client.completions.create({ model: NAME, prompt: 'x', max_tokens: 0 }), 400, 'max_tokens', /'max_tokens': expected an integer ≥ 1; got 0/);
-  await bad(client.completions.create({ model: NAME, prompt: 'x', ...greedy, logprobs: 2, stream: true }), 400, 'logprobs', /'logprobs': not served with stream: true yet/);
   await bad(client.completions.create({ model: NAME, prompt: 'x', ...greedy, logprobs: 9 }), 400, 'logprobs', /'logprobs': expected an integer in \[0, 5\]; got 9/);
   await bad(client.chat.completions.create({ model: NAME, messages, ...greedy, top_logprobs: 2 }), 400, 'top_logprobs', /'top_logprobs': needs 'logprobs': true/);
   await bad(client.completions.create({ model: NAME, prompt: 'x', ...greedy, n: 3 }), 400, 'n', /'n': expected 1/);
