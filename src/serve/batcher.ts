@@ -51,8 +51,12 @@ export interface BatcherOptions {
 /** What the batcher has done: ragged steps, the rows they ran, the largest, draft–revise cycles, requests ended by kind. */
 export interface BatcherStats { steps: number; rows: number; largestBatch: number; cycles: number; finished: number; aborted: number; failed: number }
 
+/** A request's own options beyond generation's: `behind()` is true while its client has not taken what was sent (it sits out the steps till then). */
+export interface RequestOptions extends GenerateOptions { behind?: () => boolean }
+
 interface Entry {
   gen: Generation;
+  behind?: () => boolean;
   /** Prompt + max_tokens, within the context: what it counts against maxQueuedTokens while it waits. */
   tokens: number;
   signal?: AbortSignal;
@@ -108,13 +112,14 @@ export class Batcher {
    * option or a prompt past the context, and a RequestError 429 past maxQueue or maxQueuedTokens;
    * a failure of its prefill or of a step rejects the promise.
    */
-  submit(prompt: string, opts: GenerateOptions = {}): Promise<GenerateResult> {
-    const gen = new Generation(this.lm.model, this.lm.tokenizer, prompt, { ...this.lm.defaults(), ...opts, pool: this.pool });
+  submit(prompt: string, opts: RequestOptions = {}): Promise<GenerateResult> {
+    const { behind, ...genOpts } = opts;
+    const gen = new Generation(this.lm.model, this.lm.tokenizer, prompt, { ...this.lm.defaults(), ...genOpts, pool: this.pool });
     const queued = this.active.length >= this.maxBatch || this.waiting.length > 0;
     if (queued && this.waiting.length >= this.maxQueue) throw tooMany(`${this.waiting.length} requests are already waiting`);
     if (queued && this.queuedTokens + gen.maxLength > this.maxQueuedTokens) throw tooMany(`the waiting requests hold ${this.queuedTokens} tokens, and this one's ${gen.maxLength} (prompt and max_tokens) would pass the server's ${this.maxQueuedTokens}`);
     const result = new Promise<GenerateResult>((resolve, reject) => {
-      const e: Entry = { gen, tokens: gen.maxLength, signal: opts.signal, prefilled: false, resolve, reject };
+      const e: Entry = { gen, behind, tokens: gen.maxLength, signal: opts.signal, prefilled: false, resolve, reject };
       if (!queued) { this.active.push(e); return; }
       this.waiting.push(e);
       this.queuedTokens += e.tokens;
@@ -156,8 +161,16 @@ export class Batcher {
           try { await e.gen.prefill(); } catch (err) { this.fail(e, err); }
         }
         const plain: Entry[] = [], alone: Entry[] = [];
-        // (A request that joined during the prefills above waits for the next iteration's.)
-        for (const e of this.active) if (e.prefilled && e.gen.ready()) (e.gen.draftRevise ? alone : plain).push(e);
+        // (A request that joined during the prefills above waits for the next iteration's; one whose
+        // client is behind sits this step out: backpressure on that stream alone, the others go on.)
+        let held = 0;
+        for (const e of this.active) {
+          if (!e.prefilled || e.gen.finished) continue;
+          if (e.behind?.() && !e.signal?.aborted) { held++; continue; }
+          if (e.gen.ready()) (e.gen.draftRevise ? alone : plain).push(e);
+        }
+        // Every request waiting on its client: wait a little for their sockets instead of spinning.
+        if (held > 0 && plain.length === 0 && alone.length === 0) { await new Promise<void>((r) => setTimeout(r, 2)); continue; }
         if (plain.length > 0) {
           let rows: Float32Array[] = [];
           try {

@@ -128,7 +128,9 @@ export function createFonServer(lm: LanguageModel, o: ServeOptions): FonServer {
     };
     let g: GenerateResult;
     try {
-      g = await generateOrBadRequest(() => batcher.submit(prompt, { ...opts, onText: (piece, lps) => { open(); send(chunk(piece, null, lps)); } }));
+      // behind: the socket's buffer is past its high-water mark (a client that reads slowly); its request
+      // sits out steps until the buffer drains, so the server holds a bounded amount of its text.
+      g = await generateOrBadRequest(() => batcher.submit(prompt, { ...opts, onText: (piece, lps) => { open(); send(chunk(piece, null, lps)); }, behind: () => res.writableNeedDrain }));
     } catch (e) {
       if (!res.headersSent) throw e;
       // Headers are gone: the error goes out as an event (OpenAI's clients raise it), then the end.

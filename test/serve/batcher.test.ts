@@ -170,3 +170,26 @@ test('a model with organs: draft–revise requests run their cycles beside plain
   b.dispose();
   lm.dispose();
 });
+
+test('backpressure: a request whose client is behind sits the steps out while another finishes, then resumes and gives generate\'s text', async () => {
+  const lm = languageModel({ attention: [{ type: 'full' }] });
+  const b = new Batcher(lm, { maxBatch: 4 });
+  let behind = false, piecesWhileBehind = 0;
+  const slowFirst = pieces(3);
+  const slow = b.submit('the cat', { temperature: 0, maxTokens: 20, onText: (s) => { slowFirst.onText(s); if (behind) piecesWhileBehind++; }, behind: () => behind });
+  await slowFirst.reached;
+  behind = true; // its client stops reading
+  const stepsBefore = b.stats.steps;
+  const fast = await b.submit('a mat', { temperature: 0, maxTokens: 10 });
+  assert.equal(piecesWhileBehind, 0, 'no text for a client that is behind');
+  assert.ok(b.stats.steps > stepsBefore, 'the other request stepped meanwhile');
+  assert.deepEqual(same(fast), same(await lm.generate('a mat', { temperature: 0, maxTokens: 10 })));
+  // Held with nothing else to run: the batcher waits (no spin), then goes on once the client catches up.
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(piecesWhileBehind, 0);
+  behind = false;
+  assert.deepEqual(same(await slow), same(await lm.generate('the cat', { temperature: 0, maxTokens: 20 })));
+  await b.idle();
+  b.dispose();
+  lm.model.dispose();
+});
