@@ -12,7 +12,11 @@
  *    128 and last 256 tokens and reads at least 512 in all (B4), so below that every rule reads
  *    everything. `--long-length`, `--long-steps`, `--long-batch` add a last stage at a longer
  *    length (the paper's backbones serve 8× the selectors' training length: a RoPE teacher trained
- *    only at L retrieves at L and nowhere beyond it, so without this stage only 1× tests anything).
+ *    only at L retrieves at L and nowhere beyond it, so without this stage only 1× tests anything;
+ *    `--long-lr`, default lr/3). `--spot-length S` trains the selectors at S (default L) and
+ *    evaluates at the multiples of S: a teacher trained up to `--long-length` 8·S then tests the
+ *    selectors' own reach, up to 8× the length they were distilled at, on a teacher that still
+ *    retrieves there.
  * 2. Selectors. `--add spot` onto every layer (the teacher's tensors kept as they are) and
  *    `--train-only spot`: the selectors alone train by SparseKL from their own layers (the Trainer
  *    adds the layers' spotKL), on the same mix at length L (`--spot-steps`, `--spot-lr`).
@@ -32,7 +36,7 @@
  * shrink with depth (early layers keep most, late layers little).
  *
  *   node --import tsx experiments/spot.ts [--backend auto] [--seeds 1] [--short-length 128] [--short-steps 60]
- *     [--length 640] [--steps 40] [--long-length 0 --long-steps 0 --long-batch 0] [--batch 8] [--lr 0.003] [--spot-steps 40] [--spot-lr 0.001] [--mix 0.4,0.4]
+ *     [--length 640] [--steps 40] [--long-length 0 --long-steps 0 --long-batch 0 --long-lr lr/3] [--spot-length L] [--batch 8] [--lr 0.003] [--spot-steps 40] [--spot-lr 0.001] [--mix 0.4,0.4]
  *     [--multiples 1,2,4,8] [--depths 0.1,0.5,0.9] [--trials 2] [--rules dense,top-k:0.5,top-p:0.9]
  *     [--keys f16] [--layers 2] [--d-model 64] [--heads 4] [--head-dim 16]
  *     [--mlp-hidden 128] [--bootstrap 1000] [--json FILE]
@@ -154,7 +158,8 @@ async function main(): Promise<void> {
     options: {
       backend: { type: 'string', default: 'auto' }, seeds: { type: 'string', default: '1' },
       'short-length': { type: 'string', default: '128' }, 'short-steps': { type: 'string', default: '60' },
-      'long-length': { type: 'string', default: '0' }, 'long-steps': { type: 'string', default: '0' }, 'long-batch': { type: 'string', default: '0' },
+      'long-length': { type: 'string', default: '0' }, 'long-steps': { type: 'string', default: '0' }, 'long-batch': { type: 'string', default: '0' }, 'long-lr': { type: 'string' },
+      'spot-length': { type: 'string', default: '0' },
       length: { type: 'string', default: '640' }, steps: { type: 'string', default: '40' }, batch: { type: 'string', default: '8' }, lr: { type: 'string', default: '0.003' },
       'spot-steps': { type: 'string', default: '40' }, 'spot-lr': { type: 'string', default: '0.001' }, mix: { type: 'string', default: '0.4,0.4' },
       multiples: { type: 'string', default: '1,2,4,8' }, depths: { type: 'string', default: '0.1,0.5,0.9' }, trials: { type: 'string', default: '2' },
@@ -169,10 +174,10 @@ async function main(): Promise<void> {
     const runs = f.merge.split(',').filter(Boolean).map((path) => JSON.parse(readFileSync(path, 'utf8')) as SavedRun);
     const s0 = runs[0].settings;
     for (const r of runs) {
-      if (r.settings.length !== s0.length || r.settings.multiples.join() !== s0.multiples.join() || r.settings.depths.join() !== s0.depths.join() || r.settings.trials !== s0.trials) throw new ArgumentError(`--merge: the runs' settings differ (length, multiples, depths or trials): ${JSON.stringify(r.settings)} against ${JSON.stringify(s0)}`);
+      if (r.settings.length !== s0.length || (r.settings.spotLength ?? r.settings.length) !== (s0.spotLength ?? s0.length) || r.settings.multiples.join() !== s0.multiples.join() || r.settings.depths.join() !== s0.depths.join() || r.settings.trials !== s0.trials) throw new ArgumentError(`--merge: the runs' settings differ (length, multiples, depths or trials): ${JSON.stringify(r.settings)} against ${JSON.stringify(s0)}`);
     }
     const seeds = runs.flatMap((r) => r.seeds);
-    report({ cells: runs.flatMap((r) => r.cells), layerCells: runs.flatMap((r) => r.layers), trained: runs.flatMap((r) => r.trained), T: s0.length, multiples: s0.multiples, depths: s0.depths, trials: s0.trials, seeds, boot: intFlag('bootstrap', f.bootstrap) },
+    report({ cells: runs.flatMap((r) => r.cells), layerCells: runs.flatMap((r) => r.layers), trained: runs.flatMap((r) => r.trained), T: s0.spotLength ?? s0.length, multiples: s0.multiples, depths: s0.depths, trials: s0.trials, seeds, boot: intFlag('bootstrap', f.bootstrap) },
       f.json ? { json: f.json, backend: runs[0].backend, extra: { experiment: 'spot', command: commandLine(), merged: f.merge.split(','), backend: runs[0].backend, seeds, settings: s0, commands: runs.map((r) => r.command) } } : undefined);
     return;
   }
@@ -181,6 +186,9 @@ async function main(): Promise<void> {
   const longT = intFlag('long-length', f['long-length'], 0), longSteps = intFlag('long-steps', f['long-steps'], 0), longBatch = intFlag('long-batch', f['long-batch'], 0);
   const T = intFlag('length', f.length, 96), steps = intFlag('steps', f.steps, 0), batch = intFlag('batch', f.batch), lr = numberFlag('lr', f.lr, 1e-6, 1);
   const spotSteps = intFlag('spot-steps', f['spot-steps']), spotLr = numberFlag('spot-lr', f['spot-lr'], 1e-6, 1);
+  const longLr = f['long-lr'] !== undefined ? numberFlag('long-lr', f['long-lr'], 1e-7, 1) : lr / 3;
+  // S: the selectors' training length, the unit of the evaluated lengths (the training length L unless given).
+  const spotT = intFlag('spot-length', f['spot-length'], 0) || T;
   const mixParts = f.mix!.split(',').map(Number);
   if (mixParts.length !== 2 || !mixParts.every((x) => x >= 0) || mixParts[0] + mixParts[1] > 1) throw new ArgumentError(`--mix '${f.mix}': expected two shares (passkey, multi-key) ≥ 0 summing to at most 1`);
   const multiples = f.multiples!.split(',').map((x) => intFlag('multiples', x));
@@ -193,11 +201,11 @@ async function main(): Promise<void> {
   const shape = {
     vocabSize: tok.vocabSize, dModel: intFlag('d-model', f['d-model']), nLayers: intFlag('layers', f.layers), nHeads: intFlag('heads', f.heads),
     nKvHeads: intFlag('heads', f.heads), headDim: intFlag('head-dim', f['head-dim']), mlpHidden: intFlag('mlp-hidden', f['mlp-hidden']),
-    contextLength: Math.max(...multiples) * T + 1, positions: 'rope' as const, attention: [{ type: 'full' as const }],
+    contextLength: Math.max(Math.max(...multiples) * spotT, longT, T) + 1, positions: 'rope' as const, attention: [{ type: 'full' as const }],
   };
   const backend = await backendFlag(f.backend!);
   if (longSteps > 0 && (longT <= T || longBatch < 1)) throw new ArgumentError(`--long-length ${longT} must pass --length ${T} and --long-batch ${longBatch} be ≥ 1 where --long-steps is given`);
-  console.error(`spot experiment on ${backend.name}: seeds ${seeds.join(', ')}; teacher ${shortSteps} steps at ${shortT} then ${steps} at ${T}${longSteps > 0 ? ` then ${longSteps} at ${longT} (batch ${longBatch})` : ''}; selectors ${spotSteps} steps; eval at ${multiples.map((m) => `${m}×`).join(' ')} (${multiples.map((m) => m * T).join(', ')} tokens)`);
+  console.error(`spot experiment on ${backend.name}: seeds ${seeds.join(', ')}; teacher ${shortSteps} steps at ${shortT} then ${steps} at ${T}${longSteps > 0 ? ` then ${longSteps} at ${longT} (batch ${longBatch})` : ''}; selectors ${spotSteps} steps at ${spotT}; eval at ${multiples.map((m) => `${m}×`).join(' ')} (${multiples.map((m) => m * spotT).join(', ')} tokens)`);
 
   const corpus = brownCorpus();
   const trainFiller = asciiFiller(corpus.train), evalFiller = asciiFiller(corpus.validation);
@@ -213,14 +221,14 @@ async function main(): Promise<void> {
     const teacher = newModel(teacherCfg, backend, seed);
     if (shortSteps > 0) trained.push({ seed, stage: `teacher at ${shortT}`, run: await trainModel(teacher, batchesAt(seed, shortT), { steps: shortSteps, batchSize: batch, context: shortT, seed, lr, minLr: lr / 10, warmup: Math.ceil(shortSteps / 20) }, `teacher ${shortT} seed ${seed}`) });
     if (steps > 0) trained.push({ seed, stage: `teacher at ${T}`, run: await trainModel(teacher, batchesAt(seed + 1000, T), { steps, batchSize: batch, context: T, seed, lr: lr / 3, minLr: lr / 30, warmup: Math.ceil(steps / 20) }, `teacher ${T} seed ${seed}`) });
-    if (longSteps > 0) trained.push({ seed, stage: `teacher at ${longT}`, run: await trainModel(teacher, batchesAt(seed + 3000, longT, longBatch), { steps: longSteps, batchSize: longBatch, context: longT, seed, lr: lr / 3, minLr: lr / 30, warmup: Math.ceil(longSteps / 20) }, `teacher ${longT} seed ${seed}`) });
+    if (longSteps > 0) trained.push({ seed, stage: `teacher at ${longT}`, run: await trainModel(teacher, batchesAt(seed + 3000, longT, longBatch), { steps: longSteps, batchSize: longBatch, context: longT, seed, lr: longLr, minLr: longLr / 10, warmup: Math.ceil(longSteps / 20) }, `teacher ${longT} seed ${seed}`) });
     // 2. The selectors, alone, from the frozen teacher.
     const weights = Object.fromEntries(teacher.namedParameters());
     const spot = new Decoder(spotConfig(teacherCfg, 'f16'), new ParamFactory({ backend, weights, seed, freshMissing: isComposedParameter, source: 'the teacher' }));
     teacher.dispose();
     const frozen = freezeAllBut('spot', spot);
     console.error(`selectors: ${frozen.trained} of ${frozen.total} parameters trained`);
-    trained.push({ seed, stage: 'selectors', run: await trainModel(spot, batchesAt(seed + 2000, T), { steps: spotSteps, batchSize: batch, context: T, seed, lr: spotLr, minLr: spotLr / 10, warmup: Math.ceil(spotSteps / 20) }, `selectors seed ${seed}`) });
+    trained.push({ seed, stage: 'selectors', run: await trainModel(spot, batchesAt(seed + 2000, spotT), { steps: spotSteps, batchSize: batch, context: spotT, seed, lr: spotLr, minLr: spotLr / 10, warmup: Math.ceil(spotSteps / 20) }, `selectors seed ${seed}`) });
     // 3. Evaluation: each key form (the same weights), each rule, each length, depth and trial.
     const models: { keys: string; model: Decoder; backend: Backend }[] = [];
     for (const keys of keyForms) {
@@ -240,9 +248,9 @@ async function main(): Promise<void> {
           for (const task of ['passkey', 'multikey'] as Task[]) {
             for (const depth of depths) {
               for (let i = 0; i < trials; i++) {
-                const sample = sampleOf(task)(mix(seed, EVAL_STREAM + (task === 'passkey' ? 0 : 1)), i, { length: m * T, depth, filler: evalFiller });
+                const sample = sampleOf(task)(mix(seed, EVAL_STREAM + (task === 'passkey' ? 0 : 1)), i, { length: m * spotT, depth, filler: evalFiller });
                 const r = await generate(model, tok, sample.prompt, { maxTokens: KEY_DIGITS, temperature: 0, startIds: [] });
-                cells.push({ seed, task, rule: name, keys, backend: be.name, multiple: m, length: m * T, depth, trial: i, right: r.text === sample.key ? 1 : 0, digits: digitsRight(r.text, sample.key) });
+                cells.push({ seed, task, rule: name, keys, backend: be.name, multiple: m, length: m * spotT, depth, trial: i, right: r.text === sample.key ? 1 : 0, digits: digitsRight(r.text, sample.key) });
                 bar.tick();
               }
             }
@@ -261,15 +269,15 @@ async function main(): Promise<void> {
   }
   store.close();
 
-  report({ cells, layerCells, trained, T, multiples, depths, trials, seeds, boot },
+  report({ cells, layerCells, trained, T: spotT, multiples, depths, trials, seeds, boot },
     f.json ? { json: f.json, backend: backend.name, extra: {
       experiment: 'spot', command: commandLine(), backend: backend.name, seeds,
-      settings: { shortLength: shortT, shortSteps, length: T, steps, batch, longLength: longT, longSteps, longBatch, lr, spotSteps, spotLr, mix: mixParts, multiples, depths, trials, rules: rules.map((r) => r.name), keys: keyForms, bootstrap: boot, model: shape, spot: SPOT_DEFAULTS },
+      settings: { shortLength: shortT, shortSteps, length: T, steps, batch, longLength: longT, longSteps, longBatch, longLr, spotLength: spotT, lr, spotSteps, spotLr, mix: mixParts, multiples, depths, trials, rules: rules.map((r) => r.name), keys: keyForms, bootstrap: boot, model: shape, spot: SPOT_DEFAULTS },
     } } : undefined);
 }
 
 /** What one run saves (--json), and what --merge reads back. */
-interface SavedRun { command: string; backend: string; seeds: number[]; settings: { length: number; multiples: number[]; depths: number[]; trials: number }; trained: { seed: number; stage: string; run: TrainRun }[]; layers: LayerCell[]; cells: Cell[] }
+interface SavedRun { command: string; backend: string; seeds: number[]; settings: { length: number; spotLength?: number; multiples: number[]; depths: number[]; trials: number }; trained: { seed: number; stage: string; run: TrainRun }[]; layers: LayerCell[]; cells: Cell[] }
 
 /**
  * The tables (accuracy per task, length, rule and keys with bootstrap SEs and the verdict against
