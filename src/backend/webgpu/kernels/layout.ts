@@ -98,7 +98,11 @@ export function assignStrided(be: WebGpuBackend, base: GpuRef, src: GpuRef, args
     buffers: [src.h.buffer, dst], workgroups: grid(m, WG),
   });
   if (per === 1) {
-    const out = be.copy(base.h, n, base.dtype);
+    // base copied by a transfer, not by a copy kernel in the scatter's pass: the scatter overwrites
+    // what the copy wrote (write after write), which SwiftShader was seen to run out of order under
+    // load (test/backend/webgpu_layout.test.ts, about 1 run in 3 with three in parallel).
+    const out = be.alloc(base.dtype, n, 'assignStrided');
+    if (out.bytes > 0) be.rt.commandEncoder().copyBufferToBuffer(base.h.buffer, 0, out.buffer, 0, Math.ceil(out.bytes / 4) * 4);
     scatter(out.buffer);
     return out;
   }
