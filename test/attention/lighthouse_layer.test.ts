@@ -202,3 +202,29 @@ test('a model with a Lighthouse layer trains a few steps on the CPU (finite loss
   tr.dispose();
   m.dispose();
 });
+
+test('memory: a forward and backward outside any tidy leaves no buffer behind once the output and gradients are freed', () => {
+  const o = opts({ levels: 3, pool: 2, topk: 4, tile: 4 });
+  const [q, k, v] = qkv(1, 2, 1, 30, 4, 31, true); // 30 tokens: padded to 32, GQA repeat
+  const before = cpu.memory().liveHandles;
+  const y = lighthouseAttention(q, k, v, o);
+  const loss = fon.sum(y);
+  fon.backward(loss);
+  for (const t of [y, loss]) t.dispose();
+  for (const x of [q, k, v]) { x.grad!.dispose(); x.grad = null; }
+  assert.equal(cpu.memory().liveHandles, before);
+});
+
+test('wasm: the layer\'s output and its gradients equal the cpu backend\'s', async () => {
+  const wasm = await fon.initBackend('wasm');
+  const o = opts({ levels: 3, pool: 2, topk: 4, tile: 4 });
+  const run = async (backend: typeof cpu) => {
+    const xs = [[2, 2, 29, 4], [2, 1, 29, 4], [2, 1, 29, 4]].map((shape, i) => fon.randn(shape, { seed: 41 + i, backend, requiresGrad: true }));
+    const w = fon.randn([2, 2, 29, 4], { seed: 44, backend });
+    const y = lighthouseAttention(xs[0], xs[1], xs[2], o);
+    fon.backward(fon.sum(fon.mul(y, w)));
+    return [await y.data(), ...(await Promise.all(xs.map((x) => x.grad!.data())))] as Float32Array[];
+  };
+  const [a, b] = [await run(cpu), await run(wasm)];
+  a.forEach((x, i) => assert.ok(maxDiff(x, b[i]) < 1e-5, `${['y', 'dq', 'dk', 'dv'][i]}: ${maxDiff(x, b[i])}`));
+});
