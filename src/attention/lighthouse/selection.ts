@@ -16,6 +16,7 @@
  * the gathered sequence is in causal order (§1.6): every entry's window ends at or after the window
  * end of every entry before it.
  */
+import { FonError } from '../../errors.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { LighthouseGeometry } from './geometry.ts';
 import { levelScores, tokenNorms } from './scores.ts';
@@ -66,6 +67,7 @@ export function selectRows(sQK: readonly Float32Array[], sKQ: readonly Float32Ar
     }
     for (const t of cand) emit(1, t, false);
   }
+  if (m !== g.gathered) throw new FonError(`lighthouse: the cascade emitted ${m} entries where the geometry expects ${g.gathered} (a bug)`);
   const order = Array.from({ length: m }, (_, i) => i).sort((a, b) => keys[a] - keys[b]);
   return Int32Array.from(order, (i) => rows[i]);
 }
