@@ -111,3 +111,30 @@ test('tail: N not a multiple of p^(L−1)·T is padded to T·Cc·p^(L−1); shor
   assert.deepEqual([short.padded, short.gathered], [12, 3 + 6 + 12], 'Cc = 3 < tile: every entry of every level');
   assert.throws(() => lighthouseGeometry(15, opts({ levels: 3, pool: 4 })), /^ArgumentError: lighthouse: 3 levels with pool 4 need a coarsest window of 4\^2 = 16 tokens, longer than the sequence's 15; use fewer levels or a longer sequence$/);
 });
+
+test('the cascade against an independent set-algebra reference (§1.5): random norms, several tiles, uneven qk, a padded tail', () => {
+  for (const [n, o] of [[64, { levels: 3, pool: 2, topk: 8, tile: 4, qk: 1 }], [61, { levels: 3, pool: 2, topk: 8, tile: 4, qk: 3 }], [96, { levels: 2, pool: 4, topk: 12, tile: 4, qk: 0 }]] as const) {
+    const g = lighthouseGeometry(n, opts(o));
+    const qn = uniformArray(n + 1, n), kn = uniformArray(n + 2, n);
+    // Window max straight from the token norms (padding scores 0), not through the level below.
+    const score = (norms: Float32Array, l: number, i: number) => {
+      let m = 0;
+      for (let t = g.span[l - 1] * i; t < g.span[l - 1] * (i + 1); t++) if (t < n) m = Math.max(m, norms[t]);
+      return m;
+    };
+    const best = (cand: number[], norms: Float32Array, l: number, want: number) => [...cand].sort((a, b) => score(norms, l, b) - score(norms, l, a) || a - b).slice(0, want);
+    const want = new Set<number>();
+    for (let tile = 0; tile < g.tiles; tile++) {
+      let cand = Array.from({ length: g.perTile }, (_, j) => tile * g.perTile + j);
+      for (let l = g.levels; l >= 2; l--) {
+        const a = best(cand, qn, l, o.qk);
+        const b = best(cand.filter((i) => !a.includes(i)), kn, l, o.tile - o.qk);
+        for (const i of cand) want.add(g.offset[l - 1] + i);
+        cand = [...a, ...b].flatMap((i) => Array.from({ length: g.pool }, (_, j) => g.pool * i + j));
+      }
+      for (const t of cand) want.add(t);
+    }
+    const rows = selectRows(levelScores(qn, 0, g), levelScores(kn, 0, g), g);
+    assert.deepEqual([...rows].sort((a, b) => a - b), [...want].sort((a, b) => a - b), `N=${n}`);
+  }
+});
