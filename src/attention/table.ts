@@ -14,6 +14,7 @@ import { foxMechanism } from './fox/index.ts';
 import { fpaMechanism } from './fpa/index.ts';
 import { focusMechanism } from './focus/index.ts';
 import { spotMechanism } from './spot/index.ts';
+import { lighthouseMechanism } from './lighthouse/index.ts';
 
 export const MECHANISMS = {
   full: fullMechanism,
@@ -22,6 +23,7 @@ export const MECHANISMS = {
   fpa: fpaMechanism,
   focus: focusMechanism,
   spot: spotMechanism,
+  lighthouse: lighthouseMechanism,
 } as const satisfies { [K in string]: MechanismDef<MechanismSpec & { type: K }> };
 
 export type MechanismType = keyof typeof MECHANISMS;

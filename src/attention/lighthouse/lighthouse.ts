@@ -1,0 +1,109 @@
+/**
+ * Lighthouse Attention (specs/lighthouse_fon.md Part 1), training only: per head, q, k and v are
+ * mean-pooled into an L-level pyramid (pyramid.ts, §1.3), a parameter-free `norm` score (scores.ts,
+ * §1.4) drives a tile-stratified coarse-to-fine top-k cascade with no gradient (selection.ts, §1.5),
+ * the selected pyramid rows are gathered in causal order, ordinary causal attention runs over the
+ * gathered sequence (ops/attention.ts, §1.6), and the outputs are scattered back with the c_l − 1
+ * shift (scatter.ts, §1.7). Gradients flow through scatter → attention → gather → pooling to q, k
+ * and v; the selection has none (no straight-through estimator, no auxiliary loss).
+ *
+ * Grouped-query attention: the authors run with Hkv = H only (§1.8); FON repeats k and v to H heads
+ * first (a broadcast, whose gradient sums back over each group), so selection is per query head.
+ * Sequences that are not a multiple of the tile structure are padded with zero rows (geometry.ts).
+ *
+ * Decoding: the selection ranks blocks up to a tile ahead (§1.6's residual non-causality), so the
+ * layer cannot run incrementally; `forwardCached` throws an UnsupportedError that says to switch the
+ * layer to its recovery target, full attention (§1.13), for inference. A silent fall-back to full
+ * attention was rejected: it would decode a different function from the one `forward` trains.
+ *
+ * Cost on the CPU path (correctness first): the cascade and the sort of S keys per (batch, head) on
+ * the host, a gather index of B·H·S words and a fan-in index of B·H·L·N words.
+ */
+import { ArgumentError, UnsupportedError } from '../../errors.ts';
+import { attention } from '../../ops/attention.ts';
+import { tensor, zeros } from '../../ops/creation.ts';
+import { gatherRows } from '../../ops/indexing.ts';
+import { broadcastTo, concat, reshape } from '../../ops/layout.ts';
+import { Module } from '../../nn/module.ts';
+import type { Tensor } from '../../tensor/tensor.ts';
+import type { AttentionMechanism, LayerKv, MechanismInput } from '../mechanism.ts';
+import { lighthouseGeometry, type LighthouseOptions } from './geometry.ts';
+import { lighthousePyramid } from './pyramid.ts';
+import { lighthouseScatter } from './scatter.ts';
+import { lighthouseSelect, type LighthouseSelection } from './selection.ts';
+
+/** x (B, Hkv, T, D) → (B, H, T, D): kv head j serves query heads j·g … j·g + g − 1. */
+function repeatHeads(x: Tensor, heads: number): Tensor {
+  const [b, hkv, t, d] = x.shape;
+  if (hkv === heads) return x;
+  const wide = broadcastTo(reshape(x, [b, hkv, 1, t, d]), [b, hkv, heads / hkv, t, d]); // (B, Hkv, g, T, D)
+  const out = reshape(wide, [b, heads, t, d]);
+  wide.dispose();
+  return out;
+}
+
+/** x (B, H, N, D) with zero rows appended to Np. */
+function padRows(x: Tensor, padded: number): Tensor {
+  const [b, h, n, d] = x.shape;
+  if (padded === n) return x;
+  const z = zeros([b, h, padded - n, d], { dtype: x.dtype, backend: x.backend });
+  const out = concat([x, z], 2);
+  z.dispose();
+  return out;
+}
+
+/** The selection Lighthouse makes for q (B, H, N, D) and k (B, Hkv, N, D): no gradient; tests freeze it and pass it back to lighthouseAttention. */
+export function lighthouseSelection(q: Tensor, k: Tensor, o: LighthouseOptions): LighthouseSelection {
+  const g = lighthouseGeometry(q.shape[2], o);
+  const kh = repeatHeads(k, q.shape[1]);
+  const sel = lighthouseSelect(q, kh, g);
+  if (kh !== k) kh.dispose();
+  return sel;
+}
+
+/**
+ * Lighthouse attention of q (B, H, N, D), k and v (B, Hkv, N, D) → (B, H, N, D), differentiable
+ * in q, k and v. `selection` (from lighthouseSelection over the same shapes) freezes the cascade's
+ * choice; absent, it is made from q and k.
+ */
+export function lighthouseAttention(q: Tensor, k: Tensor, v: Tensor, o: LighthouseOptions, selection?: LighthouseSelection): Tensor {
+  const [b, h, n, d] = q.shape;
+  const kh = repeatHeads(k, h), vh = repeatHeads(v, h);
+  const g = selection?.geometry ?? lighthouseGeometry(n, o);
+  const sel = selection ?? lighthouseSelect(q, kh, g);
+  if (g.n !== n || sel.lists !== b * h) throw new ArgumentError(`lighthouse: the frozen selection was made for ${sel.lists} lists of ${g.n} tokens, not ${b}·${h} of ${n}`);
+  const rows = tensor(sel.rows, [sel.lists, g.gathered], { dtype: 'i32', backend: q.backend });
+  const temps: Tensor[] = [rows];
+  const gatherOne = (x: Tensor): Tensor => {
+    const padded = padRows(x, g.padded); // (B, H, Np, D)
+    const pyramid = lighthousePyramid(padded, g); // (B, H, total, D)
+    const picked = gatherRows(pyramid, rows, 2); // (B, H, S, D), causal order
+    for (const t of new Set([padded, pyramid])) if (t !== x) temps.push(t);
+    return picked;
+  };
+  const qs = gatherOne(q), ks = gatherOne(kh), vs = gatherOne(vh);
+  const os = attention(qs, ks, vs, { causal: true, scale: 1 / Math.sqrt(d) }); // (B, H, S, D)
+  const y = lighthouseScatter(os, sel); // (B, H, N, D)
+  for (const t of [...temps, qs, ks, vs, os]) t.dispose();
+  if (kh !== k) kh.dispose();
+  if (vh !== v) vh.dispose();
+  return y;
+}
+
+export class LighthouseAttention extends Module implements AttentionMechanism {
+  readonly name: string;
+
+  constructor(readonly options: LighthouseOptions) {
+    super();
+    const o = options;
+    this.name = `lighthouse(L=${o.levels}, p=${o.pool}, k=${o.topk})`;
+  }
+
+  forward(q: Tensor, k: Tensor, v: Tensor, _input?: MechanismInput): Tensor {
+    return lighthouseAttention(q, k, v, this.options);
+  }
+
+  forwardCached(_q: Tensor, _k: Tensor, _v: Tensor, _input: MechanismInput | undefined, _cache: LayerKv, _pos: number): Tensor {
+    throw new UnsupportedError(`${this.name}: Lighthouse attention is training-only and cannot decode from a KV cache (its selection looks ahead within a tile); switch this layer to its recovery target {"type": "full"} for inference (specs/lighthouse_fon.md §1.13)`);
+  }
+}
