@@ -25,12 +25,15 @@ import { presetTraining } from '../train/preset_training.ts';
 import { DEFAULT_TRAIN, parseTrainConfig, Trainer, type StepResult, type TrainConfig } from '../train/trainer.ts';
 import { PRECISIONS, type Precision } from '../tensor/autocast.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
+import { FonError } from '../errors.ts';
 import { backendFromFlag } from './backend_flag.ts';
 import { loadCorpus, type Corpus } from './corpus.ts';
 import { Progress } from './progress.ts';
 import { parseJson } from '../io/json.ts';
 import { focusLayers } from '../attention/focus/index.ts';
-import type { MechanismType } from '../attention/table.ts';
+import { parseLayerAttention, type MechanismType } from '../attention/table.ts';
+import type { LighthouseSpec } from '../attention/lighthouse/index.ts';
+import { applyPhase, parseAttentionSchedule, scheduledLayers, switchStep, type AttentionSchedule } from '../train/attention_schedule.ts';
 import { focusDominanceLines, focusLogFields, measureFocusDominance, resetFocusStats, type FocusDominance } from './focus.ts';
 import { spotValidationKL } from './spot.ts';
 import { addComposedLayers, checkTrainOnly, COMPOSABLE, composedLayers, composedWords, freezeAllBut, isComposedParameter, parseAddFlag, trainOnlyFlag } from './compose.ts';
@@ -72,6 +75,12 @@ data and model:
                              dim=128,keys=f16,rule=top-p,p=0.9,fraction=0.5,loss=sparse,ktrain=0.5)
   --train-only focus|spot    train only those layers' own tensors (Focus: W_g and C; Spot: the selectors); every
                              other tensor is saved as it was loaded
+  --attention-schedule lighthouse:F,TARGET
+                             the model's TARGET layers (full, focus, fpa, local, …) run Lighthouse Attention for the
+                             first fraction F of the steps, then their own attention (the recovery; e.g.
+                             lighthouse:0.8,full); the optimizer state carries over, a resume continues either phase
+  --lighthouse OPTS          the Lighthouse layers' options: levels, pool, topk, tile, qk, scorer (defaults levels=3,
+                             pool=4,topk=1536,tile=128; e.g. --lighthouse levels=3,pool=4,topk=512)
   --backend NAME             cpu, wasm, webgpu or auto (default: a hardware GPU, else wasm)
   --precision P              f32, bf16 or f16: matmuls and attention in P, master weights, optimizer state and
                              reductions in f32, f16 with dynamic loss scaling; checkpoints stay f32 (default auto:
@@ -101,6 +110,7 @@ const FLAGS = {
   'checkpoint-every': { type: 'string' }, seed: { type: 'string' }, 'final-eval-windows': { type: 'string' },
   sample: { type: 'boolean' }, 'stop-after': { type: 'string' }, 'sample-tokens': { type: 'string' },
   'init-from': { type: 'string' }, precision: { type: 'string' }, add: { type: 'string' }, 'train-only': { type: 'string' },
+  'attention-schedule': { type: 'string' }, lighthouse: { type: 'string' },
 } as const;
 
 type Flags = ReturnType<typeof parseFlags<typeof FLAGS>>['values'];
@@ -121,11 +131,35 @@ interface RunSpec {
   add?: string;
   /** --train-only: the part of the model trained, the rest frozen; a resume freezes the same so the optimizer state lines up. */
   trainOnly?: MechanismType;
+  /** --attention-schedule: Lighthouse in the target's layers for the first part of the steps (train/attention_schedule.ts). */
+  attentionSchedule?: AttentionSchedule;
   fingerprint?: { trainTokens: number; validationTokens: number; checksum: number; backend: string };
 }
 
+/**
+ * The schedule of --attention-schedule TEXT with --lighthouse OPTS (k=v pairs, or the stored entry
+ * of a resumed run): the Lighthouse entry parsed as a config entry of its own; errors as UsageErrors.
+ */
+function scheduleFlag(text: string, lighthouse: string | Record<string, unknown> | undefined, what = '--attention-schedule'): AttentionSchedule {
+  try {
+    let entry: Record<string, unknown> = { type: 'lighthouse' };
+    if (typeof lighthouse === 'string') {
+      for (const part of lighthouse.split(',')) {
+        const eq = part.indexOf('=');
+        if (eq <= 0 || eq === part.length - 1) throw new UsageError(`train: --lighthouse ${JSON.stringify(lighthouse)}: ${JSON.stringify(part)}: expected NAME=VALUE pairs such as levels=3,pool=4,topk=512`);
+        const raw = part.slice(eq + 1).trim(), n = Number(raw);
+        entry[part.slice(0, eq).trim()] = raw !== '' && Number.isFinite(n) ? n : raw;
+      }
+    } else if (lighthouse) entry = { ...lighthouse, type: 'lighthouse' };
+    return parseAttentionSchedule(text, parseLayerAttention(entry, '--lighthouse') as LighthouseSpec, what);
+  } catch (e) {
+    if (e instanceof FonError && !(e instanceof UsageError)) throw new UsageError(`train: ${e.message}`);
+    throw e;
+  }
+}
+
 /** Flags a resumed run takes from its checkpoint; giving them with --resume is an error. */
-const FIXED_BY_CHECKPOINT = ['data', 'preset', 'config', 'tokenizer', 'init-from', 'add', 'train-only', 'batch', 'accumulate', 'context', 'lr', 'min-lr', 'warmup', 'weight-decay', 'grad-clip', 'seed', 'precision', 'overwrite'] as const;
+const FIXED_BY_CHECKPOINT = ['data', 'preset', 'config', 'tokenizer', 'init-from', 'add', 'train-only', 'attention-schedule', 'lighthouse', 'batch', 'accumulate', 'context', 'lr', 'min-lr', 'warmup', 'weight-decay', 'grad-clip', 'seed', 'precision', 'overwrite'] as const;
 
 /** FNV-1a over 1024 ids spread evenly through the store (and its length). */
 function storeChecksum(store: TokenStore): number {
@@ -324,6 +358,8 @@ export async function trainCommand(argv: string[]): Promise<number> {
     resumeDir = loaded.dir;
     if (spec.trainOnly !== undefined && !(COMPOSABLE as readonly string[]).includes(spec.trainOnly)) throw new UsageError(`train: --resume: ${dir}/trainer.json: run.trainOnly = ${JSON.stringify(spec.trainOnly)}: expected one of ${COMPOSABLE.map((t) => JSON.stringify(t)).join(', ')} or no key`);
     checkTrainOnly(spec.trainOnly, model.config);
+    // The schedule as its checkpoint stored it, checked as the flags are.
+    if (spec.attentionSchedule) spec.attentionSchedule = scheduleFlag(`lighthouse:${spec.attentionSchedule.fraction},${spec.attentionSchedule.target}`, { ...spec.attentionSchedule.lighthouse }, `${dir}/trainer.json: run.attentionSchedule`);
     corpus = await loadCorpus(spec.data);
     say(`resuming ${loaded.dir} at step ${state.step}`);
   } else {
@@ -331,7 +367,9 @@ export async function trainCommand(argv: string[]): Promise<number> {
     const data = requireFlag('train', 'data', v.data);
     const add = v.add !== undefined ? parseAddFlag(v.add) : undefined;
     const trainOnly = trainOnlyFlag(v['train-only']);
-    const composeRun = { ...(v.add !== undefined ? { add: v.add } : {}), ...(trainOnly ? { trainOnly } : {}) };
+    const schedule = v['attention-schedule'] !== undefined ? scheduleFlag(v['attention-schedule'], v.lighthouse) : undefined;
+    if (v.lighthouse !== undefined && !schedule) throw new UsageError('train: --lighthouse sets the Lighthouse layers of an --attention-schedule; give one (e.g. --attention-schedule lighthouse:0.8,full)');
+    const composeRun = { ...(v.add !== undefined ? { add: v.add } : {}), ...(trainOnly ? { trainOnly } : {}), ...(schedule ? { attentionSchedule: schedule } : {}) };
     if (v['init-from'] !== undefined) {
       // Fine-tuning: the model brings its config, tokenizer and weights.
       const clash = (['preset', 'config', 'tokenizer'] as const).filter((k) => v[k] !== undefined);
@@ -380,6 +418,16 @@ export async function trainCommand(argv: string[]): Promise<number> {
     }
   }
   const tc = spec.train;
+  const schedule = spec.attentionSchedule;
+  let scheduled: number[] = [];
+  if (schedule) {
+    try {
+      scheduled = scheduledLayers(schedule, model);
+    } catch (e) {
+      model.dispose();
+      throw e instanceof FonError ? new UsageError(`train: ${e.message}`) : e;
+    }
+  }
   const stores = await corpus.tokenStores(tokenizer, tc.context);
   const fingerprint = { trainTokens: stores.train.length, validationTokens: stores.validation.length, checksum: storeChecksum(stores.train), backend: backend.name };
   if (resumeDir && spec.fingerprint) {
@@ -450,6 +498,14 @@ export async function trainCommand(argv: string[]): Promise<number> {
   process.on('SIGINT', onSigint);
   const tokensPerStep = tc.accumulate * tc.batchSize * tc.context;
   const bar = new Progress({ label: 'train', total: tc.steps * tokensPerStep, unit: 'tok', start: trainer.step * tokensPerStep });
+  if (schedule) {
+    const at = switchStep(schedule, tc.steps), lh = schedule.lighthouse;
+    const phase = applyPhase(schedule, model, trainer.step, tc.steps);
+    const which = `layer${scheduled.length === 1 ? '' : 's'} ${scheduled.join(', ')}`;
+    say(phase === 'lighthouse'
+      ? `--attention-schedule: ${which} run Lighthouse (L=${lh.levels}, p=${lh.pool}, k=${lh.topk}) until step ${at}, then their own ${schedule.target} attention`
+      : `--attention-schedule: ${which} run their own ${schedule.target} attention (Lighthouse ended at step ${at})`);
+  }
   try {
     while (trainer.step < tc.steps && !stop) {
       const r: StepResult = await trainer.trainStep();
@@ -463,6 +519,10 @@ export async function trainCommand(argv: string[]): Promise<number> {
       if (!Number.isFinite(r.loss)) throw new UsageError(`train: the loss became ${r.loss} at step ${r.step}; lower --lr (now ${tc.lr})`);
       bar.update(r.step * tokensPerStep, { step: `${r.step}/${tc.steps}`, loss: r.loss.toFixed(3), ...(r.exitLoss !== undefined ? { exit: r.exitLoss.toFixed(3), kl: r.distill!.toPrecision(3) } : {}), ...(r.terms?.spotKL !== undefined ? { spotKL: r.terms.spotKL.toPrecision(3) } : {}) });
       const last = r.step === tc.steps;
+      if (schedule && r.step === switchStep(schedule, tc.steps)) {
+        applyPhase(schedule, model, r.step, tc.steps);
+        bar.log(`step ${r.step}: Lighthouse ends; layers ${scheduled.join(', ')} recover with their own ${schedule.target} attention`);
+      }
       if (tc.evalEvery > 0 && r.step % tc.evalEvery === 0 && !last) {
         const e = await validate(tc.evalWindows, 'eval');
         log.push({ step: r.step, valLoss: e.loss, valBpb: e.bitsPerByte, ...exitEntry(e), ...focusLogFields(e.focus), ...(e.spotKL !== null ? { valSpotKL: e.spotKL } : {}) });

@@ -37,6 +37,12 @@ export class AttentionBlock extends Module {
   readonly qNorm?: Norm;
   readonly kNorm?: Norm;
   readonly mechanism: AttentionMechanism;
+  /**
+   * A parameter-free mechanism that takes the layer's place for a while (train/attention_schedule.ts:
+   * Lighthouse for the first part of training, then the layer's own mechanism again); the own
+   * mechanism's parameters, where it has any, are idle meanwhile. Null: the layer's own.
+   */
+  standIn: AttentionMechanism | null = null;
 
   constructor(f: ParamFactory, name: string, private readonly cfg: ModelConfig, spec: LayerAttention) {
     super();
@@ -108,7 +114,7 @@ export class AttentionBlock extends Module {
    * caller's tidy scope.
    */
   forward(x: Tensor, ctx: PositionContext, cache?: LayerKv, depth?: DepthInput, budget?: MechanismBudget): { out: Tensor; record: LayerRecord } {
-    const m = this.mechanism;
+    const m = this.standIn ?? this.mechanism;
     const shiftKv = m.transformKv ? (k: Tensor, v: Tensor) => m.transformKv!(k, v, { x }, cache, ctx.pos) : undefined;
     const { a, record } = this.attend(this.projectQkv(x), ctx.cos ? { cos: ctx.cos, sin: ctx.sin!, seqAxis: 1 } : undefined, depth, shiftKv,
       (q, k, v) => (cache ? m.forwardCached(q, k, v, { x, budget }, cache, ctx.pos) : m.forward(q, k, v, { x })));
@@ -124,7 +130,7 @@ export class AttentionBlock extends Module {
    * cache at its own position. Intermediates belong to the caller's tidy scope.
    */
   forwardRows(x: Tensor, rows: readonly RowStep[], rot?: { cos: Tensor; sin: Tensor }, depth?: DepthInput): { out: Tensor; record: LayerRecord } {
-    const m = this.mechanism, n = rows.length;
+    const m = this.standIn ?? this.mechanism, n = rows.length;
     const row = (t: Tensor, i: number) => (n === 1 ? t : narrow(t, 0, i, 1));
     const xs: Tensor[] = [];
     const xRow = (i: number) => (xs[i] ??= row(x, i)); // (1, 1, C): only mechanisms with gates read it
