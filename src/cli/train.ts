@@ -31,7 +31,7 @@ import { loadCorpus, type Corpus } from './corpus.ts';
 import { Progress } from './progress.ts';
 import { parseJson } from '../io/json.ts';
 import { focusLayers } from '../attention/focus/index.ts';
-import { parseLayerAttention, type MechanismType } from '../attention/table.ts';
+import { describeMechanism, parseLayerAttention, type MechanismType } from '../attention/table.ts';
 import type { LighthouseSpec } from '../attention/lighthouse/index.ts';
 import { applyPhase, parseAttentionSchedule, scheduledLayers, switchStep, type AttentionSchedule } from '../train/attention_schedule.ts';
 import { focusDominanceLines, focusLogFields, measureFocusDominance, resetFocusStats, type FocusDominance } from './focus.ts';
@@ -558,7 +558,11 @@ export async function trainCommand(argv: string[]): Promise<number> {
   if (e.spotKL !== null) console.log(`spot: selectors' KL(teacher ‖ selector) on validation ${e.spotKL.toPrecision(4)} nats (mean over layers; curve ${joinPath(outDir, 'spot_kl.svg')})`);
   if (e.exit) console.log(`validation, exit head after ${e.exit.draftLayers} of ${model.config.nLayers} layers: perplexity ${e.exit.perplexity.toFixed(2)}, bits per byte ${e.exit.bitsPerByte.toFixed(3)}`);
   console.log(`checkpoint: ${outDir} (loss plot ${joinPath(outDir, 'loss.svg')}${e.focus ? `, Focus dominance ${joinPath(outDir, 'dominance.svg')}` : ''})`);
-  if (v.sample) {
+  // A model with training-only layers (Lighthouse) cannot decode: no sample, and why.
+  const trainingOnly = model.layers.map((_, i) => i).filter((i) => describeMechanism(layerAttention(model.config, i)).facts.trainingOnly === true);
+  if (v.sample && trainingOnly.length) {
+    console.log(`sample: none — layer${trainingOnly.length === 1 ? '' : 's'} ${trainingOnly.join(', ')} ${trainingOnly.length === 1 ? 'is' : 'are'} training-only (${model.layers[trainingOnly[0]].attn.mechanism.name}) and cannot decode; train the recovery with --attention-schedule lighthouse:F,full on a model of full layers`);
+  } else if (v.sample) {
     const n = sampleTokens;
     console.log('sample:');
     process.stdout.write('  ');

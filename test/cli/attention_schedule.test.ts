@@ -101,3 +101,14 @@ test('fon train --attention-schedule: bad schedules, a model without the target\
     assert.doesNotMatch(r.err, /\n\s+at /, 'no stack trace');
   }
 });
+
+test('fon train --sample: a model of Lighthouse layers says it cannot decode (exit 0, checkpoint written); after a schedule\'s recovery it samples', () => {
+  const lhConfig = join(dir, 'lighthouse.json');
+  writeFileSync(lhConfig, JSON.stringify({ ...TINY_MODEL_CONFIG, attention: [{ type: 'lighthouse', levels: 2, pool: 2, topk: 4, tile: 4 }] }));
+  const only = run(...TRAIN.map((x) => (x === config ? lhConfig : x)), '--out', join(dir, 'lh-only'), '--sample', '--sample-tokens', '8');
+  assert.equal(only.code, 0, only.err);
+  assert.match(only.out, /^sample: none — layer 0 is training-only \(lighthouse\(L=2, p=2, k=4\)\) and cannot decode; train the recovery with --attention-schedule lighthouse:F,full on a model of full layers$/m);
+  const recovered = run(...TRAIN, ...SCHEDULE, '--out', join(dir, 'recovered'), '--sample', '--sample-tokens', '8');
+  assert.equal(recovered.code, 0, recovered.err);
+  assert.match(recovered.out, /^sample:\n {2}\S/m);
+});
