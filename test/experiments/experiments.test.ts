@@ -6,7 +6,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -310,6 +310,18 @@ describe('scripts end to end (cpu, tiny settings)', () => {
     }
     assert.equal(json.baselines.length, 2);
     assert.equal(json.settings.deeper.maxDepth, 5);
+  });
+
+  it('lighthouse', () => {
+    const { out, json } = run('lighthouse', ['--seeds', '1', '--context', '64', '--steps', '4', '--batch', '2', '--fraction', '0.5', '--levels', '2', '--pool', '2', '--topk', '8', '--tile', '4', '--layers', '1', '--eval-windows', '2']);
+    assert.match(out, /\| lighthouse 0\.5 → full \| 1 +\|/);
+    assert.match(out, /\| 1\.4–1\.7× less total training time +\| [\d.]+ ± [\d.]+× +\| (holds|does not hold) +\|/);
+    assert.equal(json.experiment, 'lighthouse');
+    assert.equal(json.settings.switchStep, 2);
+    assert.deepEqual(json.runs.map((r: { arm: string }) => r.arm), ['dense', 'lighthouse']);
+    for (const r of json.runs) assert.ok(r.losses.length === 4 && r.losses.every(Number.isFinite) && r.seconds > 0 && Number.isFinite(r.valLoss), JSON.stringify(r));
+    assert.notDeepEqual(json.runs[0].losses.slice(0, 2), json.runs[1].losses.slice(0, 2), 'the first phase trains with Lighthouse');
+    assert.ok(existsSync(join(dir, 'lighthouse-loss.svg')));
   });
 
   it('passkey', () => {
