@@ -9,6 +9,9 @@ import { timeKernels } from './kernel_timing.ts';
 import { debugLevel } from '../platform/debug.ts';
 
 export type BackendName = 'cpu' | 'wasm' | 'webgpu';
+
+/** The names initBackend takes: the backends and 'auto' (a hardware GPU if there is one, else wasm). */
+export const BACKEND_CHOICES = ['auto', 'cpu', 'wasm', 'webgpu'] as const;
 const ready = new Map<string, Backend>();
 /** Backends being created: a second initBackend of the same name awaits the first's device. */
 const starting = new Map<string, Promise<Backend>>();

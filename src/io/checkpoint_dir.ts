@@ -19,6 +19,8 @@
  */
 import { CheckpointError, clip, showValue } from '../errors.ts';
 import { parseJson } from './json.ts';
+import { readRequiredFile } from './model_folder.ts';
+import { nodeFolder } from '../platform/node_folder.ts';
 import {
   TEMP_MARKER, fsyncDir, isRegularFile, joinPath, listDir, makeDir, makeNewDir, pathKind, readFileIfExists, removePath,
   renamePath, tempPathFor, writeFileAtomic, writeNewFileSynced,
@@ -151,11 +153,8 @@ export async function resolveCheckpointDir(dir: string): Promise<string> {
 }
 
 /** A file of a checkpoint directory; CheckpointError naming the missing file. */
-export async function readCheckpointFile(dir: string, name: string): Promise<Uint8Array> {
-  const path = joinPath(dir, name);
-  const bytes = await readFileIfExists(path);
-  if (bytes === null) throw new CheckpointError(`checkpoint ${dir} has no ${name} (looked for ${path})`);
-  return bytes;
+export function readCheckpointFile(dir: string, name: string): Promise<Uint8Array> {
+  return readRequiredFile(nodeFolder(dir), name);
 }
 
 /** A checkpoint file read as UTF-8 text (config.json, tokenizer.json, …). */

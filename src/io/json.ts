@@ -4,7 +4,7 @@
  * thousands deep is refused up front instead of reaching the recursive code that reads configs and
  * tokenizers (or formats their values) and overflowing the stack. Every loader parses through here.
  */
-import { clip, type FonError } from '../errors.ts';
+import { CheckpointError, clip, type FonError } from '../errors.ts';
 
 /** The deepest nesting of arrays and objects a file may have; real configs and tokenizers use under 10. */
 export const MAX_JSON_DEPTH = 64;
@@ -21,6 +21,11 @@ export function parseJson(text: string, fail: (why: string) => FonError, maxDept
   } catch (e) {
     throw fail(`not valid JSON (${clip((e as Error).message)})`);
   }
+}
+
+/** The JSON `text` of a checkpoint's or model folder's file `file`: a failure is a CheckpointError naming the file. */
+export function parseCheckpointJson(text: string, file: string): unknown {
+  return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
 }
 
 /** The index of the bracket that opens level maxDepth + 1, or −1. Brackets inside strings do not count. */

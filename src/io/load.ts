@@ -6,7 +6,7 @@
  * read as load_folder.ts loadFolder reads it, which is what a browser calls.
  */
 import type { Backend } from '../backend/backend.ts';
-import { initBackend, type BackendName } from '../backend/registry.ts';
+import { BACKEND_CHOICES, initBackend, type BackendName } from '../backend/registry.ts';
 import '../backend/wasm/index.ts';
 import '../backend/webgpu/index.ts';
 import { ArgumentError } from '../errors.ts';
@@ -15,11 +15,10 @@ import { loadModel } from './model_checkpoint.ts';
 import { loadFolderModel, type LoadModelOptions } from './load_folder.ts';
 import type { ModelFolder } from './model_folder.ts';
 
-const NAMES = ['auto', 'cpu', 'wasm', 'webgpu'];
 
 export async function load(dir: string | ModelFolder, opts: { backend?: 'auto' | 'cpu' | 'wasm' | 'webgpu' | Backend } & LoadModelOptions = {}): Promise<LanguageModel> {
   const { backend: which, ...rest } = opts;
-  if (typeof which === 'string' && !NAMES.includes(which)) throw new ArgumentError(`load: backend ${JSON.stringify(which)}: expected one of ${NAMES.join(', ')}, or a Backend`);
+  if (typeof which === 'string' && !(BACKEND_CHOICES as readonly string[]).includes(which)) throw new ArgumentError(`load: backend ${JSON.stringify(which)}: expected one of ${BACKEND_CHOICES.join(', ')}, or a Backend`);
   const backend = typeof which === 'object' ? which : await initBackend((which ?? 'auto') as BackendName);
   return new LanguageModel(typeof dir === 'string' ? await loadModel(dir, backend, rest) : await loadFolderModel(dir, backend, rest));
 }

@@ -14,8 +14,8 @@ import { Decoder } from '../model/decoder.ts';
 import { ParamFactory } from '../nn/params.ts';
 import type { ChatTemplate } from './hf/chat_template.ts';
 import { isHfFolder, loadHfFolder, type HfGenerationDefaults } from './hf/load.ts';
-import { parseJson } from './json.ts';
-import { readRequiredFile, type ModelFolder } from './model_folder.ts';
+import { parseCheckpointJson } from './json.ts';
+import { readRequiredFile, readRequiredText, type ModelFolder } from './model_folder.ts';
 import { decodeSafetensors, safetensorsToTensors } from './safetensors.ts';
 import { loadTokenizer, type Tokenizer } from './tokenizer/tokenizer.ts';
 import { storedDtype, weightDtype, type WeightDtypeChoice } from './weight_dtype.ts';
@@ -61,9 +61,6 @@ export interface LoadModelOptions {
 }
 
 
-function parseJsonFile(text: string, file: string): unknown {
-  return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
-}
 
 /**
  * The model and tokenizer of a FON checkpoint folder: config.json (unknown keys and bad values
@@ -72,14 +69,14 @@ function parseJsonFile(text: string, file: string): unknown {
  * returned config) is the adapted one.
  */
 export async function loadFonFolder(folder: ModelFolder, backend: Backend, opts: LoadModelOptions = {}): Promise<LoadedModel> {
-  const text = async (name: string) => new TextDecoder().decode(await readRequiredFile(folder, name));
+  const text = (name: string) => readRequiredText(folder, name);
   const cfgFile = folder.pathOf('config.json');
-  const cfgJson = parseJsonFile(await text('config.json'), cfgFile);
+  const cfgJson = parseCheckpointJson(await text('config.json'), cfgFile);
   const config = parseModelConfig(cfgJson, undefined, cfgFile); // unknown keys and bad values first
   requireEveryKey(cfgJson, cfgFile);
   const built = opts.adapt ? opts.adapt.config(config) : config; // before any tensor is read
   const tokFile = folder.pathOf(TOKENIZER_FILE);
-  const tokenizer = loadTokenizer(parseJsonFile(await text(TOKENIZER_FILE), tokFile), tokFile);
+  const tokenizer = loadTokenizer(parseCheckpointJson(await text(TOKENIZER_FILE), tokFile), tokFile);
   if (tokenizer.vocabSize > config.vocabSize) {
     throw new CheckpointError(`${tokFile} has ${tokenizer.vocabSize} tokens but ${cfgFile} says vocabSize ${config.vocabSize}`);
   }

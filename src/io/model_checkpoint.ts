@@ -23,7 +23,7 @@ import { pathKind } from '../platform/files.ts';
 import { decodeSafetensors, safetensorsToTensors, tensorsToSafetensors } from './safetensors.ts';
 import type { Tokenizer } from './tokenizer/tokenizer.ts';
 import type { Optimizer } from '../train/optim.ts';
-import { parseJson } from './json.ts';
+import { parseCheckpointJson } from './json.ts';
 
 export { MODEL_FILE, TOKENIZER_FILE };
 export const OPTIMIZER_FILE = 'optimizer.safetensors';
@@ -61,9 +61,6 @@ export async function saveCheckpoint(outDir: string, name: string, model: Decode
 }
 
 
-function parseJsonFile(text: string, file: string): unknown {
-  return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
-}
 
 export type { LoadModelOptions, ModelAdaptation, LoadedModel } from './load_folder.ts';
 import { loadFonFolder, MODEL_FILE, TOKENIZER_FILE, type LoadModelOptions, type LoadedModel } from './load_folder.ts';
@@ -86,7 +83,7 @@ export async function loadModel(path: string, backend: Backend, opts: LoadModelO
 /** The trainer state of a checkpoint written during training, checked field by field. */
 export async function readTrainerState(dir: string): Promise<TrainerState> {
   const file = `${dir}/${TRAINER_FILE}`;
-  const state = parseJsonFile(await readCheckpointText(dir, TRAINER_FILE), file) as Partial<TrainerState> | null;
+  const state = parseCheckpointJson(await readCheckpointText(dir, TRAINER_FILE), file) as Partial<TrainerState> | null;
   const ok = state !== null && typeof state === 'object' && Number.isInteger(state.step) && (state.step as number) >= 0
     && typeof state.optimizerScalars === 'object' && state.optimizerScalars !== null
     && typeof state.run === 'object' && state.run !== null;

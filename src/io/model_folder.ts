@@ -49,6 +49,11 @@ export async function readRequiredFile(folder: ModelFolder, name: string): Promi
   return bytes;
 }
 
+/** File `name` of `folder` as UTF-8 text; a CheckpointError naming it when the folder has none. */
+export async function readRequiredText(folder: ModelFolder, name: string): Promise<string> {
+  return new TextDecoder().decode(await readRequiredFile(folder, name));
+}
+
 /** A file held in memory (a Uint8Array, or a fetched body). */
 function bytesFile(path: string, bytes: Uint8Array): ModelFile {
   return {

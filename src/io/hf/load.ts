@@ -26,14 +26,14 @@ import { storedDtype, weightDtype } from '../weight_dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { safeTensorToHost } from '../safetensors.ts';
 import { SafetensorsShards } from '../safetensors_file.ts';
-import { readFolderFile, readRequiredFile, type ModelFolder } from '../model_folder.ts';
+import { readFolderFile, readRequiredText, type ModelFolder } from '../model_folder.ts';
 import type { Tokenizer } from '../tokenizer/tokenizer.ts';
 import { hfConfigToModelConfig, type HfArchitecture } from './config.ts';
 import { parseGenerationConfig, type HfGenerationDefaults } from './generation.ts';
 import { chatTemplateOf, type ChatTemplate } from './chat_template.ts';
 import { hfTokenizer } from './tokenizer.ts';
 import { hfWeightPlan, takeValues, type HfParamSource } from './weights.ts';
-import { parseJson } from '../json.ts';
+import { parseCheckpointJson } from '../json.ts';
 import type { LoadModelOptions } from '../load_folder.ts';
 
 export type { HfGenerationDefaults } from './generation.ts';
@@ -52,13 +52,10 @@ export interface LoadedHfModel {
 
 const FLOAT_DTYPES = new Set(['F32', 'F16', 'BF16', 'F64']);
 
-function parseJsonFile(text: string, file: string): unknown {
-  return parseJson(text, (why) => new CheckpointError(`${file}: ${why}`));
-}
 
 async function readOptionalJson(folder: ModelFolder, name: string): Promise<unknown> {
   const bytes = await readFolderFile(folder, name);
-  return bytes === null ? undefined : parseJsonFile(new TextDecoder().decode(bytes), folder.pathOf(name));
+  return bytes === null ? undefined : parseCheckpointJson(new TextDecoder().decode(bytes), folder.pathOf(name));
 }
 
 /**
@@ -128,13 +125,13 @@ async function readWeights(shards: SafetensorsShards, params: HfParamSource[], b
  * returned) is the adapted one.
  */
 export async function loadHfFolder(folder: ModelFolder, backend: Backend, opts: LoadModelOptions = {}): Promise<LoadedHfModel> {
-  const text = async (name: string) => new TextDecoder().decode(await readRequiredFile(folder, name));
+  const text = (name: string) => readRequiredText(folder, name);
   const configFile = folder.pathOf('config.json');
-  const { architecture, config: stored } = hfConfigToModelConfig(parseJsonFile(await text('config.json'), configFile), configFile);
+  const { architecture, config: stored } = hfConfigToModelConfig(parseCheckpointJson(await text('config.json'), configFile), configFile);
   const config = opts.adapt ? opts.adapt.config(stored) : stored;
 
   const tokFile = folder.pathOf('tokenizer.json');
-  const tokJson = parseJsonFile(await text('tokenizer.json'), tokFile);
+  const tokJson = parseCheckpointJson(await text('tokenizer.json'), tokFile);
   const tokConfig = await readOptionalJson(folder, 'tokenizer_config.json');
   const tokenizer = hfTokenizer(tokJson, tokConfig, tokFile);
   const jinjaFile = folder.pathOf('chat_template.jinja');

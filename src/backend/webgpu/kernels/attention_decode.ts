@@ -99,21 +99,20 @@ function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v:
   const { lo, hi, chunk, nsplit } = cut;
   const out = into ?? allocPartials(be, nsplit, nrows, a.d, 'attention decode');
   const words = [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit, s0, ...(mask ? maskUniforms(a) : [])];
-  // UCOUNT: each mask row's count copied from the table into the uniforms' mcount (from word 28, 16-byte aligned).
+  // UCOUNT: each mask row's count copied from the table into the uniforms' mcount, the array after the
+  // scalar words at the next 16-byte boundary (WGSL's alignment of an array of vec4).
   const counts = variant.UCOUNT && mask && a.mask?.countAt ? a.mask.countAt : undefined;
-  if (counts) words.push(...new Array(MCOUNT_WORD - words.length).fill(0), ...new Array(MASK_COUNT_ROWS).fill(0));
+  const mcount = Math.ceil(words.length / 4) * 4;
+  if (counts) words.push(...new Array(mcount - words.length).fill(0), ...new Array(MASK_COUNT_ROWS).fill(0));
   be.rt.run({
     kernel: decodeKernel, variant: { ...variant, ...maskVariant(a, mask) },
     uniforms: words,
     buffers: [q.h.buffer, out.pm.buffer, out.pl.buffer, out.pacc.buffer, k.h.buffer, v.h.buffer, ...(mask ? [mask.h.buffer] : [])],
     workgroups: [nsplit, a.kvHeads, a.batch],
-    ...(counts ? { deviceUniforms: counts.map((at, r) => ({ buffer: mask!.h.buffer, byteOffset: 4 * at, word: MCOUNT_WORD + r })) } : {}),
+    ...(counts ? { deviceUniforms: counts.map((at, r) => ({ buffer: mask!.h.buffer, byteOffset: 4 * at, word: mcount + r })) } : {}),
   });
   return { ...out, nsplit };
 }
-
-/** Where the masked decode's uniform mcount starts: after its 25 scalar words, at a 16-byte boundary. */
-const MCOUNT_WORD = 28;
 
 /** The split pass's variant for q's dtype and `a` (`tune`: DecodeTune's experimental forms). */
 function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: boolean, tune: DecodeTune = {}): Variant {

@@ -58,7 +58,8 @@ var<private> mask_list: u32;
 // LPRE (the default; DecodeTune.preloadList false turns it off): the chunk's whole list (at most LMAX entries: the
 // host cuts at least kBlocks / LMAX chunks) read once into workgroup memory before the loop, each
 // entry as its block's first key; a key's place is then a workgroup-memory read, and no step waits
-// on a global load before its K loads can start.
+// on a global load before its K loads can start (0.806 ms against 0.853 per key read from the list,
+// H100, 128K keys, every block listed).
 const LMAX = 512u;
 var<workgroup> Lst: array<u32, LMAX>;
 var<private> list_k0: u32;
@@ -144,9 +145,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // P.nsplit chunks of whole blocks; a chunk past the list's end is empty (weight 0 in the combine).
   let mrow = mask_row(b, kvh * P.group, 0u);
 #if UCOUNT
-  // The count from the uniforms (copied there from the table before the dispatch): the loop's bounds
-  // are then uniform to the GPU's compiler too, which made the masked decode 3.4× dense's time per key
-  // when they came through workgroup memory (dev/kernels/spot_decode.ts).
+  // The count from the uniforms (copied there from the table before the dispatch), so the loop's
+  // bounds are uniform to the GPU's compiler too: 0.824 ms against 0.862 with the count read from the
+  // table (H100, 128K keys, every block listed; dev/kernels/spot_decode.ts). Not the cause of the
+  // masked decode's 3.1–3.4× dense's per-key time, which stays (BENCHMARKS.md, Spot's third run).
   let crow = b * P.mheads + mask_head(kvh * P.group);
   let nb = P.mcount[crow / 4u][crow % 4u];
 #else
