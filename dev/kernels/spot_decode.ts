@@ -19,7 +19,8 @@
  * LPRE: the chunk's whole list read into workgroup memory before the loop) and also with the count
  * read from the table (DecodeTune.uniformCount false), in the per-key form (that, and
  * preloadList false: each key reads its block's entry in global memory, the form before both) and
- * the STAGE form (DecodeTune.stageList). The patches edit the per-key form.
+ * the STAGE form (DecodeTune.stageList). The patches edit the per-key form. First, dense and fine-all
+ * at several split counts (withSplits): is the masked form's cost fewer workgroups resident at once?
  *
  *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
  */
@@ -128,6 +129,43 @@ function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key' | 'loaded-count
   try { return fn(); } finally { b.rt.run = run; }
 }
 
+/**
+ * Runs fn with the decode's chunks per kv head set to `per` (at most the default's: the partials
+ * are allocated for the default count), by rewriting the split pass's nsplit (and, unmasked, its
+ * chunk) and the combine's nsplit in each dispatch. Is the masked form's cost the number of
+ * workgroups resident at once (register pressure: fewer workgroups per SM, so more waves of them)?
+ * Then fewer chunks close the gap to dense.
+ */
+function withSplits<T>(b: WebGpuBackend, per: number, fn: () => T): T {
+  const run = b.rt.run;
+  b.rt.run = (d) => {
+    if (d.kernel.name === 'attention_decode') {
+      const w = Array.from(d.uniforms as ArrayLike<number>);
+      // DECODE_PARAMS: 12 attention words, then rows, nrows, lo, hi, chunk, nsplit.
+      const masked = !!d.variant.MASK;
+      let ns = Math.min(per, w[17]);
+      if (!masked) {
+        const blocks = Math.max(1, Math.ceil((w[15] - w[14]) / 128));
+        w[16] = Math.ceil(blocks / ns) * 128;
+        ns = Math.ceil((w[15] - w[14]) / w[16]);
+      }
+      w[17] = ns;
+      return run.call(b.rt, { ...d, uniforms: w, workgroups: [ns, d.workgroups[1], d.workgroups[2]] });
+    }
+    if (d.kernel.name === 'attention_combine') {
+      const w = Array.from(d.uniforms as ArrayLike<number>);
+      w[2] = lastSplits;
+      return run.call(b.rt, { ...d, uniforms: w });
+    }
+    return run.call(b.rt, d);
+  };
+  // The combine runs after its split pass: remember the split count the split pass got.
+  const inner = b.rt.run;
+  b.rt.run = (d) => { if (d.kernel.name === 'attention_decode') lastSplits = Math.min(per, (d.uniforms as ArrayLike<number>)[17]); return inner.call(b.rt, d); };
+  try { return fn(); } finally { b.rt.run = run; }
+}
+let lastSplits = 0;
+
 async function main(): Promise<void> {
   const b = await fon.initBackend('webgpu');
   if (!(b instanceof WebGpuBackend)) throw new Error('webgpu only');
@@ -141,6 +179,23 @@ async function main(): Promise<void> {
     console.log(`  ${t} dense dispatches: ${grids(() => { attention(q, k, v, { kvLength: t }); })}`);
     console.log(`  ${t} dense: ${dense.toFixed(3)} ms (${((4 * HKV * t * D) / dense / 1e6).toFixed(0)} GB/s of K and V)`);
     const ref = fon.keep(attention(q, k, v, { kvLength: t }));
+    {
+      // The split-count sweep: dense and fine-all (every block listed) at each chunks-per-kv-head count.
+      const { mask } = maskOf(b, 'fine-all', t);
+      for (const per of [6, 11, 17, 22, 33, 44, 55, 66, 83]) {
+        const row: string[] = [];
+        for (const [name, m] of [['dense', undefined], ['fine-all', mask]] as const) {
+          const call = () => attention(q, k, v, { kvLength: t, ...(m ? { mask: m } : {}) });
+          const out = withSplits(b, per, call);
+          const diff = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(ref, 'f32'))).data()) as Float32Array));
+          out.dispose();
+          const ms = await timeBatched(sync, () => withSplits(b, per, () => fon.tidy(() => { call(); })));
+          row.push(`${name} ${ms.toFixed(3)} ms (max |Δ| ${diff.toExponential(1)})`);
+        }
+        console.log(`  ${t} splits ${String(per).padStart(2)} a kv head (${per * HKV} workgroups): ${row.join(', ')}`);
+      }
+      mask.device.dispose();
+    }
     for (const form of ['fine-all', 'fine-head', 'fine-rand', 'fine-rand10', 'coarse-rand']) {
       const { mask, keys } = maskOf(b, form, t);
       // Check: against dense attention over the selected keys gathered into a compact cache.

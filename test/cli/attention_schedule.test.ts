@@ -4,7 +4,8 @@
  * grammar's errors by name; Lighthouse really runs in the first phase (the losses differ from
  * plain training there) and the switch comes at round(F · steps); a run stopped before the switch
  * and resumed follows the uninterrupted one exactly (log and weights); a model without the target's
- * layers, and --lighthouse without a schedule, are usage errors (exit 2, no stack trace).
+ * layers, and --lighthouse without a schedule, are usage errors (exit 2, no stack trace); recovery
+ * into sparse targets (local, fpa, focus) touches only those layers and samples afterwards.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -111,4 +112,20 @@ test('fon train --sample: a model of Lighthouse layers says it cannot decode (ex
   const recovered = run(...TRAIN, ...SCHEDULE, '--out', join(dir, 'recovered'), '--sample', '--sample-tokens', '8');
   assert.equal(recovered.code, 0, recovered.err);
   assert.match(recovered.out, /^sample:\n {2}\S/m);
+});
+
+test('fon train --attention-schedule into sparse targets (local, fpa, focus): only those layers run Lighthouse, then recover with their own attention; the checkpoint keeps their config and samples', () => {
+  const layers = [{ type: 'full' }, { type: 'local', window: 4 }, { type: 'fpa', walk: 'tanh' }, { type: 'focus', groups: 4, topK: 2, window: 4 }];
+  const mixed = join(dir, 'mixed.json');
+  writeFileSync(mixed, JSON.stringify({ ...TINY_MODEL_CONFIG, nLayers: 4, attention: layers }));
+  for (const [target, layer] of [['local', 1], ['fpa', 2], ['focus', 3]] as const) {
+    const out = join(dir, `sparse-${target}`);
+    const r = run(...TRAIN.map((x) => (x === config ? mixed : x)), '--attention-schedule', `lighthouse:0.5,${target}`, '--lighthouse', 'levels=2,pool=2,topk=4,tile=4', '--out', out, '--sample', '--sample-tokens', '4');
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.err, new RegExp(`--attention-schedule: layer ${layer} run Lighthouse \\(L=2, p=2, k=4\\) until step 3, then their own ${target} attention`));
+    assert.match(r.err, new RegExp(`step 3: Lighthouse ends; layers ${layer} recover with their own ${target} attention`));
+    assert.match(r.out, /^sample:\n {2}\S/m);
+    const saved = JSON.parse(readFileSync(join(out, 'step-000006', 'config.json'), 'utf8'));
+    assert.deepEqual(saved.attention.map((a: { type: string }) => a.type), ['full', 'local', 'fpa', 'focus'], 'the checkpoint keeps the model\'s own attention');
+  }
 });
