@@ -19,7 +19,8 @@
  * LPRE: the chunk's whole list read into workgroup memory before the loop) and also with the count
  * read from the table (DecodeTune.uniformCount false), in the per-key form (that, and
  * preloadList false: each key reads its block's entry in global memory, the form before both) and
- * the STAGE form (DecodeTune.stageList). The patches edit the per-key form. First, dense and fine-all
+ * the STAGE form (DecodeTune.stageList), and with every row loop written out (UR, DecodeTune.unrollRows;
+ * dense too). The patches edit the per-key form. First, dense and fine-all
  * at several split counts (withSplits): is the masked form's cost fewer workgroups resident at once?
  *
  *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
@@ -122,9 +123,9 @@ const kernelCache = new Map<string, Kernel>();
  * reads its count from the table into workgroup memory), per-key (that, and preloadList false: each
  * key reads its block's entry in global memory, the form before both) or STAGE (DecodeTune.stageList).
  */
-function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key' | 'loaded-count', fn: () => T): T {
+function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key' | 'loaded-count' | 'UR', fn: () => T): T {
   const run = b.rt.run;
-  const flags: Record<string, boolean> = form === 'STAGE' ? { STAGE: true, LPRE: false, UCOUNT: false } : form === 'per-key' ? { LPRE: false, UCOUNT: false } : { UCOUNT: false };
+  const flags: Record<string, boolean> = form === 'UR' ? { UR: true } : form === 'STAGE' ? { STAGE: true, LPRE: false, UCOUNT: false } : form === 'per-key' ? { LPRE: false, UCOUNT: false } : { UCOUNT: false };
   b.rt.run = (d) => run.call(b.rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, ...flags } } : d);
   try { return fn(); } finally { b.rt.run = run; }
 }
@@ -178,11 +179,13 @@ async function main(): Promise<void> {
     const grids = (fn: () => void) => b.rt.recordDispatches(() => fon.tidy(fn)).dispatches.map((d) => `${d.kernel} ${d.workgroups.join('×')}`).join(', ');
     console.log(`  ${t} dense dispatches: ${grids(() => { attention(q, k, v, { kvLength: t }); })}`);
     console.log(`  ${t} dense: ${dense.toFixed(3)} ms (${((4 * HKV * t * D) / dense / 1e6).toFixed(0)} GB/s of K and V)`);
+    const denseUr = await timeBatched(sync, () => listForm(b, 'UR', () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); })));
+    console.log(`  ${t} dense, rows written out (UR): ${denseUr.toFixed(3)} ms`);
     const ref = fon.keep(attention(q, k, v, { kvLength: t }));
     {
       // The split-count sweep: dense and fine-all (every block listed) at each chunks-per-kv-head count.
       const { mask } = maskOf(b, 'fine-all', t);
-      for (const per of [6, 11, 17, 22, 33, 44, 55, 66, 83]) {
+      for (const per of [11, 22, 33, 44, 66, 83]) {
         const row: string[] = [];
         for (const [name, m] of [['dense', undefined], ['fine-all', mask]] as const) {
           const call = () => attention(q, k, v, { kvLength: t, ...(m ? { mask: m } : {}) });
@@ -218,7 +221,7 @@ async function main(): Promise<void> {
       if (form.startsWith('fine')) {
         // The default above preloads the chunk's list (LPRE); STAGE reads a step's entries once into
         // workgroup memory; per-key reads a key's entry from global memory (the form before LPRE).
-        for (const [flag, what] of [['loaded-count', 'count from table'], ['per-key', 'per-key list'], ['STAGE', 'staged list']] as const) {
+        for (const [flag, what] of [['UR', 'rows written out'], ['loaded-count', 'count from table'], ['per-key', 'per-key list'], ['STAGE', 'staged list']] as const) {
           const out = listForm(b, flag, () => attention(q, k, v, { kvLength: t, mask }));
           const d3 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
           const sm = await timeBatched(sync, () => listForm(b, flag, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); })));

@@ -20,7 +20,7 @@ import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
-import { header, preprocess, type Variant } from '../wgsl.ts';
+import { header, preprocess, unrollLoops, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
 import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, maskConsts, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, maskUniforms, maskVariant, pow2AtLeast, uniforms } from './attention_common.ts';
 
@@ -46,10 +46,12 @@ const decodeKernel: Kernel = {
       kv,
       ...(v.MASK ? ['@group(0) @binding(7) var<storage, read> mask: array<i32>;', v.FINE ? maskConsts(v.MASK_KB as number) : MASK_CONSTS] : []),
     ].join('\n');
-    return preprocess(wgslSource('attention_decode'), {
+    const src = preprocess(wgslSource('attention_decode'), {
       ...v, DECODE_STEP: decodeStepSource(v), HEADER: head, COMMON: wgslSource('attention_common'),
       MASKING: v.MASK ? preprocess(wgslSource('attention_mask'), v) : '',
     });
+    // UR (experimental, DecodeTune.unrollRows): every loop over the RM query rows written out.
+    return v.UR ? unrollLoops(src, 'r', 'RM', v.RM as number) : src;
   },
 };
 
@@ -121,6 +123,7 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
     X: dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
     VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
     ...(tune.stageList ? { STAGE: true } : {}),
+    ...(tune.unrollRows ? { UR: true } : {}),
     // The mask's counts as uniforms (loop bounds the GPU's compiler sees as uniform) where their places are known.
     ...(a.mask ? { UCOUNT: !!a.mask.countAt && (tune.uniformCount ?? true) } : {}),
     // A fine mask's chunk list preloaded into workgroup memory (LPRE) unless a list form is asked for.
@@ -165,9 +168,11 @@ const LIST_MAX = 512;
  * (fine masks; the default, false: each key reads its block's entry from the list in global memory)
  * reads the chunk's whole list into workgroup memory before the loop; `uniformCount` (masks whose
  * count places are known; the default, false: each workgroup reads its count from the table into
- * workgroup memory) copies the mask's counts into the uniforms before the dispatch.
+ * workgroup memory) copies the mask's counts into the uniforms before the dispatch; `unrollRows`
+ * writes every loop over the query rows out (wgsl.ts unrollLoops), so that no row array's index is
+ * left to the GPU compiler's unrolling.
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean }
+export interface DecodeTune { unrollRows?: boolean; prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
