@@ -3,7 +3,7 @@
  * selectOpen's CPU reference against a sort of the open entries (top-K and top-p with a floor,
  * reserved ranges, scores with ties, dyadic masses so that every sum is exact in f32 and f64, and
  * log-masses), indexBlockScores against plain loops, flagsMaskTable against the host's mask, and
- * the WebGPU kernels against the CPU on the same inputs: rows longer than a workgroup, ties at the
+ * the WebGPU kernels against the CPU on the same inputs (indexBlockScores also with several lanes a key): rows longer than a workgroup, ties at the
  * boundary, p = 1, empty open ranges, a count past the open entries; bad arguments refused by name.
  * Run: VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json node --import tsx --test test/backend/webgpu_select.test.ts
  */
@@ -18,6 +18,9 @@ import { deviceMaskShape } from '../../src/attention/device_mask.ts';
 import { ArgumentError, ShapeError } from '../../src/errors.ts';
 import type { SelectArgs } from '../../src/backend/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
+import { ref, wrap } from '../../src/ops/run.ts';
+import type { GpuRef, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import { indexBlockScores as webgpuIndexBlockScores } from '../../src/backend/webgpu/kernels/index_scores.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
@@ -168,6 +171,28 @@ test('WebGPU indexBlockScores equals the CPU: f32 and f16 keys (16-byte loads wh
       assert.ok(worst < 1e-5, `${keyDtype} keys, ${key}: worst relative error ${worst}`);
     }
   }
+});
+
+test('WebGPU indexBlockScores with several lanes a key (IndexScoreTune.lanes: partial dots summed across a subgroup) equals the CPU: f16 keys, 2 and 4 lanes, a cache longer than the keys read [webgpu]', { skip: webgpuSkipReason() }, async () => {
+  const caps = (gpu as WebGpuBackend).caps;
+  let ran = 0;
+  for (const [lanes, d] of [[2, 32], [4, 32], [4, 64]] as const) {
+    if (!caps.subgroups || caps.subgroupMinSize < lanes) continue;
+    const [b, n, heads, tmax, l, pos] = [2, 3, 4, 700, 613, 600];
+    const c = indexInputs(cpu, b, n, heads, d, tmax, 'f16'), g = indexInputs(gpu!, b, n, heads, d, tmax, 'f16');
+    const rc = indexBlockScores(c.q, c.w, c.keys, { l, pos, block: 16, scale: 0.2 });
+    const be = gpu as WebGpuBackend, nb = Math.ceil(l / 16);
+    const [mx, lm] = webgpuIndexBlockScores(be, ref(g.q) as GpuRef, ref(g.w) as GpuRef, ref(g.keys) as GpuRef, { batch: b, n, heads, d, l, tmax, pos, block: 16, scale: 0.2 }, { lanes });
+    const got = { max: (await wrap(be, mx, [b, n, nb], 'f32').data()) as Float32Array, logMass: (await wrap(be, lm, [b, n, nb], 'f32').data()) as Float32Array };
+    for (const key of ['max', 'logMass'] as const) {
+      const x = got[key], y = rc[key].dataSync() as Float32Array;
+      let worst = 0;
+      for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]) / Math.max(1, Math.abs(y[i])));
+      assert.ok(worst < 1e-5, `${lanes} lanes, d ${d}, ${key}: worst relative error ${worst}`);
+    }
+    ran++;
+  }
+  assert.ok(ran > 0 || !caps.subgroups || caps.subgroupMinSize < 2, 'the several-lane form ran');
 });
 
 test('flagsMaskTable writes the table spotDecodeMask builds on the host: the same entries (whole and partial) and segment ids, in the device layout; WebGPU equals the CPU [webgpu where present]', async () => {

@@ -24,19 +24,31 @@ const indexKernel: Kernel = {
   name: 'index_scores',
   source: (v, caps) => {
     const out: Binding[] = [{ name: 'q', dtype: 'f32' }, { name: 'w', dtype: 'f32' }, { name: 'mx', dtype: 'f32', write: true }, { name: 'lm', dtype: 'f32', write: true }];
-    const head = v.K8 ? [header(out, caps.f16, PARAMS), k8Loader(v.K as DType, 5)].join('\n') : header([...out, { name: 'k', dtype: v.K as DType }], caps.f16, PARAMS);
+    const head = v.K8 ? [v.COOP ? 'enable subgroups;' : '', header(out, caps.f16, PARAMS), k8Loader(v.K as DType, 5)].join('\n') : header([...out, { name: 'k', dtype: v.K as DType }], caps.f16, PARAMS);
     return preprocess(wgslSource('index_scores'), { ...v, HEADER: head });
   },
 };
 
-export function indexBlockScores(be: WebGpuBackend, q: GpuRef, w: GpuRef, keys: GpuRef, a: IndexScoreArgs): [GpuHandle, GpuHandle] {
+/**
+ * Experimental forms of index_scores (dev/kernels/index_scores.ts times them): `lanes` G > 1 scores
+ * each key with G lanes of one subgroup (COOP; 16-bit keys, d a multiple of 8·G, subgroups of at
+ * least G lanes), else one lane a key.
+ */
+export interface IndexScoreTune { lanes?: number }
+
+export function indexBlockScores(be: WebGpuBackend, q: GpuRef, w: GpuRef, keys: GpuRef, a: IndexScoreArgs, tune: IndexScoreTune = {}): [GpuHandle, GpuHandle] {
   const rows = a.batch * a.n, nb = Math.ceil(a.l / a.block);
   if (CHUNK % a.block !== 0 || a.heads > 16 || a.heads * a.d > 4096) throw new UnsupportedError(`webgpu: indexBlockScores takes blocks dividing ${CHUNK}, at most 16 heads and 4096 query values; got block ${a.block}, ${a.heads} × ${a.d}`);
+  const k8 = keys.dtype !== 'f32' && a.d % 8 === 0;
+  const g = tune.lanes ?? 1;
+  if (g > 1 && !(k8 && [2, 4, 8, 16].includes(g) && (a.d / 8) % g === 0 && be.caps.subgroups && be.caps.subgroupMinSize >= g)) {
+    throw new UnsupportedError(`webgpu: indexBlockScores with ${g} lanes a key needs 16-bit keys of a dim divisible by ${8 * g} and subgroups of at least ${g} lanes; got ${keys.dtype} keys of dim ${a.d}, subgroups ${be.caps.subgroups ? `of ${be.caps.subgroupMinSize}+` : 'none'}`);
+  }
   const mx = be.alloc('f32', rows * nb, 'indexBlockScores (max)'), lm = be.alloc('f32', rows * nb, 'indexBlockScores (log mass)');
   if (rows * nb === 0) return [mx, lm];
   const chunks = Math.ceil(a.l / CHUNK);
   be.rt.run({
-    kernel: indexKernel, variant: { K: keys.dtype, HEADS: a.heads, BLOCK: a.block, QW: a.heads * a.d, K8: keys.dtype !== 'f32' && a.d % 8 === 0, DK: a.d },
+    kernel: indexKernel, variant: { K: keys.dtype, HEADS: a.heads, BLOCK: a.block, QW: a.heads * a.d, K8: k8, DK: a.d, ...(g > 1 ? { COOP: true, G: g } : {}) },
     uniforms: [rows, a.n, a.d, a.l, a.tmax, a.pos, nb, f32bits(a.scale)], buffers: [q.h.buffer, w.h.buffer, mx.buffer, lm.buffer, keys.h.buffer],
     workgroups: [chunks, Math.min(rows, 65535), Math.ceil(rows / 65535)],
   });

@@ -10,10 +10,91 @@ const HEADS: u32 = {{HEADS}}u;
 const BLOCK: u32 = {{BLOCK}}u;
 const HIDDEN: f32 = -3.0e38; // a key the row does not see (scores never come near it)
 
-var<workgroup> qs: array<f32, {{QW}}>;
 var<workgroup> ws: array<f32, HEADS>;
 var<workgroup> sc: array<f32, WG>;
+#if COOP
+// COOP (experimental, IndexScoreTune.lanes): G lanes a key, lanes j … of one subgroup: lane j reads
+// the key's 16-byte words j, j + G, … (a subgroup's loads cover whole rows, contiguous), dots its
+// share with the query (in workgroup memory as vec4s), and the G partial dots are summed by
+// subgroupShuffleXor; each loop step scores WG / G keys, G steps a chunk. K8 keys only.
+const G: u32 = {{G}}u;
+var<workgroup> qv: array<vec4<f32>, {{QW}} / 4>;
+#else
+var<workgroup> qs: array<f32, {{QW}}>;
+#endif
 
+// The block reduction after the chunk's scores are in sc: one invocation per block of BLOCK keys.
+fn blocks_out(chunk: u32, row: u32, lid: u32, live: bool) {
+  let j = chunk * (WG / BLOCK) + lid;
+  if (live && lid < WG / BLOCK && j < P.nb) {
+    var m = HIDDEN;
+    for (var u = 0u; u < BLOCK; u++) { m = max(m, sc[lid * BLOCK + u]); }
+    var outMax = -1e30;
+    var outLog = -1e30;
+    if (m > -2.0e38) {
+      var z = 0.0;
+      for (var u = 0u; u < BLOCK; u++) {
+        let v = sc[lid * BLOCK + u];
+        if (v > -2.0e38) { z += exp(v - m); }
+      }
+      outMax = m;
+      outLog = m + log(z);
+    }
+    st_mx(row * P.nb + j, outMax);
+    st_lm(row * P.nb + j, outLog);
+  }
+}
+
+#if COOP
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let chunk = wid.x;
+  let row = wid.y + wid.z * 65535u;
+  let live = row < P.rows;
+  let hd = HEADS * P.d;
+  if (live) {
+    for (var e = lid; e < hd / 4u; e += WG) { qv[e] = vec4<f32>(ld_q(row * hd + 4u * e), ld_q(row * hd + 4u * e + 1u), ld_q(row * hd + 4u * e + 2u), ld_q(row * hd + 4u * e + 3u)); }
+    if (lid < HEADS) { ws[lid] = ld_w(row * HEADS + lid); }
+  }
+  workgroupBarrier();
+  let b = row / max(P.n, 1u);
+  let p = P.pos + row % max(P.n, 1u);
+  let grp = lid / G;
+  let lane = lid % G;
+  for (var it = 0u; it < G; it++) {
+    let t = chunk * WG + it * (WG / G) + grp;
+    // Past the keys read, the last one is read again (no branch around the loads or the shuffles).
+    let base = (b * P.tmax + min(t, P.l - 1u)) * {{DK}}u;
+    var dots: array<f32, HEADS>;
+    for (var h = 0u; h < HEADS; h++) { dots[h] = 0.0; }
+    for (var c8 = lane; c8 < {{DK}}u / 8u; c8 += G) {
+      let wv = k[(base >> 3u) + c8];
+      let lo = up4(wv.xy);
+      let hi = up4(wv.zw);
+      for (var h = 0u; h < HEADS; h++) {
+        let o = (h * {{DK}}u + 8u * c8) / 4u;
+        dots[h] += dot(qv[o], lo) + dot(qv[o + 1u], hi);
+      }
+    }
+    for (var h = 0u; h < HEADS; h++) {
+      if (G > 1u) { dots[h] += subgroupShuffleXor(dots[h], 1u); }
+      if (G > 2u) { dots[h] += subgroupShuffleXor(dots[h], 2u); }
+      if (G > 4u) { dots[h] += subgroupShuffleXor(dots[h], 4u); }
+      if (G > 8u) { dots[h] += subgroupShuffleXor(dots[h], 8u); }
+    }
+    if (lane == 0u) {
+      var s = HIDDEN;
+      if (live && t < P.l && t <= p) {
+        s = 0.0;
+        for (var h = 0u; h < HEADS; h++) { s += ws[h] * max(0.0, P.scale * dots[h]); }
+      }
+      sc[it * (WG / G) + grp] = s;
+    }
+  }
+  workgroupBarrier();
+  blocks_out(chunk, row, lid, live);
+}
+#else
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let chunk = wid.x;
@@ -55,22 +136,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   sc[lid] = s;
   workgroupBarrier();
-  let j = chunk * (WG / BLOCK) + lid;
-  if (live && lid < WG / BLOCK && j < P.nb) {
-    var m = HIDDEN;
-    for (var u = 0u; u < BLOCK; u++) { m = max(m, sc[lid * BLOCK + u]); }
-    var outMax = -1e30;
-    var outLog = -1e30;
-    if (m > -2.0e38) {
-      var z = 0.0;
-      for (var u = 0u; u < BLOCK; u++) {
-        let v = sc[lid * BLOCK + u];
-        if (v > -2.0e38) { z += exp(v - m); }
-      }
-      outMax = m;
-      outLog = m + log(z);
-    }
-    st_mx(row * P.nb + j, outMax);
-    st_lm(row * P.nb + j, outLog);
-  }
+  blocks_out(chunk, row, lid, live);
 }
+#endif
