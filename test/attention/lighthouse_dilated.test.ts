@@ -1,0 +1,48 @@
+/**
+ * Lighthouse's `dilated` scorer (attention/lighthouse/dilated.ts, specs/lighthouse_fon.md §1.4)
+ * against plain loops: pseudo-head (r, h) attends causally over tokens r, r + δ, … of head h, as
+ * (q, k, v) for s^QK and as (k, q, v) for s^KQ, and each token scores the L2 norm of its output;
+ * a length that is not a multiple of δ (padded) gives the same scores for the real tokens as the
+ * loops over them alone; the scores carry no gradient.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fon from '../../src/index.ts';
+import { dilatedTokenScores } from '../../src/attention/lighthouse/dilated.ts';
+
+const cpu = await fon.initBackend('cpu');
+
+/** Loops: the scores of (a, b, v) (B, H, N, D) flattened, a the queries and b the keys of each pseudo-head. */
+function reference(a: Float32Array, bk: Float32Array, v: Float32Array, [B, H, N, D]: number[], delta: number): Float32Array {
+  const out = new Float32Array(B * H * N);
+  const at = (x: Float32Array, b: number, h: number, t: number, e: number) => x[((b * H + h) * N + t) * D + e];
+  for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) for (let t = 0; t < N; t++) {
+    const seen: number[] = [];
+    for (let j = t % delta; j <= t; j += delta) seen.push(j);
+    const logits = seen.map((j) => { let s = 0; for (let e = 0; e < D; e++) s += at(a, b, h, t, e) * at(bk, b, h, j, e); return s / Math.sqrt(D); });
+    const m = Math.max(...logits), w = logits.map((x) => Math.exp(x - m)), z = w.reduce((x, y) => x + y, 0);
+    let norm = 0;
+    for (let e = 0; e < D; e++) { let o = 0; seen.forEach((j, i) => { o += (w[i] / z) * at(v, b, h, j, e); }); norm += o * o; }
+    out[(b * H + h) * N + t] = Math.sqrt(norm);
+  }
+  return out;
+}
+
+for (const [shape, delta] of [[[1, 2, 16, 8], 4], [[2, 1, 13, 4], 4], [[1, 3, 9, 6], 2]] as const) {
+  test(`the dilated scorer equals loops over pseudo-heads: shape ${shape.join('×')}, δ ${delta}${shape[2] % delta ? ' (padded)' : ''}`, () => {
+    const q = fon.randn([...shape], { seed: 1, backend: cpu }), k = fon.randn([...shape], { seed: 2, backend: cpu }), v = fon.randn([...shape], { seed: 3, backend: cpu });
+    const [Q, K, V] = [q, k, v].map((x) => x.dataSync() as Float32Array);
+    const { qk, kq } = dilatedTokenScores(q, k, v, delta);
+    assert.deepEqual(qk.shape, [shape[0], shape[1], shape[2]]);
+    for (const [got, want, what] of [[qk, reference(Q, K, V, [...shape], delta), 'qk'], [kq, reference(K, Q, V, [...shape], delta), 'kq']] as const) {
+      const g = got.dataSync() as Float32Array;
+      for (let i = 0; i < g.length; i++) assert.ok(Math.abs(g[i] - want[i]) < 1e-5, `${what}[${i}]: ${g[i]} against ${want[i]}`);
+    }
+  });
+}
+
+test('the dilated scores carry no gradient', () => {
+  const q = fon.randn([1, 1, 8, 4], { seed: 1, backend: cpu, requiresGrad: true });
+  const { qk } = dilatedTokenScores(q, q, q);
+  assert.equal(qk.requiresGrad, false);
+});
