@@ -5,7 +5,9 @@
  *   lighthouse   Lighthouse Attention in every layer for the first `--fraction` of the steps, then
  *                full attention (train/attention_schedule.ts: one optimizer and one schedule
  *                throughout, the switch changes only the layers' mechanism);
- * equal tokens. Per arm and seed: the training time (first phase and in all), the training loss
+ * equal tokens. `--target` trains another target than full attention (item 4c, recovery into a
+ * sparse target): `local:W` (a sliding window of W), `fox` or `fpa`; the first arm then runs the
+ * target throughout and the second Lighthouse then the target. Per arm and seed: the training time (first phase and in all), the training loss
  * of every step, and the validation loss and bits per byte after the last step (FON's evaluate()).
  * The table gives means ± standard errors over the seeds and the paper's claims beside them
  * (1.4–1.7× less total training time; a final loss after recovery at or below dense's); the plot
@@ -14,7 +16,7 @@
  *   node --import tsx experiments/lighthouse.ts [--backend auto] [--seeds 1,2,3] [--context 8192]
  *     [--steps 200] [--batch 2] [--fraction 0.8] [--levels 3] [--pool 4] [--topk 512] [--tile 128]
  *     [--layers 4] [--d-model 256] [--heads 4] [--head-dim 64] [--mlp-hidden 768] [--lr 0.002]
- *     [--eval-windows 8] [--json experiments/results/lighthouse.json]
+ *     [--eval-windows 8] [--target full|local:W|fox|fpa] [--json experiments/results/lighthouse.json]
  */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
@@ -51,25 +53,28 @@ async function main(): Promise<void> {
       topk: { type: 'string', default: '512' }, tile: { type: 'string', default: '128' },
       layers: { type: 'string', default: '4' }, 'd-model': { type: 'string', default: '256' }, heads: { type: 'string', default: '4' },
       'head-dim': { type: 'string', default: '64' }, 'mlp-hidden': { type: 'string', default: '768' }, lr: { type: 'string', default: '0.002' },
-      'eval-windows': { type: 'string', default: '8' }, json: { type: 'string' },
+      'eval-windows': { type: 'string', default: '8' }, target: { type: 'string', default: 'full' }, json: { type: 'string' },
     },
   });
   const seeds = parseSeeds(f.seeds!);
   const context = intFlag('context', f.context, 2), steps = intFlag('steps', f.steps, 2), batch = intFlag('batch', f.batch);
   const fraction = numberFlag('fraction', f.fraction, 1e-9, 1 - 1e-9), lr = numberFlag('lr', f.lr, 1e-7, 1), evalLimit = intFlag('eval-windows', f['eval-windows'], 0);
   const lighthouse = parseLayerAttention({ type: 'lighthouse', levels: intFlag('levels', f.levels), pool: intFlag('pool', f.pool, 2), topk: intFlag('topk', f.topk), tile: intFlag('tile', f.tile) }, '--levels/--pool/--topk/--tile') as LighthouseSpec;
-  const schedule: AttentionSchedule = { fraction, target: 'full', lighthouse };
+  const target = targetLayer(f.target!);
+  const schedule: AttentionSchedule = { fraction, target: target.type, lighthouse };
+  const targetName = f.target === 'full' ? 'dense' : f.target!;
   const tok = byteTokenizer();
   const cfg = parseModelConfig({
     vocabSize: tok.vocabSize, contextLength: context, positions: 'rope', dModel: intFlag('d-model', f['d-model']), nLayers: intFlag('layers', f.layers),
     nHeads: intFlag('heads', f.heads), nKvHeads: intFlag('heads', f.heads), headDim: intFlag('head-dim', f['head-dim']), mlpHidden: intFlag('mlp-hidden', f['mlp-hidden']),
+    ...(target.type === 'full' ? {} : { attention: [target] }),
   });
   const backend = await backendFlag(f.backend!);
   const corpus = await loadCorpus(f.data!);
   const stores = await corpus.tokenStores(tok, context);
   const byteLengths = tokenByteLengths(tok, cfg.vocabSize);
   const at = switchStep(schedule, steps);
-  console.error(`lighthouse experiment on ${backend.name}: seeds ${seeds.join(', ')}; ${steps} steps of ${batch} × ${context} on ${corpus.name}; Lighthouse (L=${lighthouse.levels}, p=${lighthouse.pool}, k=${lighthouse.topk}, tile ${lighthouse.tile}) for steps 1 … ${at}, then full`);
+  console.error(`lighthouse experiment on ${backend.name}: seeds ${seeds.join(', ')}; ${steps} steps of ${batch} × ${context} on ${corpus.name}; Lighthouse (L=${lighthouse.levels}, p=${lighthouse.pool}, k=${lighthouse.topk}, tile ${lighthouse.tile}) for steps 1 … ${at}, then ${f.target}`);
 
   const runs: ArmRun[] = [];
   try {
@@ -116,18 +121,26 @@ async function main(): Promise<void> {
   const ratios = seeds.map((s) => dense.find((r) => r.seed === s)!.seconds / lh.find((r) => r.seed === s)!.seconds);
   const lossGap = seeds.map((s) => lh.find((r) => r.seed === s)!.valLoss - dense.find((r) => r.seed === s)!.valLoss);
   const table = markdownTable(['arm', 'seeds', 'training s', 'first phase s', 'final train loss', 'validation loss', 'bits per byte'],
-    (['dense', 'lighthouse'] as Arm[]).map((arm) => { const r = of(arm); return [arm === 'dense' ? 'dense' : `lighthouse ${fraction} → full`, String(r.length), fmt(r.map((x) => x.seconds), 1), arm === 'dense' ? '—' : fmt(r.map((x) => x.firstPhaseSeconds), 1), fmt(r.map((x) => x.trainLoss), 4), fmt(r.map((x) => x.valLoss), 4), fmt(r.map((x) => x.valBpb), 3)]; }));
+    (['dense', 'lighthouse'] as Arm[]).map((arm) => { const r = of(arm); return [arm === 'dense' ? targetName : `lighthouse ${fraction} → ${f.target}`, String(r.length), fmt(r.map((x) => x.seconds), 1), arm === 'dense' ? '—' : fmt(r.map((x) => x.firstPhaseSeconds), 1), fmt(r.map((x) => x.trainLoss), 4), fmt(r.map((x) => x.valLoss), 4), fmt(r.map((x) => x.valBpb), 3)]; }));
   const speed = meanSe(ratios), gap = meanSe(lossGap);
   const claims = markdownTable(['claim (paper)', 'ours', 'verdict'], [
     ['1.4–1.7× less total training time', `${speed.mean.toFixed(2)} ± ${speed.se.toFixed(2)}×`, speed.mean >= 1.4 ? 'holds' : 'does not hold'],
-    ['final loss after recovery at or below dense', `Δ validation loss ${gap.mean >= 0 ? '+' : ''}${gap.mean.toFixed(4)} ± ${gap.se.toFixed(4)} nats`, gap.mean <= gap.se ? 'holds (within one standard error or below)' : 'does not hold'],
+    [`final loss after recovery at or below ${targetName}'s`, `Δ validation loss ${gap.mean >= 0 ? '+' : ''}${gap.mean.toFixed(4)} ± ${gap.se.toFixed(4)} nats`, gap.mean <= gap.se ? 'holds (within one standard error or below)' : 'does not hold'],
   ]);
   console.log(`${table}\n\n${claims}`);
   if (f.json) {
-    writeJson(f.json, { experiment: 'lighthouse', command: commandLine(), backend: backend.name, seeds, settings: { context, steps, batch, fraction, switchStep: at, lr, evalWindows: evalLimit, lighthouse, model: cfg }, runs, speedup: speed, lossGap: gap });
-    const curve = (arm: Arm) => ({ name: arm === 'dense' ? 'dense' : `lighthouse → full at step ${at}`, points: Array.from({ length: steps }, (_, i) => [i + 1, mean(of(arm).map((r) => r.losses[i]))] as [number, number]) });
+    writeJson(f.json, { experiment: 'lighthouse', command: commandLine(), backend: backend.name, seeds, settings: { target: f.target, context, steps, batch, fraction, switchStep: at, lr, evalWindows: evalLimit, lighthouse, model: cfg }, runs, speedup: speed, lossGap: gap });
+    const curve = (arm: Arm) => ({ name: arm === 'dense' ? targetName : `lighthouse → ${f.target} at step ${at}`, points: Array.from({ length: steps }, (_, i) => [i + 1, mean(of(arm).map((r) => r.losses[i]))] as [number, number]) });
     writeFileSync(f.json.replace(/\.json$/, '') + '-loss.svg', linePlot({ title: `Training loss, ${context} tokens (mean of ${seeds.length} seed${seeds.length === 1 ? '' : 's'})`, xLabel: 'step', yLabel: 'loss (nats/token)', series: [curve('dense'), curve('lighthouse')] }));
   }
+}
+
+/** --target: the layers' own attention that Lighthouse recovers into (full, local:W, fox or fpa). */
+function targetLayer(s: string): { type: 'full' | 'local' | 'fox' | 'fpa'; window?: number } {
+  const [type, w] = s.split(':');
+  if (type === 'local' && w !== undefined) return { type, window: intFlag('target window', w, 1) };
+  if ((type === 'full' || type === 'fox' || type === 'fpa') && w === undefined) return { type };
+  throw new ArgumentError(`--target "${s}": expected full, local:W (a window of W tokens), fox or fpa`);
 }
 
 await main();

@@ -324,6 +324,18 @@ describe('scripts end to end (cpu, tiny settings)', () => {
     assert.ok(existsSync(join(dir, 'lighthouse-loss.svg')));
   });
 
+  it('lighthouse into a sparse target (--target local:16): the first arm runs the target throughout, the second recovers into it', () => {
+    const { out, json } = run('lighthouse', ['--seeds', '1', '--context', '64', '--steps', '4', '--batch', '2', '--fraction', '0.5', '--levels', '2', '--pool', '2', '--topk', '8', '--tile', '4', '--layers', '1', '--eval-windows', '2', '--target', 'local:16']);
+    assert.match(out, /\| local:16 +\| 1 +\|/);
+    assert.match(out, /\| lighthouse 0\.5 → local:16 \| 1 +\|/);
+    assert.match(out, /\| final loss after recovery at or below local:16's \|/);
+    assert.equal(json.settings.target, 'local:16');
+    assert.deepEqual(json.settings.model.attention.map((a: { type: string; window?: number }) => [a.type, a.window]), [['local', 16]]);
+    const bad = spawnSync(process.execPath, ['--import', 'tsx', 'experiments/lighthouse.ts', '--target', 'local'], { encoding: 'utf8', timeout: 60_000 });
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /--target "local": expected full, local:W \(a window of W tokens\), fox or fpa/);
+  });
+
   it('passkey', () => {
     const { out, err, json } = run('passkey', ['--seeds', '1', '--steps', '2', '--batch', '2', '--length', '96', '--layers', '1', '--multiples', '1,2', '--depths', '0.1,0.9', '--trials', '1']);
     assert.match(out, /fpa-evict/);
