@@ -63,6 +63,20 @@ export function lighthouseSelection(q: Tensor, k: Tensor, o: LighthouseOptions):
 }
 
 /**
+ * x (B, H, N, D) → the rows `sel` gathers, (B, H, S, D) in causal order: padded to Np with zero
+ * rows, pooled into the pyramid (§1.3), gathered (differentiable in x; the gradient goes back through
+ * the selection's inverse).
+ */
+export function lighthouseGather(x: Tensor, sel: LighthouseSelection): Tensor {
+  const g = sel.geometry;
+  const padded = padRows(x, g.padded); // (B, H, Np, D)
+  const pyramid = lighthousePyramid(padded, g); // (B, H, total, D)
+  const picked = gatherDistinctRows(pyramid, sel.rows, sel.inverse, 2); // (B, H, S, D)
+  for (const t of new Set([padded, pyramid])) if (t !== x) t.dispose();
+  return picked;
+}
+
+/**
  * Lighthouse attention of q (B, H, N, D), k and v (B, Hkv, N, D) → (B, H, N, D), differentiable
  * in q, k and v. `selection` (from lighthouseSelection over the same shapes) freezes the cascade's
  * choice; absent, it is made from q and k.
@@ -73,18 +87,10 @@ export function lighthouseAttention(q: Tensor, k: Tensor, v: Tensor, o: Lighthou
   if (selection && (g.n !== n || selection.lists !== b * h)) throw new ArgumentError(`lighthouse: the frozen selection was made for ${selection.lists} lists of ${g.n} tokens, not ${b}·${h} of ${n}`);
   const sel = selection ?? makeSelection(q, k, g);
   const kh = repeatHeads(k, h), vh = repeatHeads(v, h);
-  const temps: Tensor[] = [];
-  const gatherOne = (x: Tensor): Tensor => {
-    const padded = padRows(x, g.padded); // (B, H, Np, D)
-    const pyramid = lighthousePyramid(padded, g); // (B, H, total, D)
-    const picked = gatherDistinctRows(pyramid, sel.rows, sel.inverse, 2); // (B, H, S, D), causal order
-    for (const t of new Set([padded, pyramid])) if (t !== x) temps.push(t);
-    return picked;
-  };
-  const qs = gatherOne(q), ks = gatherOne(kh), vs = gatherOne(vh);
+  const qs = lighthouseGather(q, sel), ks = lighthouseGather(kh, sel), vs = lighthouseGather(vh, sel); // (B, H, S, D) each, causal order
   const os = attention(qs, ks, vs, { causal: true, scale: 1 / Math.sqrt(d) }); // (B, H, S, D)
   const y = lighthouseScatter(os, sel); // (B, H, N, D)
-  for (const t of [...temps, qs, ks, vs, os]) t.dispose();
+  for (const t of [qs, ks, vs, os]) t.dispose();
   if (kh !== k) kh.dispose();
   if (vh !== v) vh.dispose();
   if (sel !== selection) sel.dispose();
