@@ -23,7 +23,10 @@
 import { ArgumentError } from '../../errors.ts';
 import { lighthouseLayout } from '../../backend/lighthouse_layout.ts';
 
-/** The scorers FON implements (§1.4): `norm` only; `dilated` and `gla` are left for later. */
+/**
+ * The scorers FON implements (§1.4): `norm` only, ranking by the squared token norm (the same order;
+ * backend/cpu/lighthouse.ts says why); `dilated` and `gla` are left for later.
+ */
 export const LIGHTHOUSE_SCORERS = ['norm'] as const;
 export type LighthouseScorer = (typeof LIGHTHOUSE_SCORERS)[number];
 
