@@ -104,7 +104,7 @@ test('invertRows, gatherDistinctRows and scatterDistinctRows on webgpu equal the
   assert.deepEqual(await rowsOf(inv(gpu!)), want);
   for (let s = 0; s < lists; s++) for (let j = 0; j < m; j++) assert.equal(want[s * n + rows[s * m + j]], j);
   assert.equal(want.filter((x) => x === m).length, lists * (n - m), 'rows not listed hold M');
-  // x (lists, 2 heads sharing a list … no: one list per (b, h) here), gathered and scattered back, with gradients.
+  // x (lists, n, 5), one row list per leading entry: gathered, weighted, scattered back, with the gradient of x.
   const xv = values([lists, n, 5], 3, 'float'), wv = values([lists, m, 5], 4, 'float'), w2 = values([lists, n, 5], 8, 'float');
   const run = async (b: Backend) => {
     const x = fon.tensor(xv, [lists, n, 5], { backend: b, requiresGrad: true });
