@@ -9,6 +9,7 @@
  */
 import type { Precision } from '../tensor/autocast.ts';
 import type { AnyHostArray, DType, FloatDType } from '../tensor/dtype.ts';
+import type { LighthouseShape } from './lighthouse_layout.ts';
 
 /** A kernel's view of a tensor: the backend's own handle plus what the op layer knows of it. */
 export interface Ref<H> {
@@ -45,6 +46,17 @@ export interface SelectArgs { rows: number; n: number; valid: number; low: numbe
  * blocks), one query row per batch entry at position kvLength − 1, whose mask block is listed last.
  */
 export interface FlagsMaskArgs { batch: number; valid: number; fine: number; per: number; tk: number; kBlocks: number; kvLength: number }
+
+/**
+ * Backend.lighthouseSelect's shape (specs/lighthouse_fon.md §1.4–§1.5; the arithmetic of
+ * LighthouseShape is backend/lighthouse_layout.ts): `lists` = B·H query lists of n tokens of width
+ * d, key list ⌊s/group⌋ for query list s (GQA: group = H/Hkv), `qk` of each tile's `tile` refined
+ * entries chosen by the query scores.
+ */
+export interface LighthouseSelectArgs extends LighthouseShape { lists: number; group: number; d: number; qk: number }
+
+/** Backend.invertRows' shape: `lists` lists of m rows, each row in [0, n) and distinct within its list. */
+export interface InvertRowsArgs { lists: number; m: number; n: number }
 
 export interface IndexScoreArgs { batch: number; n: number; heads: number; d: number; l: number; tmax: number; pos: number; block: number; scale: number }
 
@@ -252,6 +264,22 @@ export interface Kernels<H> {
    * [max, logMass] (rows, ⌈l/block⌉) f32, −1e30 where a block holds no visible key.
    */
   indexBlockScores(q: Ref<H>, w: Ref<H>, keys: Ref<H>, args: IndexScoreArgs): [H, H];
+  /**
+   * Lighthouse's selection (specs/lighthouse_fon.md §1.4–§1.5), no gradient: q (lists, n, d) and k
+   * (lists/group, n, d) of any float dtype → the gathered pyramid rows, i32 (lists, S), in causal
+   * order. Scores: the squared L2 norm of each token's q (s^QK) and k (s^KQ), summed in f32 in index
+   * order, 0 for padded tokens, max-pooled over each entry's window. Per tile and level, the `qk`
+   * candidates with the largest s^QK and then the `tile − qk` others with the largest s^KQ are
+   * refined (every candidate where there are no more than `tile`), ties to the lower index; the
+   * rows are ordered by lighthouseSortKey. Equal scores give equal rows on every backend.
+   */
+  lighthouseSelect(q: Ref<H>, k: Ref<H>, args: LighthouseSelectArgs): H;
+  /**
+   * The inverse of row lists: rows i32 (lists, m), distinct within a list, each in [0, n) → i32
+   * (lists, n) holding, for each row r, the place j where rows[list, j] = r, or m where r is not
+   * listed. The CPU throws on a repeated or out-of-range row; the GPU's result is then undefined.
+   */
+  invertRows(rows: Ref<H>, args: InvertRowsArgs): H;
   /**
    * INT4 microscale codes of x (rows, d), d a multiple of 32 (backend/cpu/int4.ts): codes i32
    * (rows, d/8), eight 4-bit codes c + 8 a word, and one scale per group of 32, max|x|/7 rounded to

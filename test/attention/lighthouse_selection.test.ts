@@ -2,16 +2,21 @@
  * Lighthouse's geometry and selection (attention/lighthouse, specs/lighthouse_fon.md §1.5–§1.7,
  * §1.14): the gathered length S against the formula, the cascade on a hand-worked case, the causal
  * order of §1.6 (window ends never decrease along the gathered sequence), the integer sort keys,
- * the scatter's fan-in (≤ L, every position from c_L − 1 on covered), and the padded tail.
+ * the scatter-back (each entry to exactly its range R(m); fan-in ≤ L, every position from c_L − 1
+ * on covered), and the padded tail. The cascade here is the CPU reference
+ * (backend/cpu/lighthouse.ts); test/attention/lighthouse_webgpu.test.ts holds the WebGPU kernels to it.
  * Run: node --import tsx --test test/attention/lighthouse_selection.test.ts
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { lighthouseGeometry, levelOf, LIGHTHOUSE_DEFAULTS, type LighthouseGeometry, type LighthouseOptions } from '../../src/attention/lighthouse/geometry.ts';
-import { selectRows, sortKey } from '../../src/attention/lighthouse/selection.ts';
-import { fanInRows } from '../../src/attention/lighthouse/scatter.ts';
-import { levelScores } from '../../src/attention/lighthouse/scores.ts';
+import { levelScores, selectRows } from '../../src/backend/cpu/lighthouse.ts';
+import { lighthouseSortKey as sortKey } from '../../src/backend/lighthouse_layout.ts';
+import { lighthouseScatter } from '../../src/attention/lighthouse/scatter.ts';
+import type { LighthouseSelection } from '../../src/attention/lighthouse/selection.ts';
+import { invertRows } from '../../src/ops/indexing.ts';
 import { uniformArray } from '../../src/ops/random.ts';
+import * as fon from '../../src/index.ts';
 
 const opts = (o: Partial<LighthouseOptions>): LighthouseOptions => ({ ...LIGHTHOUSE_DEFAULTS, ...o, qk: o.qk ?? Math.floor((o.tile ?? 128) / 2) });
 
@@ -79,25 +84,35 @@ test('integer keys stay exact where float32 keys collide (N = 2^22, L = 4)', () 
   assert.equal(Math.fround((n - 2 ** -3)), n, 'in float32 the level-4 parent key c·(i+1) − 2^(1−L) rounds onto the next window start');
 });
 
-test('the scatter fan-in: at most one entry per level and position, every position from c_L − 1 on covered, the first c_L − 1 only if refined', () => {
+/** A selection (host rows of one list) as the layer takes it: rows and their inverse on the CPU backend. */
+function selectionOf(g: LighthouseGeometry, rows: Int32Array): LighthouseSelection {
+  const r = fon.tensor(rows, [1, g.gathered], { dtype: 'i32' });
+  const inverse = invertRows(r, g.total);
+  return { geometry: g, rows: r, inverse, lists: 1, dispose: () => { r.dispose(); inverse.dispose(); } };
+}
+
+test('the scatter-back (§1.7): entry m delivers to exactly R(m) = [c(i+1) − 1, c(i+2) − 2] ∩ [0, N); at most one entry per level and position; every position from c_L − 1 on covered', () => {
   for (const [n, o] of cases.slice(0, 4)) {
     const g = lighthouseGeometry(n, opts(o));
-    const rows = randomRows(g, 7 * n);
-    const fan = fanInRows({ geometry: g, rows, lists: 1 });
+    const rows = randomRows(g, 7 * n), S = g.gathered;
+    const sel = selectionOf(g, rows);
+    const eye = new Float32Array(S * S);
+    for (let m = 0; m < S; m++) eye[m * S + m] = 1;
+    // Õ = the identity: y[t, m] = 1 exactly where entry m delivers to position t.
+    const y = lighthouseScatter(fon.tensor(eye, [1, 1, S, S]), sel).dataSync() as Float32Array;
+    const perLevel = new Int32Array(g.levels * n);
+    for (let m = 0; m < S; m++) {
+      const [, end] = windowOf(g, rows[m]), l = levelOf(g, rows[m]), c = g.span[l - 1];
+      for (let t = 0; t < n; t++) {
+        const want = t >= end && t <= end + c - 1 ? 1 : 0;
+        if (y[t * S + m] !== want) assert.fail(`N=${n}: entry ${m} (level ${l}, window ending at ${end}) gives position ${t} ${y[t * S + m]}, expected ${want}`);
+        perLevel[(l - 1) * n + t] += want;
+      }
+    }
+    assert.ok(perLevel.every((x) => x <= 1), `N=${n}: at most one entry per level and position`);
     const coarsest = g.span[g.levels - 1];
-    for (let t = 0; t < n; t++) {
-      let got = 0;
-      for (let l = 0; l < g.levels; l++) if (fan[l * n + t] !== g.gathered) got++;
-      if (t >= coarsest - 1) assert.ok(got >= 1, `N=${n}: position ${t} receives from ${got} entries`);
-      assert.ok(got <= g.levels);
-    }
-    // The coarsest level delivers to every position from c_L − 1 on, each entry to its c_L positions after its window's end − 1.
-    for (let t = coarsest - 1; t < n; t++) {
-      const m = fan[(g.levels - 1) * n + t];
-      assert.notEqual(m, g.gathered, `position ${t} gets the coarsest level`);
-      const [, end] = windowOf(g, rows[m]);
-      assert.ok(end <= t && t < end + coarsest, `position ${t} from an entry ending at ${end}`);
-    }
+    for (let t = coarsest - 1; t < n; t++) assert.equal(perLevel[(g.levels - 1) * n + t], 1, `N=${n}: position ${t} gets the coarsest level`);
+    sel.dispose();
   }
 });
 

@@ -449,6 +449,16 @@ add({ op: 'gatherRows', inputs: [inp([4, 9, 3]), inp([4, 5], randint(0, 9), 'i32
 for (const dtype of ['f16', 'bf16', 'i32', 'u8'] as const) {
   add({ op: 'gatherRows', inputs: [inp([2, 2, 9, 7], genFor(dtype), dtype), inp([2, 5], randint(0, 9), 'i32')], note: 'axis=2, odd rows', run: ([x, r]) => fon.gatherRows(x, r, 2), tol: EXACT });
 }
+// Distinct rows (each list a fixed shuffle of [0, n) cut to M): invertRows and the gathers whose gradient goes through it.
+const distinctRows = (n: number) => values(([s, m]) => Array.from({ length: s * m }, (_, i) => (Math.floor(i / m) * 5 + (i % m) * 7) % n));
+/** f(inverse of r over n), the inverse freed after (what the op's graph saved of it stays). */
+const viaInverse = (r: fon.Tensor, n: number, f: (inv: fon.Tensor) => fon.Tensor) => { const inv = fon.invertRows(r, n); const y = f(inv); inv.dispose(); return y; };
+add({ op: 'invertRows', inputs: [inp([3, 5], distinctRows(11), 'i32')], note: 'n=11', run: ([r]) => fon.invertRows(r, 11), tol: EXACT });
+add({ op: 'invertRows', inputs: [inp([1, 0], distinctRows(4), 'i32')], note: 'no rows, n=4', run: ([r]) => fon.invertRows(r, 4), tol: EXACT });
+add({ op: 'gatherDistinctRows', inputs: [inp([2, 3, 11, 5]), inp([2, 7], distinctRows(11), 'i32')], note: 'axis=2, per batch entry', run: ([x, r]) => viaInverse(r, 11, (inv) => fon.gatherDistinctRows(x, r, inv, 2)), grad: [0], tol: EXACT });
+add({ op: 'gatherDistinctRows', inputs: [inp([4, 9, 3], randn(), 'bf16'), inp([4, 9], distinctRows(9), 'i32')], note: 'axis=1, a permutation each', run: ([x, r]) => viaInverse(r, 9, (inv) => fon.gatherDistinctRows(x, r, inv, 1)), tol: EXACT });
+add({ op: 'scatterDistinctRows', inputs: [inp([2, 3, 7, 5]), inp([2, 7], distinctRows(11), 'i32')], note: 'axis=2, n=11', run: ([y, r]) => viaInverse(r, 11, (inv) => fon.scatterDistinctRows(y, r, inv, 2)), grad: [0], tol: EXACT });
+add({ op: 'scatterDistinctRows', inputs: [inp([6, 4]), inp([1, 4], distinctRows(33), 'i32')], note: 'axis=-1, one list, n=33', run: ([y, r]) => viaInverse(r, 33, (inv) => fon.scatterDistinctRows(y, r, inv, -1)), grad: [0], tol: EXACT });
 add({ op: 'scatterAdd', inputs: [inp([7, 33]), inp([7, 40], randint(0, 33), 'i32'), inp([7, 40])], note: 'axis=1', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 1), grad: [0, 2], tol: ACC });
 add({ op: 'scatterAdd', inputs: [inp([7, 33]), inp([9, 33], randint(0, 7), 'i32'), inp([9, 33])], note: 'axis=0', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 0), grad: [0, 2], tol: ACC });
 add({ op: 'scatterAdd', inputs: [inp([1]), inp([3], randint(0, 1), 'i32'), inp([3])], note: 'axis=0', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 0), grad: [0, 2], tol: ACC });

@@ -17,11 +17,16 @@
  * level has no more than `tile` entries (Cc < tile: a short sequence, or the tiny test shapes),
  * every candidate is refined, where the authors' code asserts Cc ≥ 128; S is then smaller than the
  * formula, and with every block refined the layer is the summed multi-level attention. With
- * Cc ≥ tile, S = Np/p^(L−1) + (L−1)·p·k exactly (§1.5).
+ * Cc ≥ tile, S = Np/p^(L−1) + (L−1)·p·k exactly (§1.5). The arithmetic from the tiles on (levels'
+ * offsets, candidates per tile, S) is backend/lighthouse_layout.ts, shared with the kernels.
  */
 import { ArgumentError } from '../../errors.ts';
+import { lighthouseLayout } from '../../backend/lighthouse_layout.ts';
 
-/** The scorers FON implements (§1.4): `norm` only; `dilated` and `gla` are left for later. */
+/**
+ * The scorers FON implements (§1.4): `norm` only, ranking by the squared token norm (the same order;
+ * backend/cpu/lighthouse.ts says why); `dilated` and `gla` are left for later.
+ */
 export const LIGHTHOUSE_SCORERS = ['norm'] as const;
 export type LighthouseScorer = (typeof LIGHTHOUSE_SCORERS)[number];
 
@@ -85,23 +90,8 @@ export function lighthouseGeometry(n: number, o: LighthouseOptions): LighthouseG
   }
   const tiles = topk / tile;
   const perTile = Math.ceil(Math.ceil(n / coarsest) / tiles);
-  const padded = tiles * perTile * coarsest;
-  const span: number[] = [], count: number[] = [], offset: number[] = [];
-  let total = 0;
-  for (let l = 1; l <= levels; l++) {
-    span.push(pool ** (l - 1));
-    count.push(padded / pool ** (l - 1));
-    offset.push(total);
-    total += padded / pool ** (l - 1);
-  }
-  // Per tile: every candidate at every level is emitted (kept-coarse or refined parent); the refined ones bring p children each.
-  let cand = perTile, perTileEmitted = 0;
-  for (let l = levels; l >= 2; l--) {
-    perTileEmitted += cand;
-    cand = Math.min(tile, cand) * pool;
-  }
-  perTileEmitted += cand;
-  return { levels, pool, topk, n, padded, tiles, perTile, span, count, offset, total, gathered: tiles * perTileEmitted, tile, qk };
+  const { padded, span, count, offset, total, gathered } = lighthouseLayout({ n, levels, pool, tiles, perTile, tile });
+  return { levels, pool, topk, n, padded, tiles, perTile, span, count, offset, total, gathered, tile, qk };
 }
 
 /** The level (1 … L) of concatenated-pyramid row `row`. */

@@ -16,13 +16,15 @@
  * layer to its recovery target, full attention (§1.13), for inference. A silent fall-back to full
  * attention was rejected: it would decode a different function from the one `forward` trains.
  *
- * Cost on the CPU path (correctness first): the cascade and the sort of S keys per (batch, head) on
- * the host, a gather index of B·H·S words and a fan-in index of B·H·L·N words.
+ * Every step runs on the tensors' backend (cpu, wasm, webgpu), with no read to the host: the
+ * selection is the lighthouseSelect op (selection.ts), the gathers are gatherDistinctRows, whose
+ * gradient is a gather through the selection's inverse (not gatherRows' scatter-add), and the
+ * scatter-back is two gathers (scatter.ts). Index memory: B·H·(S + total) words.
  */
 import { ArgumentError, UnsupportedError } from '../../errors.ts';
 import { attention } from '../../ops/attention.ts';
-import { tensor, zeros } from '../../ops/creation.ts';
-import { gatherRows } from '../../ops/indexing.ts';
+import { zeros } from '../../ops/creation.ts';
+import { gatherDistinctRows } from '../../ops/indexing.ts';
 import { broadcastTo, concat, reshape } from '../../ops/layout.ts';
 import { Module } from '../../nn/module.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
@@ -30,7 +32,7 @@ import type { AttentionMechanism, LayerKv, MechanismInput } from '../mechanism.t
 import { lighthouseGeometry, type LighthouseOptions } from './geometry.ts';
 import { lighthousePyramid } from './pyramid.ts';
 import { lighthouseScatter } from './scatter.ts';
-import { lighthouseSelect, type LighthouseSelection } from './selection.ts';
+import { makeSelection, type LighthouseSelection } from './selection.ts';
 
 /** x (B, Hkv, T, D) → (B, H, T, D): kv head j serves query heads j·g … j·g + g − 1. */
 function repeatHeads(x: Tensor, heads: number): Tensor {
@@ -52,13 +54,26 @@ function padRows(x: Tensor, padded: number): Tensor {
   return out;
 }
 
-/** The selection Lighthouse makes for q (B, H, N, D) and k (B, Hkv, N, D): no gradient; tests freeze it and pass it back to lighthouseAttention. */
+/**
+ * The selection Lighthouse makes for q (B, H, N, D) and k (B, Hkv, N, D): no gradient; tests freeze
+ * it and pass it back to lighthouseAttention. The caller disposes it.
+ */
 export function lighthouseSelection(q: Tensor, k: Tensor, o: LighthouseOptions): LighthouseSelection {
-  const g = lighthouseGeometry(q.shape[2], o);
-  const kh = repeatHeads(k, q.shape[1]);
-  const sel = lighthouseSelect(q, kh, g);
-  if (kh !== k) kh.dispose();
-  return sel;
+  return makeSelection(q, k, lighthouseGeometry(q.shape[2], o));
+}
+
+/**
+ * x (B, H, N, D) → the rows `sel` gathers, (B, H, S, D) in causal order: padded to Np with zero
+ * rows, pooled into the pyramid (§1.3), gathered (differentiable in x; the gradient goes back through
+ * the selection's inverse).
+ */
+export function lighthouseGather(x: Tensor, sel: LighthouseSelection): Tensor {
+  const g = sel.geometry;
+  const padded = padRows(x, g.padded); // (B, H, Np, D)
+  const pyramid = lighthousePyramid(padded, g); // (B, H, total, D)
+  const picked = gatherDistinctRows(pyramid, sel.rows, sel.inverse, 2); // (B, H, S, D)
+  for (const t of new Set([padded, pyramid])) if (t !== x) t.dispose();
+  return picked;
 }
 
 /**
@@ -68,25 +83,17 @@ export function lighthouseSelection(q: Tensor, k: Tensor, o: LighthouseOptions):
  */
 export function lighthouseAttention(q: Tensor, k: Tensor, v: Tensor, o: LighthouseOptions, selection?: LighthouseSelection): Tensor {
   const [b, h, n, d] = q.shape;
-  const kh = repeatHeads(k, h), vh = repeatHeads(v, h);
   const g = selection?.geometry ?? lighthouseGeometry(n, o);
-  const sel = selection ?? lighthouseSelect(q, kh, g);
-  if (g.n !== n || sel.lists !== b * h) throw new ArgumentError(`lighthouse: the frozen selection was made for ${sel.lists} lists of ${g.n} tokens, not ${b}·${h} of ${n}`);
-  const rows = tensor(sel.rows, [sel.lists, g.gathered], { dtype: 'i32', backend: q.backend });
-  const temps: Tensor[] = [rows];
-  const gatherOne = (x: Tensor): Tensor => {
-    const padded = padRows(x, g.padded); // (B, H, Np, D)
-    const pyramid = lighthousePyramid(padded, g); // (B, H, total, D)
-    const picked = gatherRows(pyramid, rows, 2); // (B, H, S, D), causal order
-    for (const t of new Set([padded, pyramid])) if (t !== x) temps.push(t);
-    return picked;
-  };
-  const qs = gatherOne(q), ks = gatherOne(kh), vs = gatherOne(vh);
+  if (selection && (g.n !== n || selection.lists !== b * h)) throw new ArgumentError(`lighthouse: the frozen selection was made for ${selection.lists} lists of ${g.n} tokens, not ${b}·${h} of ${n}`);
+  const sel = selection ?? makeSelection(q, k, g);
+  const kh = repeatHeads(k, h), vh = repeatHeads(v, h);
+  const qs = lighthouseGather(q, sel), ks = lighthouseGather(kh, sel), vs = lighthouseGather(vh, sel); // (B, H, S, D) each, causal order
   const os = attention(qs, ks, vs, { causal: true, scale: 1 / Math.sqrt(d) }); // (B, H, S, D)
   const y = lighthouseScatter(os, sel); // (B, H, N, D)
-  for (const t of [...temps, qs, ks, vs, os]) t.dispose();
+  for (const t of [qs, ks, vs, os]) t.dispose();
   if (kh !== k) kh.dispose();
   if (vh !== v) vh.dispose();
+  if (sel !== selection) sel.dispose();
   return y;
 }
 

@@ -5,44 +5,46 @@
  * last token; a token writes to itself), y_t = Σ_{m : t ∈ R(m)} Õ_m, a plain sum, 0 where nothing
  * arrives.
  *
- * Within one level the ranges are disjoint, so each position receives at most one entry per level
- * (fan-in ≤ L). FON writes the scatter as its transpose, a gather by fan-in: for each level and
- * position, the gathered index covering it (or a zero row appended to Õ), L gathered copies summed.
- * Same sum, no atomics, and differentiable through gatherRows, whose backward is the scatter-add
- * that §1.7's backward describes (the gradient of entry m is the sum of the upstream gradients over
- * R(m)). Cost: an index of B·H·L·N words and Θ(L·N·D) reads, as the authors' fan-out kernel.
+ * FON writes it as two gathers (the same sum, no atomics): the outputs go back to their pyramid
+ * rows through the selection's inverse (scatterDistinctRows: a row not gathered gets zeros), and
+ * each level is "unpooled" with the shift — position t reads row ⌊(t+1)/c_l⌋ − 1 of level l, the one
+ * entry of that level whose range holds t (within a level the ranges are disjoint, so the fan-in
+ * is ≤ L) — and the levels are summed. Gradients follow from the ops: the unpool's is the sum of
+ * the upstream gradient over each window shifted by c_l − 1, i.e. over R(m) (§1.7's backward), and
+ * scatterDistinctRows' is a gather by the rows. Cost Θ(L·N·D) reads and writes, an index of
+ * B·H·(total + S) words.
  */
-import { zeros, tensor } from '../../ops/creation.ts';
-import { gatherRows } from '../../ops/indexing.ts';
-import { concat, reshape } from '../../ops/layout.ts';
-import { sum } from '../../ops/reduce.ts';
+import { zeros } from '../../ops/creation.ts';
+import { add } from '../../ops/elementwise.ts';
+import { scatterDistinctRows } from '../../ops/indexing.ts';
+import { broadcastTo, concat, narrow, reshape } from '../../ops/layout.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
-import { levelOf } from './geometry.ts';
 import type { LighthouseSelection } from './selection.ts';
-
-/** (B·H, L·N) row-major: for list s, level l and position t < N, the gathered position whose range covers t, or S where none does. */
-export function fanInRows(sel: LighthouseSelection): Int32Array {
-  const g = sel.geometry, n = g.n, S = g.gathered, width = g.levels * n;
-  const out = new Int32Array(sel.lists * width).fill(S);
-  for (let s = 0; s < sel.lists; s++) {
-    for (let m = 0; m < S; m++) {
-      const row = sel.rows[s * S + m], l = levelOf(g, row), c = g.span[l - 1], i = row - g.offset[l - 1];
-      const from = c * (i + 1) - 1, to = Math.min(c * (i + 2) - 2, n - 1);
-      for (let t = from; t <= to; t++) out[s * width + (l - 1) * n + t] = m;
-    }
-  }
-  return out;
-}
 
 /** Õ (B, H, S, D) → y (B, H, N, D), differentiable in Õ. */
 export function lighthouseScatter(gathered: Tensor, sel: LighthouseSelection): Tensor {
-  const [b, h, S, d] = gathered.shape, g = sel.geometry;
-  const zero = zeros([b, h, 1, d], { dtype: gathered.dtype, backend: gathered.backend });
-  const withZero = concat([gathered, zero], 2); // (B, H, S + 1, D): row S is the zero row
-  const rows = tensor(fanInRows(sel), [sel.lists, g.levels * g.n], { dtype: 'i32', backend: gathered.backend });
-  const fanned = gatherRows(withZero, rows, 2); // (B, H, L·N, D)
-  const perLevel = reshape(fanned, [b, h, g.levels, g.n, d]); // (B, H, L, N, D)
-  const y = g.levels === 1 ? reshape(perLevel, [b, h, g.n, d]) : sum(perLevel, 2); // (B, H, N, D)
-  for (const t of [zero, withZero, rows, fanned, perLevel]) t.dispose();
-  return y;
+  const [b, h, , d] = gathered.shape, g = sel.geometry;
+  const pyramid = scatterDistinctRows(gathered, sel.rows, sel.inverse, 2); // (B, H, total, D): 0 where a row was not gathered
+  let y: Tensor | null = null;
+  const temps: Tensor[] = [pyramid];
+  for (let l = 1; l <= g.levels; l++) {
+    const c = g.span[l - 1], count = g.count[l - 1];
+    const level = narrow(pyramid, 2, g.offset[l - 1], count); // (B, H, Np/c, D)
+    let part: Tensor;
+    if (c === 1) part = narrow(level, 2, 0, g.n); // a token delivers to itself
+    else {
+      const zero = zeros([b, h, 1, d], { dtype: gathered.dtype, backend: gathered.backend });
+      const shifted = concat([zero, level], 2); // (B, H, Np/c + 1, D): row j + 1 is entry j
+      const column = reshape(shifted, [b, h, count + 1, 1, d]);
+      const wide = broadcastTo(column, [b, h, count + 1, c, d]); // (B, H, Np/c + 1, c, D)
+      const up = reshape(wide, [b, h, (count + 1) * c, d]); // row u holds entry ⌊u/c⌋ − 1
+      part = narrow(up, 2, 1, g.n); // position t = row t + 1: entry ⌊(t+1)/c⌋ − 1, whose range R holds t
+      temps.push(zero, shifted, column, wide, up);
+    }
+    temps.push(level);
+    if (y === null) y = part;
+    else { const sum: Tensor = add(y, part); temps.push(y, part); y = sum; }
+  }
+  for (const t of temps) if (t !== y) t.dispose();
+  return y!;
 }

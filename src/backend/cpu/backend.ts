@@ -13,6 +13,7 @@ import { crossEntropy, crossEntropyBackward, layernorm, layernormBackward, rmsno
 import type { CpuHandle } from './host.ts';
 import { mergeLse } from './attention_merge.ts';
 import { flagsMaskTable, indexBlockScores, selectOpen } from './select.ts';
+import { invertRows, lighthouseSelect } from './lighthouse.ts';
 import { dequantizeInt4, quantizeInt4 } from './int4.ts';
 import { assignStrided, concat, copyStrided, embedding, embeddingBackward, gather, gatherRows, scatterAdd } from './layout.ts';
 import { matmul } from './matmul.ts';
@@ -73,6 +74,8 @@ export class CpuBackend implements Backend<CpuHandle> {
   selectOpen: Backend<CpuHandle>['selectOpen'] = (s, m, a) => this.track(selectOpen(s, m, a));
   flagsMaskTable: Backend<CpuHandle>['flagsMaskTable'] = (f, a) => this.track(flagsMaskTable(f, a));
   indexBlockScores: Backend<CpuHandle>['indexBlockScores'] = (q, w, k, a) => this.trackAll(indexBlockScores(q, w, k, a));
+  lighthouseSelect: Backend<CpuHandle>['lighthouseSelect'] = (q, k, a) => this.track(lighthouseSelect(q, k, a));
+  invertRows: Backend<CpuHandle>['invertRows'] = (r, a) => this.track(invertRows(r, a));
   quantizeInt4: Backend<CpuHandle>['quantizeInt4'] = (x, r, d) => this.trackAll(quantizeInt4(x, r, d));
   dequantizeInt4: Backend<CpuHandle>['dequantizeInt4'] = (c, s, r, d, t) => this.track(dequantizeInt4(c, s, r, d, t));
   cast: Backend<CpuHandle>['cast'] = (x, to) => this.track(cast(x, to));

@@ -7,6 +7,8 @@
  * workgroup-memory tree reductions in f32 (rows_common.wgsl). Reduce and scan of i32/u8 inputs
  * take their INT variants instead, exact in i32 arithmetic with sums wrapping modulo 2^32 (and u8
  * results wrapping modulo 256) as the CPU reference's typed arrays. What does not fit that:
+ * - reduce of rows of at most SHORT_COLS columns runs one invocation per row (the reduce over a
+ *   short middle axis, a window mean, would otherwise take a workgroup per output element);
  * - reduce of few long rows splits each row over several workgroups and reduces the partials
  *   (f32, or i32 under INT) in a second dispatch (no float atomics);
  * - the norm weight gradients (sums over rows) are column sums over row blocks plus a second pass
@@ -45,6 +47,8 @@ const SPLIT_MIN_COLS = 4096;
 const SPLIT_MAX_ROWS = 256;
 const SPLIT_GROUPS = 512;
 const SPLIT_MIN_SPAN = 2048;
+/** Rows of at most this many columns reduce one invocation per row (rows_reduce.wgsl SHORT). */
+const SHORT_COLS = 32;
 /** Sort block (slots in workgroup memory) for rows of up to this many slots; see sortBlock. */
 const SORT_SMALL = 512;
 const SORT_SMALL_SOFTWARE = 256;
@@ -159,6 +163,13 @@ export function reduce(be: WebGpuBackend, x: GpuRef, op: ReduceOp, rows: number,
       uniforms: [r, c, parts, Math.ceil(c / parts), int ? 0 : f32bits(init)], buffers: [src, dst], groups: r * parts,
     });
   };
+  if (cols <= SHORT_COLS) {
+    return viaStorable(be, x.dtype, rows, `reduce ${op}`, (buf, y) => run(be, {
+      kernel: reduceKernel,
+      variant: { X: x.dtype, Y: y, SUM: op === 'sum', PICK: op, SHORT: true, ...(int ? { ...intVariant(y), IINIT: INT_INIT[op] } : {}) },
+      uniforms: [rows, cols, 1, cols, int ? 0 : f32bits(init)], buffers: [x.h.buffer, buf], threads: rows,
+    }));
+  }
   const parts = splitParts(rows, cols);
   if (parts === 1) return viaStorable(be, x.dtype, rows, `reduce ${op}`, (buf, y) => dispatch(x.h.buffer, x.dtype, buf, y, rows, cols, 1));
   const pd: DType = int ? 'i32' : 'f32';

@@ -5,6 +5,9 @@
 // Floats accumulate in f32. INT (i32 and u8 inputs) accumulates exactly in i32, sums wrapping
 // modulo 2^32 as the CPU's Int32Array; its split partials are i32 too. An INT result bound for u8
 // (U8_OUT) goes out through an f32 buffer as its low byte, the CPU's Uint8Array wrap.
+// SHORT (rows of at most a few dozen columns): one invocation per row, combining its columns in
+// order, where a workgroup per row would leave all but cols of its invocations idle (a window mean
+// over 4 columns of every (row, channel) ran 64 of 256 lanes busy in 2^28 workgroups).
 {{HEADER}}
 {{COMMON}}
 
@@ -42,6 +45,17 @@ fn combine(a: T, b: T) -> T {
 #endif
 }
 
+#if SHORT
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+  let row = gid.x + gid.y * nw.x * WG;
+  if (row >= P.rows) { return; }
+  let base = row * P.cols;
+  var acc = acc_init();
+  for (var c = 0u; c < P.cols; c++) { acc = combine(acc, ld(base + c)); }
+  put(row, acc);
+}
+#else
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let w = flat_id(wid, nw);
@@ -66,3 +80,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   }
   if (lid == 0u) { put(w, acc_wg[0]); }
 }
+#endif
