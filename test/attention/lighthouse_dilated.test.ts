@@ -3,12 +3,16 @@
  * against plain loops: pseudo-head (r, h) attends causally over tokens r, r + δ, … of head h, as
  * (q, k, v) for s^QK and as (k, q, v) for s^KQ, and each token scores the L2 norm of its output;
  * a length that is not a multiple of δ (padded) gives the same scores for the real tokens as the
- * loops over them alone; the scores carry no gradient.
+ * loops over them alone; the scores carry no gradient; the layer's selection under this scorer is
+ * the cascade over these scores (squared, as the op ranks), with GQA's kv heads repeated.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import { dilatedTokenScores } from '../../src/attention/lighthouse/dilated.ts';
+import { lighthouseGeometry, type LighthouseOptions } from '../../src/attention/lighthouse/geometry.ts';
+import { LighthouseAttention, lighthouseSelection } from '../../src/attention/lighthouse/lighthouse.ts';
+import { levelScores, selectRows } from '../../src/backend/cpu/lighthouse.ts';
 
 const cpu = await fon.initBackend('cpu');
 
@@ -45,4 +49,37 @@ test('the dilated scores carry no gradient', () => {
   const q = fon.randn([1, 1, 8, 4], { seed: 1, backend: cpu, requiresGrad: true });
   const { qk } = dilatedTokenScores(q, q, q);
   assert.equal(qk.requiresGrad, false);
+});
+
+/** Per list, the reference cascade (backend/cpu/lighthouse.ts selectRows) over the loops' dilated scores, squared as the op ranks them. */
+function referenceRows(q: fon.Tensor, k: fon.Tensor, v: fon.Tensor, o: LighthouseOptions): Int32Array {
+  const [b, h, n, d] = q.shape, g = lighthouseGeometry(n, o);
+  const [Q, K, V] = [q, k, v].map((x) => x.dataSync() as Float32Array);
+  const sq = reference(Q, K, V, [b, h, n, d], 4).map((x) => Math.fround(x * x)), sk = reference(K, Q, V, [b, h, n, d], 4).map((x) => Math.fround(x * x));
+  const out = new Int32Array(b * h * g.gathered);
+  for (let s = 0; s < b * h; s++) out.set(selectRows(levelScores(sq, s * n, g), levelScores(sk, s * n, g), g), s * g.gathered);
+  return out;
+}
+
+test('Lighthouse with the dilated scorer selects what the cascade selects over the loops\' dilated scores; the layer runs it (GQA k and v repeated first); without v the selection says it needs v', () => {
+  const o: LighthouseOptions = { levels: 2, pool: 2, topk: 8, tile: 4, qk: 2, scorer: 'dilated' };
+  const q = fon.randn([1, 2, 24, 8], { seed: 4, backend: cpu }), k = fon.randn([1, 2, 24, 8], { seed: 5, backend: cpu }), v = fon.randn([1, 2, 24, 8], { seed: 6, backend: cpu });
+  const sel = lighthouseSelection(q, k, o, v);
+  assert.deepEqual(Array.from(sel.rows.dataSync() as Int32Array), Array.from(referenceRows(q, k, v, o)));
+  const byNorm = lighthouseSelection(q, k, { ...o, scorer: 'norm' });
+  assert.notDeepEqual(Array.from(byNorm.rows.dataSync() as Int32Array), Array.from(sel.rows.dataSync() as Int32Array), 'another scorer, another selection (else the check above proves nothing of the scorer)');
+  sel.dispose();
+  byNorm.dispose();
+  // GQA: one kv head serving both query heads ranks as that head repeated.
+  const k1 = fon.narrow(k, 1, 0, 1), v1 = fon.narrow(v, 1, 0, 1);
+  const gqa = lighthouseSelection(q, k1, o, v1);
+  const rep = (x: fon.Tensor) => fon.concat([x, x], 1);
+  assert.deepEqual(Array.from(gqa.rows.dataSync() as Int32Array), Array.from(referenceRows(q, rep(k1), rep(v1), o)));
+  gqa.dispose();
+  const layer = new LighthouseAttention(o);
+  assert.equal(layer.name, 'lighthouse(L=2, p=2, k=8, dilated)');
+  const y = layer.forward(q, k1, v1);
+  assert.deepEqual(y.shape, [1, 2, 24, 8]);
+  assert.ok((y.dataSync() as Float32Array).every(Number.isFinite));
+  assert.throws(() => lighthouseSelection(q, k, o), (e) => e instanceof fon.ArgumentError && /the dilated scorer reads v/.test(e.message));
 });

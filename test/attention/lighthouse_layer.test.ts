@@ -165,7 +165,7 @@ test('config: defaults, every option checked with a message naming the value; fo
     [{ topk: 1000 }, `c: 'topk' = 1000: expected a multiple of 'tile' = 128 (T = topk / tile tiles)`],
     [{ topk: 4, tile: 4, pool: 4 }, `c: 'topk' = 4: expected topk / 2 ≥ 'pool' = 4`],
     [{ tile: 4, qk: 5, topk: 8 }, `c: 'qk' = 5: expected at most 'tile' = 4 (the query-norm share of each tile's budget)`],
-    [{ scorer: 'dilated' }, `c: 'scorer' = "dilated": expected one of "norm"`],
+    [{ scorer: 'gla' }, `c: 'scorer' = "gla": expected one of "norm", "dilated"`],
   ];
   for (const [o, message] of bad) assert.throws(() => parseLayerAttention({ type: 'lighthouse', ...o }, 'c'), (e: Error) => e instanceof fon.ConfigError && e.message === message, JSON.stringify(o));
   assert.throws(() => parseLayerAttention({ type: 'lighthouse', window: 4 }, 'c'), /c: unknown key 'window' for attention type "lighthouse"; expected levels, pool, topk, scorer, tile, qk$/);

@@ -16,6 +16,7 @@ import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
 import { lighthouseGeometry, LIGHTHOUSE_DEFAULTS, type LighthouseOptions } from '../../src/attention/lighthouse/geometry.ts';
 import { lighthouseAttention, lighthouseSelection } from '../../src/attention/lighthouse/lighthouse.ts';
+import { dilatedTokenScores } from '../../src/attention/lighthouse/dilated.ts';
 import { lighthouseSelect, type LighthouseSelectOptions } from '../../src/ops/lighthouse.ts';
 import { gatherDistinctRows, invertRows, scatterDistinctRows } from '../../src/ops/indexing.ts';
 import { lighthouseLayout } from '../../src/backend/lighthouse_layout.ts';
@@ -148,6 +149,21 @@ test('the whole layer on webgpu: output and the gradients of q, k and v match th
       assert.ok(worst <= 1e-5 * Math.max(1, scale), `N=${n}: ${['y', 'dq', 'dk', 'dv'][i]}: max |webgpu − cpu| ${worst} (largest ${scale})`);
     });
   }
+});
+
+test('the dilated scorer on webgpu: its token scores match the CPU\'s within f32 rounding, and the layer under it runs forward and backward [webgpu]', { skip }, async () => {
+  const shape = [1, 2, 40, 8];
+  const make = (be: Backend, seed: number) => fon.tensor(values(shape, seed, 'float'), shape, { backend: be });
+  const [qc, kc, vc] = [1, 2, 3].map((s) => make(cpu, s)), [qg, kg, vg] = [1, 2, 3].map((s) => make(gpu!, s));
+  const c = dilatedTokenScores(qc, kc, vc), g = dilatedTokenScores(qg, kg, vg);
+  for (const key of ['qk', 'kq'] as const) {
+    const x = (await g[key].data()) as Float32Array, y = c[key].dataSync() as Float32Array;
+    for (let i = 0; i < y.length; i++) assert.ok(Math.abs(x[i] - y[i]) <= 1e-5 * Math.max(1, Math.abs(y[i])), `${key}[${i}]: ${x[i]} against ${y[i]}`);
+  }
+  const q = fon.tensor(values(shape, 1, 'float'), shape, { backend: gpu!, requiresGrad: true });
+  const y = lighthouseAttention(q, kg, vg, opts({ levels: 2, pool: 2, topk: 8, tile: 4, qk: 2, scorer: 'dilated' }));
+  fon.sum(y).backward();
+  assert.ok(((await q.grad!.data()) as Float32Array).every(Number.isFinite));
 });
 
 test('memory on webgpu: a forward and backward leave no buffer behind once the output and gradients are freed [webgpu]', { skip }, async () => {

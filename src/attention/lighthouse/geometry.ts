@@ -24,10 +24,12 @@ import { ArgumentError } from '../../errors.ts';
 import { lighthouseLayout } from '../../backend/lighthouse_layout.ts';
 
 /**
- * The scorers FON implements (§1.4): `norm` only, ranking by the squared token norm (the same order;
- * backend/cpu/lighthouse.ts says why); `dilated` and `gla` are left for later.
+ * The scorers FON implements (§1.4): `norm` (the default, the only one that runs in the authors'
+ * release), ranking by the squared token norm (the same order; backend/cpu/lighthouse.ts says why),
+ * and `dilated` (dilated.ts: causal attention over δ = 4 strided pseudo-heads, quadratic ÷ δ). `gla`
+ * (a learned gate and a chunked linear-attention kernel) is not implemented.
  */
-export const LIGHTHOUSE_SCORERS = ['norm'] as const;
+export const LIGHTHOUSE_SCORERS = ['norm', 'dilated'] as const;
 export type LighthouseScorer = (typeof LIGHTHOUSE_SCORERS)[number];
 
 /** A Lighthouse layer's options (the config entry without its type). */

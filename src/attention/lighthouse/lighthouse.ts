@@ -58,8 +58,14 @@ function padRows(x: Tensor, padded: number): Tensor {
  * The selection Lighthouse makes for q (B, H, N, D) and k (B, Hkv, N, D): no gradient; tests freeze
  * it and pass it back to lighthouseAttention. The caller disposes it.
  */
-export function lighthouseSelection(q: Tensor, k: Tensor, o: LighthouseOptions): LighthouseSelection {
-  return makeSelection(q, k, lighthouseGeometry(q.shape[2], o));
+export function lighthouseSelection(q: Tensor, k: Tensor, o: LighthouseOptions, v?: Tensor): LighthouseSelection {
+  if (o.scorer !== 'dilated') return makeSelection(q, k, lighthouseGeometry(q.shape[2], o));
+  if (!v) throw new ArgumentError('lighthouse: the dilated scorer reads v; pass it to lighthouseSelection');
+  const h = q.shape[1], kh = repeatHeads(k, h), vh = repeatHeads(v, h);
+  const sel = makeSelection(q, kh, lighthouseGeometry(q.shape[2], o), 'dilated', vh);
+  if (kh !== k) kh.dispose();
+  if (vh !== v) vh.dispose();
+  return sel;
 }
 
 /**
@@ -85,8 +91,8 @@ export function lighthouseAttention(q: Tensor, k: Tensor, v: Tensor, o: Lighthou
   const [b, h, n, d] = q.shape;
   const g = selection?.geometry ?? lighthouseGeometry(n, o);
   if (selection && (g.n !== n || selection.lists !== b * h)) throw new ArgumentError(`lighthouse: the frozen selection was made for ${selection.lists} lists of ${g.n} tokens, not ${b}·${h} of ${n}`);
-  const sel = selection ?? makeSelection(q, k, g);
   const kh = repeatHeads(k, h), vh = repeatHeads(v, h);
+  const sel = selection ?? (o.scorer === 'dilated' ? makeSelection(q, kh, g, 'dilated', vh) : makeSelection(q, k, g));
   const qs = lighthouseGather(q, sel), ks = lighthouseGather(kh, sel), vs = lighthouseGather(vh, sel); // (B, H, S, D) each, causal order
   const os = attention(qs, ks, vs, { causal: true, scale: 1 / Math.sqrt(d) }); // (B, H, S, D)
   const y = lighthouseScatter(os, sel); // (B, H, N, D)
@@ -103,7 +109,7 @@ export class LighthouseAttention extends Module implements AttentionMechanism {
   constructor(readonly options: LighthouseOptions) {
     super();
     const o = options;
-    this.name = `lighthouse(L=${o.levels}, p=${o.pool}, k=${o.topk})`;
+    this.name = `lighthouse(L=${o.levels}, p=${o.pool}, k=${o.topk}${o.scorer === 'norm' ? '' : `, ${o.scorer}`})`;
   }
 
   forward(q: Tensor, k: Tensor, v: Tensor, _input?: MechanismInput): Tensor {
