@@ -79,7 +79,8 @@ data and model:
                              the model's TARGET layers (full, focus, fpa, local, …) run Lighthouse Attention for the
                              first fraction F of the steps, then their own attention (the recovery; e.g.
                              lighthouse:0.8,full); the optimizer state carries over, a resume continues either phase
-  --lighthouse OPTS          the Lighthouse layers' options: levels, pool, topk, tile, qk, scorer (defaults levels=3,
+  --lighthouse OPTS          the Lighthouse layers' options: levels, pool, topk, tile, qk, scorer (norm or dilated),
+                             dilation (the dilated scorer's fold, default 4) (defaults levels=3,
                              pool=4,topk=1536,tile=128; e.g. --lighthouse levels=3,pool=4,topk=512)
   --backend NAME             cpu, wasm, webgpu or auto (default: a hardware GPU, else wasm)
   --precision P              f32, bf16 or f16: matmuls and attention in P, master weights, optimizer state and

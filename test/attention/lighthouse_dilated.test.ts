@@ -13,6 +13,8 @@ import { dilatedTokenScores } from '../../src/attention/lighthouse/dilated.ts';
 import { lighthouseGeometry, type LighthouseOptions } from '../../src/attention/lighthouse/geometry.ts';
 import { LighthouseAttention, lighthouseSelection } from '../../src/attention/lighthouse/lighthouse.ts';
 import { levelScores, selectRows } from '../../src/backend/cpu/lighthouse.ts';
+import { parseLayerAttention } from '../../src/attention/table.ts';
+import type { LighthouseSpec } from '../../src/attention/lighthouse/index.ts';
 
 const cpu = await fon.initBackend('cpu');
 
@@ -52,10 +54,10 @@ test('the dilated scores carry no gradient', () => {
 });
 
 /** Per list, the reference cascade (backend/cpu/lighthouse.ts selectRows) over the loops' dilated scores, squared as the op ranks them. */
-function referenceRows(q: fon.Tensor, k: fon.Tensor, v: fon.Tensor, o: LighthouseOptions): Int32Array {
+function referenceRows(q: fon.Tensor, k: fon.Tensor, v: fon.Tensor, o: LighthouseOptions, delta = 4): Int32Array {
   const [b, h, n, d] = q.shape, g = lighthouseGeometry(n, o);
   const [Q, K, V] = [q, k, v].map((x) => x.dataSync() as Float32Array);
-  const sq = reference(Q, K, V, [b, h, n, d], 4).map((x) => Math.fround(x * x)), sk = reference(K, Q, V, [b, h, n, d], 4).map((x) => Math.fround(x * x));
+  const sq = reference(Q, K, V, [b, h, n, d], delta).map((x) => Math.fround(x * x)), sk = reference(K, Q, V, [b, h, n, d], delta).map((x) => Math.fround(x * x));
   const out = new Int32Array(b * h * g.gathered);
   for (let s = 0; s < b * h; s++) out.set(selectRows(levelScores(sq, s * n, g), levelScores(sk, s * n, g), g), s * g.gathered);
   return out;
@@ -82,4 +84,15 @@ test('Lighthouse with the dilated scorer selects what the cascade selects over t
   assert.deepEqual(y.shape, [1, 2, 24, 8]);
   assert.ok((y.dataSync() as Float32Array).every(Number.isFinite));
   assert.throws(() => lighthouseSelection(q, k, o), (e) => e instanceof fon.ArgumentError && /the dilated scorer reads v/.test(e.message));
+});
+
+test('the dilated scorer\'s fold as a config key: {"scorer": "dilated", "dilation": 2} selects with δ = 2; dilation on a norm layer, or below 1, is refused by name', () => {
+  const spec = parseLayerAttention({ type: 'lighthouse', levels: 2, pool: 2, topk: 8, tile: 4, qk: 2, scorer: 'dilated', dilation: 2 }, 'c') as LighthouseSpec;
+  assert.equal(spec.dilation, 2);
+  const q = fon.randn([1, 1, 24, 8], { seed: 7, backend: cpu }), k = fon.randn([1, 1, 24, 8], { seed: 8, backend: cpu }), v = fon.randn([1, 1, 24, 8], { seed: 9, backend: cpu });
+  const sel = lighthouseSelection(q, k, spec, v);
+  assert.deepEqual(Array.from(sel.rows.dataSync() as Int32Array), Array.from(referenceRows(q, k, v, spec, 2)));
+  sel.dispose();
+  assert.throws(() => parseLayerAttention({ type: 'lighthouse', levels: 2, pool: 2, topk: 8, tile: 4, dilation: 2 }, 'c'), (e) => e instanceof fon.ConfigError && e.message === 'c: \'dilation\' = 2 is the dilated scorer\'s; this layer\'s scorer is "norm"');
+  assert.throws(() => parseLayerAttention({ type: 'lighthouse', levels: 2, pool: 2, topk: 8, tile: 4, scorer: 'dilated', dilation: 0 }, 'c'), (e) => e instanceof fon.ConfigError && /'dilation' = 0/.test(e.message));
 });

@@ -46,6 +46,8 @@ export interface LighthouseOptions {
   tile: number;
   /** Of those, the ones chosen by the query-norm stream s^QK (authors: 64); the rest by s^KQ. */
   qk: number;
+  /** The `dilated` scorer's fold δ, tokens a pseudo-head strides over (authors: 4 throughout; dilated.ts DILATION when absent). */
+  dilation?: number;
 }
 
 /** The authors' values (§1.5, §1.10): L = 3, p = 4, k = 1536, norm, 128 per tile, 64 by s^QK. */

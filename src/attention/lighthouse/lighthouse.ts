@@ -62,7 +62,7 @@ export function lighthouseSelection(q: Tensor, k: Tensor, o: LighthouseOptions, 
   if (o.scorer !== 'dilated') return makeSelection(q, k, lighthouseGeometry(q.shape[2], o));
   if (!v) throw new ArgumentError('lighthouse: the dilated scorer reads v; pass it to lighthouseSelection');
   const h = q.shape[1], kh = repeatHeads(k, h), vh = repeatHeads(v, h);
-  const sel = makeSelection(q, kh, lighthouseGeometry(q.shape[2], o), 'dilated', vh);
+  const sel = makeSelection(q, kh, lighthouseGeometry(q.shape[2], o), 'dilated', vh, o.dilation);
   if (kh !== k) kh.dispose();
   if (vh !== v) vh.dispose();
   return sel;
@@ -92,7 +92,7 @@ export function lighthouseAttention(q: Tensor, k: Tensor, v: Tensor, o: Lighthou
   const g = selection?.geometry ?? lighthouseGeometry(n, o);
   if (selection && (g.n !== n || selection.lists !== b * h)) throw new ArgumentError(`lighthouse: the frozen selection was made for ${selection.lists} lists of ${g.n} tokens, not ${b}·${h} of ${n}`);
   const kh = repeatHeads(k, h), vh = repeatHeads(v, h);
-  const sel = selection ?? (o.scorer === 'dilated' ? makeSelection(q, kh, g, 'dilated', vh) : makeSelection(q, k, g));
+  const sel = selection ?? (o.scorer === 'dilated' ? makeSelection(q, kh, g, 'dilated', vh, o.dilation) : makeSelection(q, k, g));
   const qs = lighthouseGather(q, sel), ks = lighthouseGather(kh, sel), vs = lighthouseGather(vh, sel); // (B, H, S, D) each, causal order
   const os = attention(qs, ks, vs, { causal: true, scale: 1 / Math.sqrt(d) }); // (B, H, S, D)
   const y = lighthouseScatter(os, sel); // (B, H, N, D)

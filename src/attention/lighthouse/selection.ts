@@ -37,12 +37,12 @@ export interface LighthouseSelection {
  * its token scores s ≥ 0 go to the op as one-column rows, which it ranks by fl(s²), the order of s
  * (up to ties of the rounded square, which the CPU and the GPU round alike).
  */
-export function makeSelection(q: Tensor, k: Tensor, g: LighthouseGeometry, scorer: LighthouseScorer = 'norm', v?: Tensor): LighthouseSelection {
+export function makeSelection(q: Tensor, k: Tensor, g: LighthouseGeometry, scorer: LighthouseScorer = 'norm', v?: Tensor, dilation?: number): LighthouseSelection {
   let rows: Tensor;
   if (scorer === 'dilated') {
     if (!v || k.shape[1] !== q.shape[1] || v.shape[1] !== q.shape[1]) throw new ArgumentError(`lighthouse: the dilated scorer needs v and k and v at the ${q.shape[1]} query heads`);
     const [b, h, n] = q.shape;
-    const { qk, kq } = dilatedTokenScores(q, k, v);
+    const { qk, kq } = dilatedTokenScores(q, k, v, dilation);
     const [sq, sk] = [reshape(qk, [b, h, n, 1]), reshape(kq, [b, h, n, 1])];
     rows = lighthouseSelect(sq, sk, g); // (B·H, S)
     for (const t of [qk, kq, sq, sk]) t.dispose();
