@@ -47,6 +47,7 @@ const selectKernel: Kernel = {
     ...v,
     HEADER: header(bindings(v), caps.f16, PARAMS),
     COMMON: preprocess(wgslSource('rows_common'), v),
+    SELECT_COMMON: preprocess(wgslSource('select_common'), v),
   }),
 };
 

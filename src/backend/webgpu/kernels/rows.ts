@@ -29,7 +29,7 @@ import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { fill, viaStorable } from './elementwise.ts';
 
 export const ROW_FILES: string[] = [
-  'rows_common', 'rows_reduce', 'rows_softmax', 'rows_softmax_backward', 'rows_ce_backward',
+  'rows_common', 'select_common', 'rows_reduce', 'rows_softmax', 'rows_softmax_backward', 'rows_ce_backward',
   'rows_norm', 'rows_norm_backward', 'rows_colsum', 'rows_rope', 'rows_scan', 'rows_sort', 'rows_select',
 ];
 
@@ -61,6 +61,7 @@ function rowKernel(name: string, file: string, bindings: (v: Variant) => Binding
       ...v,
       HEADER: header(bindings(v), caps.f16, params),
       COMMON: preprocess(wgslSource('rows_common'), v),
+      SELECT_COMMON: file === 'rows_select' ? preprocess(wgslSource('select_common'), v) : '',
     }),
   };
 }
