@@ -5,7 +5,7 @@
  *   lighthouse   Lighthouse Attention in every layer for the first `--fraction` of the steps, then
  *                full attention (train/attention_schedule.ts: one optimizer and one schedule
  *                throughout, the switch changes only the layers' mechanism);
- * equal tokens. `--target` trains another target than full attention (item 4c, recovery into a
+ * equal tokens, timed after an untimed warm-up step of each phase (kernels compiled). `--target` trains another target than full attention (item 4c, recovery into a
  * sparse target): `local:W` (a sliding window of W), `fox` or `fpa`; the first arm then runs the
  * target throughout and the second Lighthouse then the target. Per arm and seed: the training time (first phase and in all), the training loss
  * of every step, and the validation loss and bits per byte after the last step (FON's evaluate()).
@@ -78,6 +78,21 @@ async function main(): Promise<void> {
 
   const runs: ArmRun[] = [];
   try {
+    // Untimed warm-up: one step of each arm's every phase on a throwaway model, so that no arm's
+    // time holds the compiling of the kernels it shares with the other (on WebGPU, seconds).
+    for (const arm of ['dense', 'lighthouse'] as Arm[]) {
+      const model = newModel(cfg, backend, 0);
+      const trainer = new Trainer(model, new BatchSampler(stores.train, { batch, context, seed: 0 }), { ...DEFAULT_TRAIN, steps: 2, batchSize: batch, context, seed: 0, lr, minLr: lr / 10, warmup: 1, evalEvery: 0, checkpointEvery: 0 });
+      try {
+        if (arm === 'lighthouse') applyPhase(schedule, model, 0, 2);
+        await trainer.trainStep();
+        if (arm === 'lighthouse') { applyPhase(schedule, model, 1, 2); await trainer.trainStep(); }
+        await backend.sync();
+      } finally {
+        trainer.dispose();
+        model.dispose();
+      }
+    }
     for (const seed of seeds) {
       for (const arm of ['dense', 'lighthouse'] as Arm[]) {
         const model = newModel(cfg, backend, seed);
