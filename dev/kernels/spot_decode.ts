@@ -19,8 +19,7 @@
  * LPRE: the chunk's whole list read into workgroup memory before the loop) and also with the count
  * read from the table (DecodeTune.uniformCount false), in the per-key form (that, and
  * preloadList false: each key reads its block's entry in global memory, the form before both) and
- * the STAGE form (DecodeTune.stageList), and with every row loop written out (UR, DecodeTune.unrollRows;
- * dense too). The patches edit the per-key form. First, dense and fine-all
+ * the STAGE form (DecodeTune.stageList). The patches edit the per-key form. First, dense and fine-all
  * at several split counts (withSplits): is the masked form's cost fewer workgroups resident at once?
  *
  *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
@@ -81,20 +80,12 @@ function maskOf(b: fon.Backend, form: string, t: number): { mask: UploadedMask; 
 const PATCHES: Record<string, (src: string) => string> = {
   nolist: (src) => must(src, /fn dkey\(v: u32\) -> u32 \{ return u32\(mask\[mask_list \+ v \/ MASK_KB\] >> 1u\) \* MASK_KB \+ v % MASK_KB; \}/, 'fn dkey(v: u32) -> u32 { return v; }'),
   'nolist-vis': (src) => must(PATCHES.nolist(src), /visible_row\(r, jk\)/, 'visible_row(r, j)'),
-  // …and the P·V loop's V rows from the key's index (as dense) instead of through Krow.
-  'nolist-nokrow': (src) => must(PATCHES['nolist-vis'](src), /Krow\[jj\]/, 'min(k0 + jj, kend - 1u)'),
   // The listed-block count from the uniforms (every block is listed) instead of the table through
   // workgroupUniformLoad: are loop bounds the GPU compiler cannot see as uniform what costs?
   ucount: (src) => must(src, /let nb = mask_count\(mrow, MASK_KB, MASK_KB, lid\);/, 'let nb = (P.kvlen + MASK_KB - 1u) / MASK_KB;'),
-  'nolist-nokrow-ucount': (src) => PATCHES.ucount(PATCHES['nolist-nokrow'](src)),
-  // …and no Krow store (M1); then also the chunk cut as dense cuts it, 128-key aligned, from the uniforms (M2);
-  // then also the row clamp at the chunk's end as dense (M3): which remaining difference costs?
-  M1: (src) => must(PATCHES['nolist-nokrow-ucount'](src), /Krow\[lid\] = drow\(jk\);/, ''),
-  M2: (src) => must(must(PATCHES.M1(src), /let chunk = \(nb \+ P.nsplit - 1u\) \/ P.nsplit \* MASK_KB;/, 'let chunk = ((P.kvlen + 127u) / 128u + P.nsplit - 1u) / P.nsplit * 128u;'),
-    /let kend = min\(nb \* MASK_KB, kstart \+ chunk\);/, 'let kend = min(P.kvlen, kstart + chunk);'),
-  M3: (src) => must(PATCHES.M2(src), /let base = kbase \+ drow\(jk\) \* P.d;/, 'let base = kbase + jk * P.d;'),
-  // …and no read of the mask at all (the list's place not looked up): only the binding is left.
-  M4: (src) => must(PATCHES.M3(src), /let mrow = mask_row\(b, kvh \* P.group, 0u\);/, 'let mrow = 0u;'),
+  // (Patches M1–M4 of 2026-12-06 removed the rest of the masked form step by step and found the
+  // cause: the Krow store, a workgroup word a key a step, and 83 chunks a kv head on 660 resident
+  // slots; both are gone from the kernel, BENCHMARKS.md says what each cost.)
   // The loop runs to a bound made of uniforms only (the chunk's size were every block listed) and
   // leaves at the listed count with a break: valid for every form.
   ubreak: (src) => must(src, /for \(var k0 = kstart; k0 < kend; k0 \+= BKD\) \{/, 'let ubound = kstart + ((P.kvlen + MASK_KB - 1u) / MASK_KB + P.nsplit - 1u) / P.nsplit * MASK_KB;\n  for (var k0 = kstart; k0 < ubound; k0 += BKD) {\n    if (k0 >= kend) { break; }'),
@@ -123,9 +114,9 @@ const kernelCache = new Map<string, Kernel>();
  * reads its count from the table into workgroup memory), per-key (that, and preloadList false: each
  * key reads its block's entry in global memory, the form before both) or STAGE (DecodeTune.stageList).
  */
-function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key' | 'loaded-count' | 'UR', fn: () => T): T {
+function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key' | 'loaded-count', fn: () => T): T {
   const run = b.rt.run;
-  const flags: Record<string, boolean> = form === 'UR' ? { UR: true } : form === 'STAGE' ? { STAGE: true, LPRE: false, UCOUNT: false } : form === 'per-key' ? { LPRE: false, UCOUNT: false } : { UCOUNT: false };
+  const flags: Record<string, boolean> = form === 'STAGE' ? { STAGE: true, LPRE: false, UCOUNT: false } : form === 'per-key' ? { LPRE: false, UCOUNT: false } : { UCOUNT: false };
   b.rt.run = (d) => run.call(b.rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, ...flags } } : d);
   try { return fn(); } finally { b.rt.run = run; }
 }
@@ -179,8 +170,6 @@ async function main(): Promise<void> {
     const grids = (fn: () => void) => b.rt.recordDispatches(() => fon.tidy(fn)).dispatches.map((d) => `${d.kernel} ${d.workgroups.join('×')}`).join(', ');
     console.log(`  ${t} dense dispatches: ${grids(() => { attention(q, k, v, { kvLength: t }); })}`);
     console.log(`  ${t} dense: ${dense.toFixed(3)} ms (${((4 * HKV * t * D) / dense / 1e6).toFixed(0)} GB/s of K and V)`);
-    const denseUr = await timeBatched(sync, () => listForm(b, 'UR', () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); })));
-    console.log(`  ${t} dense, rows written out (UR): ${denseUr.toFixed(3)} ms`);
     const ref = fon.keep(attention(q, k, v, { kvLength: t }));
     {
       // The split-count sweep: dense and fine-all (every block listed) at each chunks-per-kv-head count.
@@ -221,7 +210,7 @@ async function main(): Promise<void> {
       if (form.startsWith('fine')) {
         // The default above preloads the chunk's list (LPRE); STAGE reads a step's entries once into
         // workgroup memory; per-key reads a key's entry from global memory (the form before LPRE).
-        for (const [flag, what] of [['UR', 'rows written out'], ['loaded-count', 'count from table'], ['per-key', 'per-key list'], ['STAGE', 'staged list']] as const) {
+        for (const [flag, what] of [['loaded-count', 'count from table'], ['per-key', 'per-key list'], ['STAGE', 'staged list']] as const) {
           const out = listForm(b, flag, () => attention(q, k, v, { kvLength: t, mask }));
           const d3 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
           const sm = await timeBatched(sync, () => listForm(b, flag, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); })));

@@ -91,8 +91,8 @@ test('a fine mask (a listed block per selected 16-token block, no segment test) 
     if (!gpu) return;
   for (const dtype of ['f32', 'f16'] as const) {
     // The default form (LPRE: the chunk's list preloaded into workgroup memory), and the others: each key
-    // reading its entry in global memory (DecodeTune.preloadList false), a step's entries staged (DecodeTune.stageList), the row loops written out (DecodeTune.unrollRows).
-    for (const form of [{}, { LPRE: false }, { LPRE: false, STAGE: true }, { UR: true }] as Record<string, boolean>[]) {
+    // reading its entry in global memory (DecodeTune.preloadList false), a step's entries staged (DecodeTune.stageList).
+    for (const form of [{}, { LPRE: false }, { LPRE: false, STAGE: true }] as Record<string, boolean>[]) {
       const g = inputs(gpu);
       const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
       const out = withListForm(gpu, form, () => fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu!) }));

@@ -167,9 +167,9 @@ const DECODE_K8: Case[] = [
   { b: 1, h: 4, hkv: 1, tq: 1, tk: 5200, d: 16, dtype: 'bf16', kvLength: 5150 },
 ];
 
-const K8_TUNINGS: DecodeTune[] = [{}, { prefetch: true }, { wg: 256 }, { prefetch: true, wg: 256 }, { combineCols: 32 }, { vEarly: true }, { vEarly: true, wg: 256, combineUnroll: true }, { combineCols: 32, combineUnroll: true }, { vMid: true }, { lsumOnce: false }, { vMid: true, lsumOnce: false, wg: 256 }, { unrollRows: true }, { unrollRows: true, lsumOnce: false, wg: 256 }];
+const K8_TUNINGS: DecodeTune[] = [{}, { prefetch: true }, { wg: 256 }, { prefetch: true, wg: 256 }, { combineCols: 32 }, { vEarly: true }, { vEarly: true, wg: 256, combineUnroll: true }, { combineCols: 32, combineUnroll: true }, { vMid: true }, { lsumOnce: false }, { vMid: true, lsumOnce: false, wg: 256 }];
 
-test('attention decode, K rows in 16-byte loads (K8) vs CPU: GQA, window, kvLength < Tk, several chunks, f16, bf16; K loaded a step ahead, V loaded before or after the scores, row sums by every column group (the form before lsumOnce), 256 keys a step, the combine in column slices and unrolled, the row loops written out [webgpu]', { skip }, async () => {
+test('attention decode, K rows in 16-byte loads (K8) vs CPU: GQA, window, kvLength < Tk, several chunks, f16, bf16; K loaded a step ahead, V loaded before or after the scores, row sums by every column group (the form before lsumOnce), 256 keys a step, the combine in column slices and unrolled [webgpu]', { skip }, async () => {
   let ran = 0;
   for (const c of DECODE_K8) {
     const dtype = c.dtype ?? 'f32';

@@ -109,22 +109,3 @@ export function header(bindings: readonly Binding[], f16: boolean, params?: stri
   return lines.join('\n');
 }
 
-/**
- * Every loop `for (var NAME = 0u; NAME < BOUND; NAME++) { … }` of src written out `count` times,
- * each copy a block opening with `const NAME = iu;`: a loop over a small constant count whose index
- * the GPU's compiler then sees as a constant in every copy (arrays indexed by it stay in registers),
- * whatever its own unrolling heuristics decide. Braces inside the body must balance.
- */
-export function unrollLoops(src: string, name: string, bound: string, count: number): string {
-  const head = `for (var ${name} = 0u; ${name} < ${bound}; ${name}++) {`;
-  let out = '', at = 0;
-  for (let i = src.indexOf(head); i >= 0; i = src.indexOf(head, at)) {
-    let depth = 1, j = i + head.length;
-    for (; j < src.length && depth > 0; j++) depth += src[j] === '{' ? 1 : src[j] === '}' ? -1 : 0;
-    if (depth !== 0) throw new Error(`wgsl: unbalanced braces in the loop over ${name} at ${i}`);
-    const body = src.slice(i + head.length, j - 1);
-    out += src.slice(at, i) + Array.from({ length: count }, (_, r) => `{ const ${name} = ${r}u;${body}}`).join(' ');
-    at = j;
-  }
-  return out + src.slice(at);
-}

@@ -11,7 +11,9 @@
  * warp-specialised one, K of a step beside V of the step before (0.693–0.762 against 0.254–0.261).
  * A clean-up of this kernel's #if branches (commit 8d1bc40) ran 3× slower, and removing the row-sum
  * merge through Lred alone does it (dev versions cL, cD, cV; attention_decode_step.wgsl says so where
- * the merge is), so the branches stay as measured.
+ * the merge is), so the branches stay as measured. Every loop over the query rows written out (so no
+ * row array's index is left to the compiler's unrolling) was tried and removed: no faster dense
+ * (0.249 against 0.243 ms at 128K, H100) and slower masked (0.934 against 0.830).
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
@@ -20,7 +22,7 @@ import type { GpuHandle, GpuRef, WebGpuBackend } from '../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
-import { header, preprocess, unrollLoops, type Variant } from '../wgsl.ts';
+import { header, preprocess, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
 import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, maskConsts, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, maskUniforms, maskVariant, pow2AtLeast, uniforms } from './attention_common.ts';
 
@@ -46,12 +48,10 @@ const decodeKernel: Kernel = {
       kv,
       ...(v.MASK ? ['@group(0) @binding(7) var<storage, read> mask: array<i32>;', v.FINE ? maskConsts(v.MASK_KB as number) : MASK_CONSTS] : []),
     ].join('\n');
-    const src = preprocess(wgslSource('attention_decode'), {
+    return preprocess(wgslSource('attention_decode'), {
       ...v, DECODE_STEP: decodeStepSource(v), HEADER: head, COMMON: wgslSource('attention_common'),
       MASKING: v.MASK ? preprocess(wgslSource('attention_mask'), v) : '',
     });
-    // UR (experimental, DecodeTune.unrollRows): every loop over the RM query rows written out.
-    return v.UR ? unrollLoops(src, 'r', 'RM', v.RM as number) : src;
   },
 };
 
@@ -123,7 +123,6 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
     X: dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
     VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
     ...(tune.stageList ? { STAGE: true } : {}),
-    ...(tune.unrollRows ? { UR: true } : {}),
     // The mask's counts as uniforms (loop bounds the GPU's compiler sees as uniform) where their places are known.
     ...(a.mask ? { UCOUNT: !!a.mask.countAt && (tune.uniformCount ?? true) } : {}),
     // A fine mask's chunk list preloaded into workgroup memory (LPRE) unless a list form is asked for.
@@ -168,11 +167,9 @@ const LIST_MAX = 512;
  * (fine masks; the default, false: each key reads its block's entry from the list in global memory)
  * reads the chunk's whole list into workgroup memory before the loop; `uniformCount` (masks whose
  * count places are known; the default, false: each workgroup reads its count from the table into
- * workgroup memory) copies the mask's counts into the uniforms before the dispatch; `unrollRows`
- * writes every loop over the query rows out (wgsl.ts unrollLoops), so that no row array's index is
- * left to the GPU compiler's unrolling.
+ * workgroup memory) copies the mask's counts into the uniforms before the dispatch.
  */
-export interface DecodeTune { unrollRows?: boolean; prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
@@ -184,7 +181,9 @@ function decodeChunks(be: WebGpuBackend, a: AttentionArgs, splits?: number): { l
     // The kernel cuts the list it reads into nsplit chunks of whole blocks (lo, hi, chunk unused).
     // A fine mask's chunk lists at most LIST_MAX blocks (the LPRE form holds a chunk's list in workgroup memory).
     const least = a.mask.kBlock !== MASK_K_BLOCK ? Math.ceil(a.mask.kBlocks / LIST_MAX) : 1;
-    const nsplit = Math.max(1, least, Math.min(a.mask.kBlocks, splits ?? Math.ceil(target / (a.batch * a.kvHeads))));
+    // At most `target` workgroups in all (rounded down: 83 a kv head made 664 on the H100's 660
+    // resident slots, a second wave of 4 that cost 27%, 0.33 against 0.26 ms at 128K).
+    const nsplit = Math.max(1, least, Math.min(a.mask.kBlocks, splits ?? Math.floor(target / (a.batch * a.kvHeads))));
     checkGrid('attention decode', nsplit, a.kvHeads, a.batch);
     return { lo: 0, hi: 0, chunk: 0, nsplit };
   }

@@ -119,10 +119,11 @@ fn mask_begin(kstart: u32, kend: u32, lid: u32) {}
 // into the next head's rows), whose P = 0 must not meet a stale NaN, so those read the last valid row.
 fn drow(key: u32) -> u32 { return min(key, P.kvlen - 1u); }
 
-// The rows of the step's keys (Krow[t]: key k0 + t's), written with the scores, so that the P·V loop
-// reads each V row's place from workgroup memory and not through the mask's list in global memory
-// (a list load before every V load).
-var<workgroup> Krow: array<u32, BKD>;
+// The V row of virtual key j (the P·V loop's; keys past kend read the last one). Looked up again
+// through the list, not kept from the scores in a workgroup array: that store (Krow[lid], one word a
+// key a step) made the split pass 3.4× dense's time per key at 128K on the H100 (0.83 ms against
+// 0.24; without it and with the chunks cut as below, 0.26: dev/kernels/spot_decode.ts, patches M1, M2).
+fn mask_vrow(j: u32, kend: u32) -> u32 { return drow(dkey(min(j, kend - 1u))); }
 #endif
 
 {{DECODE_STEP}}
@@ -154,7 +155,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #else
   let nb = mask_count(mrow, MASK_KB, MASK_KB, lid);
 #endif
-  let chunk = (nb + P.nsplit - 1u) / P.nsplit * MASK_KB;
+  // Chunks of whole steps (BKD keys; the host keeps a chunk's list within LMAX blocks): no step but
+  // the list's last is partly empty.
+  let chunk = ((nb * MASK_KB + P.nsplit - 1u) / P.nsplit + BKD - 1u) / BKD * BKD;
   let kstart = split * chunk;
   let kend = min(nb * MASK_KB, kstart + chunk);
   mask_list = mrow + 1u;
@@ -189,7 +192,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     mask_step(k0, kend);
     mask_stage(k0, kend, lid);
     let jk = dkey(min(j, kend - 1u));
-    Krow[lid] = drow(jk);
     let base = kbase + drow(jk) * P.d;
 #else
     let base = kbase + min(j, kend - 1u) * P.d;

@@ -2,7 +2,7 @@
 // share (one copy, spliced into both where they name DECODE_STEP). The including file declares WG (keys per
 // step, one per invocation), RM (query rows), D4 (column vec4s), NG = WG / D4 (key groups of the
 // P·V loop), the workgroup arrays Qs (RM·D4 vec4), Ss and Mx (RM·WG), Mrow, Arow and Lred (RM),
-// Red (RM·D4), with MASK Krow (WG: the rows of the step's keys), the loaders ld_q and ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG
+// Red (RM·D4), with MASK mask_vrow(j, kend) (the V row of virtual key j), the loaders ld_q and ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG
 // where subgroups are used. Experimental forms (attention_decode.wgsl only): VW, the caller loaded
 // this invocation's V values of the step into vw (packed 16-bit, unpacked by up4); L1, each row
 // sum l is kept per key (the invocation that owns key lid adds its P) instead of by every column
@@ -106,7 +106,7 @@ fn decode_softmax_pv(lid: u32, sgsize: u32, kbase: u32, k0: u32, kend: u32, c4: 
       let vv = up4((*vw)[i]);
 #else
 #if MASK
-      let vv = ldv4(kbase + Krow[jj] * P.d + 4u * c4, P.d - 4u * c4);
+      let vv = ldv4(kbase + mask_vrow(k0 + jj, kend) * P.d + 4u * c4, P.d - 4u * c4);
 #else
       let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
 #endif
