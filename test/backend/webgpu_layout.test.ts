@@ -110,7 +110,8 @@ describe('layout kernels [webgpu]', () => {
 
   test('assignStrided: slice backward and direct views with zero and negative strides [webgpu]', { skip }, async () => {
     for (const dtype of FLOATS) {
-      for (const [shape, starts, sizes] of [[[7, 33], [2, 1], [4, 31]], [[1000], [3], [257]], [[5, 3, 9], [1, 0, 3], [3, 3, 5]], [[9], [0], [1]]] as const) {
+      // The last three are whole words for 16-bit dtypes (the word path: no widening).
+      for (const [shape, starts, sizes] of [[[7, 33], [2, 1], [4, 31]], [[1000], [3], [257]], [[5, 3, 9], [1, 0, 3], [3, 3, 5]], [[9], [0], [1]], [[4, 8, 6], [1, 2, 0], [2, 4, 6]], [[3, 10], [1, 2], [2, 8]], [[2, 5, 4, 8], [1, 1, 0, 2], [1, 3, 4, 4]]] as const) {
         const n = shape.reduce((a: number, b: number) => a * b, 1);
         const m = sizes.reduce((a: number, b: number) => a * b, 1);
         const host = randomHost(dtype, n, 5);
@@ -134,6 +135,10 @@ describe('layout kernels [webgpu]', () => {
         [{ outShape: [257], strides: [-3], offset: 999 }, 257],
         [{ outShape: [1], strides: [1], offset: 999 }, 1],
         [{ outShape: [10, 10, 10], strides: [-100, 10, -1], offset: 999 }, 1000],
+        // Whole words for 16-bit dtypes (assigned as words), a stride-0 axis among them.
+        [{ outShape: [6, 2], strides: [8, 1], offset: 2 }, 12],
+        [{ outShape: [5, 4], strides: [0, 1], offset: 100 }, 20],
+        [{ outShape: [3, 4, 10], strides: [200, 20, 1], offset: 40 }, 120],
       ];
       for (const [args, m] of cases) {
         const src = pair(randomHost(dtype, m, m), args.outShape, dtype);

@@ -82,7 +82,8 @@ export function copyStrided(be: WebGpuBackend, x: GpuRef, args: StridedArgs): Gp
 
 /**
  * A copy of base with src written through the view: one buffer copy plus one scatter pass for
- * 32-bit dtypes; packed dtypes widen base to a word per element, scatter, and pack (three passes).
+ * 32-bit dtypes, and for packed dtypes whose view is whole words (assigned as words); other packed
+ * views widen base to a word per element, scatter, and pack (three passes).
  * Along a stride-0 axis the last index wins, as on the CPU; other self-overlapping views (no op
  * makes them) leave which write wins unspecified.
  */
@@ -92,6 +93,17 @@ export function assignStrided(be: WebGpuBackend, base: GpuRef, src: GpuRef, args
   const m = size(args.outShape);
   const per = perWord(base.dtype);
   const plan = coalesce(args.outShape, [args.strides]);
+  // Packed dtypes whose view is whole words (the last axis contiguous and a multiple of a word, every
+  // other stride and the offset whole words): the same assignment on the words, no widening (which
+  // doubled a 16-bit tensor's bytes, past the binding limit for Lighthouse's 1 GiB unpool gradient).
+  const last = plan.shape.length - 1;
+  if (per > 1 && last >= 0 && n % per === 0 && args.offset % per === 0 && plan.strides[0][last] === 1 && plan.shape[last] % per === 0
+    && plan.strides[0].every((st, i) => i === last || st % per === 0)) {
+    const words = (r: GpuRef, count: number): GpuRef => ({ ...r, dtype: 'i32', shape: [count] });
+    return assignStrided(be, words(base, n / per), words(src, m / per), {
+      outShape: plan.shape.map((d, i) => (i === last ? d / per : d)), strides: plan.strides[0].map((st, i) => (i === last ? 1 : st / per)), offset: args.offset / per,
+    });
+  }
   const scatter = (dst: GPUBuffer) => be.rt.run({
     kernel: assignKernel, variant: { SP: per },
     uniforms: [m, plan.shape.length, args.offset >>> 0, 0, ...vec8(plan.shape, 1), ...vec8(plan.strides[0], 0)],
