@@ -142,6 +142,7 @@ function withSplits<T>(b: WebGpuBackend, per: number, fn: () => T): T {
         ns = Math.ceil((w[15] - w[14]) / w[16]);
       }
       w[17] = ns;
+      lastSplits = ns;
       return run.call(b.rt, { ...d, uniforms: w, workgroups: [ns, d.workgroups[1], d.workgroups[2]] });
     }
     if (d.kernel.name === 'attention_combine') {
@@ -151,11 +152,9 @@ function withSplits<T>(b: WebGpuBackend, per: number, fn: () => T): T {
     }
     return run.call(b.rt, d);
   };
-  // The combine runs after its split pass: remember the split count the split pass got.
-  const inner = b.rt.run;
-  b.rt.run = (d) => { if (d.kernel.name === 'attention_decode') lastSplits = Math.min(per, (d.uniforms as ArrayLike<number>)[17]); return inner.call(b.rt, d); };
   try { return fn(); } finally { b.rt.run = run; }
 }
+/** The split count the last split pass ran with (the combine after it merges that many). */
 let lastSplits = 0;
 
 async function main(): Promise<void> {
