@@ -1,0 +1,25 @@
+#!/bin/bash
+# The GPU runs issues 21 and 23 wait on, in the order they matter, each under its own timeout, logs
+# and JSON under $OUT (the device machine's output folder). Run on the device machine:
+#   bash .gpu/enter bash dev/gpu_pending.sh [checks|spot|lighthouse|all]
+# `checks` (about 3 minutes): the GPU tests of the kernels changed since the last GPU run and the
+# masked decode's forms; `spot` (about 5): Spot's decode bench beside SDPA and a model's tokens/s;
+# `lighthouse` (about 5): the layer's forward+backward beside SDPA, 32K–512K. The experiments are
+# longer and run on their own (commands in the issues' closing notes).
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+what=${1:-all}
+step() { local t=$1 name=$2; shift 2; echo "== $name (timeout ${t}s)"; timeout "$t" "$@" > "$OUT/$name.log" 2>&1; echo "   rc $?"; tail -n 3 "$OUT/$name.log"; }
+if [ "$what" = checks ] || [ "$what" = all ]; then
+  FON_REQUIRE_WEBGPU=1 step 150 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/attention/spot_webgpu.test.ts \
+    test/backend/webgpu_select.test.ts test/attention/lighthouse_webgpu.test.ts test/backend/webgpu_layout.test.ts test/backend/webgpu_attention.test.ts
+  step 150 spot_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072
+fi
+if [ "$what" = spot ] || [ "$what" = all ]; then
+  step 200 spot_bench node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.5,top-p:0.9,top-k:0.1 --keys f16 --json "$OUT/spot_bench.json"
+  step 300 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
+fi
+if [ "$what" = lighthouse ] || [ "$what" = all ]; then
+  step 300 lighthouse_bench node --import tsx bench/lighthouse.ts --tokens 32768,131072,262144,524288 --dense-max 32768 --json "$OUT/lighthouse_bench.json"
+fi
