@@ -168,7 +168,7 @@ test('config: defaults, every option checked with a message naming the value; fo
     [{ scorer: 'gla' }, `c: 'scorer' = "gla": expected one of "norm", "dilated"`],
   ];
   for (const [o, message] of bad) assert.throws(() => parseLayerAttention({ type: 'lighthouse', ...o }, 'c'), (e: Error) => e instanceof fon.ConfigError && e.message === message, JSON.stringify(o));
-  assert.throws(() => parseLayerAttention({ type: 'lighthouse', window: 4 }, 'c'), /c: unknown key 'window' for attention type "lighthouse"; expected levels, pool, topk, scorer, tile, qk$/);
+  assert.throws(() => parseLayerAttention({ type: 'lighthouse', window: 4 }, 'c'), /c: unknown key 'window' for attention type "lighthouse"; expected levels, pool, topk, scorer, tile, qk, dilation$/);
   const spec = parseLayerAttention({ type: 'lighthouse', levels: 3, pool: 4 }, 'c');
   assert.equal(describeMechanism(spec).label, 'lighthouse(L=3, p=4, k=1536)');
   assert.match(String((mechanismHfExport(spec) as { unsupported: string }).unsupported), /training-only; switch them to "full"/);

@@ -110,8 +110,7 @@ describe('layout kernels [webgpu]', () => {
 
   test('assignStrided: slice backward and direct views with zero and negative strides [webgpu]', { skip }, async () => {
     for (const dtype of FLOATS) {
-      // The last three are whole words for 16-bit dtypes (the word path: no widening).
-      for (const [shape, starts, sizes] of [[[7, 33], [2, 1], [4, 31]], [[1000], [3], [257]], [[5, 3, 9], [1, 0, 3], [3, 3, 5]], [[9], [0], [1]], [[4, 8, 6], [1, 2, 0], [2, 4, 6]], [[3, 10], [1, 2], [2, 8]], [[2, 5, 4, 8], [1, 1, 0, 2], [1, 3, 4, 4]]] as const) {
+      for (const [shape, starts, sizes] of [[[7, 33], [2, 1], [4, 31]], [[1000], [3], [257]], [[5, 3, 9], [1, 0, 3], [3, 3, 5]], [[9], [0], [1]]] as const) {
         const n = shape.reduce((a: number, b: number) => a * b, 1);
         const m = sizes.reduce((a: number, b: number) => a * b, 1);
         const host = randomHost(dtype, n, 5);
