@@ -121,22 +121,10 @@ fn digit_search(lid: u32, sgsize: u32, live: bool, cb: u32, n: u32, at: u32, by_
       for (var e = lid; e < n; e += WG) {
         let w = ldi_cand(cb + e);
         if (skip_refined && (w & 1i) != 0i) { continue; }
-        let key = cand_key(w, at, by_k);
-        if (key >= theta) {
-          let lv = vec4<f32>(f32(min(15u, (key - theta) >> u32(s))));
-          let z = vec4<f32>(0.0);
-          let o = vec4<f32>(1.0);
-          a[0] += select(z, o, lv >= vec4<f32>(1.0, 2.0, 3.0, 4.0));
-          a[1] += select(z, o, lv >= vec4<f32>(5.0, 6.0, 7.0, 8.0));
-          a[2] += select(z, o, lv >= vec4<f32>(9.0, 10.0, 11.0, 12.0));
-          a[3] += select(z, o, lv >= vec4<f32>(13.0, 14.0, 15.0, 16.0));
-        }
+        digit_count(&a, cand_key(w, at, by_k), theta, u32(s), 1.0);
       }
     }
-    let f = wg_sum16(lid, sgsize, a);
-    var j = 0u;
-    for (var i = 0u; i < 15u; i++) { if (f[i / 4u][i % 4u] >= goal) { j = i + 1u; } }
-    theta |= j << u32(s);
+    theta |= digit_pick(wg_sum16(lid, sgsize, a), goal) << u32(s);
   }
   return theta;
 }

@@ -68,23 +68,12 @@ fn digit_search(lid: u32, sgsize: u32, live: bool, base: u32, goal: f32, mass: b
     if (live) {
       for (var e = P.low + lid; e < P.high; e += WG) {
         let key = order_key(ld_s(base + e));
-        if (key >= theta) {
-          var w = 1.0;
-          if (mass) { w = mass_at(base + e); }
-          let lv = vec4<f32>(f32(min(15u, (key - theta) >> u32(s))));
-          let wv = vec4<f32>(w);
-          let z = vec4<f32>(0.0);
-          a[0] += select(z, wv, lv >= vec4<f32>(1.0, 2.0, 3.0, 4.0));
-          a[1] += select(z, wv, lv >= vec4<f32>(5.0, 6.0, 7.0, 8.0));
-          a[2] += select(z, wv, lv >= vec4<f32>(9.0, 10.0, 11.0, 12.0));
-          a[3] += select(z, wv, lv >= vec4<f32>(13.0, 14.0, 15.0, 16.0));
-        }
+        var w = 1.0;
+        if (mass && key >= theta) { w = mass_at(base + e); }
+        digit_count(&a, key, theta, u32(s), w);
       }
     }
-    let f = wg_sum16(lid, sgsize, a);
-    var j = 0u;
-    for (var i = 0u; i < 15u; i++) { if (f[i / 4u][i % 4u] >= goal) { j = i + 1u; } }
-    theta |= j << u32(s);
+    theta |= digit_pick(wg_sum16(lid, sgsize, a), goal) << u32(s);
   }
   return theta;
 }
