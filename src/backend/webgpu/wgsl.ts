@@ -108,4 +108,3 @@ export function header(bindings: readonly Binding[], f16: boolean, params?: stri
   }
   return lines.join('\n');
 }
-

@@ -1,6 +1,6 @@
 // Backend.indexBlockScores (CPU reference: backend/cpu/select.ts): a lightning indexer's scores
 // pooled per block in one pass over the keys. One workgroup per (chunk of WG keys, query row): the
-// row's H index queries and head weights in workgroup memory; each invocation scores one key,
+// row's H index queries and head weights in workgroup memory; each invocation scores one key (COOP: G of them share one),
 // s = Σ_h w_h · ReLU(scale · q_h·k), reading the key once for all heads (K8: in 16-byte loads); then one invocation per
 // block of BLOCK keys takes the max and log Σ e^s of its visible keys (t ≤ the row's position, t < l).
 // A block with no visible key gets −1e30 in both outputs.
@@ -13,7 +13,7 @@ const HIDDEN: f32 = -3.0e38; // a key the row does not see (scores never come ne
 var<workgroup> ws: array<f32, HEADS>;
 var<workgroup> sc: array<f32, WG>;
 #if COOP
-// COOP (experimental, IndexScoreTune.lanes): G lanes a key, lanes j … of one subgroup: lane j reads
+// COOP (the default where subgroups allow, G = 2; IndexScoreTune.lanes sets G): G lanes a key, lanes j … of one subgroup: lane j reads
 // the key's 16-byte words j, j + G, … (a subgroup's loads cover whole rows, contiguous), dots its
 // share with the query (in workgroup memory as vec4s), and the G partial dots are summed by
 // subgroupShuffleXor; each loop step scores WG / G keys, G steps a chunk. K8 keys only.
