@@ -95,23 +95,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let row = flat_id(wid, nw);
   let live = row < P.rows; // a whole workgroup agrees: the barriers below stay uniform
   let base = row * P.n;
-#if LOGMASS
-  var top = -3.0e38;
-  if (live) {
-    for (var e = P.low + lid; e < P.high; e += WG) { top = max(top, ld_m(base + e)); }
-  }
-  lmax = wg_max(lid, top);
-#endif
-  var nopen = 0u;
-  var msum = 0.0;
-  if (live) {
-    for (var e = P.low + lid; e < P.high; e += WG) { nopen += 1u; msum += mass_at(base + e); }
-  }
-  let open_count = wg_count(lid, nopen);
-  let total = wg_sum(lid, msum);
+  let open_count = select(0u, P.high - P.low, P.high > P.low);
   var take = min(open_count, P.count);
+  // The masses are read only for top-p (P.p uniform: the barriers inside stay uniform).
   if (P.p > 0.0) {
-    let goal = P.p * total;
+#if LOGMASS
+    var top = -3.0e38;
+    if (live) {
+      for (var e = P.low + lid; e < P.high; e += WG) { top = max(top, ld_m(base + e)); }
+    }
+    lmax = wg_max(lid, top);
+#endif
+    var msum = 0.0;
+    if (live) {
+      for (var e = P.low + lid; e < P.high; e += WG) { msum += mass_at(base + e); }
+    }
+    let goal = P.p * wg_sum(lid, msum);
     let theta = digit_search(lid, sgsize, live, base, goal, true);
     var above = 0.0;
     var n_above = 0u;
