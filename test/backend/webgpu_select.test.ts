@@ -15,12 +15,13 @@ import { flagsMaskTable, indexBlockScores, selectOpen } from '../../src/ops/sele
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { maskEntries } from '../../src/attention/block_mask.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
-import { ArgumentError, ShapeError } from '../../src/errors.ts';
+import { ArgumentError, ShapeError, UnsupportedError } from '../../src/errors.ts';
 import type { SelectArgs } from '../../src/backend/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 import { ref, wrap } from '../../src/ops/run.ts';
 import type { GpuRef, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { indexBlockScores as webgpuIndexBlockScores } from '../../src/backend/webgpu/kernels/index_scores.ts';
+import { selectOpen as webgpuSelectOpen } from '../../src/backend/webgpu/kernels/rows.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
@@ -122,6 +123,30 @@ test('WebGPU selectOpen equals the CPU reference (rows longer than a workgroup, 
     }
   } finally {
     caps.subgroups = has;
+  }
+});
+
+test('WebGPU selectOpen at other workgroup sizes (SelectTune.wg) equals the CPU reference (log-masses: the default size); a size that is no power of two or past the device is refused [webgpu]', { skip: webgpuSkipReason() }, async () => {
+  const be = gpu as WebGpuBackend;
+  const sizes = [32, 128, be.caps.maxInvocations].filter((w, i, all) => all.indexOf(w) === i);
+  for (const wg of sizes) {
+    for (const c of cases(11, 24)) {
+      for (const logMass of [false, true]) {
+        if (logMass && c.rule.p === 1) continue;
+        const s = fon.tensor(c.scores, [c.rows, c.n], { backend: be });
+        const m = fon.tensor(logMass ? c.mass.map((x) => Math.log(x) + 3) : c.mass, [c.rows, c.n], { backend: be });
+        const y = wrap(be, webgpuSelectOpen(be, ref(s) as GpuRef, ref(m) as GpuRef, { rows: c.rows, n: c.n, ...c.rule, logMass }, { wg }), [c.rows, c.n], 'i32');
+        // Log-masses against the default size's flags (a boundary within f32 rounding of p·total may
+        // differ from the CPU's f64 sums with these dyadic masses), plain masses against the CPU.
+        const want = logMass ? run(be, c, true) : run(cpu, c);
+        assert.deepEqual(Array.from((await y.data()) as Int32Array), Array.from((await want.data()) as Int32Array), `wg ${wg}, ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}, log-masses ${logMass}`);
+      }
+    }
+  }
+  const s = fon.zeros([1, 8], { backend: be });
+  for (const wg of [96, 2 * be.caps.maxInvocations]) {
+    assert.throws(() => webgpuSelectOpen(be, ref(s) as GpuRef, ref(s) as GpuRef, { rows: 1, n: 8, valid: 8, low: 0, high: 8, count: 2, p: 0 }, { wg }),
+      (e) => e instanceof UnsupportedError && e.message.startsWith(`webgpu: selectOpen with ${wg} invocations a workgroup needs a power of two from 32 to ${be.caps.maxInvocations}`));
   }
 });
 

@@ -132,11 +132,13 @@ interface RowDispatch {
   threads?: number;
   /** … or an explicit grid. */
   workgroups?: [number, number];
+  /** Invocations per workgroup where not the device's default (wgSize). */
+  wg?: number;
 }
 
-/** Records a row kernel's dispatch with the device's workgroup size in its variant. */
+/** Records a row kernel's dispatch with the device's workgroup size (or d.wg) in its variant. */
 function run(be: WebGpuBackend, d: RowDispatch): void {
-  const wg = wgSize(be);
+  const wg = d.wg ?? wgSize(be);
   const workgroups = d.workgroups ?? grid(d.groups !== undefined ? d.groups * wg : d.threads ?? 0, wg);
   be.rt.run({ kernel: d.kernel, variant: { ...d.variant, WG: wg }, uniforms: d.uniforms, buffers: d.buffers, workgroups });
 }
@@ -383,16 +385,30 @@ export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArg
   return y;
 }
 
+/**
+ * How selectOpen runs where not by default (dev/kernels/select_open.ts times the forms): `wg`, the
+ * invocations of its one workgroup per row (a power of two from 32 to the device's
+ * maxComputeInvocationsPerWorkgroup; default wgSize).
+ */
+export interface SelectTune { wg?: number }
+
 /** Backend.selectOpen: one workgroup per row (rows_select.wgsl SELECT; SG: subgroup sums where the device has them). */
-export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs): GpuHandle {
+export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs, tune: SelectTune = {}): GpuHandle {
+  const wg = tune.wg ?? wgSize(be);
+  if (!(wg >= 32 && (wg & (wg - 1)) === 0 && wg <= be.caps.maxInvocations && selectStorage(wg) <= be.caps.maxWorkgroupStorage)) {
+    throw new UnsupportedError(`webgpu: selectOpen with ${wg} invocations a workgroup needs a power of two from 32 to ${be.caps.maxInvocations} whose ${selectStorage(wg)} bytes of workgroup memory fit the device's ${be.caps.maxWorkgroupStorage}`);
+  }
   const y = be.alloc('i32', a.rows * a.n, 'selectOpen');
   if (a.rows * a.n === 0) return y;
   run(be, {
     kernel: selectKernel, variant: { SELECT: true, LOGMASS: !!a.logMass, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
-    uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p)], buffers: [scores.h.buffer, mass.h.buffer, y.buffer], groups: a.rows,
+    uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p)], buffers: [scores.h.buffer, mass.h.buffer, y.buffer], groups: a.rows, wg,
   });
   return y;
 }
+
+/** Workgroup bytes of rows_select.wgsl SELECT at wg invocations: red and red2 (f32), part (vec4) and tot. */
+const selectStorage = (wg: number) => wg * (4 + 4 + 16) + 64;
 
 export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort' | 'selectOpen' | 'flagsMaskTable'> {
   return {

@@ -1,0 +1,104 @@
+/**
+ * Spot's selection stage, kernel by kernel, and selectOpen (rows_select.wgsl SELECT, one workgroup
+ * a row) at several workgroup sizes: where a decoding step's selector time goes, at one or more cache
+ * lengths, for each rule. Per length and rule:
+ *
+ *   profile   the selector stage as bench/spot.ts times it (query projections, block scores,
+ *             selectOpen, the block mask), ten times with every dispatch on the GPU's clock
+ *   wg W      selectOpen alone with W invocations a workgroup (SelectTune.wg), its flags checked
+ *             equal to the default's, timed (median of batches) and on the GPU's clock
+ *
+ * The scores are a real selector's over random keys (one random residual row, f32 weights as
+ * bench/spot.ts uses), so top-p's budget is that of an untrained selector.
+ *
+ *   node --import tsx dev/kernels/select_open.ts [--tokens 131072,524288] [--rules top-k:0.1,top-k:0.5,top-p:0.9] [--wg 256,512,1024]
+ */
+import { parseArgs } from 'node:util';
+import * as fon from '../../src/index.ts';
+import '../../src/backend/webgpu/index.ts';
+import { WebGpuBackend, type GpuRef } from '../../src/backend/webgpu/backend.ts';
+import { selectOpen } from '../../src/backend/webgpu/kernels/rows.ts';
+import { profileTable } from '../../src/backend/webgpu/profile.ts';
+import { ParamFactory } from '../../src/nn/params.ts';
+import { ref, wrap } from '../../src/ops/run.ts';
+import { SPOT_DEFAULTS, SpotAttention } from '../../src/attention/spot/index.ts';
+import { SpotKeyCache } from '../../src/attention/spot/key_cache.ts';
+import { selectOnDevice } from '../../src/attention/spot/device_select.ts';
+import { decodeBlockScores } from '../../src/attention/spot/selector.ts';
+import { selectArgs, type SpotRule } from '../../src/attention/spot/selection.ts';
+import type { LayerKv } from '../../src/attention/mechanism.ts';
+import { timeBatched } from '../../bench/lib/report.ts';
+import { deviceRandn } from '../../bench/lib/device_data.ts';
+
+const { values: flags } = parseArgs({
+  options: {
+    tokens: { type: 'string', default: '131072,524288' },
+    rules: { type: 'string', default: 'top-k:0.1,top-k:0.5,top-p:0.9' },
+    wg: { type: 'string', default: '256,512,1024' },
+  },
+});
+const C = 4096, HKV = 8, D = 128, PROFILED = 10;
+const rules: SpotRule[] = flags.rules.split(',').filter(Boolean).map((r) => {
+  const [kind, x] = r.split(':');
+  return kind === 'top-k' ? { kind: 'top-k', fraction: Number(x) } : { kind: 'top-p', p: Number(x) };
+});
+const ruleName = (r: SpotRule) => (r.kind === 'top-k' ? `top-K ${r.fraction}` : `top-p ${r.p}`);
+
+async function main(): Promise<void> {
+  const b = await fon.initBackend('webgpu');
+  if (!(b instanceof WebGpuBackend)) throw new Error('webgpu only');
+  const sync = () => b.sync();
+  console.log(`Spot selection stage on ${b.caps.adapterName} (subgroups ${b.caps.subgroups ? `${b.caps.subgroupMinSize}–${b.caps.subgroupMaxSize}` : 'none'}, ${b.caps.maxInvocations} invocations and ${b.caps.maxWorkgroupStorage} bytes a workgroup at most): d_model ${C}, selector ${SPOT_DEFAULTS.heads} × ${SPOT_DEFAULTS.dim}, f16 keys`);
+  const dims = { dModel: C, nLayers: 1, nHeads: 32, nKvHeads: HKV, headDim: D, normEps: 1e-5 };
+  const layer = new SpotAttention({ type: 'spot', ...SPOT_DEFAULTS }, { f: new ParamFactory({ backend: b, seed: 1 }), name: 'layers.0.attn', dims });
+  const x = fon.randn([1, 1, C], { seed: 8, backend: b });
+  for (const t of flags.tokens.split(',').map(Number)) {
+    const slot: LayerKv = { k: fon.zeros([1, 1, t, 8], { backend: b, dtype: 'f16' }), v: fon.zeros([1, 1, t, 8], { backend: b, dtype: 'f16' }) };
+    const keys = SpotKeyCache.forSlot(slot, SPOT_DEFAULTS.dim, 'f16');
+    const sk = deviceRandn(b, 1, t, SPOT_DEFAULTS.dim, 4);
+    fon.tidy(() => keys.write(0, fon.reshape(sk, [1, t, SPOT_DEFAULTS.dim])));
+    sk.dispose();
+    const { max, logMass } = fon.tidy(() => {
+      const s = decodeBlockScores(layer.selector, x, keys.view(t), { l: t, pos: t - 1 });
+      return { max: fon.keep(s.max), logMass: fon.keep(s.logMass) };
+    });
+    const nb = max.shape[2];
+    for (const rule of rules) {
+      const stage = () => fon.tidy(() => {
+        const s = decodeBlockScores(layer.selector, x, keys.view(t), { l: t, pos: t - 1 });
+        selectOnDevice(s.max, s.logMass, t - 1, rule, t);
+      });
+      const stageMs = await timeBatched(sync, stage);
+      b.rt.startProfile();
+      for (let i = 0; i < PROFILED; i++) stage();
+      const prof = await b.rt.stopProfile();
+      console.log(`\n${t} cached tokens (${nb} blocks), ${ruleName(rule)}: selector stage ${stageMs.toFixed(3)} ms a step (median of batches); on the GPU's clock, ${PROFILED} steps summed:\n${profileTable(prof, { top: 10, byVariant: false })}`);
+      const a = { rows: 1, n: nb, ...selectArgs(t - 1, rule), logMass: true };
+      const call = (wg?: number) => wrap(b, selectOpen(b, ref(max) as GpuRef, ref(logMass) as GpuRef, a, wg ? { wg } : {}), [1, nb], 'i32');
+      const want = call();
+      const wantV = (await want.data()) as Int32Array;
+      want.dispose();
+      let kept = 0;
+      for (const f of wantV) kept += f;
+      for (const wg of flags.wg.split(',').map(Number)) {
+        let out;
+        try { out = call(wg); } catch (e) { console.log(`  wg ${wg}: ${(e as Error).message}`); continue; }
+        const got = (await out.data()) as Int32Array;
+        out.dispose();
+        let diff = 0;
+        for (let i = 0; i < got.length; i++) if (got[i] !== wantV[i]) diff++;
+        const ms = await timeBatched(sync, () => { call(wg).dispose(); });
+        b.rt.startProfile();
+        for (let i = 0; i < PROFILED; i++) call(wg).dispose();
+        const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel === 'rows_select').reduce((s, p) => s + p.ms, 0) / PROFILED;
+        console.log(`  selectOpen wg ${String(wg).padStart(4)}: ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock); ${kept} of ${nb} blocks kept, ${diff} flags differ from the default's`);
+      }
+    }
+    for (const y of [max, logMass, slot.k, slot.v]) y.dispose();
+    keys.dispose();
+  }
+  x.dispose();
+}
+
+await main();
+process.exit(0);
