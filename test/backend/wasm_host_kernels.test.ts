@@ -99,3 +99,14 @@ describe('wasm host kernels decline what they do not take', () => {
     assert.equal(crossEntropyBackwardF32(f, targets, row, row, 2, 4, -1, stale), null, 'f32 targets');
   });
 });
+
+test('the wasm backend refuses a strided view reaching past its tensor, as the CPU does (no read outside the heap block)', async () => {
+  const { WasmBackend } = await import('../../src/backend/wasm/index.ts');
+  const { ShapeError } = await import('../../src/errors.ts');
+  const b = await WasmBackend.create({ threads: 1 });
+  const x = b.upload(Float32Array.from({ length: 20 }, (_, i) => i), 'f32');
+  const ref = { h: x, shape: [20], dtype: 'f32' as const };
+  assert.throws(() => b.copyStrided(ref, { outShape: [4, 5], strides: [5, 2], offset: 3 }),
+    (e) => e instanceof ShapeError && e.message === 'copyStrided: the view (shape [4, 5], strides [5, 2], offset 3) reaches elements 3 … 26 of a tensor of 20; expected 0 … 19');
+  assert.deepEqual(Array.from(b.copyStrided(ref, { outShape: [4, 5], strides: [5, 1], offset: 0 }) as Float32Array), Array.from({ length: 20 }, (_, i) => i));
+});

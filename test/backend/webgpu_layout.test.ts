@@ -17,6 +17,7 @@ import { f32ToHost, hostToF32, type AnyHostArray } from '../../src/tensor/dtype.
 import { fromHandle } from '../../src/tensor/tensor.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 import { uniformStream } from '../../src/ops/random.ts';
+import { ShapeError } from '../../src/errors.ts';
 
 const maybeGpu = await webgpuOrSkip();
 exitAfterWebgpu();
@@ -110,7 +111,8 @@ describe('layout kernels [webgpu]', () => {
 
   test('assignStrided: slice backward and direct views with zero and negative strides [webgpu]', { skip }, async () => {
     for (const dtype of FLOATS) {
-      for (const [shape, starts, sizes] of [[[7, 33], [2, 1], [4, 31]], [[1000], [3], [257]], [[5, 3, 9], [1, 0, 3], [3, 3, 5]], [[9], [0], [1]]] as const) {
+      // The last three are whole words for 16-bit dtypes (the word path: no widening).
+      for (const [shape, starts, sizes] of [[[7, 33], [2, 1], [4, 31]], [[1000], [3], [257]], [[5, 3, 9], [1, 0, 3], [3, 3, 5]], [[9], [0], [1]], [[4, 8, 6], [1, 2, 0], [2, 4, 6]], [[3, 10], [1, 2], [2, 8]], [[2, 5, 4, 8], [1, 1, 0, 2], [1, 3, 4, 4]]] as const) {
         const n = shape.reduce((a: number, b: number) => a * b, 1);
         const m = sizes.reduce((a: number, b: number) => a * b, 1);
         const host = randomHost(dtype, n, 5);
@@ -133,7 +135,7 @@ describe('layout kernels [webgpu]', () => {
         [{ outShape: [33, 4], strides: [9, 0], offset: 3 }, 132],
         [{ outShape: [257], strides: [-3], offset: 999 }, 257],
         [{ outShape: [1], strides: [1], offset: 999 }, 1],
-        [{ outShape: [10, 10, 10], strides: [-100, 10, -1], offset: 999 }, 1000],
+        [{ outShape: [10, 10, 10], strides: [-100, -10, -1], offset: 999 }, 1000],
         // Whole words for 16-bit dtypes (assigned as words), a stride-0 axis among them.
         [{ outShape: [6, 2], strides: [8, 1], offset: 2 }, 12],
         [{ outShape: [5, 4], strides: [0, 1], offset: 100 }, 20],
@@ -143,6 +145,23 @@ describe('layout kernels [webgpu]', () => {
         const src = pair(randomHost(dtype, m, m), args.outShape, dtype);
         await sameKernel(dtype, 1000, `${dtype} assignStrided ${JSON.stringify(args)}`, (b, pick) => b.assignStrided(pick(base), pick(src), args));
       }
+    }
+  });
+
+  test('copyStrided and assignStrided refuse a view reaching past its tensor, and an assign whose src is not the view\'s size, on the CPU and the GPU (no read or write outside the buffer) [webgpu]', { skip }, async () => {
+    const [c, g] = pair(randomHost('f32', 1000, 9), [1000], 'f32');
+    const [cs, gs] = pair(randomHost('f32', 1000, 10), [10, 10, 10], 'f32');
+    const [c5, g5] = pair(randomHost('f32', 5, 11), [5], 'f32');
+    for (const [b, x, src, src5] of [[cpu, c, cs, c5], [gpu(), g, gs, g5]] as const) {
+      const view = '(shape [10, 10, 10], strides [-100, 10, -1], offset 999)';
+      const past = { outShape: [10, 10, 10], strides: [-100, 10, -1], offset: 999 };
+      assert.throws(() => b.copyStrided(refOf(x), past), (e) => e instanceof ShapeError && e.message === `copyStrided: the view ${view} reaches elements 90 … 1089 of a tensor of 1000; expected 0 … 999`);
+      assert.throws(() => b.assignStrided(refOf(x), refOf(src), past), (e) => e instanceof ShapeError && e.message === `assignStrided: the view ${view} reaches elements 90 … 1089 of a tensor of 1000; expected 0 … 999`);
+      assert.throws(() => b.copyStrided(refOf(x), { outShape: [4], strides: [-2], offset: 5 }), (e) => e instanceof ShapeError && e.message === 'copyStrided: the view (shape [4], strides [-2], offset 5) reaches elements -1 … 5 of a tensor of 1000; expected 0 … 999');
+      assert.throws(() => b.assignStrided(refOf(x), refOf(src5), { outShape: [6], strides: [1], offset: 0 }), (e) => e instanceof ShapeError && e.message === 'assignStrided: the view (shape [6], strides [1], offset 0) takes 6 values; src holds 5');
+      // The edges themselves are in bounds.
+      const last = b.copyStrided(refOf(x), { outShape: [2], strides: [-999], offset: 999 });
+      b.free(last);
     }
   });
 
@@ -242,7 +261,7 @@ test('layout kernels allocate exactly their output and free their temporaries [w
     const dy = pair(randomHost(dtype, 66, 3), [33, 2], dtype)[1];
     const calls: [string, () => unknown][] = [
       ['copyStrided', () => g.copyStrided(refOf(x), { outShape: [33], strides: [-2], offset: 65 })],
-      ['assignStrided', () => g.assignStrided(refOf(x), refOf(dy), { outShape: [33], strides: [2], offset: 0 })],
+      ['assignStrided', () => g.assignStrided(refOf(x), refOf(dy), { outShape: [33, 2], strides: [1, 33], offset: 0 })],
       ['concat', () => g.concat([refOf(x), refOf(dy)], 1, [66, 66])],
       ['gather', () => g.gather(refOf(x), refOf(ids), 1, 66, 33, 1)],
       ['scatterAdd', () => g.scatterAdd(refOf(x), refOf(ids), refOf(dy), 1, 66, 33, 1)],

@@ -2,9 +2,11 @@
 import { ArgumentError } from '../../errors.ts';
 import { allocHost } from '../../tensor/dtype.ts';
 import type { StridedArgs } from '../backend.ts';
+import { checkStridedView } from '../strided_view.ts';
 import { f32, forEachRow, sizeOf, store, type CpuHandle, type CpuRef } from './host.ts';
 
 export function copyStrided(x: CpuRef, args: StridedArgs): CpuHandle {
+  checkStridedView('copyStrided', x.h.length, args);
   const out = allocHost(x.dtype, sizeOf(args.outShape));
   const src = x.h;
   const step = args.strides.length ? args.strides[args.strides.length - 1] : 0;
@@ -17,6 +19,7 @@ export function copyStrided(x: CpuRef, args: StridedArgs): CpuHandle {
 }
 
 export function assignStrided(base: CpuRef, src: CpuRef, args: StridedArgs): CpuHandle {
+  checkStridedView('assignStrided', base.h.length, args, src.h.length);
   const out = base.h.slice();
   const sv = src.h;
   const step = args.strides.length ? args.strides[args.strides.length - 1] : 0;

@@ -21,6 +21,7 @@ import { binary as cpuBinary, unary as cpuUnary } from '../cpu/elementwise.ts';
 import { matmul as cpuMatmul } from '../cpu/matmul.ts';
 import { softmax as cpuSoftmax } from '../cpu/reduce.ts';
 import { copyStrided as cpuCopyStrided } from '../cpu/layout.ts';
+import { checkStridedView } from '../strided_view.ts';
 import { crossEntropyBackward as cpuCrossEntropyBackward, rmsnorm as cpuRmsnorm, rmsnormBackward as cpuRmsnormBackward, rope as cpuRope } from '../cpu/fused.ts';
 import { copyStridedF32, crossEntropyBackwardF32, rmsnormF32, ropeF32, type Allocate } from './host_kernels.ts';
 import { attentionBackwardEntry, attentionEntry } from '../cpu/attention_entry.ts';
@@ -110,8 +111,10 @@ export class WasmBackend extends CpuBackend {
   /** Outputs of the host kernels come from the runtime's recycled arrays, as the wasm kernels' do. */
   private readonly alloc: Allocate = (length) => this.runtime.output(length);
 
-  override copyStrided: Backend<CpuHandle>['copyStrided'] = (x, args) =>
-    this.track(copyStridedF32(x, args, this.alloc) ?? cpuCopyStrided(x, args));
+  override copyStrided: Backend<CpuHandle>['copyStrided'] = (x, args) => {
+    checkStridedView('copyStrided', x.h.length, args);
+    return this.track(copyStridedF32(x, args, this.alloc) ?? cpuCopyStrided(x, args));
+  };
   override rope: Backend<CpuHandle>['rope'] = (x, c, s, o, t, i, d, il, inv) =>
     this.track(ropeF32(x, c, s, o, t, i, d, il, inv, this.alloc) ?? cpuRope(x, c, s, o, t, i, d, il, inv));
   override rmsnorm: Backend<CpuHandle>['rmsnorm'] = (x, w, a) =>

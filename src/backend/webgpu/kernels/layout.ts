@@ -13,6 +13,7 @@
 import { UnsupportedError } from '../../../errors.ts';
 import { bytesPerElement, isFloat, type DType } from '../../../tensor/dtype.ts';
 import type { AdamWArgs, SGDArgs, StridedArgs } from '../../backend.ts';
+import { checkStridedView } from '../../strided_view.ts';
 import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
@@ -68,6 +69,7 @@ function runStrided(be: WebGpuBackend, src: GPUBuffer, sp: number, dst: GPUBuffe
 
 /** Strided gather into a new contiguous tensor: one pass over output words; a contiguous run is a buffer copy. */
 export function copyStrided(be: WebGpuBackend, x: GpuRef, args: StridedArgs): GpuHandle {
+  checkStridedView('copyStrided', size(x.shape), args);
   const n = size(args.outShape);
   const out = be.alloc(x.dtype, n, 'copyStrided');
   if (n === 0) return out;
@@ -89,6 +91,7 @@ export function copyStrided(be: WebGpuBackend, x: GpuRef, args: StridedArgs): Gp
  */
 export function assignStrided(be: WebGpuBackend, base: GpuRef, src: GpuRef, args: StridedArgs): GpuHandle {
   if (src.dtype !== base.dtype) throw new UnsupportedError(`webgpu: assignStrided of ${src.dtype} into ${base.dtype} is not supported (cast src to ${base.dtype} first)`);
+  checkStridedView('assignStrided', size(base.shape), args, size(src.shape));
   const n = size(base.shape);
   const m = size(args.outShape);
   const per = perWord(base.dtype);
@@ -110,9 +113,9 @@ export function assignStrided(be: WebGpuBackend, base: GpuRef, src: GpuRef, args
     buffers: [src.h.buffer, dst], workgroups: grid(m, WG),
   });
   if (per === 1) {
-    // base copied by a transfer, not by a copy kernel in the scatter's pass: the scatter overwrites
-    // what the copy wrote (write after write), which SwiftShader was seen to run out of order under
-    // load (test/backend/webgpu_layout.test.ts, about 1 run in 3 with three in parallel).
+    // base copied by a transfer, then the scatter over it. (A flake once put down here to SwiftShader
+    // reordering the scatter's write after the copy's was a test view reaching 90 elements past its
+    // buffer, into whatever lay beyond: views are bounds-checked now, strided_view.ts.)
     const out = be.alloc(base.dtype, n, 'assignStrided');
     if (out.bytes > 0) be.rt.commandEncoder().copyBufferToBuffer(base.h.buffer, 0, out.buffer, 0, Math.ceil(out.bytes / 4) * 4);
     scatter(out.buffer);
