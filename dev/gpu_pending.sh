@@ -4,8 +4,9 @@
 #   bash .gpu/enter bash dev/gpu_pending.sh [checks|spot|lighthouse|all]
 # `checks` (about 3 minutes): the GPU tests of the kernels changed since the last GPU run and the
 # masked decode's forms; `spot` (about 5): Spot's decode bench beside SDPA and a model's tokens/s;
-# `lighthouse` (about 5): the layer's forward+backward beside SDPA, 32K–512K. The experiments are
-# longer and run on their own (commands in the issues' closing notes).
+# `lighthouse` (about 5): its GPU tests and the layer's forward+backward beside SDPA, 32K–512K;
+# `lighthouse_exp` (about 5): Lighthouse then recovery against dense training at 32K tokens, 3 seeds.
+# Spot's experiments are longer and run on their own (commands in the issue's closing note).
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -21,5 +22,10 @@ if [ "$what" = spot ] || [ "$what" = all ]; then
   step 300 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
 fi
 if [ "$what" = lighthouse ] || [ "$what" = all ]; then
-  step 300 lighthouse_bench node --import tsx bench/lighthouse.ts --tokens 32768,131072,262144,524288 --dense-max 32768 --json "$OUT/lighthouse_bench.json"
+  FON_REQUIRE_WEBGPU=1 step 70 lighthouse_tests node --import tsx --test test/attention/lighthouse_webgpu.test.ts test/backend/webgpu_layout.test.ts
+  step 90 lighthouse_gather node --import tsx dev/kernels/lighthouse_gather.ts --tokens 32768,131072
+  step 200 lighthouse_bench node --import tsx bench/lighthouse.ts --tokens 32768,131072,262144,524288 --dense-max 32768 --json "$OUT/lighthouse_bench.json"
+fi
+if [ "$what" = lighthouse_exp ]; then
+  step 330 lighthouse_exp node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 32768 --steps 200 --batch 1 --json "$OUT/lighthouse_32k.json"
 fi

@@ -14,6 +14,7 @@ export * from './ops/reduce.ts';
 export * from './ops/layout.ts';
 export * from './ops/matmul.ts';
 export * from './ops/indexing.ts';
+export * from './ops/pyramid_rows.ts';
 export * from './ops/fused.ts';
 export { attention, kvWrite, type AttentionOptions } from './ops/attention.ts';
 export { foxAttention, type FoxAttentionOptions } from './ops/fox_attention.ts';

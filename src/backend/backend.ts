@@ -58,6 +58,20 @@ export interface LighthouseSelectArgs extends LighthouseShape { lists: number; g
 /** Backend.invertRows' shape: `lists` lists of m rows, each row in [0, n) and distinct within its list. */
 export interface InvertRowsArgs { lists: number; m: number; n: number }
 
+/**
+ * One level of a pyramid over n tokens (Backend.pyramidGather / pyramidScatter): rows offset …
+ * offset + count − 1 of the concatenated pyramid are its entries, entry j standing for the tokens
+ * [j·span + shift, (j + 1)·span + shift) ∩ [0, n), weighted by `scale`.
+ */
+export interface PyramidLevel { offset: number; count: number; span: number; shift: number; scale: number }
+
+/**
+ * Backend.pyramidGather's and pyramidScatter's shape: `lists` lists of n tokens of width d, m
+ * pyramid rows listed per list (rows (lists, m) i32, each in [0, Σ count)), the levels in order of
+ * offset.
+ */
+export interface PyramidRowsArgs { lists: number; n: number; d: number; m: number; levels: readonly PyramidLevel[] }
+
 export interface IndexScoreArgs { batch: number; n: number; heads: number; d: number; l: number; tmax: number; pos: number; block: number; scale: number }
 
 export type UnaryOp =
@@ -280,6 +294,20 @@ export interface Kernels<H> {
    * listed. The CPU throws on a repeated or out-of-range row; the GPU's result is then undefined.
    */
   invertRows(rows: Ref<H>, args: InvertRowsArgs): H;
+  /**
+   * Listed pyramid rows straight from the tokens (Lighthouse's pooled gather, specs/lighthouse_fon.md
+   * §1.3): x (lists, n, d) any float, rows i32 (lists, m) → (lists, m, d) in x's dtype, row j of a
+   * list = scale_l · Σ x[t] over the tokens of pyramid row rows[j] (level l holding it), summed in
+   * f32 in token order. The adjoint of pyramidScatter with the same levels.
+   */
+  pyramidGather(x: Ref<H>, rows: Ref<H>, args: PyramidRowsArgs): H;
+  /**
+   * The adjoint of pyramidGather (Lighthouse's scatter-back, §1.7): y (lists, m, d) any float,
+   * inverse i32 (lists, Σ count) (invertRows of the rows: m where a row is not listed) → (lists, n,
+   * d), token t of a list = Σ_l scale_l · y[inverse[offset_l + j]] over the levels whose entry j =
+   * ⌊(t − shift_l)/span_l⌋ lies in [0, count_l) and is listed, summed in f32 in level order.
+   */
+  pyramidScatter(y: Ref<H>, inverse: Ref<H>, args: PyramidRowsArgs): H;
   /**
    * INT4 microscale codes of x (rows, d), d a multiple of 32 (backend/cpu/int4.ts): codes i32
    * (rows, d/8), eight 4-bit codes c + 8 a word, and one scale per group of 32, max|x|/7 rounded to

@@ -152,7 +152,7 @@ describe('layout kernels [webgpu]', () => {
     const [c, g] = pair(randomHost('f32', 1000, 9), [1000], 'f32');
     const [cs, gs] = pair(randomHost('f32', 1000, 10), [10, 10, 10], 'f32');
     const [c5, g5] = pair(randomHost('f32', 5, 11), [5], 'f32');
-    for (const [b, x, src, src5] of [[cpu, c, cs, c5], [gpu(), g, gs, g5]] as const) {
+    for (const [b, x, src, src5] of [[cpu as Backend, c, cs, c5], [gpu(), g, gs, g5]] as const) {
       const view = '(shape [10, 10, 10], strides [-100, 10, -1], offset 999)';
       const past = { outShape: [10, 10, 10], strides: [-100, 10, -1], offset: 999 };
       assert.throws(() => b.copyStrided(refOf(x), past), (e) => e instanceof ShapeError && e.message === `copyStrided: the view ${view} reaches elements 90 … 1089 of a tensor of 1000; expected 0 … 999`);

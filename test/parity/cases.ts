@@ -459,6 +459,13 @@ add({ op: 'gatherDistinctRows', inputs: [inp([2, 3, 11, 5]), inp([2, 7], distinc
 add({ op: 'gatherDistinctRows', inputs: [inp([4, 9, 3], randn(), 'bf16'), inp([4, 9], distinctRows(9), 'i32')], note: 'axis=1, a permutation each', run: ([x, r]) => viaInverse(r, 9, (inv) => fon.gatherDistinctRows(x, r, inv, 1)), tol: EXACT });
 add({ op: 'scatterDistinctRows', inputs: [inp([2, 3, 7, 5]), inp([2, 7], distinctRows(11), 'i32')], note: 'axis=2, n=11', run: ([y, r]) => viaInverse(r, 11, (inv) => fon.scatterDistinctRows(y, r, inv, 2)), grad: [0], tol: EXACT });
 add({ op: 'scatterDistinctRows', inputs: [inp([6, 4]), inp([1, 4], distinctRows(33), 'i32')], note: 'axis=-1, one list, n=33', run: ([y, r]) => viaInverse(r, 33, (inv) => fon.scatterDistinctRows(y, r, inv, -1)), grad: [0], tol: EXACT });
+// Pyramid rows (Lighthouse's pooled gather and its adjoint): 11 tokens padded to 12, levels of spans 1 and 4 (15 rows), 7 listed a list.
+const poolLevels = [{ offset: 0, count: 12, span: 1, shift: 0, scale: 1 }, { offset: 12, count: 3, span: 4, shift: 0, scale: 0.25 }];
+const deliverLevels = [{ offset: 0, count: 12, span: 1, shift: 0, scale: 1 }, { offset: 12, count: 3, span: 4, shift: 3, scale: 1 }];
+add({ op: 'pyramidGather', inputs: [inp([2, 3, 11, 5]), inp([6, 7], distinctRows(15), 'i32')], note: 'pool, spans 1 and 4', run: ([x, r]) => viaInverse(r, 15, (inv) => fon.pyramidGather(x, r, inv, poolLevels)), grad: [0], tol: ACC });
+add({ op: 'pyramidGather', inputs: [inp([1, 2, 11, 3], randn(), 'bf16'), inp([2, 7], distinctRows(15), 'i32')], note: 'pool', run: ([x, r]) => viaInverse(r, 15, (inv) => fon.pyramidGather(x, r, inv, poolLevels)), tol: ACC });
+add({ op: 'pyramidScatter', inputs: [inp([2, 3, 7, 5]), inp([6, 7], distinctRows(15), 'i32')], note: 'deliver, n=11', run: ([y, r]) => viaInverse(r, 15, (inv) => fon.pyramidScatter(y, r, inv, deliverLevels, 11)), grad: [0], tol: ACC });
+add({ op: 'pyramidScatter', inputs: [inp([1, 2, 7, 4], randn(), 'f16'), inp([2, 7], distinctRows(15), 'i32')], note: 'deliver, n=11', run: ([y, r]) => viaInverse(r, 15, (inv) => fon.pyramidScatter(y, r, inv, deliverLevels, 11)), tol: ACC });
 add({ op: 'scatterAdd', inputs: [inp([7, 33]), inp([7, 40], randint(0, 33), 'i32'), inp([7, 40])], note: 'axis=1', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 1), grad: [0, 2], tol: ACC });
 add({ op: 'scatterAdd', inputs: [inp([7, 33]), inp([9, 33], randint(0, 7), 'i32'), inp([9, 33])], note: 'axis=0', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 0), grad: [0, 2], tol: ACC });
 add({ op: 'scatterAdd', inputs: [inp([1]), inp([3], randint(0, 1), 'i32'), inp([3])], note: 'axis=0', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 0), grad: [0, 2], tol: ACC });

@@ -20,6 +20,7 @@
  * Cc ≥ tile, S = Np/p^(L−1) + (L−1)·p·k exactly (§1.5). The arithmetic from the tiles on (levels'
  * offsets, candidates per tile, S) is backend/lighthouse_layout.ts, shared with the kernels.
  */
+import type { PyramidLevel } from '../../ops/pyramid_rows.ts';
 import { ArgumentError } from '../../errors.ts';
 import { lighthouseLayout } from '../../backend/lighthouse_layout.ts';
 
@@ -103,4 +104,13 @@ export function levelOf(g: LighthouseGeometry, row: number): number {
   let l = 1;
   while (l < g.levels && row >= g.offset[l]) l++;
   return l;
+}
+
+/**
+ * The pyramid's levels as Backend.pyramidGather / pyramidScatter take them: `pool`, level l's entry
+ * j the mean of tokens [j·c_l, (j + 1)·c_l) (§1.3; tokens past N count as the zero padding); `deliver`,
+ * the scatter-back's ranges [c_l·(j + 1) − 1, c_l·(j + 2) − 1) with weight 1 (§1.7).
+ */
+export function pyramidLevels(g: LighthouseGeometry, use: 'pool' | 'deliver'): PyramidLevel[] {
+  return g.span.map((c, i) => ({ offset: g.offset[i], count: g.count[i], span: c, shift: use === 'pool' ? 0 : c - 1, scale: use === 'pool' ? 1 / c : 1 }));
 }

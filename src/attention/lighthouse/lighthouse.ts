@@ -1,6 +1,6 @@
 /**
  * Lighthouse Attention (specs/lighthouse_fon.md Part 1), training only: per head, q, k and v are
- * mean-pooled into an L-level pyramid (pyramid.ts, §1.3), a parameter-free `norm` score (scores.ts,
+ * mean-pooled into an L-level pyramid (§1.3), a parameter-free `norm` score (scores.ts,
  * §1.4) drives a tile-stratified coarse-to-fine top-k cascade with no gradient (selection.ts, §1.5),
  * the selected pyramid rows are gathered in causal order, ordinary causal attention runs over the
  * gathered sequence (ops/attention.ts, §1.6), and the outputs are scattered back with the c_l − 1
@@ -17,20 +17,18 @@
  * attention was rejected: it would decode a different function from the one `forward` trains.
  *
  * Every step runs on the tensors' backend (cpu, wasm, webgpu), with no read to the host: the
- * selection is the lighthouseSelect op (selection.ts), the gathers are gatherDistinctRows, whose
- * gradient is a gather through the selection's inverse (not gatherRows' scatter-add), and the
- * scatter-back is two gathers (scatter.ts). Index memory: B·H·(S + total) words.
+ * selection is the lighthouseSelect op (selection.ts); each gather pools the selected rows straight
+ * from the tokens in one pass (pyramidGather: the pyramid is never built whole) and the scatter-back
+ * is its adjoint (scatter.ts), each the other's gradient. Index memory: B·H·(S + total) words.
  */
 import { ArgumentError, UnsupportedError } from '../../errors.ts';
 import { attention } from '../../ops/attention.ts';
-import { zeros } from '../../ops/creation.ts';
-import { gatherDistinctRows } from '../../ops/indexing.ts';
-import { broadcastTo, concat, reshape } from '../../ops/layout.ts';
+import { pyramidGather } from '../../ops/pyramid_rows.ts';
+import { broadcastTo, reshape } from '../../ops/layout.ts';
 import { Module } from '../../nn/module.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { AttentionMechanism, LayerKv, MechanismInput } from '../mechanism.ts';
-import { lighthouseGeometry, type LighthouseOptions } from './geometry.ts';
-import { lighthousePyramid } from './pyramid.ts';
+import { lighthouseGeometry, pyramidLevels, type LighthouseOptions } from './geometry.ts';
 import { lighthouseScatter } from './scatter.ts';
 import { makeSelection, type LighthouseSelection } from './selection.ts';
 
@@ -41,16 +39,6 @@ function repeatHeads(x: Tensor, heads: number): Tensor {
   const wide = broadcastTo(reshape(x, [b, hkv, 1, t, d]), [b, hkv, heads / hkv, t, d]); // (B, Hkv, g, T, D)
   const out = reshape(wide, [b, heads, t, d]);
   wide.dispose();
-  return out;
-}
-
-/** x (B, H, N, D) with zero rows appended to Np. */
-function padRows(x: Tensor, padded: number): Tensor {
-  const [b, h, n, d] = x.shape;
-  if (padded === n) return x;
-  const z = zeros([b, h, padded - n, d], { dtype: x.dtype, backend: x.backend });
-  const out = concat([x, z], 2);
-  z.dispose();
   return out;
 }
 
@@ -69,17 +57,13 @@ export function lighthouseSelection(q: Tensor, k: Tensor, o: LighthouseOptions, 
 }
 
 /**
- * x (B, H, N, D) → the rows `sel` gathers, (B, H, S, D) in causal order: padded to Np with zero
- * rows, pooled into the pyramid (§1.3), gathered (differentiable in x; the gradient goes back through
- * the selection's inverse).
+ * x (B, H, N, D) → the rows `sel` gathers, (B, H, S, D) in causal order: each the mean of its window
+ * of tokens (§1.3; tokens past N count as the zero padding), pooled straight from x in one pass
+ * (ops/pyramid_rows.ts pyramidGather with the `pool` levels; the pyramid is never built whole),
+ * differentiable in x (the gradient is the adjoint pass, through the selection's inverse).
  */
 export function lighthouseGather(x: Tensor, sel: LighthouseSelection): Tensor {
-  const g = sel.geometry;
-  const padded = padRows(x, g.padded); // (B, H, Np, D)
-  const pyramid = lighthousePyramid(padded, g); // (B, H, total, D)
-  const picked = gatherDistinctRows(pyramid, sel.rows, sel.inverse, 2); // (B, H, S, D)
-  for (const t of new Set([padded, pyramid])) if (t !== x) t.dispose();
-  return picked;
+  return pyramidGather(x, sel.rows, sel.inverse, pyramidLevels(sel.geometry, 'pool'));
 }
 
 /**

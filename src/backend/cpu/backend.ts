@@ -14,6 +14,7 @@ import type { CpuHandle } from './host.ts';
 import { mergeLse } from './attention_merge.ts';
 import { flagsMaskTable, indexBlockScores, selectOpen } from './select.ts';
 import { invertRows, lighthouseSelect } from './lighthouse.ts';
+import { pyramidGather, pyramidScatter } from './pyramid_rows.ts';
 import { dequantizeInt4, quantizeInt4 } from './int4.ts';
 import { assignStrided, concat, copyStrided, embedding, embeddingBackward, gather, gatherRows, scatterAdd } from './layout.ts';
 import { matmul } from './matmul.ts';
@@ -76,6 +77,8 @@ export class CpuBackend implements Backend<CpuHandle> {
   indexBlockScores: Backend<CpuHandle>['indexBlockScores'] = (q, w, k, a) => this.trackAll(indexBlockScores(q, w, k, a));
   lighthouseSelect: Backend<CpuHandle>['lighthouseSelect'] = (q, k, a) => this.track(lighthouseSelect(q, k, a));
   invertRows: Backend<CpuHandle>['invertRows'] = (r, a) => this.track(invertRows(r, a));
+  pyramidGather: Backend<CpuHandle>['pyramidGather'] = (x, r, a) => this.track(pyramidGather(x, r, a));
+  pyramidScatter: Backend<CpuHandle>['pyramidScatter'] = (y, inv, a) => this.track(pyramidScatter(y, inv, a));
   quantizeInt4: Backend<CpuHandle>['quantizeInt4'] = (x, r, d) => this.trackAll(quantizeInt4(x, r, d));
   dequantizeInt4: Backend<CpuHandle>['dequantizeInt4'] = (c, s, r, d, t) => this.track(dequantizeInt4(c, s, r, d, t));
   cast: Backend<CpuHandle>['cast'] = (x, to) => this.track(cast(x, to));
