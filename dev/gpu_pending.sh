@@ -32,7 +32,7 @@ fi
 # `lighthouse_one`: the least that answers issue 23 in one call (about 8 minutes): the GPU tests of the
 # layer, the bench at 32K–512K beside SDPA, and the experiment at 16K tokens, 3 seeds.
 if [ "$what" = lighthouse_one ]; then
-  FON_REQUIRE_WEBGPU=1 step 45 lighthouse_tests node --import tsx --test test/attention/lighthouse_webgpu.test.ts
-  step 170 lighthouse_bench node --import tsx bench/lighthouse.ts --tokens 32768,131072,262144,524288 --dense-max 32768 --json "$OUT/lighthouse_bench.json"
-  step 280 lighthouse_exp node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 16384 --steps 200 --batch 2 --json "$OUT/lighthouse_16k.json"
+  FON_REQUIRE_WEBGPU=1 step 40 lighthouse_tests node --import tsx --test test/attention/lighthouse_webgpu.test.ts
+  step 150 lighthouse_bench node --import tsx bench/lighthouse.ts --tokens 32768,131072,262144,524288 --dense-max 32768 --json "$OUT/lighthouse_bench.json"
+  step 240 lighthouse_exp node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 16384 --steps 200 --batch 2 --eval-windows 4 --json "$OUT/lighthouse_16k.json"
 fi
