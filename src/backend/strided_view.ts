@@ -19,12 +19,12 @@ export function viewSpan(args: StridedArgs): { lo: number; hi: number } | null {
   return { lo, hi };
 }
 
-/** Throws ShapeError unless op's view lies within a tensor of `elements` (and, for assign, src holds one value per view element). */
+/** Throws ShapeError unless op's view lies within a tensor of `elements` (and, for assign, src holds at least one value per view element). */
 export function checkStridedView(op: string, elements: number, args: StridedArgs, srcElements?: number): void {
   const view = () => `the view (shape [${args.outShape.join(', ')}], strides [${args.strides.join(', ')}], offset ${args.offset})`;
   if (args.strides.length !== args.outShape.length) throw new ShapeError(`${op}: ${view()} has ${args.strides.length} strides for ${args.outShape.length} axes`);
   const span = viewSpan(args);
   if (span && (span.lo < 0 || span.hi >= elements)) throw new ShapeError(`${op}: ${view()} reaches elements ${span.lo} … ${span.hi} of a tensor of ${elements}; expected 0 … ${elements - 1}`);
   const m = args.outShape.reduce((a, b) => a * b, 1);
-  if (srcElements !== undefined && srcElements !== m) throw new ShapeError(`${op}: ${view()} takes ${m} values; src holds ${srcElements}`);
+  if (srcElements !== undefined && srcElements < m) throw new ShapeError(`${op}: ${view()} takes ${m} values; src holds ${srcElements}`);
 }
