@@ -2,8 +2,9 @@
 # The GPU runs issues 21 and 23 wait on, in the order they matter, each under its own timeout, logs
 # and JSON under $OUT (the device machine's output folder). Run on the device machine:
 #   bash .gpu/enter bash dev/gpu_pending.sh [checks|spot|lighthouse|all]
-# `checks` (about 3 minutes): the GPU tests of the kernels changed since the last GPU run and the
-# masked decode's forms; `spot` (about 5): Spot's decode bench beside SDPA and a model's tokens/s;
+# `checks` (about 5 minutes): the GPU tests of the kernels changed since the last GPU run, the
+# masked decode's forms, Spot's selection stage kernel by kernel (selectOpen at 256/512/1024
+# invocations) and the op parity suite (pyramidGather/pyramidScatter among it); `spot` (about 5): Spot's decode bench beside SDPA and a model's tokens/s;
 # `lighthouse` (about 5): its GPU tests and the layer's forward+backward beside SDPA, 32K–512K;
 # `lighthouse_exp` (about 5): Lighthouse then recovery against dense training at 32K tokens, 3 seeds.
 # Spot's experiments are longer and run on their own (commands in the issue's closing note).
@@ -16,6 +17,8 @@ if [ "$what" = checks ] || [ "$what" = all ]; then
   FON_REQUIRE_WEBGPU=1 step 150 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/attention/spot_webgpu.test.ts \
     test/backend/webgpu_select.test.ts test/attention/lighthouse_webgpu.test.ts test/backend/webgpu_layout.test.ts test/backend/webgpu_attention.test.ts
   step 150 spot_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072
+  step 90 select_open node --import tsx dev/kernels/select_open.ts
+  FON_REQUIRE_WEBGPU=1 step 120 parity node --import tsx --test test/backend/webgpu_parity.test.ts
 fi
 if [ "$what" = spot ] || [ "$what" = all ]; then
   step 200 spot_bench node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.5,top-p:0.9,top-k:0.1 --keys f16 --json "$OUT/spot_bench.json"
