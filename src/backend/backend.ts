@@ -298,14 +298,17 @@ export interface Kernels<H> {
    * Listed pyramid rows straight from the tokens (Lighthouse's pooled gather, specs/lighthouse_fon.md
    * §1.3): x (lists, n, d) any float, rows i32 (lists, m) → (lists, m, d) in x's dtype, row j of a
    * list = scale_l · Σ x[t] over the tokens of pyramid row rows[j] (level l holding it), summed in
-   * f32 in token order. The adjoint of pyramidScatter with the same levels.
+   * f32 in token order. The adjoint of pyramidScatter with the same levels. The CPU throws on a row
+   * in no level; the GPU then reads nothing for it (zeros) — a repeated row breaks the adjointness.
    */
   pyramidGather(x: Ref<H>, rows: Ref<H>, args: PyramidRowsArgs): H;
   /**
    * The adjoint of pyramidGather (Lighthouse's scatter-back, §1.7): y (lists, m, d) any float,
    * inverse i32 (lists, Σ count) (invertRows of the rows: m where a row is not listed) → (lists, n,
    * d), token t of a list = Σ_l scale_l · y[inverse[offset_l + j]] over the levels whose entry j =
-   * ⌊(t − shift_l)/span_l⌋ lies in [0, count_l) and is listed, summed in f32 in level order.
+   * ⌊(t − shift_l)/span_l⌋ lies in [0, count_l) and is listed, summed in f32 in level order. The
+   * CPU throws on an inverse entry outside [0, m]; the GPU skips it. An inverse that is not the rows'
+   * (invertRows) gives a result that is not their adjoint.
    */
   pyramidScatter(y: Ref<H>, inverse: Ref<H>, args: PyramidRowsArgs): H;
   /**

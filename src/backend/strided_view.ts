@@ -24,7 +24,7 @@ export function checkStridedView(op: string, elements: number, args: StridedArgs
   const view = () => `the view (shape [${args.outShape.join(', ')}], strides [${args.strides.join(', ')}], offset ${args.offset})`;
   if (args.strides.length !== args.outShape.length) throw new ShapeError(`${op}: ${view()} has ${args.strides.length} strides for ${args.outShape.length} axes`);
   const span = viewSpan(args);
-  if (span && (span.lo < 0 || span.hi >= elements)) throw new ShapeError(`${op}: ${view()} reaches elements ${span.lo} … ${span.hi} of a tensor of ${elements}; expected 0 … ${elements - 1}`);
+  if (span && (span.lo < 0 || span.hi >= elements)) throw new ShapeError(`${op}: ${view()} reaches elements ${span.lo} … ${span.hi} of a tensor of ${elements}; ${elements > 0 ? `expected 0 … ${elements - 1}` : 'the tensor has no elements'}`);
   const m = args.outShape.reduce((a, b) => a * b, 1);
   if (srcElements !== undefined && srcElements < m) throw new ShapeError(`${op}: ${view()} takes ${m} values; src holds ${srcElements}`);
 }

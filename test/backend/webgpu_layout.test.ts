@@ -148,7 +148,7 @@ describe('layout kernels [webgpu]', () => {
     }
   });
 
-  test('copyStrided and assignStrided refuse a view reaching past its tensor, and an assign whose src is not the view\'s size, on the CPU and the GPU (no read or write outside the buffer) [webgpu]', { skip }, async () => {
+  test('copyStrided and assignStrided refuse a view reaching past its tensor, and an assign whose src holds fewer values than the view, on the CPU and the GPU (no read or write outside the buffer) [webgpu]', { skip }, async () => {
     const [c, g] = pair(randomHost('f32', 1000, 9), [1000], 'f32');
     const [cs, gs] = pair(randomHost('f32', 1000, 10), [10, 10, 10], 'f32');
     const [c5, g5] = pair(randomHost('f32', 5, 11), [5], 'f32');

@@ -67,10 +67,10 @@ function runStrided(be: WebGpuBackend, src: GPUBuffer, sp: number, dst: GPUBuffe
   });
 }
 
-/** Strided gather into a new contiguous tensor: one pass over output words; a contiguous run is a buffer copy. */
 /** Elements of r's dtype its buffer's tensor data holds (a raw ref's shape may be nominal; its bytes are not). */
 const elementsOf = (r: GpuRef): number => Math.floor(r.h.bytes / bytesPerElement(r.dtype));
 
+/** Strided gather into a new contiguous tensor: one pass over output words; a contiguous run is a buffer copy. */
 export function copyStrided(be: WebGpuBackend, x: GpuRef, args: StridedArgs): GpuHandle {
   checkStridedView('copyStrided', elementsOf(x), args);
   const n = size(args.outShape);
@@ -94,8 +94,9 @@ export function copyStrided(be: WebGpuBackend, x: GpuRef, args: StridedArgs): Gp
  */
 export function assignStrided(be: WebGpuBackend, base: GpuRef, src: GpuRef, args: StridedArgs): GpuHandle {
   if (src.dtype !== base.dtype) throw new UnsupportedError(`webgpu: assignStrided of ${src.dtype} into ${base.dtype} is not supported (cast src to ${base.dtype} first)`);
-  checkStridedView('assignStrided', elementsOf(base), args, elementsOf(src));
   const n = size(base.shape);
+  // The result holds base's shape: the view must lie within it and within base's data.
+  checkStridedView('assignStrided', Math.min(n, elementsOf(base)), args, elementsOf(src));
   const m = size(args.outShape);
   const per = perWord(base.dtype);
   const plan = coalesce(args.outShape, [args.strides]);

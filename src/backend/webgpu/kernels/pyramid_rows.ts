@@ -2,7 +2,8 @@
  * WebGPU's Backend.pyramidGather and Backend.pyramidScatter (pyramid_rows.wgsl): Lighthouse's
  * pooled gather of listed pyramid rows straight from the tokens, and its adjoint, each one pass with
  * one invocation per output value (a 16-bit output the device cannot store directly goes through
- * f32 and a pack). Checked against backend/cpu/pyramid_rows.ts (test/attention/lighthouse_webgpu.test.ts).
+ * f32 and a pack). Checked against backend/cpu/pyramid_rows.ts by the parity cases (test/parity/cases.ts,
+ * run on WebGPU by test/backend/webgpu_parity.test.ts) and through the layer (test/attention/lighthouse_webgpu.test.ts).
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';

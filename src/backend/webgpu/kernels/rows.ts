@@ -388,7 +388,7 @@ export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArg
 /**
  * How selectOpen runs where not by default (dev/kernels/select_open.ts times the forms): `wg`, the
  * invocations of its one workgroup per row (a power of two from 32 to the device's
- * maxComputeInvocationsPerWorkgroup; default wgSize).
+ * maxComputeInvocationsPerWorkgroup whose 24·wg + 64 bytes of workgroup memory fit; default wgSize).
  */
 export interface SelectTune { wg?: number }
 
