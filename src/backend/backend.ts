@@ -67,10 +67,10 @@ export interface PyramidLevel { offset: number; count: number; span: number; shi
 
 /**
  * Backend.pyramidGather's and pyramidScatter's shape: `lists` lists of n tokens of width d, m
- * pyramid rows listed per list (rows (lists, m) i32, each in [0, Σ count)), the levels in order of
- * offset.
+ * pyramid rows listed per list (rows (lists, m) i32, each in [0, total)), the levels in order of
+ * offset, tiling the `total` rows of the concatenated pyramid.
  */
-export interface PyramidRowsArgs { lists: number; n: number; d: number; m: number; levels: readonly PyramidLevel[] }
+export interface PyramidRowsArgs { lists: number; n: number; d: number; m: number; total: number; levels: readonly PyramidLevel[] }
 
 export interface IndexScoreArgs { batch: number; n: number; heads: number; d: number; l: number; tmax: number; pos: number; block: number; scale: number }
 

@@ -36,7 +36,7 @@ function args(op: string, shape: readonly number[], rows: Tensor, inverse: Tenso
   if (shape.length !== 4 || rows.shape.length !== 2 || inverse.shape.length !== 2 || rows.shape[0] !== b * h || inverse.shape[0] !== b * h || rows.shape[1] !== m || inverse.shape[1] !== total) {
     throw new ShapeError(`${op}: tokens ${fmt(shape)}, rows ${fmt(rows.shape)} and inverse ${fmt(inverse.shape)} must be (B, H, N, D), (B·H, M) and (B·H, ${total})`);
   }
-  return { lists: b * h, n, d, m, levels };
+  return { lists: b * h, n, d, m, total, levels };
 }
 
 /**
@@ -57,9 +57,9 @@ export function pyramidScatter(y: Tensor, rows: Tensor, inverse: Tensor, levels:
   const b = backendOf('pyramidScatter', y, rows, inverse);
   requireFloat('pyramidScatter', y);
   if (!Number.isInteger(n) || n < 0) throw new ArgumentError(`pyramidScatter: n ${n} must be an integer ≥ 0`);
+  if (y.rank !== 4) throw new ShapeError(`pyramidScatter: y ${fmt(y.shape)} must be (B, H, M, D)`);
   const m = y.shape[2];
   const shape = [y.shape[0], y.shape[1], n, y.shape[3]];
-  if (y.rank !== 4) throw new ShapeError(`pyramidScatter: y ${fmt(y.shape)} must be (B, H, M, D)`);
   const a = args('pyramidScatter', shape, rows, inverse, levels, m);
   const out = wrap(b, b.pyramidScatter(ref(y), ref(inverse), a), shape, y.dtype);
   return record('pyramidScatter', out, [y], (g, [r, inv]) => [pyramidGather(g, r, inv, levels)], [rows, inverse]);

@@ -11,7 +11,7 @@ import type { PyramidLevel, PyramidRowsArgs } from '../backend.ts';
 import { f32, store, type CpuHandle, type CpuRef } from './host.ts';
 
 /** The level holding pyramid row r (levels in order of offset), or −1. */
-export function levelOf(levels: readonly PyramidLevel[], r: number): number {
+function levelOf(levels: readonly PyramidLevel[], r: number): number {
   for (let l = 0; l < levels.length; l++) if (r >= levels[l].offset && r < levels[l].offset + levels[l].count) return l;
   return -1;
 }
@@ -23,7 +23,7 @@ export function pyramidGather(x: CpuRef, rows: CpuRef, a: PyramidRowsArgs): CpuH
   const acc = new Float32Array(d);
   for (let s = 0; s < lists; s++) for (let j = 0; j < m; j++) {
     const r = rv[s * m + j], l = levelOf(levels, r);
-    if (l < 0) throw new ArgumentError(`pyramidGather: row ${r} of list ${s} lies in no level of the pyramid (0 … ${levels.reduce((t, v) => Math.max(t, v.offset + v.count), 0) - 1})`);
+    if (l < 0) throw new ArgumentError(`pyramidGather: row ${r} of list ${s} lies in no level of the pyramid (0 … ${a.total - 1})`);
     const { offset, span, shift, scale } = levels[l];
     const lo = Math.max(0, (r - offset) * span + shift), hi = Math.min(n, (r - offset + 1) * span + shift);
     acc.fill(0);
@@ -35,8 +35,7 @@ export function pyramidGather(x: CpuRef, rows: CpuRef, a: PyramidRowsArgs): CpuH
 
 export function pyramidScatter(y: CpuRef, inverse: CpuRef, a: PyramidRowsArgs): CpuHandle {
   const yv = f32(y), iv = inverse.h;
-  const { lists, n, d, m, levels } = a;
-  const total = levels.reduce((t, v) => Math.max(t, v.offset + v.count), 0);
+  const { lists, n, d, m, total, levels } = a;
   if (lists * n * d === 0) return allocHost(y.dtype, 0);
   const out = new Float32Array(lists * n * d);
   for (let s = 0; s < lists; s++) for (let t = 0; t < n; t++) {

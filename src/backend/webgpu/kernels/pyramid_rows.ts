@@ -26,14 +26,13 @@ const pyramidKernel = kernel('pyramid_rows', 'pyramid_rows', (v) => [
 function run(be: WebGpuBackend, gather: boolean, x: GpuRef, index: GpuRef, a: PyramidRowsArgs): GpuHandle {
   if (a.levels.length > MAX_LEVELS) throw new UnsupportedError(`webgpu: pyramid${gather ? 'Gather' : 'Scatter'} takes at most ${MAX_LEVELS} levels; got ${a.levels.length}`);
   const values = a.lists * (gather ? a.m : a.n) * a.d;
-  const total = a.levels.reduce((t, v) => Math.max(t, v.offset + v.count), 0);
   const lv = new Array<number>(4 * MAX_LEVELS).fill(0), sc = new Array<number>(MAX_LEVELS).fill(0);
   a.levels.forEach((l, i) => { lv.splice(4 * i, 4, l.offset, l.count, l.span, l.shift); sc[i] = f32bits(l.scale); });
   return viaStorable(be, x.dtype, values, gather ? 'pyramidGather' : 'pyramidScatter', (buf, out) => {
     if (values === 0) return;
     be.rt.run({
       kernel: pyramidKernel, variant: { GATHER: gather, X: x.dtype, OUT: out },
-      uniforms: [values, a.d, a.n, a.m, a.levels.length, total, 0, 0, ...lv, ...sc], buffers: [x.h.buffer, index.h.buffer, buf], workgroups: grid(values, 256),
+      uniforms: [values, a.d, a.n, a.m, a.levels.length, a.total, 0, 0, ...lv, ...sc], buffers: [x.h.buffer, index.h.buffer, buf], workgroups: grid(values, 256),
     });
   });
 }
