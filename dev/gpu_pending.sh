@@ -36,6 +36,17 @@ fi
 # layer, the bench at 32K–512K beside SDPA, and the experiment at 16K tokens, 3 seeds.
 if [ "$what" = lighthouse_one ]; then
   FON_REQUIRE_WEBGPU=1 step 40 lighthouse_tests node --import tsx --test test/attention/lighthouse_webgpu.test.ts
-  step 150 lighthouse_bench node --import tsx bench/lighthouse.ts --tokens 32768,131072,262144,524288 --dense-max 32768 --json "$OUT/lighthouse_bench.json"
+  step 200 lighthouse_bench node --import tsx bench/lighthouse.ts --tokens 32768,131072,262144,524288 --dense-max 32768 --json "$OUT/lighthouse_bench.json"
   step 240 lighthouse_exp node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 16384 --steps 200 --batch 2 --eval-windows 4 --json "$OUT/lighthouse_16k.json"
+fi
+# `lighthouse_sparse` (about 2.5 minutes): item 4c, recovery into a sparse target (a sliding window of
+# 1024) against that target trained throughout, 16K tokens, 3 seeds.
+if [ "$what" = lighthouse_sparse ] || [ "$what" = session2 ]; then
+  step 170 lighthouse_sparse node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 16384 --steps 200 --batch 2 --eval-windows 4 --target local:1024 --json "$OUT/lighthouse_16k_local.json"
+fi
+# `session2` (about 9 minutes): the above, then Spot's GPU tests and its decode bench beside SDPA.
+if [ "$what" = session2 ]; then
+  FON_REQUIRE_WEBGPU=1 step 150 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/attention/spot_webgpu.test.ts \
+    test/backend/webgpu_select.test.ts test/backend/webgpu_layout.test.ts test/backend/webgpu_attention.test.ts
+  step 200 spot_bench node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.5,top-p:0.9,top-k:0.1 --keys f16 --json "$OUT/spot_bench.json"
 fi
