@@ -1,5 +1,6 @@
 /** Linear layer y = x·Wᵀ (+ b) with W stored (out, in) as in PyTorch, so checkpoints map 1:1. */
 import { linear } from '../ops/matmul.ts';
+import type { FloatDType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { Module } from './module.ts';
 import type { ParamFactory } from './params.ts';
@@ -15,8 +16,8 @@ export class Linear extends Module {
     if (opts.bias) this.bias = this.param(f, `${name}.bias`, [outFeatures], { kind: 'zeros' });
   }
 
-  /** x (…, in) → (…, out) */
-  forward(x: Tensor): Tensor {
-    return linear(x, this.weight, this.bias, true);
+  /** x (…, in) → (…, out), in `outDType` where given (written so by the GEMM: no cast pass). */
+  forward(x: Tensor, outDType?: FloatDType): Tensor {
+    return linear(x, this.weight, this.bias, true, outDType ? { outDType } : {});
   }
 }

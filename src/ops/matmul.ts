@@ -57,22 +57,30 @@ function expandBatch(x: Tensor, batchShape: readonly number[]): Tensor {
 /**
  * x·W (+ bias): x (…, in), weight (in, out) or, with transposed weights as in PyTorch, (out, in).
  * Inside an autocast scope, f32 x and W are multiplied as copies in its dtype, the result in f32.
+ * `opts.outDType` asks for the result in another float dtype, written by the GEMM itself (no cast
+ * pass: a decoding step's selector keys go straight to f16, its scores' inputs to f32); with a
+ * bias, the f32 product plus the bias is rounded once, by a cast at the end.
  */
-export function linear(x: Tensor, weight: Tensor, bias?: Tensor, weightIsOutIn = true): Tensor {
+export function linear(x: Tensor, weight: Tensor, bias?: Tensor, weightIsOutIn = true, opts: { outDType?: FloatDType } = {}): Tensor {
   const inF = x.shape[x.rank - 1];
   const x2 = reshape(x, [-1, inF]);
   const low = autocastDType();
+  // The GEMM writes opts.outDType itself; with a bias, f32 (the sum rounded once, by the cast below).
+  const gemmOut = opts.outDType && bias ? 'f32' : opts.outDType;
   let y2: Tensor;
   if (low && x.dtype === 'f32' && weight.dtype === 'f32') {
     const xl = cast(x2, low), wl = cast(weight, low);
     try {
-      y2 = matmul(xl, wl, { transB: weightIsOutIn, outDType: 'f32' });
+      y2 = matmul(xl, wl, { transB: weightIsOutIn, outDType: gemmOut ?? 'f32' });
     } finally {
       xl.dispose();
       wl.dispose();
     }
-  } else y2 = matmul(x2, weight, { transB: weightIsOutIn });
+  } else y2 = matmul(x2, weight, { transB: weightIsOutIn, ...(gemmOut ? { outDType: gemmOut } : {}) });
   const outF = y2.shape[1];
   const y = disposing(reshape(y2, [...x.shape.slice(0, -1), outF]), x2, y2);
-  return bias ? disposing(add(y, bias), y) : y;
+  if (!bias) return y;
+  const b = opts.outDType && bias.dtype !== y.dtype ? cast(bias, y.dtype) : bias; // (without outDType a bias of another dtype is refused by add)
+  const sum = disposing(add(y, b), y, ...(b !== bias ? [b] : []));
+  return opts.outDType && sum.dtype !== opts.outDType ? disposing(cast(sum, opts.outDType), sum) : sum;
 }

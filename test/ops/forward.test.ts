@@ -234,6 +234,19 @@ describe('matmul and linear', () => {
     const x3 = fon.reshape(x, [1, 1, 2]);
     assert.deepEqual(fon.linear(x3, w, b).shape, [1, 1, 3]);
   });
+  test('linear with outDType: the f32 result rounded once, bias included; 16-bit operands to f32', () => {
+    // 1/3-ish values whose f32 sums are not f16 values: the f16 result is their rounding, not a copy.
+    const x = fon.reshape(t([1 / 3, 2 / 3, 1 / 7, 5 / 7]), [1, 1, 4]), w = t([[1, 1, 1, 1], [0.1, 0.2, 0.3, 0.4]]), b = t([1 / 9, 0.01]);
+    const y = fon.linear(x, w, b, true, { outDType: 'f16' });
+    assert.equal(y.dtype, 'f16');
+    assert.deepEqual(y.shape, [1, 1, 2]);
+    assert.deepEqual(bits(y), bits(fon.cast(fon.linear(x, w, b), 'f16')));
+    assert.notDeepEqual(vals(y), vals(fon.linear(x, w, b)), 'rounded to f16');
+    const xh = fon.cast(x, 'f16'), wh = fon.cast(w, 'f16');
+    const z = fon.linear(xh, wh, undefined, true, { outDType: 'f32' });
+    assert.equal(z.dtype, 'f32');
+    assert.deepEqual(vals(z), vals(fon.linear(fon.cast(xh, 'f32'), fon.cast(wh, 'f32'))), 'the f32 product of the f16 values, not rounded to f16');
+  });
 });
 
 describe('layout', () => {

@@ -16,13 +16,13 @@
 import { Linear } from '../../nn/linear.ts';
 import { Module } from '../../nn/module.ts';
 import type { ParamFactory } from '../../nn/params.ts';
-import { cast } from '../../ops/cast.ts';
 import { arange } from '../../ops/creation.ts';
 import { le, mul, relu, where } from '../../ops/elementwise.ts';
 import { matmul } from '../../ops/matmul.ts';
 import { indexBlockScores } from '../../ops/select.ts';
 import { concat, narrow, permute, reshape } from '../../ops/layout.ts';
 import { sum } from '../../ops/reduce.ts';
+import type { FloatDType } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { SPOT_BLOCK } from './selection.ts';
 
@@ -45,9 +45,12 @@ export class SpotSelector extends Module {
     this.w = this.child(new Linear(f, `${name}.spot.w`, dModel, shape.heads, { std }));
   }
 
-  /** The selector keys of x (B, T, C) → (B, T, d_I): one per token, what the cache keeps. */
-  keys(x: Tensor): Tensor {
-    return this.k.forward(x);
+  /**
+   * The selector keys of x (B, T, C) → (B, T, d_I): one per token, what the cache keeps; in `dtype`
+   * where given (a decoding step asks for the cache's f16: the GEMM writes it, no cast pass).
+   */
+  keys(x: Tensor, dtype?: FloatDType): Tensor {
+    return this.k.forward(x, dtype);
   }
 
   /**
@@ -76,10 +79,9 @@ export class SpotSelector extends Module {
 export function decodeBlockScores(sel: SpotSelector, xq: Tensor, keys: Tensor, o: { l: number; pos: number }): { max: Tensor; logMass: Tensor } {
   const [b, n] = xq.shape;
   const { heads, dim } = sel.shape;
-  // The scores are computed in f32 (a 16-bit model's selector projections come out f16 or bf16).
-  const f32 = (t: Tensor) => (t.dtype === 'f32' ? t : cast(t, 'f32'));
-  const q = reshape(f32(sel.q.forward(xq)), [b, n, heads, dim]);
-  return indexBlockScores(q, f32(sel.w.forward(xq)), keys, { l: o.l, pos: o.pos, block: SPOT_BLOCK, scale: 1 / Math.sqrt(dim) });
+  // The scores are computed in f32: a 16-bit model's projections are written in f32 by the GEMM.
+  const q = reshape(sel.q.forward(xq, 'f32'), [b, n, heads, dim]);
+  return indexBlockScores(q, sel.w.forward(xq, 'f32'), keys, { l: o.l, pos: o.pos, block: SPOT_BLOCK, scale: 1 / Math.sqrt(dim) });
 }
 
 /**

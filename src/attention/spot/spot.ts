@@ -119,7 +119,7 @@ export class SpotAttention extends Module implements AttentionMechanism {
     if (!keys) throw new ArgumentError(`${this.name}: the KV cache slot has no selector keys; make the cache with KvCache from this model's config`);
     kvWrite(cache.k, k, pos);
     kvWrite(cache.v, v, pos);
-    keys.write(pos, this.selector.keys(input.x));
+    keys.write(pos, this.selector.keys(input.x, keys.format === 'f16' ? 'f16' : undefined)); // f16 keys come out of the GEMM as stored
     const l = pos + n;
     if (pos === 0 && n > 1) return attention(q, cache.k, cache.v, { causal: true, kvLength: l }); // the prompt: dense
     // Each row selects its blocks among its causal ones, then attends over them: block scores and
