@@ -157,7 +157,7 @@ async function timeModel(b: Backend, t: number, layers: number): Promise<ModelRo
         }));
         let id = 1;
         const step = async (pos: number) => {
-          const logits = fon.tidy(() => model.forward(fon.tensor(Int32Array.of(id), [1, 1], { dtype: 'i32', backend: b }), { cache: cache.layers, pos, lastOnly: true }));
+          const logits = fon.noGrad(() => fon.tidy(() => model.forward(fon.tensor(Int32Array.of(id), [1, 1], { dtype: 'i32', backend: b }), { cache: cache.layers, pos, lastOnly: true })));
           const scores = (await logits.data()) as Float32Array;
           logits.dispose();
           id = scores.indexOf(Math.max(...scores.subarray(0, 32000)));

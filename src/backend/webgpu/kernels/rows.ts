@@ -388,13 +388,23 @@ export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArg
 /**
  * How selectOpen runs where not by default (dev/kernels/select_open.ts times the forms): `wg`, the
  * invocations of its one workgroup per row (a power of two from 32 to the device's
- * maxComputeInvocationsPerWorkgroup whose 24·wg + 64 bytes of workgroup memory fit; default wgSize).
+ * maxComputeInvocationsPerWorkgroup whose 24·wg + 64 bytes of workgroup memory fit; default selectWg).
  */
 export interface SelectTune { wg?: number }
 
+/**
+ * selectOpen's default invocations: 512 where the device allows them (on the H200, 8192 blocks at
+ * 128K tokens: 0.050 ms on the GPU's clock against 0.062 at 256 and 0.057 at 1024; 32768 at 512K:
+ * 0.356 against 0.508 and 0.328; dev/kernels/select_open.ts, bench/results_select_open_h200.log),
+ * else the row kernels' size.
+ */
+export function selectWg(be: WebGpuBackend): number {
+  return !be.caps.software && be.caps.maxInvocations >= 512 && selectStorage(512) <= be.caps.maxWorkgroupStorage ? 512 : wgSize(be);
+}
+
 /** Backend.selectOpen: one workgroup per row (rows_select.wgsl SELECT; SG: subgroup sums where the device has them). */
 export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs, tune: SelectTune = {}): GpuHandle {
-  const wg = tune.wg ?? wgSize(be);
+  const wg = tune.wg ?? selectWg(be);
   if (!(wg >= 32 && (wg & (wg - 1)) === 0 && wg <= be.caps.maxInvocations && selectStorage(wg) <= be.caps.maxWorkgroupStorage)) {
     throw new UnsupportedError(`webgpu: selectOpen with ${wg} invocations a workgroup needs a power of two from 32 to ${be.caps.maxInvocations} whose ${selectStorage(wg)} bytes of workgroup memory fit the device's ${be.caps.maxWorkgroupStorage}`);
   }
