@@ -56,3 +56,8 @@ if [ "$what" = spot_model ]; then
   step 200 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
   step 90 spot_bench_wg node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --json "$OUT/spot_bench_wg.json"
 fi
+# `lighthouse_long` (about 4.5 minutes): the 16K experiment three times longer (600 steps: 120 of
+# recovery against 40), seeds 1 and 2: does the loss after recovery close on dense's?
+if [ "$what" = lighthouse_long ]; then
+  step 290 lighthouse_long node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2 --context 16384 --steps 600 --batch 2 --eval-windows 4 --json "$OUT/lighthouse_16k_600.json"
+fi
