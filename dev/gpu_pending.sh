@@ -37,12 +37,12 @@ fi
 if [ "$what" = lighthouse_one ]; then
   FON_REQUIRE_WEBGPU=1 step 40 lighthouse_tests node --import tsx --test test/attention/lighthouse_webgpu.test.ts
   step 200 lighthouse_bench node --import tsx bench/lighthouse.ts --tokens 32768,131072,262144,524288 --dense-max 32768 --json "$OUT/lighthouse_bench.json"
-  step 240 lighthouse_exp node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 16384 --steps 200 --batch 2 --eval-windows 4 --json "$OUT/lighthouse_16k.json"
+  step 240 lighthouse_exp node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 16384 --steps 200 --batch 2 --eval-windows 4 --schedule cosine --json "$OUT/lighthouse_16k.json"
 fi
 # `lighthouse_sparse` (about 2.5 minutes): item 4c, recovery into a sparse target (a sliding window of
 # 1024) against that target trained throughout, 16K tokens, 3 seeds.
 if [ "$what" = lighthouse_sparse ] || [ "$what" = session2 ]; then
-  step 170 lighthouse_sparse node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 16384 --steps 200 --batch 2 --eval-windows 4 --target local:1024 --json "$OUT/lighthouse_16k_local.json"
+  step 170 lighthouse_sparse node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 16384 --steps 200 --batch 2 --eval-windows 4 --target local:1024 --schedule cosine --json "$OUT/lighthouse_16k_local.json"
 fi
 # `session2` (about 9 minutes): the above, then Spot's GPU tests and its decode bench beside SDPA.
 if [ "$what" = session2 ]; then
@@ -55,6 +55,11 @@ fi
 if [ "$what" = spot_model ]; then
   step 200 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
   step 90 spot_bench_wg node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --json "$OUT/spot_bench_wg.json"
+fi
+# `lighthouse_const` (about 4 minutes): the 16K experiment under the paper's schedule (warm-up, then a
+# constant rate through both phases, §1.11/§1.13), 300 steps (60 of recovery), 3 seeds.
+if [ "$what" = lighthouse_const ]; then
+  step 260 lighthouse_const node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2,3 --context 16384 --steps 300 --batch 2 --eval-windows 4 --schedule constant --json "$OUT/lighthouse_16k_const.json"
 fi
 # `lighthouse_long` (about 4.5 minutes): the 16K experiment three times longer (600 steps: 120 of
 # recovery against 40), seeds 1 and 2: does the loss after recovery close on dense's?

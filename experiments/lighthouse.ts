@@ -16,7 +16,9 @@
  *   node --import tsx experiments/lighthouse.ts [--backend auto] [--seeds 1,2,3] [--context 8192]
  *     [--steps 200] [--batch 2] [--fraction 0.8] [--levels 3] [--pool 4] [--topk 512] [--tile 128]
  *     [--layers 4] [--d-model 256] [--heads 4] [--head-dim 64] [--mlp-hidden 768] [--lr 0.002]
- *     [--eval-windows 8] [--target full|local:W|fox|fpa] [--json experiments/results/lighthouse.json]
+ *     [--eval-windows 8] [--target full|local:W|fox|fpa] [--schedule constant|cosine] [--json experiments/results/lighthouse.json]
+ * `--schedule`: the learning rate after a warm-up of steps/20: constant through both phases (the
+ * paper's, §1.11/§1.13: torchtitan's decay_ratio 0, recovery at the same rate) or a cosine to lr/10.
  */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
@@ -54,6 +56,7 @@ async function main(): Promise<void> {
       layers: { type: 'string', default: '4' }, 'd-model': { type: 'string', default: '256' }, heads: { type: 'string', default: '4' },
       'head-dim': { type: 'string', default: '64' }, 'mlp-hidden': { type: 'string', default: '768' }, lr: { type: 'string', default: '0.002' },
       'eval-windows': { type: 'string', default: '8' }, target: { type: 'string', default: 'full' }, json: { type: 'string' },
+      schedule: { type: 'string', default: 'constant' },
     },
   });
   const seeds = parseSeeds(f.seeds!);
@@ -61,6 +64,9 @@ async function main(): Promise<void> {
   const fraction = numberFlag('fraction', f.fraction, 1e-9, 1 - 1e-9), lr = numberFlag('lr', f.lr, 1e-7, 1), evalLimit = intFlag('eval-windows', f['eval-windows'], 0);
   const lighthouse = parseLayerAttention({ type: 'lighthouse', levels: intFlag('levels', f.levels), pool: intFlag('pool', f.pool, 2), topk: intFlag('topk', f.topk), tile: intFlag('tile', f.tile) }, '--levels/--pool/--topk/--tile') as LighthouseSpec;
   const target = targetLayer(f.target!);
+  if (f.schedule !== 'constant' && f.schedule !== 'cosine') throw new ArgumentError(`--schedule "${f.schedule}": expected constant (the paper's) or cosine`);
+  // §1.11/§1.13: warm-up, then a constant rate through both phases (torchtitan's decay_ratio 0); cosine decays to lr/10.
+  const minLr = f.schedule === 'constant' ? lr : lr / 10;
   const schedule: AttentionSchedule = { fraction, target: target.type, lighthouse };
   const targetName = f.target === 'full' ? 'dense' : f.target!;
   const tok = byteTokenizer();
@@ -82,7 +88,7 @@ async function main(): Promise<void> {
     // time holds the compiling of the kernels it shares with the other (on WebGPU, seconds).
     for (const arm of ['dense', 'lighthouse'] as Arm[]) {
       const model = newModel(cfg, backend, 0);
-      const trainer = new Trainer(model, new BatchSampler(stores.train, { batch, context, seed: 0 }), { ...DEFAULT_TRAIN, steps: 2, batchSize: batch, context, seed: 0, lr, minLr: lr / 10, warmup: 1, evalEvery: 0, checkpointEvery: 0 });
+      const trainer = new Trainer(model, new BatchSampler(stores.train, { batch, context, seed: 0 }), { ...DEFAULT_TRAIN, steps: 2, batchSize: batch, context, seed: 0, lr, minLr, warmup: 1, evalEvery: 0, checkpointEvery: 0 });
       try {
         if (arm === 'lighthouse') applyPhase(schedule, model, 0, 2);
         await trainer.trainStep();
@@ -96,7 +102,7 @@ async function main(): Promise<void> {
     for (const seed of seeds) {
       for (const arm of ['dense', 'lighthouse'] as Arm[]) {
         const model = newModel(cfg, backend, seed);
-        const train: TrainConfig = { ...DEFAULT_TRAIN, steps, batchSize: batch, context, seed, lr, minLr: lr / 10, warmup: Math.max(1, Math.ceil(steps / 20)), evalEvery: 0, checkpointEvery: 0 };
+        const train: TrainConfig = { ...DEFAULT_TRAIN, steps, batchSize: batch, context, seed, lr, minLr, warmup: Math.max(1, Math.ceil(steps / 20)), evalEvery: 0, checkpointEvery: 0 };
         const trainer = new Trainer(model, new BatchSampler(stores.train, { batch, context, seed }), train);
         const losses: number[] = [];
         let firstPhaseSeconds = 0;
@@ -144,7 +150,7 @@ async function main(): Promise<void> {
   ]);
   console.log(`${table}\n\n${claims}`);
   if (f.json) {
-    writeJson(f.json, { experiment: 'lighthouse', command: commandLine(), backend: backend.name, seeds, settings: { target: f.target, context, steps, batch, fraction, switchStep: at, lr, evalWindows: evalLimit, lighthouse, model: cfg }, runs, speedup: speed, lossGap: gap });
+    writeJson(f.json, { experiment: 'lighthouse', command: commandLine(), backend: backend.name, seeds, settings: { target: f.target, context, steps, batch, fraction, switchStep: at, lr, schedule: f.schedule, evalWindows: evalLimit, lighthouse, model: cfg }, runs, speedup: speed, lossGap: gap });
     const curve = (arm: Arm) => ({ name: arm === 'dense' ? targetName : `lighthouse → ${f.target} at step ${at}`, points: Array.from({ length: steps }, (_, i) => [i + 1, mean(of(arm).map((r) => r.losses[i]))] as [number, number]) });
     writeFileSync(f.json.replace(/\.json$/, '') + '-loss.svg', linePlot({ title: `Training loss, ${context} tokens (mean of ${seeds.length} seed${seeds.length === 1 ? '' : 's'})`, xLabel: 'step', yLabel: 'loss (nats/token)', series: [curve('dense'), curve('lighthouse')] }));
   }

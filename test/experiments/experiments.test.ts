@@ -318,6 +318,7 @@ describe('scripts end to end (cpu, tiny settings)', () => {
     assert.match(out, /\| 1\.4–1\.7× less total training time +\| [\d.]+ ± [\d.]+× +\| (holds|does not hold) +\|/);
     assert.equal(json.experiment, 'lighthouse');
     assert.equal(json.settings.switchStep, 2);
+    assert.equal(json.settings.schedule, 'constant', "the paper's schedule by default");
     assert.deepEqual(json.runs.map((r: { arm: string }) => r.arm), ['dense', 'lighthouse']);
     for (const r of json.runs) assert.ok(r.losses.length === 4 && r.losses.every(Number.isFinite) && r.seconds > 0 && Number.isFinite(r.valLoss), JSON.stringify(r));
     assert.notDeepEqual(json.runs[0].losses.slice(0, 2), json.runs[1].losses.slice(0, 2), 'the first phase trains with Lighthouse');
@@ -334,6 +335,9 @@ describe('scripts end to end (cpu, tiny settings)', () => {
     const bad = spawnSync(process.execPath, ['--import', 'tsx', 'experiments/lighthouse.ts', '--target', 'local'], { encoding: 'utf8', timeout: 60_000 });
     assert.notEqual(bad.status, 0);
     assert.match(bad.stderr, /--target "local": expected full, local:W \(a window of W tokens\), fox or fpa/);
+    const badSchedule = spawnSync(process.execPath, ['--import', 'tsx', 'experiments/lighthouse.ts', '--schedule', 'linear'], { encoding: 'utf8', timeout: 60_000 });
+    assert.notEqual(badSchedule.status, 0);
+    assert.match(badSchedule.stderr, /--schedule "linear": expected constant \(the paper's\) or cosine/);
   });
 
   it('passkey', () => {
