@@ -66,3 +66,8 @@ fi
 if [ "$what" = lighthouse_long ]; then
   step 290 lighthouse_long node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2 --context 16384 --steps 600 --batch 2 --eval-windows 4 --json "$OUT/lighthouse_16k_600.json"
 fi
+# `forms` (about 2 minutes): the masked decode's forms at 128K (VBLK, and the nolist-vidx / nolist-kidx
+# patches: where the H200's 3.4× per key lies).
+if [ "$what" = forms ]; then
+  step 170 spot_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072
+fi

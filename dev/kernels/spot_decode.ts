@@ -19,7 +19,7 @@
  * LPRE: the chunk's whole list read into workgroup memory before the loop) and also with the count
  * read from the table (DecodeTune.uniformCount false), in the per-key form (that, and
  * preloadList false: each key reads its block's entry in global memory, the form before both) and
- * the STAGE form (DecodeTune.stageList). The patches edit the per-key form. First, dense and fine-all
+ * the STAGE form (DecodeTune.stageList), and the VBLK form (DecodeTune.blockV). The patches edit the per-key form. First, dense and fine-all
  * at several split counts (withSplits): is the masked form's cost fewer workgroups resident at once?
  *
  *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
@@ -82,6 +82,11 @@ const PATCHES: Record<string, (src: string) => string> = {
   'nolist-vis': (src) => must(PATCHES.nolist(src), /visible_row\(r, jk\)/, 'visible_row(r, j)'),
   // The listed-block count from the uniforms (every block is listed) instead of the table through
   // workgroupUniformLoad: are loop bounds the GPU compiler cannot see as uniform what costs?
+  // With no list read (nolist), the rest of what still differs from dense: the V rows through
+  // mask_vrow (two clamps) against dense's min(k0 + jj, kend − 1) (vidx), the K rows likewise (kidx).
+  // On the H200 nolist alone stayed at 3.40× (BENCHMARKS.md, Spot's fifth run): which one is it?
+  'nolist-vidx': (src) => must(PATCHES.nolist(src), /mask_vrow\(k0 \+ jj, kend\)/, 'min(k0 + jj, kend - 1u)'),
+  'nolist-kidx': (src) => must(PATCHES.nolist(src), /let base = kbase \+ drow\(jk\) \* P\.d;/, 'let base = kbase + min(j, kend - 1u) * P.d;'),
   ucount: (src) => must(src, /let nb = mask_count\(mrow, MASK_KB, MASK_KB, lid\);/, 'let nb = (P.kvlen + MASK_KB - 1u) / MASK_KB;'),
   // (Patches M1–M4 of 2026-12-06 removed the rest of the masked form step by step and found the
   // cause: the Krow store, a workgroup word a key a step, and 83 chunks a kv head on 660 resident
@@ -112,11 +117,12 @@ const kernelCache = new Map<string, Kernel>();
  * Runs fn with the split-K decode kernel in another form than the default (UCOUNT: the counts as
  * uniforms; LPRE: the chunk's list preloaded): loaded-count (uniformCount false: each workgroup
  * reads its count from the table into workgroup memory), per-key (that, and preloadList false: each
- * key reads its block's entry in global memory, the form before both) or STAGE (DecodeTune.stageList).
+ * key reads its block's entry in global memory, the form before both), STAGE (DecodeTune.stageList)
+ * or VBLK (DecodeTune.blockV: the P·V loop reads a listed block's first key once, its rows by offset).
  */
-function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key' | 'loaded-count', fn: () => T): T {
+function listForm<T>(b: WebGpuBackend, form: 'STAGE' | 'per-key' | 'loaded-count' | 'VBLK', fn: () => T): T {
   const run = b.rt.run;
-  const flags: Record<string, boolean> = form === 'STAGE' ? { STAGE: true, LPRE: false, UCOUNT: false } : form === 'per-key' ? { LPRE: false, UCOUNT: false } : { UCOUNT: false };
+  const flags: Record<string, boolean> = form === 'STAGE' ? { STAGE: true, LPRE: false, UCOUNT: false } : form === 'per-key' ? { LPRE: false, UCOUNT: false } : form === 'VBLK' ? { VBLK: true } : { UCOUNT: false };
   b.rt.run = (d) => run.call(b.rt, d.kernel.name === 'attention_decode' ? { ...d, variant: { ...d.variant, ...flags } } : d);
   try { return fn(); } finally { b.rt.run = run; }
 }
@@ -209,7 +215,7 @@ async function main(): Promise<void> {
       if (form.startsWith('fine')) {
         // The default above preloads the chunk's list (LPRE); STAGE reads a step's entries once into
         // workgroup memory; per-key reads a key's entry from global memory (the form before LPRE).
-        for (const [flag, what] of [['loaded-count', 'count from table'], ['per-key', 'per-key list'], ['STAGE', 'staged list']] as const) {
+        for (const [flag, what] of [['loaded-count', 'count from table'], ['per-key', 'per-key list'], ['STAGE', 'staged list'], ['VBLK', 'V by block']] as const) {
           const out = listForm(b, flag, () => attention(q, k, v, { kvLength: t, mask }));
           const d3 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
           const sm = await timeBatched(sync, () => listForm(b, flag, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); })));

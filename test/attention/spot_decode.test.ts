@@ -26,14 +26,15 @@ const [B, H, HKV, TK, D, L] = [2, 4, 2, 420, 8, 397]; // 25 selector blocks (the
 const SELECTED = [[0, 1, 5, 6, 7, 20, 24], [2, 9, 10, 11, 12, 13, 14, 15, 16, 24]];
 const vals = async (t: Tensor) => Array.from((await t.data()) as Float32Array);
 
-function inputs(be: Backend) {
+function inputs(be: Backend, d = D) {
   const x = (shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: be });
-  return { q: x([B, H, 1, D], 1), k: x([B, HKV, TK, D], 2), v: x([B, HKV, TK, D], 3) };
+  return { q: x([B, H, 1, d], 1), k: x([B, HKV, TK, d], 2), v: x([B, HKV, TK, d], 3) };
 }
 
 /** Dense attention of each batch entry's query over the keys of its selected blocks only. */
 async function reference(q: Tensor, k: Tensor, v: Tensor, selected: number[][]): Promise<number[]> {
   const Q = await vals(q), K = await vals(k), V = await vals(v);
+  const D = q.shape[3];
   const out: number[] = [];
   for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) {
     const kv = Math.floor(h / (H / HKV));
@@ -97,6 +98,18 @@ test('a fine mask (a listed block per selected 16-token block, no segment test) 
       const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
       const out = withListForm(gpu, form, () => fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu!) }));
       close(await vals(fon.cast(out, 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, fine ${JSON.stringify(form)}`);
+    }
+  }
+});
+
+test('the P·V loop by listed block (DecodeTune.blockV, VBLK) equals attention over exactly the selected keys, at head widths whose key groups divide a block (64: 8 groups, 2 keys a block each; 32: 16 groups, 1) [webgpu]', { skip }, async () => {
+  for (const d of [64, 32]) {
+    const want = await (async () => { const c = inputs(cpu, d); return reference(c.q, c.k, c.v, SELECTED); })();
+    for (const dtype of ['f32', 'f16'] as const) {
+      const g = inputs(gpu!, d);
+      const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
+      const out = withListForm(gpu!, { VBLK: true }, () => fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu!) }));
+      close(await vals(fon.cast(out, 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, d ${d}, VBLK`);
     }
   }
 });

@@ -119,6 +119,7 @@ function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v:
 /** The split pass's variant for q's dtype and `a` (`tune`: DecodeTune's experimental forms). */
 function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: boolean, tune: DecodeTune = {}): Variant {
   const k8 = dtype !== 'f32' && a.d % 8 === 0;
+  const lpre = !!a.mask && a.mask.kBlock !== MASK_K_BLOCK && !tune.stageList && (tune.preloadList ?? true);
   return {
     X: dtype, VEC: a.d % 4 === 0, K8: k8, DK: k8 ? a.d : 0, SG: subgroups, RM: pow2AtLeast(rows, 1), DM: pow2AtLeast(a.d, 16), PF: k8 && !!tune.prefetch,
     VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
@@ -126,7 +127,10 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
     // The mask's counts as uniforms (loop bounds the GPU's compiler sees as uniform) where their places are known.
     ...(a.mask ? { UCOUNT: !!a.mask.countAt && (tune.uniformCount ?? true) } : {}),
     // A fine mask's chunk list preloaded into workgroup memory (LPRE) unless a list form is asked for.
-    ...(a.mask && a.mask.kBlock !== MASK_K_BLOCK ? { LPRE: !tune.stageList && (tune.preloadList ?? true) } : {}),
+    ...(a.mask && a.mask.kBlock !== MASK_K_BLOCK ? { LPRE: lpre } : {}),
+    // VBLK (experimental): the P·V loop reads a listed block's first key once, where its key groups
+    // divide a block (NG = WG / (DM / 4) keys apart, MASK_KB / NG keys of each block).
+    ...(tune.blockV && lpre && a.mask && a.mask.kBlock % ((tune.wg ?? 128) / (pow2AtLeast(a.d, 16) / 4)) === 0 ? { VBLK: true } : {}),
   };
 }
 
@@ -167,9 +171,13 @@ const LIST_MAX = 512;
  * (fine masks; the default, false: each key reads its block's entry from the list in global memory)
  * reads the chunk's whole list into workgroup memory before the loop; `uniformCount` (masks whose
  * count places are known; the default, false: each workgroup reads its count from the table into
- * workgroup memory) copies the mask's counts into the uniforms before the dispatch.
+ * workgroup memory) copies the mask's counts into the uniforms before the dispatch; `blockV`
+ * (experimental, fine masks in the preloaded form whose blocks the P·V loop's key groups divide)
+ * has the P·V loop read each listed block's first key once and its V rows by offset, not each key's
+ * place through the list (dev/kernels/spot_decode.ts times it: the H200's 3.4× per key is in the
+ * indirection, BENCHMARKS.md Spot's fifth run).
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean }
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys

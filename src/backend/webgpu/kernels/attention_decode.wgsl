@@ -72,6 +72,10 @@ fn mask_preload(kstart: u32, kend: u32, lid: u32) {
 fn mask_step(k0: u32, kend: u32) {}
 fn mask_stage(k0: u32, kend: u32, lid: u32) {}
 fn dkey(v: u32) -> u32 { return Lst[(v - list_k0) / MASK_KB] + v % MASK_KB; }
+// VBLK (experimental, DecodeTune.blockV): the first key of listed block bk of the step at k0, for a
+// P·V loop that takes its keys block by block (a list read a block, not a key). Past the chunk's
+// list, Lst holds zeros (workgroup memory starts zeroed) or an earlier entry: a valid row, P = 0.
+fn mask_vblock(k0: u32, bk: u32) -> u32 { return Lst[min((k0 - list_k0) / MASK_KB + bk, LMAX - 1u)]; }
 #else
 #if STAGE
 var<workgroup> Kblk: array<u32, BKD / MASK_KB>;

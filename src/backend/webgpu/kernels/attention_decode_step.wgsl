@@ -2,7 +2,8 @@
 // share (one copy, spliced into both where they name DECODE_STEP). The including file declares WG (keys per
 // step, one per invocation), RM (query rows), D4 (column vec4s), NG = WG / D4 (key groups of the
 // P·V loop), the workgroup arrays Qs (RM·D4 vec4), Ss and Mx (RM·WG), Mrow, Arow and Lred (RM),
-// Red (RM·D4), with MASK mask_vrow(j, kend) (the V row of virtual key j), the loaders ld_q and ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG
+// Red (RM·D4), with MASK mask_vrow(j, kend) (the V row of virtual key j; with VBLK mask_vblock(k0, bk),
+// the first key of the step's listed block bk), the loaders ld_q and ldv4, qrow(b, kvh, r), the outputs pm, pl and pacc, and SG
 // where subgroups are used. Experimental forms (attention_decode.wgsl only): VW, the caller loaded
 // this invocation's V values of the step into vw (packed 16-bit, unpacked by up4); L1, each row
 // sum l is kept per key (the invocation that owns key lid adds its P) instead of by every column
@@ -100,15 +101,25 @@ fn decode_softmax_pv(lid: u32, sgsize: u32, kbase: u32, k0: u32, kend: u32, c4: 
   }
   if (c4 < d4) {
     // Keys past kend have P = 0; their (clamped) V rows are read without a branch.
+#if VBLK
+    var vblk = 0u;
+#endif
     for (var i = 0u; i < WG / NG; i++) {
       let jj = g + i * NG;
 #if VW
       let vv = up4((*vw)[i]);
 #else
+#if VBLK
+      // Keys g, g + NG, … take the step's listed blocks in order, MASK_KB / NG keys each: a block's
+      // first key read once, its rows by offset (keys past kend read some valid row: P = 0 there).
+      if (i % (MASK_KB / NG) == 0u) { vblk = mask_vblock(k0, i / (MASK_KB / NG)); }
+      let vv = ldv4(kbase + drow(vblk + jj % MASK_KB) * P.d + 4u * c4, P.d - 4u * c4);
+#else
 #if MASK
       let vv = ldv4(kbase + mask_vrow(k0 + jj, kend) * P.d + 4u * c4, P.d - 4u * c4);
 #else
       let vv = ldv4(kbase + min(k0 + jj, kend - 1u) * P.d + 4u * c4, P.d - 4u * c4);
+#endif
 #endif
 #endif
       for (var r = 0u; r < RM; r++) {
