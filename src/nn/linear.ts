@@ -16,7 +16,7 @@ export class Linear extends Module {
     if (opts.bias) this.bias = this.param(f, `${name}.bias`, [outFeatures], { kind: 'zeros' });
   }
 
-  /** x (…, in) → (…, out), in `outDType` where given (written so by the GEMM: no cast pass). */
+  /** x (…, in) → (…, out), in `outDType` where given (ops/matmul.ts linear: the GEMM writes it, bar a bias's final cast). */
   forward(x: Tensor, outDType?: FloatDType): Tensor {
     return linear(x, this.weight, this.bias, true, outDType ? { outDType } : {});
   }

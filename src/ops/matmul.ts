@@ -57,9 +57,10 @@ function expandBatch(x: Tensor, batchShape: readonly number[]): Tensor {
 /**
  * x·W (+ bias): x (…, in), weight (in, out) or, with transposed weights as in PyTorch, (out, in).
  * Inside an autocast scope, f32 x and W are multiplied as copies in its dtype, the result in f32.
- * `opts.outDType` asks for the result in another float dtype, written by the GEMM itself (no cast
- * pass: a decoding step's selector keys go straight to f16, its scores' inputs to f32); with a
- * bias, the f32 product plus the bias is rounded once, by a cast at the end.
+ * `opts.outDType` asks for the result in another float dtype, written by the GEMM itself (a
+ * decoding step's selector keys go straight to f16, its scores' inputs to f32; a backend that
+ * cannot store the dtype writes f32 and packs it); with a bias, the f32 product plus the bias is
+ * rounded once, by a cast at the end.
  */
 export function linear(x: Tensor, weight: Tensor, bias?: Tensor, weightIsOutIn = true, opts: { outDType?: FloatDType } = {}): Tensor {
   const inF = x.shape[x.rank - 1];

@@ -11,11 +11,16 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend, Tensor } from '../../src/index.ts';
-import { MASK_K_FINE, maskEntries } from '../../src/attention/block_mask.ts';
+import { MASK_K_FINE, maskArgs, maskEntries } from '../../src/attention/block_mask.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
 import { flagsMaskTable } from '../../src/ops/select.ts';
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
+import { attentionDecode } from '../../src/backend/webgpu/kernels/attention_decode.ts';
+import type { GpuRef, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import type { AttentionArgs } from '../../src/backend/backend.ts';
+import { ref, wrap } from '../../src/ops/run.ts';
+import { UnsupportedError } from '../../src/errors.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
@@ -26,15 +31,15 @@ const [B, H, HKV, TK, D, L] = [2, 4, 2, 420, 8, 397]; // 25 selector blocks (the
 const SELECTED = [[0, 1, 5, 6, 7, 20, 24], [2, 9, 10, 11, 12, 13, 14, 15, 16, 24]];
 const vals = async (t: Tensor) => Array.from((await t.data()) as Float32Array);
 
-function inputs(be: Backend, d = D) {
+function inputs(be: Backend, d = D, tk = TK) {
   const x = (shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: be });
-  return { q: x([B, H, 1, d], 1), k: x([B, HKV, TK, d], 2), v: x([B, HKV, TK, d], 3) };
+  return { q: x([B, H, 1, d], 1), k: x([B, HKV, tk, d], 2), v: x([B, HKV, tk, d], 3) };
 }
 
 /** Dense attention of each batch entry's query over the keys of its selected blocks only. */
-async function reference(q: Tensor, k: Tensor, v: Tensor, selected: number[][]): Promise<number[]> {
+async function reference(q: Tensor, k: Tensor, v: Tensor, selected: number[][], L0 = L): Promise<number[]> {
   const Q = await vals(q), K = await vals(k), V = await vals(v);
-  const D = q.shape[3];
+  const D = q.shape[3], TK = k.shape[2], L = L0;
   const out: number[] = [];
   for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) {
     const kv = Math.floor(h / (H / HKV));
@@ -77,11 +82,11 @@ test('the sparse decode on webgpu (split-K decode kernel with the mask) equals t
 });
 
 /** The fine mask (16-key blocks, no segments) the device path builds from the selected blocks' flags, on `be`. */
-function fineMask(be: Backend) {
-  const valid = 25;
-  const flags = Int32Array.from({ length: B * valid }, (_, i) => (SELECTED[Math.floor(i / valid)].includes(i % valid) ? 1 : 0));
-  const table = flagsMaskTable(fon.tensor(flags, [B, valid], { dtype: 'i32', backend: be }), { fine: 16, per: 1, tk: TK, kBlocks: Math.ceil(TK / 16), kvLength: L });
-  const shape = deviceMaskShape({ batch: B, heads: 1, tq: 1, tk: TK, kvLength: L, qOffset: L - 1, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1, { segments: true });
+function fineMask(be: Backend, selected = SELECTED, l = L, tk = TK) {
+  const valid = Math.floor((l - 1) / 16) + 1;
+  const flags = Int32Array.from({ length: B * valid }, (_, i) => (selected[Math.floor(i / valid)].includes(i % valid) ? 1 : 0));
+  const table = flagsMaskTable(fon.tensor(flags, [B, valid], { dtype: 'i32', backend: be }), { fine: 16, per: 1, tk, kBlocks: Math.ceil(tk / 16), kvLength: l });
+  const shape = deviceMaskShape({ batch: B, heads: 1, tq: 1, tk, kvLength: l, qOffset: l - 1, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1, { segments: true });
   return { ...shape, segmentOffset: 0, device: table };
 }
 
@@ -102,17 +107,43 @@ test('a fine mask (a listed block per selected 16-token block, no segment test) 
   }
 });
 
-test('the P·V loop by listed block (DecodeTune.blockV, VBLK) equals attention over exactly the selected keys, at head widths whose key groups divide a block (64: 8 groups, 2 keys a block each; 32: 16 groups, 1) [webgpu]', { skip }, async () => {
+test('the P·V loop by listed block (DecodeTune.blockV, VBLK) equals attention over exactly the selected keys: chunks of several steps, head widths whose key groups divide a block (64: 8 groups, 2 keys a block each; 32: 16 groups, 1); refused where they do not (8) [webgpu]', { skip }, async () => {
+  // 75 selector blocks: one batch entry every other block (38), the other 3 … 60 (58) and its own:
+  // at 2 chunks a kv head (SwiftShader) a chunk spans 2–4 steps of 8 blocks, so the step's place in
+  // the chunk's list (k0 − kstart) is exercised.
+  const tk = 1200, l = 1190, own = Math.floor((l - 1) / 16);
+  const selected = [[...Array.from({ length: 37 }, (_, i) => 2 * i), own], [...Array.from({ length: 58 }, (_, i) => 3 + i), own]];
+  const be = gpu as WebGpuBackend;
   for (const d of [64, 32]) {
-    const want = await (async () => { const c = inputs(cpu, d); return reference(c.q, c.k, c.v, SELECTED); })();
+    const c = inputs(cpu, d, tk);
+    const want = await reference(c.q, c.k, c.v, selected, l);
     for (const dtype of ['f32', 'f16'] as const) {
-      const g = inputs(gpu!, d);
-      const c = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
-      const out = withListForm(gpu!, { VBLK: true }, () => fon.attention(c(g.q), c(g.k), c(g.v), { kvLength: L, mask: fineMask(gpu!) }));
+      const g = inputs(be, d, tk);
+      const cast = (x: Tensor) => (dtype === 'f32' ? x : fon.cast(x, dtype));
+      const [q, k, v] = [cast(g.q), cast(g.k), cast(g.v)];
+      const m = fineMask(be, selected, l, tk);
+      const a: AttentionArgs = { batch: B, heads: H, kvHeads: HKV, tq: 1, tk, d, kvLength: l, qOffset: l - 1, causal: true, window: 0, scale: 1 / Math.sqrt(d), mask: maskArgs(m) };
+      const seen: unknown[] = [];
+      const [o, lse] = withVariants(be, seen, () => attentionDecode(be, ref(q) as GpuRef, ref(k) as GpuRef, ref(v) as GpuRef, a, undefined, be.caps.subgroups, { blockV: true }, ref(m.device) as GpuRef));
+      assert.ok(seen.some((x) => (x as Record<string, unknown>).VBLK === true), 'the VBLK form ran');
+      const out = wrap(be, o, [B, H, 1, d], dtype);
+      be.free(lse);
       close(await vals(fon.cast(out, 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, d ${d}, VBLK`);
     }
   }
+  const g = inputs(be, 8, tk), m = fineMask(be, selected, l, tk);
+  const a: AttentionArgs = { batch: B, heads: H, kvHeads: HKV, tq: 1, tk, d: 8, kvLength: l, qOffset: l - 1, causal: true, window: 0, scale: 1 / Math.sqrt(8), mask: maskArgs(m) };
+  assert.throws(() => attentionDecode(be, ref(g.q) as GpuRef, ref(g.k) as GpuRef, ref(g.v) as GpuRef, a, undefined, be.caps.subgroups, { blockV: true }, ref(m.device) as GpuRef),
+    (e: Error) => e instanceof UnsupportedError && /blockV form needs a fine mask read in the preloaded form whose 16-key blocks its 32 key groups divide \(head width 8, 128 keys a step\)/.test(e.message));
 });
+
+/** Runs fn, collecting the variants of its attention_decode dispatches into `seen`. */
+function withVariants<T>(be: Backend, seen: unknown[], fn: () => T): T {
+  const rt = (be as unknown as { rt: { run: (d: { kernel: { name: string }; variant: Record<string, unknown> }) => unknown } }).rt;
+  const run = rt.run;
+  rt.run = (d) => { if (d.kernel.name === 'attention_decode') seen.push(d.variant); return run.call(rt, d); };
+  try { return fn(); } finally { rt.run = run; }
+}
 
 /** Runs fn with the split-K decode kernel's variant flags `flags` set (a list form) on `be`'s dispatches. */
 function withListForm<T>(be: Backend, flags: Record<string, boolean>, fn: () => T): T {

@@ -21,7 +21,7 @@ import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.
 import { ref, wrap } from '../../src/ops/run.ts';
 import type { GpuRef, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import { indexBlockScores as webgpuIndexBlockScores } from '../../src/backend/webgpu/kernels/index_scores.ts';
-import { selectOpen as webgpuSelectOpen } from '../../src/backend/webgpu/kernels/rows.ts';
+import { selectOpen as webgpuSelectOpen, selectWg } from '../../src/backend/webgpu/kernels/rows.ts';
 
 const cpu = await fon.initBackend('cpu');
 const gpu = await webgpuOrSkip();
@@ -130,7 +130,7 @@ test('WebGPU selectOpen at other workgroup sizes (SelectTune.wg) equals the CPU 
   const be = gpu as WebGpuBackend;
   // Sizes whose workgroup memory (24 bytes an invocation and 64) fits the device.
   const sizes = [32, 128, be.caps.maxInvocations].filter((w, i, all) => all.indexOf(w) === i && w * 24 + 64 <= be.caps.maxWorkgroupStorage);
-  const byDefault = be.caps.software ? 64 : 256;
+  const byDefault = selectWg(be);
   for (const wg of sizes) {
     for (const c of cases(11, 24)) {
       for (const logMass of [false, true]) {

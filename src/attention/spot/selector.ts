@@ -47,7 +47,8 @@ export class SpotSelector extends Module {
 
   /**
    * The selector keys of x (B, T, C) → (B, T, d_I): one per token, what the cache keeps; in `dtype`
-   * where given (a decoding step asks for the cache's f16: the GEMM writes it, no cast pass).
+   * where given (a decoding step asks for the cache's f16, which the GEMM writes: no cast pass on
+   * devices with shader-f16; others write f32 and pack it).
    */
   keys(x: Tensor, dtype?: FloatDType): Tensor {
     return this.k.forward(x, dtype);

@@ -116,6 +116,20 @@ function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v:
   return { ...out, nsplit };
 }
 
+/**
+ * Whether DecodeTune.blockV's VBLK form takes `a`: a fine mask in the preloaded form whose blocks
+ * the P·V loop's key groups divide (NG = WG / (DM / 4) keys apart, DM the head width rounded up to
+ * a power of two ≥ 16); else UnsupportedError, so that no timing is labelled VBLK without it.
+ */
+function blockVFits(a: AttentionArgs, tune: DecodeTune, lpre: boolean): true {
+  const wg = tune.wg ?? 128, d4 = pow2AtLeast(a.d, 16) / 4;
+  const ng = wg / d4;
+  if (!a.mask || !lpre || !Number.isInteger(ng) || a.mask.kBlock % ng !== 0) {
+    throw new UnsupportedError(`webgpu: the decode's blockV form needs a fine mask read in the preloaded form whose ${a.mask?.kBlock ?? '(no mask)'}-key blocks its ${ng} key groups divide (head width ${a.d}, ${wg} keys a step)`);
+  }
+  return true;
+}
+
 /** The split pass's variant for q's dtype and `a` (`tune`: DecodeTune's experimental forms). */
 function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: boolean, tune: DecodeTune = {}): Variant {
   const k8 = dtype !== 'f32' && a.d % 8 === 0;
@@ -130,7 +144,7 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
     ...(a.mask && a.mask.kBlock !== MASK_K_BLOCK ? { LPRE: lpre } : {}),
     // VBLK (experimental): the P·V loop reads a listed block's first key once, where its key groups
     // divide a block (NG = WG / (DM / 4) keys apart, MASK_KB / NG keys of each block).
-    ...(tune.blockV && lpre && a.mask && a.mask.kBlock % ((tune.wg ?? 128) / (pow2AtLeast(a.d, 16) / 4)) === 0 ? { VBLK: true } : {}),
+    ...(tune.blockV ? { VBLK: blockVFits(a, tune, lpre) } : {}),
   };
 }
 
