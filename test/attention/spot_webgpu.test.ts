@@ -38,7 +38,7 @@ function setup(be: Backend, rule: SpotRule, keys: 'f16' | 'int4' = 'f16') {
   s.side = { spot: SpotKeyCache.forSlot(s, 32, keys) };
   const call = (from: number, to: number) => noGrad(() => m.forwardCached(
     fon.narrow(inp.q, 2, from, to - from), fon.narrow(inp.k, 2, from, to - from), fon.narrow(inp.v, 2, from, to - from), { x: fon.narrow(inp.x, 1, from, to - from) }, s, from));
-  return { m, call };
+  return { m, call, inp, slot: s };
 }
 
 function close(a: number[], b: number[], tol: number, what: string): void {
@@ -69,4 +69,13 @@ test('Spot decoding on webgpu equals the CPU: device selection under top-K 0.6 a
     assert.ok(cc < 0.9 * ct, `${rule.kind}: the selection kept ${cc} of ${ct} tokens`);
     close(await host(g.m.stats.recall!), await host(c.m.stats.recall!), 1e-4, `${rule.kind}: recall`);
   }
+});
+
+test('a cached Spot step on webgpu with gradients on is refused by the layer\'s name (its device mask is forward-only); under noGrad it runs [webgpu]', { skip }, async () => {
+  const g = setup(gpu!, { kind: 'top-k', fraction: 0.6 });
+  g.call(0, PROMPT);
+  const s = g.slot, q = fon.narrow(g.inp.q, 2, PROMPT, 1), k = fon.narrow(g.inp.k, 2, PROMPT, 1), v = fon.narrow(g.inp.v, 2, PROMPT, 1), x = fon.narrow(g.inp.x, 1, PROMPT, 1);
+  q.requiresGrad = true;
+  assert.throws(() => g.m.forwardCached(q, k, v, { x }, s, PROMPT), /spot\(top-p 0\.9, f16 keys\): Spot's cached steps on webgpu select their blocks on the device and carry no gradient; run them under noGrad \(as generation does\), or on the CPU/);
+  assert.deepEqual(noGrad(() => g.m.forwardCached(q, k, v, { x }, s, PROMPT)).shape, [2, H, 1, D]);
 });

@@ -30,7 +30,7 @@ import { matmul } from '../../ops/matmul.ts';
 import { mean, softmax, sum } from '../../ops/reduce.ts';
 import { Module } from '../../nn/module.ts';
 import { addTrainingTerm, collectingTrainingTerms } from '../../nn/training_terms.ts';
-import { keep, noGrad } from '../../tensor/scope.ts';
+import { isGradEnabled, keep, noGrad } from '../../tensor/scope.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import type { AttentionMechanism, LayerKv, MechanismContext, MechanismInput } from '../mechanism.ts';
 import { spotDecodeMask } from './decode_mask.ts';
@@ -148,6 +148,11 @@ export class SpotAttention extends Module implements AttentionMechanism {
       }
       if (this.measureBudget) selected = tensor(Float32Array.of(chosen), [1], { backend: q.backend });
     } else {
+      // The device's mask is forward-only (no by-key lists): a step that would be differentiated is
+      // refused here, by the layer's name, rather than deep inside attention.
+      if (isGradEnabled() && (q.requiresGrad || k.requiresGrad || v.requiresGrad || input.x.requiresGrad)) {
+        throw new ArgumentError(`${this.name}: Spot's cached steps on ${q.backend.name} select their blocks on the device and carry no gradient; run them under noGrad (as generation does), or on the CPU`);
+      }
       const picks: Tensor[] = [];
       for (let i = 0; i < n; i++) {
         const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(logMass, 1, i, 1), pos + i, this.rule, tk);
