@@ -66,10 +66,13 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor, weightIsOutIn =
   const inF = x.shape[x.rank - 1];
   const x2 = reshape(x, [-1, inF]);
   const low = autocastDType();
-  // The GEMM writes opts.outDType itself; with a bias, f32 (the sum rounded once, by the cast below).
-  const gemmOut = opts.outDType && bias ? 'f32' : opts.outDType;
+  const lowered = !!low && x.dtype === 'f32' && weight.dtype === 'f32';
+  // Another dtype than the result's own (f32 under autocast, else x's): the GEMM writes it itself;
+  // with a bias, f32 (the sum rounded once, by the cast below).
+  const to = opts.outDType === (lowered ? 'f32' : x.dtype) ? undefined : opts.outDType;
+  const gemmOut = to && bias ? 'f32' : to;
   let y2: Tensor;
-  if (low && x.dtype === 'f32' && weight.dtype === 'f32') {
+  if (lowered) {
     const xl = cast(x2, low), wl = cast(weight, low);
     try {
       y2 = matmul(xl, wl, { transB: weightIsOutIn, outDType: gemmOut ?? 'f32' });
@@ -81,7 +84,7 @@ export function linear(x: Tensor, weight: Tensor, bias?: Tensor, weightIsOutIn =
   const outF = y2.shape[1];
   const y = disposing(reshape(y2, [...x.shape.slice(0, -1), outF]), x2, y2);
   if (!bias) return y;
-  const b = opts.outDType && bias.dtype !== y.dtype ? cast(bias, y.dtype) : bias; // (without outDType a bias of another dtype is refused by add)
+  const b = to && bias.dtype !== y.dtype ? cast(bias, y.dtype) : bias; // (without outDType a bias of another dtype is refused by add)
   const sum = disposing(add(y, b), y, ...(b !== bias ? [b] : []));
-  return opts.outDType && sum.dtype !== opts.outDType ? disposing(cast(sum, opts.outDType), sum) : sum;
+  return to && sum.dtype !== to ? disposing(cast(sum, to), sum) : sum;
 }

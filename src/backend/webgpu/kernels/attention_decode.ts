@@ -188,8 +188,8 @@ const LIST_MAX = 512;
  * workgroup memory) copies the mask's counts into the uniforms before the dispatch; `blockV`
  * (experimental, fine masks in the preloaded form whose blocks the P·V loop's key groups divide)
  * has the P·V loop read each listed block's first key once and its V rows by offset, not each key's
- * place through the list (dev/kernels/spot_decode.ts times it: the H200's 3.4× per key is in the
- * indirection, BENCHMARKS.md Spot's fifth run).
+ * place through the list (dev/kernels/spot_decode.ts times it beside the other forms; the H200's
+ * 3.4× per key stays with no list read at all, BENCHMARKS.md Spot's fifth run).
  */
 export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean }
 
