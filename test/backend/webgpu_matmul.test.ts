@@ -16,7 +16,7 @@ import type { MatmulArgs } from '../../src/backend/backend.ts';
 import { matmul as cpuMatmul } from '../../src/backend/cpu/matmul.ts';
 import { bf16BitsToF32, f32ToBf16Bits, f32ToF16Bits, hostToF32, type FloatDType } from '../../src/tensor/dtype.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { matmulPlain, matmulRows, matmulTc, PLAIN_TILE, pickTcTile, rowsEligible, tcEligible, type TcTile } from '../../src/backend/webgpu/kernels/matmul.ts';
+import { matmulPlain, matmulRows, matmulTc, PLAIN_TILE, pickTcTile, rowsEligible, rowsVecEligible, tcEligible, type RowsTune, type TcTile } from '../../src/backend/webgpu/kernels/matmul.ts';
 import type { GpuHandle } from '../../src/backend/webgpu/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 
@@ -131,19 +131,43 @@ test('matmul tensor-core kernel: geometries, K-slices, double buffering, grouped
   }
 });
 
-test('matmul few-rows kernel vs CPU: 1, 3 and 4 rows, N 1 … 130, K 64 … 2048, every transpose, batch broadcast, f32/f16/bf16, 16-bit and f32 outputs [webgpu]', { skip }, async () => {
+test('matmul few-rows kernel vs CPU: 1, 3 and 4 rows, N 1 … 130, K 64 … 2048, every transpose, batch broadcast, f32/f16/bf16, 16-bit and f32 outputs, scalar and vec forms [webgpu]', { skip }, async () => {
   const sizes: [number, number, number][] = [[1, 16, 2048], [3, 5, 64], [4, 130, 300], [1, 67, 97], [2, 1, 129]];
   for (const dtype of ['f32', 'f16', 'bf16'] as const) {
     for (const [m, n, k] of sizes) {
       for (const [transA, transB] of TRANS) {
         for (const [batch, batchA, batchB] of BATCHES) {
           for (const out of dtype === 'f32' ? ['f32' as const] : [dtype, 'f32' as const]) {
-            await check({ m, n, k, batch, batchA, batchB, transA, transB, dtype, out }, (a, b, args) => matmulRows(gpu!, a, b, args));
+            // The default (vec where it applies), then the scalar form where the default was vec.
+            const forms: RowsTune[] = rowsVecEligible({ m, n, k, transA, transB, batch, batchA, batchB, outDType: out }) ? [{}, { form: 'scalar' }] : [{}];
+            for (const tune of forms) await check({ m, n, k, batch, batchA, batchB, transA, transB, dtype, out }, (a, b, args) => matmulRows(gpu!, a, b, args, tune));
           }
         }
       }
     }
   }
+});
+
+test('matmul few-rows vec form: lanes a column 2 … 64, with and without subgroup sums, columns past N, every row count; refusals by name [webgpu]', { skip }, async () => {
+  const g = gpu!;
+  // 2 and 4 lanes sum by subgroup shuffles wherever subgroups hold them; 64 lanes sum in workgroup memory.
+  const tunes: RowsTune[] = [{ lanes: 2, wg: 64 }, { lanes: 4, wg: 32 }, { lanes: 16, wg: 256 }, { lanes: 64, wg: 64 }];
+  for (const tune of tunes) {
+    for (const [m, n, k] of [[1, 37, 132], [2, 9, 64], [3, 33, 256], [4, 5, 1028]] as const) {
+      for (const dtype of ['f32', 'f16', 'bf16'] as const) {
+        await check({ m, n, k, batch: 2, batchA: 2, batchB: 1, transA: false, transB: true, dtype, out: 'f32' }, (a, b, args) => matmulRows(g, a, b, args, { form: 'vec', ...tune }));
+      }
+    }
+  }
+  const ref = (shape: number[]) => ({ h: g.alloc('f32', shape[0] * shape[1], 'test'), shape, dtype: 'f32' as const });
+  const a = ref([1, 66]), b = ref([8, 66]);
+  const args: MatmulArgs = { batch: 1, m: 1, n: 8, k: 66, transA: false, transB: true, batchA: 1, batchB: 1, outDType: 'f32' };
+  assert.throws(() => matmulRows(g, a, b, args, { form: 'vec' }), /the few-rows matmul's vec form needs B stored \(N, K\), A not transposed and K a multiple of 4; got transA=false, transB=true, k=66/);
+  const a2 = ref([1, 64]), b2 = ref([8, 64]);
+  const args2 = { ...args, k: 64 };
+  assert.throws(() => matmulRows(g, a2, b2, args2, { lanes: 3 }), /vec form takes a power of two from 2 to 64 lanes a column and a workgroup of a multiple of them up to \d+; got 3 lanes, 128 invocations/);
+  assert.throws(() => matmulRows(g, a2, b2, args2, { lanes: 32, wg: 48 }), /got 32 lanes, 48 invocations/);
+  for (const x of [a, b, a2, b2]) g.free(x.h);
 });
 
 test('matmul kernel choice: the few-rows kernel for 1 … 4 rows with K ≥ 64, through gpu.matmul too; refused by name outside that [webgpu]', { skip }, () => {

@@ -225,16 +225,57 @@ export function matmulPlain(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: Matmu
 export const ROWS_MAX = 4;
 export const ROWS_MIN_K = 64;
 
+/** `fn ld4_NAME(g) -> vec4<f32>`: the g-th group of 4 values of a float input bound as vectors (vec4Type). */
+function loader4(name: string, dtype: DType, f16: boolean): string {
+  switch (dtype) {
+    case 'f32': return `fn ld4_${name}(g: u32) -> vec4<f32> { return ${name}[g]; }`;
+    case 'f16': return f16
+      ? `fn ld4_${name}(g: u32) -> vec4<f32> { return vec4<f32>(${name}[g]); }`
+      : `fn ld4_${name}(g: u32) -> vec4<f32> { let u = ${name}[g]; return vec4<f32>(unpack2x16float(u.x), unpack2x16float(u.y)); }`;
+    case 'bf16': return `fn ld4_${name}(g: u32) -> vec4<f32> { let u = ${name}[g]; return vec4<f32>(bitcast<f32>(u.x << 16u), bitcast<f32>(u.x & 0xffff0000u), bitcast<f32>(u.y << 16u), bitcast<f32>(u.y & 0xffff0000u)); }`;
+    default: throw new UnsupportedError(`webgpu: matmul does not take ${dtype} inputs`);
+  }
+}
+
+/** The WGSL element type of a float input read 4 values at a time: vec4<f32>, vec4<f16>, or 2 words of packed halves. */
+const vec4Type = (dtype: DType, f16: boolean) => (dtype === 'f32' ? 'vec4<f32>' : dtype === 'f16' && f16 ? 'vec4<f16>' : 'vec2<u32>');
+
 const rowsKernel: Kernel = {
   name: 'matmul_rows',
   source: (v, caps) => {
     const f16 = caps.f16 && [dt(v, 'A'), dt(v, 'B'), dt(v, 'C')].includes('f16');
-    const head = (f16 ? 'enable f16;\n' : '') + bindings(caps, { dtype: dt(v, 'A') }, { dtype: dt(v, 'B') }, { dtype: dt(v, 'C') });
+    const vec = v.VEC === true;
+    const body = vec
+      ? bindings(caps, { dtype: dt(v, 'A'), vec: vec4Type(dt(v, 'A'), caps.f16) }, { dtype: dt(v, 'B'), vec: vec4Type(dt(v, 'B'), caps.f16) }, { dtype: dt(v, 'C') })
+        + '\n' + loader4('a', dt(v, 'A'), caps.f16) + '\n' + loader4('b', dt(v, 'B'), caps.f16)
+      : bindings(caps, { dtype: dt(v, 'A') }, { dtype: dt(v, 'B') }, { dtype: dt(v, 'C') });
+    const head = (f16 ? 'enable f16;\n' : '') + (v.SGR ? 'enable subgroups;\n' : '') + body;
     return preprocess(wgslSource('matmul_rows'), { ...v, HEADER: head });
   },
 };
 
-/** Columns of C a matmul_rows.wgsl workgroup takes (its NC): 4 with B stored (N, K), else 64. */
+/**
+ * How matmul_rows.wgsl runs a call (dev/kernels/gemv.ts times the forms): `form` 'vec' (B stored
+ * (N, K), A not transposed, K a multiple of 4: every row of A a workgroup, 4-wide loads) or
+ * 'scalar' (any call the kernel takes); `lanes` a column (VEC: a power of two from 2 to 64, summed
+ * by subgroup shuffles where a subgroup holds them) and `wg` invocations a workgroup (VEC: a
+ * multiple of lanes, at most the device's limit). Defaults: rowsDefaults.
+ */
+export interface RowsTune { form?: 'vec' | 'scalar'; lanes?: number; wg?: number }
+
+/**
+ * The VEC form where it applies, 32 lanes a column and 128 invocations (4 columns a workgroup,
+ * as many workgroups as the scalar form's 4 columns of 256); not yet timed against the scalar
+ * form on a GPU (dev/kernels/gemv.ts).
+ */
+export const ROWS_DEFAULTS = { lanes: 32, wg: 128 } as const;
+
+/** Whether the VEC form can take the call: B stored (N, K), A not transposed, K a multiple of 4. */
+export function rowsVecEligible(args: MatmulArgs): boolean {
+  return args.transB && !args.transA && args.k % 4 === 0;
+}
+
+/** Columns of C a scalar matmul_rows.wgsl workgroup takes (its NC): 4 with B stored (N, K), else 64. */
 const rowsCols = (transB: boolean) => (transB ? 4 : 64);
 
 /** Whether matmul_rows.wgsl takes the call: few rows, K long enough to split, its column blocks within one grid axis. */
@@ -243,13 +284,25 @@ export function rowsEligible(args: MatmulArgs): boolean {
 }
 
 /** The few-rows kernel (callers check rowsEligible); exported for tests and dev/kernels. */
-export function matmulRows(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs): GpuHandle {
+export function matmulRows(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs, tune: RowsTune = {}): GpuHandle {
   checkArgs(a, b, args);
   const { m, n, k, transA, transB } = args;
   if (!rowsEligible(args)) throw new UnsupportedError(`webgpu: the few-rows matmul takes 1 … ${ROWS_MAX} rows and K ≥ ${ROWS_MIN_K}, not m=${m}, k=${k} (n=${n})`);
-  // One row of C a workgroup row, rowsCols columns a workgroup.
+  const vec = (tune.form ?? 'vec') === 'vec' && rowsVecEligible(args);
+  if (tune.form === 'vec' && !vec) throw new UnsupportedError(`webgpu: the few-rows matmul's vec form needs B stored (N, K), A not transposed and K a multiple of 4; got transA=${transA}, transB=${transB}, k=${k}`);
+  if (!vec) {
+    // One row of C a workgroup row, rowsCols columns a workgroup.
+    return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) =>
+      dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: transA, TRANS_B: transB }, a, b, buf, args, 1, rowsCols(transB)));
+  }
+  const lanes = tune.lanes ?? ROWS_DEFAULTS.lanes, wg = tune.wg ?? Math.min(be.caps.maxInvocations, Math.max(lanes, ROWS_DEFAULTS.wg));
+  if (!(lanes >= 2 && lanes <= 64 && (lanes & (lanes - 1)) === 0 && wg % lanes === 0 && wg <= be.caps.maxInvocations)) {
+    throw new UnsupportedError(`webgpu: the few-rows matmul's vec form takes a power of two from 2 to 64 lanes a column and a workgroup of a multiple of them up to ${be.caps.maxInvocations}; got ${lanes} lanes, ${wg} invocations`);
+  }
+  const sgr = be.caps.subgroups && be.caps.subgroupMinSize >= lanes;
+  // Every row of A a workgroup (M ≤ 4 rows a block), wg / lanes columns a workgroup.
   return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) =>
-    dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: transA, TRANS_B: transB }, a, b, buf, args, 1, rowsCols(transB)));
+    dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: false, TRANS_B: true, VEC: true, LC: lanes, WG: wg, SGR: sgr }, a, b, buf, args, ROWS_MAX, wg / lanes));
 }
 
 /** 128×128 blocks when they fill the GPU, else 64×64. */

@@ -2,13 +2,71 @@
 // f32 accumulation. The tiled kernels give such a call one workgroup per 64 (or 128) columns of C
 // walking all of K alone; at d_model 2048 → 16 outputs that is one workgroup for the whole GEMM
 // (519 µs on the H200, bench/fox_fpa.ts --profile). Here K is split across the lanes of a
-// workgroup and summed in workgroup memory:
-//   TRANS_B (B stored (N, K), a Linear's weight): 4 columns a workgroup, 64 lanes along K each
-//           (consecutive lanes read consecutive k of one row of B), then a tree sum of 64;
+// workgroup and summed:
+//   VEC     (B stored (N, K), A not transposed, K a multiple of 4: a Linear's weight, the default
+//           where it applies): LC lanes a column, WG / LC columns a workgroup, every row of A at
+//           once: each lane reads 4-wide groups of its column's row of B (16-byte loads of f32,
+//           8-byte of 16-bit storage) once and dots them with up to 4 rows of A, then the LC
+//           partials are summed (SGR: subgroupShuffleXor within a subgroup, else a tree in
+//           workgroup memory). One workgroup per (column block, batch);
+//   TRANS_B (the scalar form, any K): 4 columns a workgroup, 64 lanes along K each (consecutive
+//           lanes read consecutive k of one row of B), then a tree sum of 64;
 //   else    (B stored (K, N)): 64 columns a workgroup (consecutive lanes read consecutive n), 4
 //           groups along K each, then a sum of 4.
-// One workgroup per (column block, row of C, batch); 16-bit inputs through ld_a / ld_b.
+// The scalar forms: one workgroup per (column block, row of C, batch); 16-bit inputs through ld_a / ld_b.
 {{HEADER}}
+
+#if VEC
+const WG = {{WG}}u;
+const LC = {{LC}}u;
+const NCV = WG / LC;
+
+#if SGR
+#else
+var<workgroup> red4: array<vec4<f32>, WG>;
+#endif
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let bz = wid.z + P.b0;
+  let c = lid / LC;
+  let kl = lid % LC;
+  let j = wid.x * NCV + c;
+  let k4 = P.k / 4u;
+  let abase = bz * (P.strideA / 4u);
+  let brow = bz * (P.strideB / 4u) + j * k4;
+  // Row r of A's partial dot in component r (rows past P.m stay 0).
+  var s = vec4<f32>(0.0);
+  if (j < P.n) {
+    for (var g = kl; g < k4; g += LC) {
+      let bv = ld4_b(brow + g);
+      s.x += dot(ld4_a(abase + g), bv);
+      if (P.m > 1u) { s.y += dot(ld4_a(abase + k4 + g), bv); }
+      if (P.m > 2u) { s.z += dot(ld4_a(abase + 2u * k4 + g), bv); }
+      if (P.m > 3u) { s.w += dot(ld4_a(abase + 3u * k4 + g), bv); }
+    }
+  }
+#if SGR
+  // A column's LC lanes lie in one subgroup (LC ≤ the least subgroup size, lanes contiguous).
+  for (var o = LC / 2u; o > 0u; o >>= 1u) { s += subgroupShuffleXor(s, o); }
+#else
+  red4[lid] = s;
+  workgroupBarrier();
+  for (var w = LC / 2u; w > 0u; w >>= 1u) {
+    if (kl < w) { red4[lid] += red4[lid + w]; }
+    workgroupBarrier();
+  }
+  s = red4[lid];
+#endif
+  if (kl == 0u && j < P.n) {
+    let cb = bz * P.m * P.n + j;
+    st_c(cb, s.x);
+    if (P.m > 1u) { st_c(cb + P.n, s.y); }
+    if (P.m > 2u) { st_c(cb + 2u * P.n, s.z); }
+    if (P.m > 3u) { st_c(cb + 3u * P.n, s.w); }
+  }
+}
+#else
 
 const WG = 256u;
 #if TRANS_B
@@ -73,3 +131,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
 #endif
 }
+#endif
