@@ -11,7 +11,9 @@
  * - `attention`: the block-sparse split-K decode over the selected blocks, every head, with that mask;
  * - `step`: the layer's whole cached step as the model runs it (SpotAttention.forwardCached: the
  *   K/V and selector-key writes, the selection, the attention);
- * - the budget: the tokens of the selected blocks over the causal tokens.
+ * - the budget: the tokens of the selected blocks over the causal tokens;
+ * - `host` (beside step and FON dense): the host's time to record one call, the GPU not waited for
+ *   (bench/lib/report.ts timeHost): where it is close to the call's time, the host sets the pace.
  * The inputs are random (K, V and selector keys drawn on the device, x a random residual row), so the
  * top-p budget here says nothing of a trained selector's; static top-K's is fixed by its fraction.
  *
@@ -48,7 +50,7 @@ import { parseModelConfig } from '../src/model/config.ts';
 import { KvCache } from '../src/infer/kv_cache.ts';
 import { kvWrite } from '../src/ops/attention.ts';
 import { kvWritePaged } from '../src/ops/paged_attention.ts';
-import { findPython, runPython, timeBatched, writeJson } from './lib/report.ts';
+import { findPython, runPython, timeBatched, timeHost, writeJson } from './lib/report.ts';
 import { deviceDraw, deviceRandn, trim } from './lib/device_data.ts';
 
 const { values: flags } = parseArgs({
@@ -75,7 +77,7 @@ const ruleName = (r: SpotRule) => (r.kind === 'top-k' ? `top-K ${r.fraction}` : 
 
 const keyForms = flags.keys.split(',').filter(Boolean) as ('f16' | 'int4')[];
 
-interface Row { tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; budget: number; denseMs: number; torchMs?: number }
+interface Row { tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; stepHostMs: number; budget: number; denseMs: number; denseHostMs: number; torchMs?: number }
 
 async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[]> {
   const sync = () => b.sync();
@@ -95,6 +97,7 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
   const rows: Row[] = [];
   try {
     const denseMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
+    const denseHostMs = await timeHost(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
     for (const { form, slot, keys } of caches) for (const rule of rules) {
       layer.setRule(rule);
       const select = () => {
@@ -108,6 +111,7 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
       chosen.mask.device.dispose();
       chosen.tokens.dispose();
       const stepMs = await timeBatched(sync, () => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
+      const stepHostMs = await timeHost(sync, () => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
       if (flags.profile && b instanceof WebGpuBackend) {
         // --profile: ten more steps, each dispatch timed on the GPU: where a step's time goes.
         await b.sync();
@@ -117,7 +121,7 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
         console.error(`  profile of a step (${PROFILED} steps, ms summed), ${t} ${ruleName(rule)}, ${form} keys:\n${profileTable(kernels, { top: 14, byVariant: true })}`);
       }
       layer.resetStats();
-      rows.push({ tokens: t, rule: ruleName(rule), keys: form, selectorMs, attentionMs, stepMs, budget, denseMs });
+      rows.push({ tokens: t, rule: ruleName(rule), keys: form, selectorMs, attentionMs, stepMs, stepHostMs, budget, denseMs, denseHostMs });
     }
   } finally {
     for (const y of [k, v, q, kNew, vNew, x]) y.dispose();
@@ -210,7 +214,7 @@ async function main(): Promise<void> {
     for (const r of await timeAt(b, t, layer)) {
       const torchMs = torch.get(t);
       rows.push({ ...r, ...(torchMs !== undefined ? { torchMs } : {}) });
-      console.log(`  ${t} ${r.rule}, ${r.keys} keys: selector ${r.selectorMs.toFixed(3)} ms + attention ${r.attentionMs.toFixed(3)} ms (budget ${(100 * r.budget).toFixed(1)}%); step ${r.stepMs.toFixed(3)} ms; FON dense ${r.denseMs.toFixed(3)} ms${torchMs !== undefined ? `, PyTorch SDPA ${torchMs.toFixed(3)} ms: step ${(torchMs / r.stepMs).toFixed(2)}× SDPA` : ''}, ${(r.denseMs / r.stepMs).toFixed(2)}× FON dense`);
+      console.log(`  ${t} ${r.rule}, ${r.keys} keys: selector ${r.selectorMs.toFixed(3)} ms + attention ${r.attentionMs.toFixed(3)} ms (budget ${(100 * r.budget).toFixed(1)}%); step ${r.stepMs.toFixed(3)} ms (host ${r.stepHostMs.toFixed(3)}); FON dense ${r.denseMs.toFixed(3)} ms (host ${r.denseHostMs.toFixed(3)})${torchMs !== undefined ? `, PyTorch SDPA ${torchMs.toFixed(3)} ms: step ${(torchMs / r.stepMs).toFixed(2)}× SDPA` : ''}, ${(r.denseMs / r.stepMs).toFixed(2)}× FON dense`);
       save(caps.adapterName, rows);
     }
     trim(b);
@@ -226,10 +230,10 @@ async function main(): Promise<void> {
       }
     }
   }
-  console.log('\n| cached tokens | rule | keys | selector ms | attention ms | budget | step ms | FON dense ms | PyTorch SDPA ms | step vs SDPA | step vs FON dense |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('\n| cached tokens | rule | keys | selector ms | attention ms | budget | step ms | step host ms | FON dense ms | dense host ms | PyTorch SDPA ms | step vs SDPA | step vs FON dense |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.tokens} | ${r.rule} | ${r.keys} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.denseMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
+    console.log(`| ${r.tokens} | ${r.rule} | ${r.keys} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.stepHostMs.toFixed(3)} | ${r.denseMs.toFixed(3)} | ${r.denseHostMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
   }
   if (modelRows.length) {
     console.log(`\n| cached tokens | model | tokens/s | ms a token | against full attention |\n|---|---|---|---|---|`);

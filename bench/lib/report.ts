@@ -73,6 +73,19 @@ export async function timeBatched(sync: () => Promise<void>, once: () => void, m
   return ts[1] / n;
 }
 
+/**
+ * Host ms per call of recording `once`: batches of n back-to-back calls timed without the sync that
+ * follows each (the GPU's work is not waited for inside the span), after one untimed batch; the
+ * median of 3. Beside timeBatched's figure for the same call it says who sets the pace: where the
+ * two are close, the host's recording does, not the GPU.
+ */
+export async function timeHost(sync: () => Promise<void>, once: () => void, n = 100): Promise<number> {
+  const batch = async () => { const t0 = performance.now(); for (let i = 0; i < n; i++) once(); const t = performance.now() - t0; await sync(); return t; };
+  await batch();
+  const ts = [await batch(), await batch(), await batch()].sort((x, y) => x - y);
+  return ts[1] / n;
+}
+
 /** Runs a Python script with JSON on stdin and parses JSON from its stdout; null when it can't run. */
 export function runPython(python: string, script: string, input: unknown, timeoutMs = 600_000): unknown | null {
   const r = spawnSync(python, [script], { input: JSON.stringify(input), encoding: 'utf8', timeout: timeoutMs, maxBuffer: 1 << 24 });
