@@ -138,8 +138,8 @@ test('matmul few-rows kernel vs CPU: 1, 3 and 4 rows, N 1 … 130, K 64 … 2048
       for (const [transA, transB] of TRANS) {
         for (const [batch, batchA, batchB] of BATCHES) {
           for (const out of dtype === 'f32' ? ['f32' as const] : [dtype, 'f32' as const]) {
-            // The default (vec where it applies), then the scalar form where the default was vec.
-            const forms: RowsTune[] = rowsVecEligible({ m, n, k, transA, transB, batch, batchA, batchB, outDType: out }) ? [{}, { form: 'scalar' }] : [{}];
+            // The default, then the vec form where it applies (the default takes it from 2 rows).
+            const forms: RowsTune[] = rowsVecEligible({ m, n, k, transA, transB, batch, batchA, batchB, outDType: out }) ? [{}, { form: 'vec' }] : [{}];
             for (const tune of forms) await check({ m, n, k, batch, batchA, batchB, transA, transB, dtype, out }, (a, b, args) => matmulRows(gpu!, a, b, args, tune));
           }
         }
@@ -165,8 +165,8 @@ test('matmul few-rows vec form: lanes a column 2 … 64, with and without subgro
   assert.throws(() => matmulRows(g, a, b, args, { form: 'vec' }), /the few-rows matmul's vec form needs B stored \(N, K\), A not transposed and K a multiple of 4; got transA=false, transB=true, k=66/);
   const a2 = ref([1, 64]), b2 = ref([8, 64]);
   const args2 = { ...args, k: 64 };
-  assert.throws(() => matmulRows(g, a2, b2, args2, { lanes: 3 }), /vec form takes a power of two from 2 to 64 lanes a column and a workgroup of a multiple of them up to \d+; got 3 lanes, 128 invocations/);
-  assert.throws(() => matmulRows(g, a2, b2, args2, { lanes: 32, wg: 48 }), /got 32 lanes, 48 invocations/);
+  assert.throws(() => matmulRows(g, a2, b2, args2, { form: 'vec', lanes: 3 }), /vec form takes a power of two from 2 to 64 lanes a column and a workgroup of a multiple of them up to \d+; got 3 lanes, 128 invocations/);
+  assert.throws(() => matmulRows(g, a2, b2, args2, { form: 'vec', lanes: 32, wg: 48 }), /got 32 lanes, 48 invocations/);
   for (const x of [a, b, a2, b2]) g.free(x.h);
 });
 
@@ -180,16 +180,19 @@ test('matmul kernel choice: the few-rows kernel for 1 … 4 rows with K ≥ 64, 
   assert.equal(rowsEligible(args(1, 64, 4 * 65536)), false, 'more than 65535 column blocks');
   assert.equal(rowsEligible(args(1, 64, 4 * 65536, false)), true, '64 columns a block without TRANS_B');
   const ref = (shape: number[]) => ({ h: g.alloc('f32', shape[0] * shape[1], 'test'), shape, dtype: 'f32' as const });
-  const a = ref([1, 2048]), b = ref([16, 2048]);
+  const a = ref([1, 2048]), b = ref([16, 2048]), a2 = ref([2, 2048]);
   const names: string[] = [];
   const run = g.rt.run.bind(g.rt);
-  g.rt.run = (d) => { names.push(d.kernel.name); run(d); };
+  g.rt.run = (d) => { names.push(`${d.kernel.name}${d.variant.VEC ? ' vec' : ''}`); run(d); };
   try {
     g.free(g.matmul(a, b, args(1, 2048)));
+    g.free(g.matmul(a2, b, args(2, 2048)));
   } finally {
     g.rt.run = run;
   }
-  assert.deepEqual(names, ['matmul_rows']);
+  // One row: the scalar form; two rows: the vec form (ROWS_DEFAULTS).
+  assert.deepEqual(names, ['matmul_rows', 'matmul_rows vec']);
+  g.free(a2.h);
   assert.throws(() => matmulRows(g, a, b, args(5, 2048)), /the few-rows matmul takes 1 … 4 rows and K ≥ 64, not m=5, k=2048 \(n=16\)/);
   g.free(a.h); g.free(b.h);
 });

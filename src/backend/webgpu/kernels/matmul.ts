@@ -259,16 +259,19 @@ const rowsKernel: Kernel = {
  * (N, K), A not transposed, K a multiple of 4: every row of A a workgroup, 4-wide loads) or
  * 'scalar' (any call the kernel takes); `lanes` a column (VEC: a power of two from 2 to 64, summed
  * by subgroup shuffles where a subgroup holds them) and `wg` invocations a workgroup (VEC: a
- * multiple of lanes, at most the device's limit). Defaults: rowsDefaults.
+ * multiple of lanes, at most the device's limit). Defaults: ROWS_DEFAULTS.
  */
 export interface RowsTune { form?: 'vec' | 'scalar'; lanes?: number; wg?: number }
 
 /**
- * The VEC form where it applies, 32 lanes a column and 128 invocations (4 columns a workgroup,
- * as many workgroups as the scalar form's 4 columns of 256); not yet timed against the scalar
- * form on a GPU (dev/kernels/gemv.ts).
+ * The VEC form for 2 … 4 rows, 64 lanes a column and 128 invocations; the scalar form for one row.
+ * H100, f32 weights (dev/kernels/gemv.ts, bench/results_gemv_h100.log): at 4 × 4096 × 4096 the vec
+ * form took 0.035 ms on the GPU's clock against the scalar form's 0.094 (B read once for every row,
+ * not once a row); at one row the two were level (64 lanes: 0.0127 against 0.0126 ms at 516 × 4096,
+ * 0.0321 against 0.0326 at 4096 × 4096), and fewer lanes a column were slower (8 lanes: 2.8× the
+ * time). 16-bit weights not yet timed.
  */
-export const ROWS_DEFAULTS = { lanes: 32, wg: 128 } as const;
+export const ROWS_DEFAULTS = { lanes: 64, wg: 128, vecFromRows: 2 } as const;
 
 /** Whether the VEC form can take the call: B stored (N, K), A not transposed, K a multiple of 4. */
 export function rowsVecEligible(args: MatmulArgs): boolean {
@@ -288,7 +291,7 @@ export function matmulRows(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: Matmul
   checkArgs(a, b, args);
   const { m, n, k, transA, transB } = args;
   if (!rowsEligible(args)) throw new UnsupportedError(`webgpu: the few-rows matmul takes 1 … ${ROWS_MAX} rows and K ≥ ${ROWS_MIN_K}, not m=${m}, k=${k} (n=${n})`);
-  const vec = (tune.form ?? 'vec') === 'vec' && rowsVecEligible(args);
+  const vec = (tune.form ?? (m >= ROWS_DEFAULTS.vecFromRows ? 'vec' : 'scalar')) === 'vec' && rowsVecEligible(args);
   if (tune.form === 'vec' && !vec) throw new UnsupportedError(`webgpu: the few-rows matmul's vec form needs B stored (N, K), A not transposed and K a multiple of 4; got transA=${transA}, transB=${transB}, k=${k}`);
   if (!vec) {
     // One row of C a workgroup row, rowsCols columns a workgroup.

@@ -3,8 +3,8 @@
 // walking all of K alone; at d_model 2048 → 16 outputs that is one workgroup for the whole GEMM
 // (519 µs on the H200, bench/fox_fpa.ts --profile). Here K is split across the lanes of a
 // workgroup and summed:
-//   VEC     (B stored (N, K), A not transposed, K a multiple of 4: a Linear's weight, the default
-//           where it applies): LC lanes a column, WG / LC columns a workgroup, every row of A at
+//   VEC     (B stored (N, K), A not transposed, K a multiple of 4: a Linear's weight; the default
+//           for 2 … 4 rows, matmul.ts ROWS_DEFAULTS): LC lanes a column, WG / LC columns a workgroup, every row of A at
 //           once: each lane reads 4-wide groups of its column's row of B (16-byte loads of f32,
 //           8-byte of 16-bit storage) once and dots them with up to 4 rows of A, then the LC
 //           partials are summed (SGR: subgroupShuffleXor within a subgroup, else a tree in
