@@ -88,6 +88,14 @@ const PATCHES: Record<string, (src: string) => string> = {
   'nolist-vidx': (src) => must(PATCHES.nolist(src), /mask_vrow\(k0 \+ jj, kend\)/, 'min(k0 + jj, kend - 1u)'),
   'nolist-kidx': (src) => must(PATCHES.nolist(src), /let base = kbase \+ drow\(jk\) \* P\.d;/, 'let base = kbase + min(j, kend - 1u) * P.d;'),
   ucount: (src) => must(src, /let nb = mask_count\(mrow, MASK_KB, MASK_KB, lid\);/, 'let nb = (P.kvlen + MASK_KB - 1u) / MASK_KB;'),
+  // Every difference above at once (the H100's M1+M2 of 2026-12-06 were such a sum, on the kernel
+  // that still had the Krow store): if this is near dense and no single patch is, the cost is the
+  // masked form's size (registers, the compiler's unrolling), not any one of its parts.
+  all: (src) => ['nolist-vis', 'nolist-vidx', 'nolist-kidx', 'ucount'].reduce((x, t) => t === 'nolist-vis' ? PATCHES[t](x) : t === 'ucount' ? PATCHES.ucount(x) : must(x, ...KEEP[t]), src),
+  // Every loop over the query rows (r < RM) written out, so the row arrays (acc, lsum, dots) are
+  // indexed by constants whatever the GPU compiler's unrolling decides: is the masked form's extra
+  // code tipping those arrays out of registers? (UR of 2026-12-06 was timed with the Krow store in.)
+  ur: (src) => unrollLoops(src, 'r', 'RM', Number(/const RM = (\d+)u;/.exec(src)?.[1] ?? NaN)),
   // (Patches M1–M4 of 2026-12-06 removed the rest of the masked form step by step and found the
   // cause: the Krow store, a workgroup word a key a step, and 83 chunks a kv head on 660 resident
   // slots; both are gone from the kernel, BENCHMARKS.md says what each cost.)
@@ -95,6 +103,31 @@ const PATCHES: Record<string, (src: string) => string> = {
   // leaves at the listed count with a break: valid for every form.
   ubreak: (src) => must(src, /for \(var k0 = kstart; k0 < kend; k0 \+= BKD\) \{/, 'let ubound = kstart + ((P.kvlen + MASK_KB - 1u) / MASK_KB + P.nsplit - 1u) / P.nsplit * MASK_KB;\n  for (var k0 = kstart; k0 < ubound; k0 += BKD) {\n    if (k0 >= kend) { break; }'),
 };
+
+/** The edits of nolist-vidx and nolist-kidx without their nolist (for `all`). */
+const KEEP: Record<string, [RegExp, string]> = {
+  'nolist-vidx': [/mask_vrow\(k0 \+ jj, kend\)/, 'min(k0 + jj, kend - 1u)'],
+  'nolist-kidx': [/let base = kbase \+ drow\(jk\) \* P\.d;/, 'let base = kbase + min(j, kend - 1u) * P.d;'],
+};
+
+/**
+ * Every loop `for (var NAME = 0u; NAME < BOUND; NAME++) { … }` of src written out `count` times,
+ * each copy a block opening with `const NAME = iu;` (braces inside the body must balance).
+ */
+function unrollLoops(src: string, name: string, bound: string, count: number): string {
+  if (!Number.isInteger(count) || count < 1) throw new Error(`dev/kernels/spot_decode.ts: no row count to unroll (${count})`);
+  const head = `for (var ${name} = 0u; ${name} < ${bound}; ${name}++) {`;
+  let out = '', at = 0;
+  for (let i = src.indexOf(head); i >= 0; i = src.indexOf(head, at)) {
+    let depth = 1, j = i + head.length;
+    for (; j < src.length && depth > 0; j++) depth += src[j] === '{' ? 1 : src[j] === '}' ? -1 : 0;
+    if (depth !== 0) throw new Error(`dev/kernels/spot_decode.ts: unbalanced braces in the loop over ${name} at ${i}`);
+    out += src.slice(at, i) + Array.from({ length: count }, (_, r) => `{ const ${name} = ${r}u;${src.slice(i + head.length, j - 1)}}`).join(' ');
+    at = j;
+  }
+  if (at === 0) throw new Error(`dev/kernels/spot_decode.ts: no loop over ${name} < ${bound} to unroll`);
+  return out + src.slice(at);
+}
 
 function must(src: string, re: RegExp, to: string): string {
   if (!re.test(src)) throw new Error(`dev/kernels/spot_decode.ts: the masked decode kernel no longer has ${re}; update the patch`);
@@ -224,12 +257,13 @@ async function main(): Promise<void> {
       }
       if (form.startsWith('fine')) {
         // Patches that assume every block listed run on fine-all only.
-        for (const tag of Object.keys(PATCHES).filter((x) => form === 'fine-all' || x === 'ubreak')) {
+        for (const tag of Object.keys(PATCHES).filter((x) => form === 'fine-all' || x === 'ubreak' || x === 'ur')) {
           try {
-          // The patches edit the per-key form's source.
-          const out = patched(b, tag, () => listForm(b, 'per-key', () => attention(q, k, v, { kvLength: t, mask })));
+          // The patches edit the per-key form's source; `ur` the default form's.
+          const inForm = <T>(fn: () => T): T => (tag === 'ur' ? fn() : listForm(b, 'per-key', fn));
+          const out = patched(b, tag, () => inForm(() => attention(q, k, v, { kvLength: t, mask })));
           const d2 = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
-          const pm = await timeBatched(sync, () => patched(b, tag, () => listForm(b, 'per-key', () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); }))));
+          const pm = await timeBatched(sync, () => patched(b, tag, () => inForm(() => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask }); }))));
           console.log(`  ${t}   patched ${tag.padEnd(10)}: ${pm.toFixed(3)} ms, ${(pm / dense).toFixed(2)}× dense's time; max |Δ| ${d2.toExponential(2)}`);
           } catch (e) {
             console.log(`  ${t}   patched ${tag.padEnd(10)}: failed: ${(e as Error).message.split('\n')[0].slice(0, 300)}`);
