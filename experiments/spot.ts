@@ -13,7 +13,7 @@
  *    everything. `--long-length`, `--long-steps`, `--long-batch` add a last stage at a longer
  *    length (the paper's backbones serve 8× the selectors' training length: a RoPE teacher trained
  *    only at L retrieves at L and nowhere beyond it, so without this stage only 1× tests anything;
- *    `--long-lr`, default lr/3). `--spot-length S` trains the selectors at S (default L) and
+ *    `--long-lr`, default lr/3; `--long-mix`, its retrieval shares, default `--mix`). `--spot-length S` trains the selectors at S (default L) and
  *    evaluates at the multiples of S: a teacher trained up to `--long-length` 8·S then tests the
  *    selectors' own reach, up to 8× the length they were distilled at, on a teacher that still
  *    retrieves there.
@@ -36,7 +36,7 @@
  * shrink with depth (early layers keep most, late layers little).
  *
  *   node --import tsx experiments/spot.ts [--backend auto] [--seeds 1] [--short-length 128] [--short-steps 60]
- *     [--length 640] [--steps 40] [--long-length 0 --long-steps 0 --long-batch 0 --long-lr lr/3] [--spot-length L] [--batch 8] [--lr 0.003] [--spot-steps 40] [--spot-lr 0.001] [--mix 0.4,0.4]
+ *     [--length 640] [--steps 40] [--long-length 0 --long-steps 0 --long-batch 0 --long-lr lr/3 --long-mix MIX] [--spot-length L] [--batch 8] [--lr 0.003] [--spot-steps 40] [--spot-lr 0.001] [--mix 0.4,0.4]
  *     [--multiples 1,2,4,8] [--depths 0.1,0.5,0.9] [--trials 2] [--rules dense,top-k:0.5,top-p:0.9]
  *     [--keys f16] [--layers 2] [--d-model 64] [--heads 4] [--head-dim 16]
  *     [--mlp-hidden 128] [--bootstrap 1000] [--json FILE]
@@ -158,7 +158,7 @@ async function main(): Promise<void> {
     options: {
       backend: { type: 'string', default: 'auto' }, seeds: { type: 'string', default: '1' },
       'short-length': { type: 'string', default: '128' }, 'short-steps': { type: 'string', default: '60' },
-      'long-length': { type: 'string', default: '0' }, 'long-steps': { type: 'string', default: '0' }, 'long-batch': { type: 'string', default: '0' }, 'long-lr': { type: 'string' },
+      'long-length': { type: 'string', default: '0' }, 'long-steps': { type: 'string', default: '0' }, 'long-batch': { type: 'string', default: '0' }, 'long-lr': { type: 'string' }, 'long-mix': { type: 'string' },
       'spot-length': { type: 'string', default: '0' },
       length: { type: 'string', default: '640' }, steps: { type: 'string', default: '40' }, batch: { type: 'string', default: '8' }, lr: { type: 'string', default: '0.003' },
       'spot-steps': { type: 'string', default: '40' }, 'spot-lr': { type: 'string', default: '0.001' }, mix: { type: 'string', default: '0.4,0.4' },
@@ -189,8 +189,15 @@ async function main(): Promise<void> {
   const longLr = f['long-lr'] !== undefined ? numberFlag('long-lr', f['long-lr'], 1e-7, 1) : lr / 3;
   // S: the selectors' training length, the unit of the evaluated lengths (the training length L unless given).
   const spotT = intFlag('spot-length', f['spot-length'], 0) || T;
-  const mixParts = f.mix!.split(',').map(Number);
-  if (mixParts.length !== 2 || !mixParts.every((x) => x >= 0) || mixParts[0] + mixParts[1] > 1) throw new ArgumentError(`--mix '${f.mix}': expected two shares (passkey, multi-key) ≥ 0 summing to at most 1`);
+  const mixOf = (flag: string, text: string): number[] => {
+    const parts = text.split(',').map(Number);
+    if (parts.length !== 2 || !parts.every((x) => x >= 0) || parts[0] + parts[1] > 1) throw new ArgumentError(`--${flag} '${text}': expected two shares (passkey, multi-key) ≥ 0 summing to at most 1`);
+    return parts;
+  };
+  const mixParts = mixOf('mix', f.mix!);
+  // The long stage's share of retrieval rows (its batches are few rows: at 4 a step and 0.1 each,
+  // 600 steps hold about 240 rows of each task).
+  const longMix = f['long-mix'] !== undefined ? mixOf('long-mix', f['long-mix']) : mixParts;
   const multiples = f.multiples!.split(',').map((x) => intFlag('multiples', x));
   const depths = f.depths!.split(',').map((x) => numberFlag('depths', x, 0, 1));
   const trials = intFlag('trials', f.trials), boot = intFlag('bootstrap', f.bootstrap);
@@ -214,14 +221,14 @@ async function main(): Promise<void> {
   const layerCells: LayerCell[] = [];
   const trained: { seed: number; stage: string; run: TrainRun }[] = [];
   const teacherCfg = parseModelConfig(shape);
-  const batchesAt = (seed: number, length: number, rows = batch) => taskMixBatches(new BatchSampler(store, { batch: rows, context: length, seed }), { seed, batch: rows, length, mix: [mixParts[0], mixParts[1]], filler: trainFiller, tok });
+  const batchesAt = (seed: number, length: number, rows = batch, mix = mixParts) => taskMixBatches(new BatchSampler(store, { batch: rows, context: length, seed }), { seed, batch: rows, length, mix: [mix[0], mix[1]], filler: trainFiller, tok });
 
   for (const seed of seeds) {
     // 1. The teacher: retrieval at the short length, then the training length.
     const teacher = newModel(teacherCfg, backend, seed);
     if (shortSteps > 0) trained.push({ seed, stage: `teacher at ${shortT}`, run: await trainModel(teacher, batchesAt(seed, shortT), { steps: shortSteps, batchSize: batch, context: shortT, seed, lr, minLr: lr / 10, warmup: Math.ceil(shortSteps / 20) }, `teacher ${shortT} seed ${seed}`) });
     if (steps > 0) trained.push({ seed, stage: `teacher at ${T}`, run: await trainModel(teacher, batchesAt(seed + 1000, T), { steps, batchSize: batch, context: T, seed, lr: lr / 3, minLr: lr / 30, warmup: Math.ceil(steps / 20) }, `teacher ${T} seed ${seed}`) });
-    if (longSteps > 0) trained.push({ seed, stage: `teacher at ${longT}`, run: await trainModel(teacher, batchesAt(seed + 3000, longT, longBatch), { steps: longSteps, batchSize: longBatch, context: longT, seed, lr: longLr, minLr: longLr / 10, warmup: Math.ceil(longSteps / 20) }, `teacher ${longT} seed ${seed}`) });
+    if (longSteps > 0) trained.push({ seed, stage: `teacher at ${longT}`, run: await trainModel(teacher, batchesAt(seed + 3000, longT, longBatch, longMix), { steps: longSteps, batchSize: longBatch, context: longT, seed, lr: longLr, minLr: longLr / 10, warmup: Math.ceil(longSteps / 20) }, `teacher ${longT} seed ${seed}`) });
     // 2. The selectors, alone, from the frozen teacher.
     const weights = Object.fromEntries(teacher.namedParameters());
     const spot = new Decoder(spotConfig(teacherCfg, 'f16'), new ParamFactory({ backend, weights, seed, freshMissing: isComposedParameter, source: 'the teacher' }));
@@ -272,7 +279,7 @@ async function main(): Promise<void> {
   report({ cells, layerCells, trained, T: spotT, multiples, depths, trials, seeds, boot },
     f.json ? { json: f.json, backend: backend.name, extra: {
       experiment: 'spot', command: commandLine(), backend: backend.name, seeds,
-      settings: { shortLength: shortT, shortSteps, length: T, steps, batch, longLength: longT, longSteps, longBatch, longLr, spotLength: spotT, lr, spotSteps, spotLr, mix: mixParts, multiples, depths, trials, rules: rules.map((r) => r.name), keys: keyForms, bootstrap: boot, model: shape, spot: SPOT_DEFAULTS },
+      settings: { shortLength: shortT, shortSteps, length: T, steps, batch, longLength: longT, longSteps, longBatch, longLr, longMix, spotLength: spotT, lr, spotSteps, spotLr, mix: mixParts, multiples, depths, trials, rules: rules.map((r) => r.name), keys: keyForms, bootstrap: boot, model: shape, spot: SPOT_DEFAULTS },
     } } : undefined);
 }
 
