@@ -48,6 +48,12 @@ export interface SelectArgs { rows: number; n: number; valid: number; low: numbe
 export interface FlagsMaskArgs { batch: number; valid: number; fine: number; per: number; tk: number; kBlocks: number; kvLength: number }
 
 /**
+ * Backend.gatherBlocks' shape: batch rows of `valid` fine-block flags (`fine` keys each) over a
+ * cache (batch, hkv, tmax, d); `count` blocks gathered for each batch entry.
+ */
+export interface GatherBlocksArgs { batch: number; valid: number; fine: number; count: number; hkv: number; tmax: number; d: number }
+
+/**
  * Backend.lighthouseSelect's shape (specs/lighthouse_fon.md §1.4–§1.5; the arithmetic of
  * LighthouseShape is backend/lighthouse_layout.ts): `lists` = B·H query lists of n tokens of width
  * d, key list ⌊s/group⌋ for query list s (GQA: group = H/Hkv), `qk` of each tile's `tile` refined
@@ -270,6 +276,14 @@ export interface Kernels<H> {
    * kvLength, 1 elsewhere) → i32 of batch·(1 + kBlocks + stride + tk) + 1 entries.
    */
   flagsMaskTable(flags: Ref<H>, args: FlagsMaskArgs): H;
+  /**
+   * The keys and values of the selected fine blocks, compacted (Spot's gathered decode): flags i32
+   * (batch, valid), k and v (batch, hkv, tmax, d) of one float dtype → [k', v'] (batch, hkv,
+   * count·fine, d) of that dtype: each batch entry's selected blocks in ascending order, `fine` rows
+   * each (row min(block·fine + r, tmax − 1)); selected blocks past the count dropped, and rows past
+   * the selected ones (fewer than count) zero.
+   */
+  gatherBlocks(flags: Ref<H>, k: Ref<H>, v: Ref<H>, args: GatherBlocksArgs): [H, H];
   /**
    * A lightning indexer's scores pooled per block, in one pass over the keys: for query r (q (rows,
    * H·d) f32, head weights w (rows, H) f32) and key t ≤ its position, t < l (keys (batch, tmax, d),

@@ -2,7 +2,8 @@
  * Selection without sorting (Backend.selectOpen): which entries of each row a top-K or top-p rule
  * keeps, reserved ranges kept whatever their scores (SpotAttention's block selection,
  * specs/focus_spot.md B4); the block scores such a selection ranks, straight from the keys
- * (indexBlockScores); and the decode mask of the kept blocks (flagsMaskTable). No gradients.
+ * (indexBlockScores); the decode mask of the kept blocks (flagsMaskTable), or their K and V rows
+ * gathered (gatherBlocks). No gradients.
  */
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { SelectArgs } from '../backend/backend.ts';
@@ -62,4 +63,26 @@ export function flagsMaskTable(flags: Tensor, o: { fine: number; per: number; tk
   if (valid * o.fine > Math.ceil(o.tk / o.fine) * o.fine || valid < 1 || o.kBlocks * o.per * o.fine < o.tk) throw new ArgumentError(`flagsMaskTable: ${valid} fine blocks of ${o.fine} for a cache of ${o.tk} keys in ${o.kBlocks} mask blocks of ${o.per * o.fine}`);
   const stride = Math.ceil(valid / o.per) + 1;
   return wrap(be, be.flagsMaskTable(ref(flags), { batch, valid, ...o }), [batch * (1 + o.kBlocks + stride + o.tk) + 1], 'i32');
+}
+
+/**
+ * The K and V rows of the selected fine blocks, compacted (Backend.gatherBlocks): flags i32
+ * (B, valid), `fine` keys a block, over k and v (B, Hkv, Tmax, D) of one dtype → k', v' (B, Hkv,
+ * count·fine, D): each batch entry's first `count` selected blocks in ascending order (rows past Tmax
+ * read row Tmax − 1), zero rows after them where fewer are selected. Spot's gathered decode runs a
+ * plain dense decode over them: softmax attention does not depend on the keys' order.
+ */
+export function gatherBlocks(flags: Tensor, k: Tensor, v: Tensor, o: { fine: number; count: number }): { k: Tensor; v: Tensor } {
+  const be = backendOf('gatherBlocks', flags, k, v);
+  requireDType('gatherBlocks', 'flags', flags, 'i32');
+  if (flags.rank !== 2 || k.rank !== 4 || fmt(k.shape) !== fmt(v.shape) || k.dtype !== v.dtype || k.shape[0] !== flags.shape[0]) {
+    throw new ShapeError(`gatherBlocks: flags ${fmt(flags.shape)}, k ${fmt(k.shape)} ${k.dtype} and v ${fmt(v.shape)} ${v.dtype}: expected (B, valid) and two (B, Hkv, Tmax, D) of one dtype`);
+  }
+  const [batch, hkv, tmax, d] = k.shape, valid = flags.shape[1];
+  if (!Number.isInteger(o.fine) || o.fine < 1 || valid > Math.ceil(tmax / o.fine) || !Number.isInteger(o.count) || o.count < 1 || o.count > valid) {
+    throw new ArgumentError(`gatherBlocks: ${valid} blocks of ${o.fine} keys over a cache of ${tmax}, count ${o.count}: need fine ≥ 1, valid ≤ ⌈Tmax/fine⌉ and 1 ≤ count ≤ valid`);
+  }
+  const [kh, vh] = be.gatherBlocks(ref(flags), ref(k), ref(v), { batch, valid, fine: o.fine, count: o.count, hkv, tmax, d });
+  const shape = [batch, hkv, o.count * o.fine, d];
+  return { k: wrap(be, kh, shape, k.dtype), v: wrap(be, vh, shape, v.dtype) };
 }

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
-import { flagsMaskTable, indexBlockScores, selectOpen } from '../../src/ops/select.ts';
+import { flagsMaskTable, gatherBlocks, indexBlockScores, selectOpen } from '../../src/ops/select.ts';
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { maskEntries } from '../../src/attention/block_mask.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
@@ -251,5 +251,60 @@ test('flagsMaskTable writes the table spotDecodeMask builds on the host: the sam
       const cf = flagsMaskTable(fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: cpu }), fine);
       assert.deepEqual(Array.from((await gf.data()) as Int32Array), Array.from(cf.dataSync() as Int32Array), `webgpu fine ${batch} × ${tk}`);
     }
+  }
+});
+
+test('gatherBlocks: each batch entry\'s selected blocks\' K and V rows in block order, rows past Tmax from its last row, past the count dropped, zero rows where fewer are selected; WebGPU equals the CPU for f32, f16 and bf16 [webgpu where present]', async () => {
+  const rnd = lcg(41);
+  // [batch, hkv, tmax, d, fine, valid, count]: 150 blocks take three slices of the kernel's 64; the
+  // first case's last block runs past Tmax (rows clamped); counts below and above what is selected.
+  const cases: [number, number, number, number, number, number, number | 'all'][] = [[2, 2, 39, 8, 4, 10, 'all'], [1, 3, 2400, 6, 16, 150, 'all'], [3, 1, 100, 4, 8, 13, 3], [2, 2, 64, 8, 4, 16, 15]];
+  for (const [batch, hkv, tmax, d, fine, valid, countArg] of cases) {
+    const flags = Int32Array.from({ length: batch * valid }, (_, i) => (i % valid === valid - 1 || rnd() < 0.4 ? 1 : 0));
+    const picks = Array.from({ length: batch }, (_, b) => Array.from(flags.subarray(b * valid, (b + 1) * valid)).flatMap((f, e) => (f ? [e] : [])));
+    const count = countArg === 'all' ? Math.max(...picks.map((p) => p.length)) : countArg;
+    const kh = Float32Array.from({ length: batch * hkv * tmax * d }, () => Math.round((rnd() * 2 - 1) * 256) / 64);
+    const vh = Float32Array.from({ length: batch * hkv * tmax * d }, () => Math.round((rnd() * 2 - 1) * 256) / 64);
+    // The reference: plain loops over the picks.
+    const want = (src: Float32Array) => {
+      const out = new Float32Array(batch * hkv * count * fine * d);
+      for (let b = 0; b < batch; b++) for (let h = 0; h < hkv; h++) {
+        picks[b].slice(0, count).forEach((e, o) => {
+          for (let r = 0; r < fine; r++) {
+            const s = Math.min(e * fine + r, tmax - 1);
+            for (let c = 0; c < d; c++) out[(((b * hkv + h) * count + o) * fine + r) * d + c] = src[((b * hkv + h) * tmax + s) * d + c];
+          }
+        });
+      }
+      return out;
+    };
+    const shape = [batch, hkv, tmax, d];
+    for (const be of [cpu, gpu].filter((x): x is Backend => !!x)) {
+      for (const dtype of ['f32', 'f16', 'bf16'] as const) {
+        const f = fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: be });
+        const k = fon.cast(fon.tensor(kh, shape, { backend: be }), dtype), v = fon.cast(fon.tensor(vh, shape, { backend: be }), dtype);
+        // Park two dirty buffers of the outputs' size first: the zero rows must be written, not found.
+        for (let i = 0; i < 2; i++) fon.full([batch * hkv * count * fine * d], 7, { backend: be, dtype }).dispose();
+        const got = gatherBlocks(f, k, v, { fine, count });
+        assert.deepEqual(got.k.shape, [batch, hkv, count * fine, d]);
+        assert.equal(got.k.dtype, dtype);
+        // The values are exact in every dtype (multiples of 1/64 below 4).
+        assert.deepEqual(Array.from((await fon.cast(got.k, 'f32').data()) as Float32Array), Array.from(want(kh)), `${be.name} ${dtype} K, ${JSON.stringify([batch, hkv, tmax, d, fine, valid, count])}`);
+        assert.deepEqual(Array.from((await fon.cast(got.v, 'f32').data()) as Float32Array), Array.from(want(vh)), `${be.name} ${dtype} V`);
+      }
+    }
+  }
+});
+
+test('gatherBlocks refuses by name: count past the blocks, shapes that do not agree, and on WebGPU rows that are not whole 32-bit words [webgpu where present]', () => {
+  const f = fon.tensor(Int32Array.of(1, 0, 1), [1, 3], { dtype: 'i32', backend: cpu });
+  const k = fon.zeros([1, 2, 12, 4], { backend: cpu });
+  assert.throws(() => gatherBlocks(f, k, k, { fine: 4, count: 4 }), (e: unknown) => e instanceof ArgumentError && /gatherBlocks: 3 blocks of 4 keys over a cache of 12, count 4: need fine ≥ 1, valid ≤ ⌈Tmax\/fine⌉ and 1 ≤ count ≤ valid/.test((e as Error).message));
+  assert.throws(() => gatherBlocks(f, k, fon.zeros([1, 2, 12, 5], { backend: cpu }), { fine: 4, count: 2 }), (e: unknown) => e instanceof ShapeError && /expected \(B, valid\) and two \(B, Hkv, Tmax, D\) of one dtype/.test((e as Error).message));
+  assert.throws(() => gatherBlocks(f, fon.zeros([1, 2, 4, 4], { backend: cpu }), fon.zeros([1, 2, 4, 4], { backend: cpu }), { fine: 2, count: 2 }), /gatherBlocks: 3 blocks of 2 keys over a cache of 4/);
+  if (gpu) {
+    const kg = fon.zeros([1, 2, 12, 3], { backend: gpu, dtype: 'f16' });
+    const fg = fon.tensor(Int32Array.of(1, 0, 1), [1, 3], { dtype: 'i32', backend: gpu });
+    assert.throws(() => gatherBlocks(fg, kg, kg, { fine: 4, count: 2 }), (e: unknown) => e instanceof UnsupportedError && /webgpu: gatherBlocks copies rows as 32-bit words: it takes f32, f16 or bf16 K\/V of a row that is whole words; got f16 rows of 3 \(6 bytes\)/.test((e as Error).message));
   }
 });
