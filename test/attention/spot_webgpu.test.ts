@@ -79,3 +79,44 @@ test('a cached Spot step on webgpu with gradients on is refused by the layer\'s 
   assert.throws(() => g.m.forwardCached(q, k, v, { x }, s, PROMPT), /spot\(top-p 0\.9, f16 keys\): Spot's cached steps on webgpu select their blocks on the device and carry no gradient; run them under noGrad \(as generation does\), or on the CPU/);
   assert.deepEqual(noGrad(() => g.m.forwardCached(q, k, v, { x }, s, PROMPT)).shape, [2, H, 1, D]);
 });
+
+test('Spot\'s gathered decode (decodePath gather) equals the CPU under top-K 0.2 and 0.6, steps and a verify pass, B = 2: one gather_blocks and a plain decode, no mask; top-p and recall-measuring steps keep the mask [webgpu]', { skip }, async () => {
+  for (const fraction of [0.2, 0.6]) {
+    const rule: SpotRule = { kind: 'top-k', fraction };
+    const c = setup(cpu, rule), g = setup(gpu!, rule);
+    g.m.decodePath = 'gather';
+    g.m.measureRecall = false;
+    c.m.measureRecall = false;
+    close(await host(g.call(0, PROMPT)), await host(c.call(0, PROMPT)), 1e-4, `top-K ${fraction}: prompt`);
+    for (let p = PROMPT; p < T - 5; p += 3) {
+      // Steps the two write alike; only every third step is compared to keep SwiftShader's time down.
+      for (let s = p; s < Math.min(p + 3, T - 5); s++) {
+        const [a, b] = [g.call(s, s + 1), c.call(s, s + 1)];
+        if (s === p) close(await host(a), await host(b), 1e-4, `top-K ${fraction}: step at ${s}`);
+      }
+    }
+    const rt = (gpu as unknown as { rt: { recordDispatches<T>(fn: () => T): { result: T; dispatches: { kernel: string; variant: Record<string, unknown> }[] } } }).rt;
+    const { result, dispatches } = rt.recordDispatches(() => g.call(T - 5, T - 4));
+    close(await host(result), await host(c.call(T - 5, T - 4)), 1e-4, `top-K ${fraction}: step at ${T - 5}`);
+    assert.equal(dispatches.filter((d) => d.kernel === 'gather_blocks').length, 1);
+    const decode = dispatches.filter((d) => d.kernel === 'attention_decode');
+    assert.equal(decode.length, 1);
+    assert.ok(!decode[0].variant.MASK, 'a plain decode');
+    assert.equal(dispatches.filter((d) => d.kernel === 'rows_select_mask').length, 0, 'no mask table');
+    close(await host(g.call(T - 4, T)), await host(c.call(T - 4, T)), 1e-4, `top-K ${fraction}: verify pass`);
+    const [gc, gt] = await host(g.m.stats.tokens!), [cc, ct] = await host(c.m.stats.tokens!);
+    assert.equal(gt, ct);
+    assert.equal(gc, cc, `top-K ${fraction}: tokens read`);
+  }
+  // Top-p's count is the device's: the mask path, whatever decodePath says; so is a step that measures recall.
+  for (const [rule, recall] of [[{ kind: 'top-p', p: 0.5 }, false], [{ kind: 'top-k', fraction: 0.6 }, true]] as [SpotRule, boolean][]) {
+    const g = setup(gpu!, rule);
+    g.m.decodePath = 'gather';
+    g.m.measureRecall = recall;
+    g.call(0, PROMPT);
+    const rt = (gpu as unknown as { rt: { recordDispatches<T>(fn: () => T): { result: T; dispatches: { kernel: string }[] } } }).rt;
+    const { dispatches } = rt.recordDispatches(() => g.call(PROMPT, PROMPT + 1));
+    assert.equal(dispatches.filter((d) => d.kernel === 'gather_blocks').length, 0, `${rule.kind}, recall ${recall}`);
+    assert.equal(dispatches.filter((d) => d.kernel === 'rows_select_mask').length, 1);
+  }
+});

@@ -17,7 +17,7 @@ import { cast } from '../../ops/cast.ts';
 import { mul, sub } from '../../ops/elementwise.ts';
 import { narrow, reshape } from '../../ops/layout.ts';
 import { sum } from '../../ops/reduce.ts';
-import { flagsMaskTable, selectOpen } from '../../ops/select.ts';
+import { flagsMaskTable, gatherBlocks, selectOpen } from '../../ops/select.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
 
@@ -28,10 +28,10 @@ import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
  * (B, tk) i32, 1 where selected (each a few ops more: asked for only where measured).
  */
 export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: () => Tensor; selected: () => Tensor } {
-  const b = scores.shape[0], n = scores.shape[2];
+  const b = scores.shape[0];
   const a = selectArgs(q, rule);
   const valid = a.valid, l = q + 1;
-  const flags = narrow(selectOpen(reshape(scores, [b, n]), reshape(logMass, [b, n]), { ...a, logMass: true }), 1, 0, valid); // (B, valid) i32
+  const flags = selectFlags(scores, logMass, q, rule);
   // 16 tokens a selected block, less the part of each query's own block (always selected) past it.
   const tokens = () => reshape(sub(mul(sum(cast(flags, 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
   // A fine mask (one listed block per selected 16-token block, decode kernels only): the step reads
@@ -42,4 +42,37 @@ export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule:
   const shape = deviceMaskShape({ batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: q, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1, { segments: true });
   const selected = () => reshape(sub(1, narrow(table, 0, shape.segmentOffset, b * tk)), [b, tk]);
   return { mask: { ...shape, segmentOffset: 0, device: table }, tokens, selected };
+}
+
+/** The selected fine blocks of one query at position q, (B, ⌊q/16⌋ + 1) i32 flags, from its block scores and log-masses (B, 1, N). */
+function selectFlags(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule): Tensor {
+  const b = scores.shape[0], n = scores.shape[2];
+  const a = selectArgs(q, rule);
+  return narrow(selectOpen(reshape(scores, [b, n]), reshape(logMass, [b, n]), { ...a, logMass: true }), 1, 0, a.valid);
+}
+
+/**
+ * The blocks static top-K selects for a query at position q, and the tokens they hold: the reserved
+ * blocks and min(open, count) open ones, the query's own (partial, last in block order) among the
+ * reserved. Known on the host: the rule fixes the count, whatever the scores.
+ */
+export function topKBlocks(q: number, rule: SpotRule & { kind: 'top-k' }): { blocks: number; tokens: number } {
+  const a = selectArgs(q, rule);
+  const open = a.high - a.low;
+  const blocks = a.valid - open + Math.min(open, a.count);
+  return { blocks, tokens: blocks * SPOT_BLOCK - (SPOT_BLOCK * a.valid - (q + 1)) };
+}
+
+/**
+ * One Spot query's static top-K selection gathered instead of masked (SpotAttention.decodePath
+ * 'gather'): the same flags as selectOnDevice, then the selected blocks' K and V rows compacted in
+ * block order (ops/select.ts gatherBlocks) for a plain dense decode over `kvLength` keys, which
+ * drops the query's own block's rows past it (the last rows: that block comes last). Top-K only: its
+ * block count is known on the host (topKBlocks), so neither the gather nor the decode waits on a
+ * read. The same keys as the mask path; the decode sums them in another order.
+ */
+export function gatherOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule & { kind: 'top-k' }, k: Tensor, v: Tensor): { k: Tensor; v: Tensor; kvLength: number } {
+  const { blocks, tokens } = topKBlocks(q, rule);
+  const g = gatherBlocks(selectFlags(scores, logMass, q, rule), k, v, { fine: SPOT_BLOCK, count: blocks });
+  return { ...g, kvLength: tokens };
 }

@@ -38,7 +38,7 @@ import { denseKL, sparseKL, teacherDistribution } from './distill.ts';
 import type { SpotKeyCache, SpotKeyFormat } from './key_cache.ts';
 import { checkSpotRule, selectBlocks, SPOT_BLOCK, type SpotRule } from './selection.ts';
 import { decodeBlockScores, SpotSelector } from './selector.ts';
-import { selectOnDevice } from './device_select.ts';
+import { gatherOnDevice, selectOnDevice } from './device_select.ts';
 
 /** The config entry of a SpotAttention layer. */
 export interface SpotSpec {
@@ -60,6 +60,10 @@ export interface SpotSpec {
   /** K_train = ⌈trainFraction · T⌉ tokens per query for SparseKL (the paper: 0.5·L). */
   trainFraction: number;
 }
+
+/** How a device step reads its selected blocks (SpotAttention.decodePath). */
+export type SpotDecodePath = 'mask' | 'gather';
+export const SPOT_DECODE_PATHS: readonly SpotDecodePath[] = ['mask', 'gather'];
 
 /** The rule a spec names. */
 export const specRule = (s: SpotSpec): SpotRule => (s.rule === 'top-p' ? { kind: 'top-p', p: s.p } : { kind: 'top-k', fraction: s.fraction });
@@ -94,6 +98,14 @@ export class SpotAttention extends Module implements AttentionMechanism {
    * dense logits over the cache per row, for experiments, off by default.
    */
   measureRecall = false;
+  /**
+   * How a device step under static top-K reads its blocks: 'mask' (the split-K decode over the
+   * selected blocks through a fine block mask, device_select.ts selectOnDevice) or 'gather' (the
+   * selected blocks' K and V rows compacted, then a plain dense decode over them: gatherOnDevice),
+   * the same keys either way. Top-p (its count is the device's) and steps that measure recall take
+   * the mask. 'mask' until the two are timed on a GPU (bench/spot.ts --paths).
+   */
+  decodePath: SpotDecodePath = 'mask';
 
   constructor(readonly spec: SpotSpec, ctx: MechanismContext) {
     super();
@@ -154,7 +166,16 @@ export class SpotAttention extends Module implements AttentionMechanism {
         throw new ArgumentError(`${this.name}: Spot's cached steps on ${q.backend.name} select their blocks on the device and carry no gradient; run them under noGrad (as generation does), or on the CPU`);
       }
       const picks: Tensor[] = [];
-      for (let i = 0; i < n; i++) {
+      const rule = this.rule;
+      if (this.decodePath === 'gather' && rule.kind === 'top-k' && !this.measureRecall) {
+        let chosen = 0;
+        for (let i = 0; i < n; i++) {
+          const g = gatherOnDevice(narrow(scores, 1, i, 1), narrow(logMass, 1, i, 1), pos + i, rule, cache.k, cache.v);
+          chosen += q.shape[0] * g.kvLength;
+          rows.push(attention(narrow(q, 2, i, 1), g.k, g.v, { kvLength: g.kvLength }));
+        }
+        if (this.measureBudget) picks.push(tensor(Float32Array.of(chosen), [1], { backend: q.backend }));
+      } else for (let i = 0; i < n; i++) {
         const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(logMass, 1, i, 1), pos + i, this.rule, tk);
         if (this.measureBudget) picks.push(sel.tokens());
         const qi = narrow(q, 2, i, 1);
