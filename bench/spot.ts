@@ -21,6 +21,8 @@
  *                                   [--json bench/results_spot_h100.json] [--profile]
  * `--profile`: ten more steps of each case with every dispatch timed on the GPU (timestamp queries),
  * printed per kernel and variant: where a step's time goes.
+ * `--paths mask,gather`: the device decode paths timed (SpotAttention.decodePath; gather for top-K
+ * rules only: its selector stage ends at the flags, its attention is the gather and a plain decode).
  * `--keys`: the selector keys' forms timed (INT4: each step dequantizes every cached key to f16).
  * `--model-layers N` (N > 0) also times whole decoding steps of a model (tokens/s, a token read
  * back each step as generation does): N layers of d_model 4096, GQA 32/8, D 128, SwiGLU 11008, a
@@ -40,7 +42,11 @@ import { attention } from '../src/ops/attention.ts';
 import { ParamFactory } from '../src/nn/params.ts';
 import { SPOT_DEFAULTS, SpotAttention } from '../src/attention/spot/index.ts';
 import { SpotKeyCache } from '../src/attention/spot/key_cache.ts';
-import { selectOnDevice } from '../src/attention/spot/device_select.ts';
+import { selectFlags, selectOnDevice, topKBlocks } from '../src/attention/spot/device_select.ts';
+import { gatherBlocks } from '../src/ops/select.ts';
+import { SPOT_BLOCK } from '../src/attention/spot/selection.ts';
+import { SPOT_DECODE_PATHS, type SpotDecodePath } from '../src/attention/spot/spot.ts';
+import { ArgumentError } from '../src/errors.ts';
 import { decodeBlockScores } from '../src/attention/spot/selector.ts';
 import type { SpotRule } from '../src/attention/spot/selection.ts';
 import type { LayerKv } from '../src/attention/mechanism.ts';
@@ -62,6 +68,7 @@ const { values: flags } = parseArgs({
     'model-tokens': { type: 'string', default: '16384,65536,131072,262144,524288' },
     json: { type: 'string' },
     profile: { type: 'boolean', default: false },
+    paths: { type: 'string', default: 'mask' },
   },
 });
 
@@ -76,6 +83,8 @@ const rules: SpotRule[] = flags.rules.split(',').filter(Boolean).map((r) => {
 const ruleName = (r: SpotRule) => (r.kind === 'top-k' ? `top-K ${r.fraction}` : `top-p ${r.p}`);
 
 const keyForms = flags.keys.split(',').filter(Boolean) as ('f16' | 'int4')[];
+const paths = flags.paths.split(',').filter(Boolean) as SpotDecodePath[];
+for (const p of paths) if (!SPOT_DECODE_PATHS.includes(p)) throw new ArgumentError(`--paths: '${p}': expected ${SPOT_DECODE_PATHS.join(' or ')}`);
 
 interface Row { tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; stepHostMs: number; budget: number; denseMs: number; denseHostMs: number; torchMs?: number }
 
@@ -98,18 +107,30 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
   try {
     const denseMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
     const denseHostMs = await timeHost(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
-    for (const { form, slot, keys } of caches) for (const rule of rules) {
+    for (const { form, slot, keys } of caches) for (const rule of rules) for (const path of paths) {
+      if (path === 'gather' && rule.kind !== 'top-k') continue;
       layer.setRule(rule);
-      const select = () => {
-        const { max, logMass } = decodeBlockScores(layer.selector, x, keys.view(t), { l: t, pos: t - 1 });
-        return selectOnDevice(max, logMass, t - 1, rule, t);
-      };
-      const selectorMs = await timeBatched(sync, () => fon.tidy(() => { select(); }));
-      const chosen = fon.tidy(() => { const s = select(); return { mask: { ...s.mask, device: fon.keep(s.mask.device) }, tokens: fon.keep(s.tokens()) }; });
-      const attentionMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask: chosen.mask }); }));
-      const budget = (await chosen.tokens.data())[0] / t;
-      chosen.mask.device.dispose();
-      chosen.tokens.dispose();
+      layer.decodePath = path;
+      const scores = () => decodeBlockScores(layer.selector, x, keys.view(t), { l: t, pos: t - 1 });
+      let selectorMs: number, attentionMs: number, budget: number;
+      if (rule.kind === 'top-k' && path === 'gather') {
+        // Gathered: the selector stage ends at the flags; the attention is the gather and a plain decode.
+        const flagsOf = () => { const { max, logMass } = scores(); return selectFlags(max, logMass, t - 1, rule); };
+        selectorMs = await timeBatched(sync, () => fon.tidy(() => { flagsOf(); }));
+        const { blocks, tokens } = topKBlocks(t - 1, rule);
+        const chosen = fon.tidy(() => fon.keep(flagsOf()));
+        attentionMs = await timeBatched(sync, () => fon.tidy(() => { const g = gatherBlocks(chosen, k, v, { fine: SPOT_BLOCK, count: blocks }); attention(q, g.k, g.v, { kvLength: tokens }); }));
+        budget = tokens / t;
+        chosen.dispose();
+      } else {
+        const select = () => { const { max, logMass } = scores(); return selectOnDevice(max, logMass, t - 1, rule, t); };
+        selectorMs = await timeBatched(sync, () => fon.tidy(() => { select(); }));
+        const chosen = fon.tidy(() => { const s = select(); return { mask: { ...s.mask, device: fon.keep(s.mask.device) }, tokens: fon.keep(s.tokens()) }; });
+        attentionMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask: chosen.mask }); }));
+        budget = (await chosen.tokens.data())[0] / t;
+        chosen.mask.device.dispose();
+        chosen.tokens.dispose();
+      }
       const stepMs = await timeBatched(sync, () => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
       const stepHostMs = await timeHost(sync, () => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
       if (flags.profile && b instanceof WebGpuBackend) {
@@ -118,10 +139,10 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
         b.rt.startProfile();
         for (let i = 0; i < PROFILED; i++) fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); });
         const kernels = await b.rt.stopProfile();
-        console.error(`  profile of a step (${PROFILED} steps, ms summed), ${t} ${ruleName(rule)}, ${form} keys:\n${profileTable(kernels, { top: 14, byVariant: true })}`);
+        console.error(`  profile of a step (${PROFILED} steps, ms summed), ${t} ${ruleName(rule)} (${path}), ${form} keys:\n${profileTable(kernels, { top: 14, byVariant: true })}`);
       }
       layer.resetStats();
-      rows.push({ tokens: t, rule: ruleName(rule), keys: form, selectorMs, attentionMs, stepMs, stepHostMs, budget, denseMs, denseHostMs });
+      rows.push({ tokens: t, rule: `${ruleName(rule)}${path === 'gather' ? ' gathered' : ''}`, keys: form, selectorMs, attentionMs, stepMs, stepHostMs, budget, denseMs, denseHostMs });
     }
   } finally {
     for (const y of [k, v, q, kNew, vNew, x]) y.dispose();
@@ -141,8 +162,9 @@ async function timeModel(b: Backend, t: number, layers: number): Promise<ModelRo
   const dense = new Decoder(parseModelConfig({ ...base, attention: [{ type: 'full' }] }), new ParamFactory({ backend: b, dtype: 'f16', weights: Object.fromEntries(spot.namedParameters().filter(([n]) => !n.includes('.attn.spot.'))), source: 'the Spot model' }));
   const out: ModelRow[] = [];
   try {
-    for (const [label, model, rule] of [['full attention (dense decode)', dense, null], ...rules.map((r) => [`Spot ${ruleName(r)}`, spot, r] as const)] as [string, Decoder, SpotRule | null][]) {
-      if (rule) for (const [, l] of spotLayers(model)) l.setRule(rule);
+    const spotRuns = rules.flatMap((r) => paths.filter((p) => p === 'mask' || r.kind === 'top-k').map((p) => [`Spot ${ruleName(r)}${p === 'gather' ? ' gathered' : ''}`, spot, r, p] as const));
+    for (const [label, model, rule, path] of [['full attention (dense decode)', dense, null, 'mask'], ...spotRuns] as [string, Decoder, SpotRule | null, SpotDecodePath][]) {
+      if (rule) for (const [, l] of spotLayers(model)) { l.setRule(rule); l.decodePath = path; }
       const cache = new KvCache(model.config, 1, t + 16, b, 'f16');
       try {
         cache.layers.forEach((slot, i) => fon.tidy(() => {

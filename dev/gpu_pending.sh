@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU runs issues 21 and 23 wait on, in the order they matter, each under its own timeout, logs
 # and JSON under $OUT (the device machine's output folder). Run on the device machine:
-#   bash .gpu/enter bash dev/gpu_pending.sh [checks|spot|lighthouse|all]
+#   bash .gpu/enter bash dev/gpu_pending.sh [checks|spot|lighthouse|forms|paths|spot_seed SEED|…]
 # `checks` (about 5 minutes): the GPU tests of the kernels changed since the last GPU run, the
 # masked decode's forms, Spot's selection stage kernel by kernel (selectOpen at 256/512/1024
 # invocations) and the op parity suite (pyramidGather/pyramidScatter among it); `spot` (about 5): Spot's decode bench beside SDPA and a model's tokens/s;
@@ -72,4 +72,17 @@ if [ "$what" = forms ]; then
   step 170 spot_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072
   FON_REQUIRE_WEBGPU=1 step 60 gemv_tests node --import tsx --test --test-name-pattern few-rows test/backend/webgpu_matmul.test.ts
   step 90 gemv node --import tsx dev/kernels/gemv.ts
+fi
+# `paths` (about 6 minutes): the GPU tests of what changed since (gatherBlocks, Spot's gathered path,
+# the few-rows GEMM's vec form), then Spot's two decode paths (mask, gather) beside SDPA at 16K, 128K
+# and 512K for top-K 0.1 and 0.5, and a 4-layer model's tokens/s with each.
+if [ "$what" = paths ]; then
+  FON_REQUIRE_WEBGPU=1 step 150 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_matmul.test.ts
+  step 300 spot_paths node --import tsx bench/spot.ts --tokens 16384,131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask,gather --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_paths.json"
+fi
+# `spot_seed` SEED (about 4 minutes a seed): the retrieval experiment with the teacher that retrieves
+# up to 8× (RESULTS.md: a 2000-step stage at 8192), one seed.
+if [ "$what" = spot_seed ]; then
+  s=${2:?seed}
+  step 290 spot_seed$s node --import tsx experiments/spot.ts --backend webgpu --seeds "$s" --short-length 128 --short-steps 5000 --length 1024 --steps 1000 --batch 32 --mix 0.1,0.1 --spot-steps 200 --multiples 1,2,4,8 --depths 0.1,0.3,0.5,0.7,0.9 --trials 10 --keys f16,int4 --layers 2 --d-model 256 --heads 4 --head-dim 64 --mlp-hidden 768 --spot-length 1024 --long-length 8192 --long-steps 2000 --long-batch 4 --long-lr 3e-4 --long-mix 0.3,0.3 --json "$OUT/spot_long2000_seed$s.json"
 fi

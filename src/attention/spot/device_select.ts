@@ -45,7 +45,7 @@ export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule:
 }
 
 /** The selected fine blocks of one query at position q, (B, ⌊q/16⌋ + 1) i32 flags, from its block scores and log-masses (B, 1, N). */
-function selectFlags(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule): Tensor {
+export function selectFlags(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule): Tensor {
   const b = scores.shape[0], n = scores.shape[2];
   const a = selectArgs(q, rule);
   return narrow(selectOpen(reshape(scores, [b, n]), reshape(logMass, [b, n]), { ...a, logMass: true }), 1, 0, a.valid);
