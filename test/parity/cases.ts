@@ -16,7 +16,6 @@ import * as fon from '../../src/index.ts';
 import type { Backend, DType, Tensor } from '../../src/index.ts';
 import type { UnaryOp, BinaryOp } from '../../src/backend/backend.ts';
 import { normalArray, uniformArray } from '../../src/ops/random.ts';
-import { gatherBlocks } from '../../src/ops/select.ts';
 
 export interface Tol { readonly rtol: number; readonly atol: number }
 
@@ -477,10 +476,6 @@ add({ op: 'pyramidGather', inputs: [inp([2, 3, 11, 5]), inp([6, 7], distinctRows
 add({ op: 'pyramidGather', inputs: [inp([1, 2, 11, 3], randn(), 'bf16'), inp([2, 7], distinctRows(15), 'i32')], note: 'pool', run: ([x, r]) => viaInverse(r, 15, (inv) => fon.pyramidGather(x, r, inv, poolLevels)), tol: ACC });
 add({ op: 'pyramidScatter', inputs: [inp([2, 3, 7, 5]), inp([6, 7], distinctRows(15), 'i32')], note: 'deliver, n=11', run: ([y, r]) => viaInverse(r, 15, (inv) => fon.pyramidScatter(y, r, inv, deliverLevels, 11)), grad: [0], tol: ACC });
 add({ op: 'pyramidScatter', inputs: [inp([1, 2, 7, 4], randn(), 'f16'), inp([2, 7], distinctRows(15), 'i32')], note: 'deliver, n=11', run: ([y, r]) => viaInverse(r, 15, (inv) => fon.pyramidScatter(y, r, inv, deliverLevels, 11)), tol: ACC });
-// Spot's gathered decode (ops/select.ts gatherBlocks): random flags over 9 blocks of 4 keys, a cache of 35 rows (the last block
-// clamped); every block counted (zero rows past the selected ones), then 3 (the rest dropped); K and V side by side.
-add({ op: 'gatherBlocks', dtype: 'f32', inputs: [inp([2, 9], randint(0, 2), 'i32'), inp([2, 3, 35, 6]), inp([2, 3, 35, 6])], note: 'fine 4, count 9', run: ([f, k, v]) => { const g = gatherBlocks(f, k, v, { fine: 4, count: 9 }); return fon.concat([g.k, g.v], 3); }, tol: EXACT });
-add({ op: 'gatherBlocks', dtype: 'bf16', inputs: [inp([1, 9], randint(0, 2), 'i32'), inp([1, 2, 36, 4], randn(), 'bf16'), inp([1, 2, 36, 4], randn(), 'bf16')], note: 'count 3', run: ([f, k, v]) => { const g = gatherBlocks(f, k, v, { fine: 4, count: 3 }); return fon.concat([g.k, g.v], 3); }, tol: EXACT });
 add({ op: 'scatterAdd', inputs: [inp([7, 33]), inp([7, 40], randint(0, 33), 'i32'), inp([7, 40])], note: 'axis=1', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 1), grad: [0, 2], tol: ACC });
 add({ op: 'scatterAdd', inputs: [inp([7, 33]), inp([9, 33], randint(0, 7), 'i32'), inp([9, 33])], note: 'axis=0', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 0), grad: [0, 2], tol: ACC });
 add({ op: 'scatterAdd', inputs: [inp([1]), inp([3], randint(0, 1), 'i32'), inp([3])], note: 'axis=0', run: ([b, i, s]) => fon.scatterAdd(b, i, s, 0), grad: [0, 2], tol: ACC });
