@@ -66,12 +66,14 @@ fi
 if [ "$what" = lighthouse_long ]; then
   step 290 lighthouse_long node --import tsx experiments/lighthouse.ts --backend webgpu --seeds 1,2 --context 16384 --steps 600 --batch 2 --eval-windows 4 --json "$OUT/lighthouse_16k_600.json"
 fi
-# `forms` (about 3.5 minutes): the masked decode's forms at 128K (VBLK, and the nolist-vidx / nolist-kidx
-# patches: where the H200's 3.4× per key lies), the few-rows GEMM's tests and forms (dev/kernels/gemv.ts).
+# `forms` (about 6 minutes): the masked decode's forms at 128K (VBLK, and the nolist-vidx / nolist-kidx
+# patches, and `all` and `ur`: where the 3.4× per key lies), the few-rows GEMM's tests and its forms on
+# 16-bit weights (dev/kernels/gemv.ts), and selectOpen's threshold searches cut to 0, 4 and 8 rounds.
 if [ "$what" = forms ]; then
   step 170 spot_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072
   FON_REQUIRE_WEBGPU=1 step 60 gemv_tests node --import tsx --test --test-name-pattern few-rows test/backend/webgpu_matmul.test.ts
-  step 90 gemv node --import tsx dev/kernels/gemv.ts
+  step 90 gemv node --import tsx dev/kernels/gemv.ts --dtypes f16
+  step 120 select_rounds node --import tsx dev/kernels/select_open.ts --wg 512
 fi
 # `paths` (about 6 minutes): the GPU tests of what changed since (gatherBlocks, Spot's gathered path,
 # the few-rows GEMM's vec form), then Spot's two decode paths (mask, gather) beside SDPA at 16K, 128K

@@ -7,6 +7,9 @@
  *             selectOpen, the block mask), ten times with every dispatch on the GPU's clock
  *   wg W      selectOpen alone with W invocations a workgroup (SelectTune.wg), its flags checked
  *             equal to the default's, timed (median of batches) and on the GPU's clock
+ *   rounds R  selectOpen (default size) with its source patched so that each threshold search runs
+ *             R of its 8 rounds (its flags then wrong; timing only): what a round costs, and what
+ *             the passes around the searches cost (R = 0)
  *
  * The scores are a real selector's over random keys (one random residual row, f32 weights as
  * bench/spot.ts uses), so top-p's budget is that of an untrained selector.
@@ -18,6 +21,7 @@ import * as fon from '../../src/index.ts';
 import '../../src/backend/webgpu/index.ts';
 import { WebGpuBackend, type GpuRef } from '../../src/backend/webgpu/backend.ts';
 import { selectOpen } from '../../src/backend/webgpu/kernels/rows.ts';
+import type { Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { profileTable } from '../../src/backend/webgpu/profile.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { ref, wrap } from '../../src/ops/run.ts';
@@ -93,12 +97,37 @@ async function main(): Promise<void> {
         const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel === 'rows_select').reduce((s, p) => s + p.ms, 0) / PROFILED;
         console.log(`  selectOpen wg ${String(wg).padStart(4)}: ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock); ${kept} of ${nb} blocks kept, ${diff} flags differ from the default's`);
       }
+      // The searches cut to R rounds: the cost of a round by difference, and of the rest at R = 0.
+      for (const r of [0, 4, 8]) {
+        const ms = await timeBatched(sync, () => withRounds(b, r, () => call().dispose()));
+        b.rt.startProfile();
+        for (let i = 0; i < PROFILED; i++) withRounds(b, r, () => call().dispose());
+        const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel.startsWith('rows_select')).reduce((s, p) => s + p.ms, 0) / PROFILED;
+        console.log(`  selectOpen, searches cut to ${r} of 8 rounds: ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock)`);
+      }
     }
     for (const y of [max, logMass, slot.k, slot.v]) y.dispose();
     keys.dispose();
   }
   x.dispose();
 }
+
+/** Runs fn with rows_select's threshold searches cut to `rounds` of their 8 rounds (timing only: the flags are wrong). */
+function withRounds<T>(b: WebGpuBackend, rounds: number, fn: () => T): T {
+  const run = b.rt.run;
+  b.rt.run = (d) => {
+    if (d.kernel.name !== 'rows_select' || !d.variant.SELECT) return run.call(b.rt, d);
+    const base = d.kernel;
+    const kernel = roundKernels.get(rounds) ?? roundKernels.set(rounds, { name: `rows_select_r${rounds}`, source: (v, caps) => {
+      const src = base.source(v, caps), from = 'for (var s = 28i; s >= 0i; s -= 4i) {';
+      if (!src.includes(from)) throw new Error(`dev/kernels/select_open.ts: rows_select no longer has '${from}'; update the patch`);
+      return src.replace(from, `for (var s = 28i; s >= ${32 - 4 * rounds}i; s -= 4i) {`);
+    } }).get(rounds)!;
+    return run.call(b.rt, { ...d, kernel });
+  };
+  try { return fn(); } finally { b.rt.run = run; }
+}
+const roundKernels = new Map<number, Kernel>();
 
 await main();
 process.exit(0);
