@@ -6,7 +6,7 @@ import { checkPageRows } from '../infer/page_pool.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag, dtypeFromFlag, DTYPE_USAGE } from './backend_flag.ts';
 import { applyFocusTopK } from './focus.ts';
-import { applySpotRule, spotBudgetLine, spotBudgets } from './spot.ts';
+import { applySpotDecode, applySpotRule, spotBudgetLine, spotBudgets } from './spot.ts';
 import { spotLayers } from '../attention/spot/index.ts';
 import { chatPrompt, readMessages, readPrompt } from './prompt_input.ts';
 import { SAMPLING_FLAGS, samplingOptions } from './sampling_flags.ts';
@@ -39,6 +39,8 @@ ${DTYPE_USAGE}
   --spot-top-p p     Spot layers decode over the dual top-p nucleus of their selector's block mass (0 < p ≤ 1)
   --spot-top-k r     Spot layers decode over a fraction r of the causal key blocks (0 < r ≤ 1; 1 = dense);
                      default for both: each layer's config rule
+  --spot-decode P    how Spot layers read their selected blocks on WebGPU: mask (default) or gather
+                     (static top-K only: the blocks' K and V rows gathered, then a plain dense decode)
   --allow-non-finite load weights that hold NaN or ±Inf (by default an error names the tensor)
   --draft-revise     draft–revise decoding (the default for a model with organs): layers 0 … D−1
                      and the exit head draft, the rest verify each draft in one pass; greedy
@@ -65,7 +67,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
     model: { type: 'string' }, prompt: { type: 'string' }, 'prompt-file': { type: 'string' }, messages: { type: 'string' }, ...SAMPLING_FLAGS,
     stop: { type: 'string', multiple: true }, truncate: { type: 'boolean' }, backend: { type: 'string' }, dtype: { type: 'string' }, stats: { type: 'boolean' }, 'allow-non-finite': { type: 'boolean' },
     'draft-revise': { type: 'boolean' }, 'no-draft-revise': { type: 'boolean' }, 'draft-layers': { type: 'string' }, gamma: { type: 'string' },
-    'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' }, 'focus-top-k': { type: 'string' }, 'spot-top-p': { type: 'string' }, 'spot-top-k': { type: 'string' },
+    'fixed-gamma': { type: 'boolean' }, 'draft-window': { type: 'string' }, 'page-rows': { type: 'string' }, 'focus-top-k': { type: 'string' }, 'spot-top-p': { type: 'string' }, 'spot-top-k': { type: 'string' }, 'spot-decode': { type: 'string' },
   });
   if (v.help) { console.log(GENERATE_USAGE); return 0; }
   const dir = requireFlag('generate', 'model', v.model);
@@ -89,6 +91,7 @@ export async function generateCommand(argv: string[]): Promise<number> {
   try {
     applyFocusTopK('generate', v['focus-top-k'], model);
     applySpotRule('generate', v['spot-top-p'], v['spot-top-k'], model);
+    applySpotDecode('generate', v['spot-decode'], model);
     if (v.stats) for (const [, l] of spotLayers(model)) l.measureBudget = true;
   } catch (e) {
     model.dispose();

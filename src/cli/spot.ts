@@ -5,6 +5,8 @@
  *
  * - `fon eval|generate --spot-top-p p | --spot-top-k ρ`: every Spot layer decodes with dual top-p p
  *   or static top-K ρ (a fraction of the causal blocks; 1 reads every block, which is dense decoding);
+ * - `fon generate --spot-decode mask|gather`: how Spot layers read their blocks on WebGPU
+ *   (SpotAttention.decodePath; gather under static top-K only);
  * - `fon generate --stats`: each Spot layer's budget, the tokens its selected blocks hold over the
  *   causal tokens, averaged over the decoding steps;
  * - `fon train`: the distillation KL on the validation windows (valSpotKL) beside the training
@@ -12,6 +14,7 @@
  * - `fon info`: the selectors' parameters and the selector-key bytes per token.
  */
 import { setSpotInference, spotLayers, spotParameterCount, type SpotRule } from '../attention/spot/index.ts';
+import { SPOT_DECODE_PATHS, type SpotDecodePath } from '../attention/spot/spot.ts';
 import { spotKeyBytes } from '../attention/spot/key_cache.ts';
 import { layerAttention, type ModelConfig } from '../model/config.ts';
 import type { Decoder } from '../model/decoder.ts';
@@ -37,6 +40,18 @@ export function applySpotRule(command: string, topP: string | undefined, topK: s
   const rule: SpotRule = topP !== undefined ? { kind: 'top-p', p: x } : { kind: 'top-k', fraction: x };
   setSpotInference(model, rule);
   return rule;
+}
+
+/**
+ * `--spot-decode mask|gather` of generate: every Spot layer's device decode path
+ * (SpotAttention.decodePath; the CPU backends select on the host and read the blocks through a mask
+ * either way). A model without Spot layers is a UsageError.
+ */
+export function applySpotDecode(command: string, path: string | undefined, model: Decoder): void {
+  if (path === undefined) return;
+  if (!(SPOT_DECODE_PATHS as readonly string[]).includes(path)) throw new UsageError(`${command}: --spot-decode ${JSON.stringify(path)}: expected ${SPOT_DECODE_PATHS.join(' or ')}`);
+  if (spotLayers(model).length === 0) throw new UsageError(`${command}: --spot-decode ${path}: the model has no Spot layers (the flag sets how Spot layers read their blocks while decoding)`);
+  for (const [, l] of spotLayers(model)) l.decodePath = path as SpotDecodePath;
 }
 
 /** One Spot layer's decoding budget since the last reset, and its mean recall where measured (SpotAttention.measureRecall). */

@@ -57,7 +57,7 @@ test('fon info shows the selectors and their key bytes; fon generate --spot-top-
   assert.match(info.out, /layer 0: selector: 2 index heads × 32, 16-token blocks; keys f16 \(64 bytes a token\); decoding static top-K 0\.5/);
   const json = JSON.parse(run('info', '--model', tuned, '--json').out);
   assert.deepEqual(json.spot, { parameters: 16 * 98, layers: 1, selectorKeyBytesPerToken: 64 });
-  for (const flag of [['--spot-top-k', '0.5'], ['--spot-top-p', '0.9']]) {
+  for (const flag of [['--spot-top-k', '0.5'], ['--spot-top-p', '0.9'], ['--spot-top-k', '0.5', '--spot-decode', 'gather']]) {
     const g = run('generate', '--model', tuned, '--prompt', 'The cat sat', '--max-tokens', '6', '--temperature', '0', '--backend', 'cpu', '--stats', ...flag);
     assert.equal(g.code, 0, g.err);
     // 32 tokens of context: every block is a sink or recency block, so decoding reads them all.
@@ -77,4 +77,6 @@ test('bad Spot flags are named, exit 2, nothing written', () => {
   assertCleanError(gen(tuned, '--spot-top-k', '0'), /generate: --spot-top-k "0": expected a number in \(0, 1\]/);
   assertCleanError(gen(tuned, '--spot-top-k', '0.5', '--spot-top-p', '0.9'), /generate: --spot-top-p and --spot-top-k exclude each other; give one/);
   assertCleanError(gen(base, '--spot-top-p', '0.9'), /generate: --spot-top-p 0\.9: the model has no Spot layers/);
+  assertCleanError(gen(tuned, '--spot-decode', 'scatter'), /^fon: generate: --spot-decode "scatter": expected mask or gather$/m);
+  assertCleanError(gen(base, '--spot-decode', 'gather'), /generate: --spot-decode gather: the model has no Spot layers/);
 });
