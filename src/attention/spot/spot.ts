@@ -176,7 +176,7 @@ export class SpotAttention extends Module implements AttentionMechanism {
         }
         if (this.measureBudget) picks.push(tensor(Float32Array.of(chosen), [1], { backend: q.backend }));
       } else for (let i = 0; i < n; i++) {
-        const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(logMass, 1, i, 1), pos + i, this.rule, tk);
+        const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(logMass, 1, i, 1), pos + i, rule, tk);
         if (this.measureBudget) picks.push(sel.tokens());
         const qi = narrow(q, 2, i, 1);
         rows.push(attention(qi, cache.k, cache.v, { kvLength: pos + i + 1, mask: sel.mask }));

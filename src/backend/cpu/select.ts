@@ -161,8 +161,8 @@ export function gatherBlocks(flags: CpuRef, k: CpuRef, v: CpuRef, a: GatherBlock
   const f = flags.h as Int32Array;
   const rows = a.count * a.fine;
   const gather = (x: CpuRef): CpuHandle => {
-    const src = x.h as Exclude<CpuHandle, never>;
-    const out = new (src.constructor as new (n: number) => typeof src)(a.batch * a.hkv * rows * a.d);
+    const src = x.h;
+    const out = new (src.constructor as new (n: number) => CpuHandle)(a.batch * a.hkv * rows * a.d);
     for (let b = 0; b < a.batch; b++) {
       let o = 0;
       for (let e = 0; e < a.valid && o < a.count; e++) {

@@ -1,7 +1,8 @@
 // Backend.gatherBlocks (CPU reference: backend/cpu/select.ts gatherBlocks): the K and V rows of each
 // batch entry's selected fine blocks, compacted in block order, for a dense decode over them (Spot's
 // gathered decode). One workgroup per (slice of SL flags, kv head, batch entry): it counts the
-// selected blocks before its slice (every invocation striding, a tree sum), lists its slice's
+// selected blocks before its slice (every invocation striding, a tree sum; each kv head's workgroup
+// counts them again, cheaper than a second dispatch), lists its slice's
 // selected blocks in order (one invocation: SL flags), then copies their rows word by word (the
 // host checks that a row is whole 32-bit words), K and V together; rows whose output block lies
 // past the count are dropped. The last slice's workgroups zero the output rows past the selected

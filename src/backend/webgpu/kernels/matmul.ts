@@ -28,6 +28,7 @@ import { wgslSource } from '../sources.ts';
 import { preprocess, storageType, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
 import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
+import { unpack4 } from './attention_common.ts';
 
 export const MATMUL_FILES = ['matmul_common', 'matmul_f32', 'matmul_tc', 'matmul_rows'];
 
@@ -225,20 +226,18 @@ export function matmulPlain(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: Matmu
 export const ROWS_MAX = 4;
 export const ROWS_MIN_K = 64;
 
-/** `fn ld4_NAME(g) -> vec4<f32>`: the g-th group of 4 values of a float input bound as vectors (vec4Type). */
-function loader4(name: string, dtype: DType, f16: boolean): string {
-  switch (dtype) {
-    case 'f32': return `fn ld4_${name}(g: u32) -> vec4<f32> { return ${name}[g]; }`;
-    case 'f16': return f16
-      ? `fn ld4_${name}(g: u32) -> vec4<f32> { return vec4<f32>(${name}[g]); }`
-      : `fn ld4_${name}(g: u32) -> vec4<f32> { let u = ${name}[g]; return vec4<f32>(unpack2x16float(u.x), unpack2x16float(u.y)); }`;
-    case 'bf16': return `fn ld4_${name}(g: u32) -> vec4<f32> { let u = ${name}[g]; return vec4<f32>(bitcast<f32>(u.x << 16u), bitcast<f32>(u.x & 0xffff0000u), bitcast<f32>(u.y << 16u), bitcast<f32>(u.y & 0xffff0000u)); }`;
-    default: throw new UnsupportedError(`webgpu: matmul does not take ${dtype} inputs`);
-  }
+/**
+ * `fn ld4_NAME(g) -> vec4<f32>`: the g-th group of 4 values of a float input bound as vec4Type says:
+ * vec4<f32>, or packed halves unpacked as the decode kernels do (attention_common.ts unpack4).
+ */
+function loader4(name: string, dtype: DType): string {
+  if (dtype === 'f32') return `fn ld4_${name}(g: u32) -> vec4<f32> { return ${name}[g]; }`;
+  if (dtype !== 'f16' && dtype !== 'bf16') throw new UnsupportedError(`webgpu: matmul does not take ${dtype} inputs`);
+  return `fn ld4_${name}(g: u32) -> vec4<f32> { let w = ${name}[g]; ${unpack4(dtype)} }`;
 }
 
-/** The WGSL element type of a float input read 4 values at a time: vec4<f32>, vec4<f16>, or 2 words of packed halves. */
-const vec4Type = (dtype: DType, f16: boolean) => (dtype === 'f32' ? 'vec4<f32>' : dtype === 'f16' && f16 ? 'vec4<f16>' : 'vec2<u32>');
+/** The WGSL element type of a float input read 4 values at a time: vec4<f32>, or 4 halves in 2 words (f16 and bf16 alike). */
+const vec4Type = (dtype: DType) => (dtype === 'f32' ? 'vec4<f32>' : 'vec2<u32>');
 
 const rowsKernel: Kernel = {
   name: 'matmul_rows',
@@ -246,8 +245,8 @@ const rowsKernel: Kernel = {
     const f16 = caps.f16 && [dt(v, 'A'), dt(v, 'B'), dt(v, 'C')].includes('f16');
     const vec = v.VEC === true;
     const body = vec
-      ? bindings(caps, { dtype: dt(v, 'A'), vec: vec4Type(dt(v, 'A'), caps.f16) }, { dtype: dt(v, 'B'), vec: vec4Type(dt(v, 'B'), caps.f16) }, { dtype: dt(v, 'C') })
-        + '\n' + loader4('a', dt(v, 'A'), caps.f16) + '\n' + loader4('b', dt(v, 'B'), caps.f16)
+      ? bindings(caps, { dtype: dt(v, 'A'), vec: vec4Type(dt(v, 'A')) }, { dtype: dt(v, 'B'), vec: vec4Type(dt(v, 'B')) }, { dtype: dt(v, 'C') })
+        + '\n' + loader4('a', dt(v, 'A')) + '\n' + loader4('b', dt(v, 'B'))
       : bindings(caps, { dtype: dt(v, 'A') }, { dtype: dt(v, 'B') }, { dtype: dt(v, 'C') });
     const head = (f16 ? 'enable f16;\n' : '') + (v.SGR ? 'enable subgroups;\n' : '') + body;
     return preprocess(wgslSource('matmul_rows'), { ...v, HEADER: head });
