@@ -79,7 +79,7 @@ fi
 # the few-rows GEMM's vec form), then Spot's two decode paths (mask, gather) beside SDPA at 16K, 128K
 # and 512K for top-K 0.1 and 0.5, and a 4-layer model's tokens/s with each.
 if [ "$what" = paths ]; then
-  FON_REQUIRE_WEBGPU=1 step 150 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_matmul.test.ts
+  FON_REQUIRE_WEBGPU=1 step 150 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_matmul.test.ts test/backend/webgpu_attention.test.ts
   step 300 spot_paths node --import tsx bench/spot.ts --tokens 16384,131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask,gather --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_paths.json"
 fi
 # `spot_seed` SEED (about 4 minutes a seed): the retrieval experiment with the teacher that retrieves
