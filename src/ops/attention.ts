@@ -68,7 +68,7 @@ function maskInput(m: BlockMask, a: AttentionArgs, q: Tensor, k: Tensor): { args
   }
   const up = (m as Partial<UploadedMask>).device;
   const table = up && up.backend === q.backend ? up : tensor(m.table, [m.table.length], { dtype: 'i32', backend: q.backend });
-  return { args: { ...a, mask: maskArgs(m) }, table, owned: table !== up };
+  return { args: Object.assign({}, a, { mask: maskArgs(m) }), table, owned: table !== up };
 }
 
 /** A block mask with its table already on a backend (uploadMask): calls that take it read that copy instead of uploading the table again. */
@@ -76,7 +76,7 @@ export interface UploadedMask extends BlockMask { readonly device: Tensor }
 
 /** `m` with its table uploaded once to `backend` (the caller disposes `device`): for a mask used by many calls (benchmarks, repeated layers). */
 export function uploadMask(m: BlockMask, backend: Tensor['backend']): UploadedMask {
-  return { ...m, device: keep(tensor(m.table, [m.table.length], { dtype: 'i32', backend })) };
+  return Object.assign({}, m, { device: keep(tensor(m.table, [m.table.length], { dtype: 'i32', backend })) });
 }
 
 /**

@@ -41,14 +41,14 @@ export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule:
   const table = flagsMaskTable(flags, { fine: SPOT_BLOCK, per: 1, tk, kBlocks, kvLength: l });
   const shape = deviceMaskShape({ batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: q, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1, { segments: true });
   const selected = () => reshape(sub(1, narrow(table, 0, shape.segmentOffset, b * tk)), [b, tk]);
-  return { mask: { ...shape, segmentOffset: 0, device: table }, tokens, selected };
+  return { mask: Object.assign({}, shape, { segmentOffset: 0, device: table }), tokens, selected };
 }
 
 /** The selected fine blocks of one query at position q, (B, ⌊q/16⌋ + 1) i32 flags, from its block scores and log-masses (B, 1, N). */
 export function selectFlags(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule): Tensor {
   const b = scores.shape[0], n = scores.shape[2];
   const a = selectArgs(q, rule);
-  return narrow(selectOpen(reshape(scores, [b, n]), reshape(logMass, [b, n]), { ...a, logMass: true }), 1, 0, a.valid);
+  return narrow(selectOpen(reshape(scores, [b, n]), reshape(logMass, [b, n]), Object.assign(a, { logMass: true })), 1, 0, a.valid);
 }
 
 /**
@@ -74,5 +74,5 @@ export function topKBlocks(q: number, rule: SpotRule & { kind: 'top-k' }): { blo
 export function gatherOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule & { kind: 'top-k' }, k: Tensor, v: Tensor): { k: Tensor; v: Tensor; kvLength: number } {
   const { blocks, tokens } = topKBlocks(q, rule);
   const g = gatherBlocks(selectFlags(scores, logMass, q, rule), k, v, { fine: SPOT_BLOCK, count: blocks });
-  return { ...g, kvLength: tokens };
+  return { k: g.k, v: g.v, kvLength: tokens };
 }

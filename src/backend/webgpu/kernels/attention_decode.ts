@@ -107,13 +107,13 @@ function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v:
   const mcount = Math.ceil(words.length / 4) * 4;
   if (counts) words.push(...new Array(mcount - words.length).fill(0), ...new Array(MASK_COUNT_ROWS).fill(0));
   be.rt.run({
-    kernel: decodeKernel, variant: { ...variant, ...maskVariant(a, mask) },
+    kernel: decodeKernel, variant: Object.assign({}, variant, maskVariant(a, mask)),
     uniforms: words,
     buffers: [q.h.buffer, out.pm.buffer, out.pl.buffer, out.pacc.buffer, k.h.buffer, v.h.buffer, ...(mask ? [mask.h.buffer] : [])],
     workgroups: [nsplit, a.kvHeads, a.batch],
     ...(counts ? { deviceUniforms: counts.map((at, r) => ({ buffer: mask!.h.buffer, byteOffset: 4 * at, word: mcount + r })) } : {}),
   });
-  return { ...out, nsplit };
+  return { pm: out.pm, pl: out.pl, pacc: out.pacc, nsplit };
 }
 
 /**

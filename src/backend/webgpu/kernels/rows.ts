@@ -140,7 +140,7 @@ interface RowDispatch {
 function run(be: WebGpuBackend, d: RowDispatch): void {
   const wg = d.wg ?? wgSize(be);
   const workgroups = d.workgroups ?? grid(d.groups !== undefined ? d.groups * wg : d.threads ?? 0, wg);
-  be.rt.run({ kernel: d.kernel, variant: { ...d.variant, WG: wg }, uniforms: d.uniforms, buffers: d.buffers, workgroups });
+  be.rt.run({ kernel: d.kernel, variant: Object.assign({}, d.variant, { WG: wg }), uniforms: d.uniforms, buffers: d.buffers, workgroups });
 }
 
 /** How many workgroups reduce one row: 1 unless the rows are few and long. */
