@@ -46,6 +46,8 @@ export function f32bits(x: number): number {
 }
 
 const RING_BYTES = 1 << 20;
+/** The dynamic offsets of a bind group without uniforms (shared: never written). */
+const NO_OFFSETS: number[] = [];
 /**
  * Dispatches recorded before the encoder is submitted on its own. Submitting in pieces lets the GPU
  * start on a step while the host still records the rest of it; one submit at the end (4096 before)
@@ -159,11 +161,7 @@ export class GpuRuntime {
   private bindGroup(pipeline: GPUComputePipeline, key: string, uniformAt: number, uniformBytes: number, buffers: readonly GPUBuffer[]): [GPUBindGroup, number[]] {
     const explicit = this.layouts.get(pipeline);
     const hasUniforms = uniformBytes > 0;
-    const entries = (offset: number): GPUBindGroupEntry[] => [
-      ...(hasUniforms ? [{ binding: 0, resource: { buffer: this.ring(), offset, size: uniformBytes } }] : []),
-      ...buffers.map((b, i) => ({ binding: i + (hasUniforms ? 1 : 0), resource: { buffer: b } })),
-    ];
-    if (!explicit) return [this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: entries(uniformAt) }), []];
+    if (!explicit) return [this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: this.entries(uniformAt, uniformBytes, buffers) }), NO_OFFSETS];
     if (explicit.kinds.length !== buffers.length + (hasUniforms ? 1 : 0) || (explicit.kinds[0] === 'u') !== hasUniforms) {
       throw new DeviceError(`webgpu: kernel ${key} declares bindings '${explicit.kinds}' (u uniform, r/w storage) but the dispatch binds ${hasUniforms ? 'uniforms and ' : ''}${buffers.length} buffers`);
     }
@@ -176,11 +174,18 @@ export class GpuRuntime {
     let group = this.groups.get(ids);
     if (group) this.groups.delete(ids);
     else {
-      group = this.device.createBindGroup({ layout: explicit.layout, entries: entries(0) });
+      group = this.device.createBindGroup({ layout: explicit.layout, entries: this.entries(0, uniformBytes, buffers) });
       if (this.groups.size >= BIND_GROUP_CACHE) this.groups.delete(this.groups.keys().next().value!);
     }
     this.groups.set(ids, group);
-    return [group, hasUniforms ? [uniformAt] : []];
+    return [group, hasUniforms ? [uniformAt] : NO_OFFSETS];
+  }
+
+  /** A bind group's entries: the ring's `bytes` at `offset` first where there are uniforms, then the buffers. */
+  private entries(offset: number, bytes: number, buffers: readonly GPUBuffer[]): GPUBindGroupEntry[] {
+    const out: GPUBindGroupEntry[] = bytes > 0 ? [{ binding: 0, resource: { buffer: this.ring(), offset, size: bytes } }] : [];
+    for (const b of buffers) out.push({ binding: out.length, resource: { buffer: b } });
+    return out;
   }
 
   private ring(): GPUBuffer {
