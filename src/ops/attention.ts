@@ -13,7 +13,7 @@ import { viaLowPrecision } from './low_precision.ts';
 import { tensor } from './creation.ts';
 import { maskArgs, type BlockMask } from '../attention/block_mask.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { backendOf, fmt, ref, requireFloat, wrap } from './run.ts';
+import { backendOf, fmt, ref, requireFloat, wrap, sameShape } from './run.ts';
 
 export interface AttentionOptions {
   /** Default true: query i sits at absolute position qOffset + i (qOffset = kvLength − Tq) and sees keys j ≤ that position. */
@@ -42,7 +42,7 @@ function attentionArgs(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions &
   if (q.rank !== 4 || k.rank !== 4 || v.rank !== 4) throw new ShapeError(`attention: q, k and v must have rank 4 (B, H, T, D), got ${describe(q, k, v)}`);
   const [batch, heads, tq, d] = q.shape;
   const [kb, kvHeads, tk, kd] = k.shape;
-  if (fmt(v.shape) !== fmt(k.shape)) throw new ShapeError(`attention: v must have k's shape, got ${describe(q, k, v)}`);
+  if (!sameShape(v.shape, k.shape)) throw new ShapeError(`attention: v must have k's shape, got ${describe(q, k, v)}`);
   if (kb !== batch || kd !== d) throw new ShapeError(`attention: k and v must be (${batch}, Hkv, Tk, ${d}) for q (B, H, Tq, D), got ${describe(q, k, v)}`);
   if (kvHeads === 0 || heads % kvHeads !== 0) throw new ShapeError(`attention: query heads ${heads} must be a multiple of kv heads ${kvHeads}, got ${describe(q, k, v)}`);
   const kvLength = opts.kvLength ?? tk;

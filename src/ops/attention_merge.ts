@@ -22,7 +22,7 @@ import { cast } from './cast.ts';
 import { add, div, exp, gt, maximum, mul, sub, where } from './elementwise.ts';
 import { gatherRows } from './indexing.ts';
 import { reshape } from './layout.ts';
-import { backendOf, fmt, ref, requireDType, wrap } from './run.ts';
+import { backendOf, fmt, ref, requireDType, wrap, sameShape } from './run.ts';
 
 /** A part: out (B, H, N, D), lse (B, H, N), and optionally its row list (S, M) i32. */
 export type MergePartInput = readonly [Tensor, Tensor] | readonly [Tensor, Tensor, Tensor];
@@ -37,7 +37,7 @@ export function mergeByLse(parts: readonly MergePartInput[], dtype: Tensor['dtyp
     const [o, l, r] = p;
     const n = o.shape[2];
     if (o.rank !== 4 || o.shape[0] !== b || o.shape[1] !== h || o.shape[3] !== d) throw new ShapeError(`mergeByLse: part ${i}'s out ${fmt(o.shape)} must be (${b}, ${h}, N, ${d})`);
-    if (fmt(l.shape) !== fmt([b, h, n])) throw new ShapeError(`mergeByLse: part ${i}'s lse ${fmt(l.shape)} must be (${b}, ${h}, ${n})`);
+    if (!sameShape(l.shape, [b, h, n])) throw new ShapeError(`mergeByLse: part ${i}'s lse ${fmt(l.shape)} must be (${b}, ${h}, ${n})`);
     if (r) {
       requireDType('mergeByLse', 'rows', r, 'i32');
       if (r.rank !== 2 || (b * h) % r.shape[0] !== 0) throw new ShapeError(`mergeByLse: part ${i}'s rows ${fmt(r.shape)} must be (S, M) with S dividing ${b} × ${h}`);

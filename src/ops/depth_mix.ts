@@ -19,7 +19,7 @@ import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
 import type { DepthMixArgs } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { backendOf, fmt, ref, requireFloat, wrap } from './run.ts';
+import { backendOf, fmt, ref, requireFloat, wrap, sameShape } from './run.ts';
 
 export interface DepthMixOptions {
   /** Multiplies ⟨q̄, k⟩; default 1/√D. */
@@ -45,7 +45,7 @@ function depthMixArgs(q: Tensor, keys: readonly Tensor[], values: readonly Tenso
     throw new ShapeError(`depthMix: keys and values must be (${batch}, Hkv, ${t}, ${d}) for q (B, H, T, D), got ${describe(q, keys, values)}`);
   }
   for (const x of [...keys, ...values]) {
-    if (fmt(x.shape) !== fmt(want)) throw new ShapeError(`depthMix: every key and value must have the first key's shape ${fmt(want)}, got ${describe(q, keys, values)}`);
+    if (!sameShape(x.shape, want)) throw new ShapeError(`depthMix: every key and value must have the first key's shape ${fmt(want)}, got ${describe(q, keys, values)}`);
   }
   const kvHeads = want[1];
   if (kvHeads === 0 || heads % kvHeads !== 0) throw new ShapeError(`depthMix: query heads ${heads} must be a multiple of kv heads ${kvHeads}, got ${describe(q, keys, values)}`);

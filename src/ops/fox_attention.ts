@@ -23,7 +23,7 @@ import { record } from '../tensor/autograd.ts';
 import { autocastDType } from '../tensor/autocast.ts';
 import { viaLowPrecision } from './low_precision.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { backendOf, fmt, ref, requireDType, requireFloat, wrap } from './run.ts';
+import { backendOf, fmt, ref, requireDType, requireFloat, wrap, sameShape } from './run.ts';
 
 export interface FoxAttentionOptions {
   /** Multiplies q·k; default 1/√D. */
@@ -43,7 +43,7 @@ export function foxAttentionArgs(op: string, q: Tensor, k: Tensor, v: Tensor, op
   if (q.rank !== 4 || k.rank !== 4 || v.rank !== 4) throw new ShapeError(`${op}: q, k and v must have rank 4 (B, H, T, D), got ${describe(q, k, v)}`);
   const [batch, heads, tq, d] = q.shape;
   const [kb, kvHeads, tk, kd] = k.shape;
-  if (fmt(v.shape) !== fmt(k.shape)) throw new ShapeError(`${op}: v must have k's shape, got ${describe(q, k, v)}`);
+  if (!sameShape(v.shape, k.shape)) throw new ShapeError(`${op}: v must have k's shape, got ${describe(q, k, v)}`);
   if (kb !== batch || kd !== d) throw new ShapeError(`${op}: k and v must be (${batch}, Hkv, Tk, ${d}) for q (B, H, Tq, D), got ${describe(q, k, v)}`);
   if (kvHeads === 0 || heads % kvHeads !== 0) throw new ShapeError(`${op}: query heads ${heads} must be a multiple of kv heads ${kvHeads}, got ${describe(q, k, v)}`);
   const kvLength = opts.kvLength ?? tk;
@@ -56,7 +56,7 @@ export function foxAttentionArgs(op: string, q: Tensor, k: Tensor, v: Tensor, op
 /** An f32 tensor of exactly `want`'s shape, or DTypeError / ShapeError naming it. */
 export function requireF32Shape(op: string, what: string, t: Tensor, want: readonly number[], why: string): void {
   requireDType(op, what, t, 'f32');
-  if (fmt(t.shape) !== fmt(want)) throw new ShapeError(`${op}: ${what} must have shape ${fmt(want)} ${why}, got ${fmt(t.shape)}`);
+  if (!sameShape(t.shape, want)) throw new ShapeError(`${op}: ${what} must have shape ${fmt(want)} ${why}, got ${fmt(t.shape)}`);
 }
 
 /**

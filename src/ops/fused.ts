@@ -4,7 +4,7 @@ import { record } from '../tensor/autograd.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { sum } from './reduce.ts';
 import { cast } from './cast.ts';
-import { backendOf, disposing, fmt, ref, requireDType, requireFloat, sizeOf, wrap } from './run.ts';
+import { backendOf, disposing, fmt, ref, requireDType, requireFloat, sizeOf, wrap, sameShape } from './run.ts';
 import { div, ne } from './elementwise.ts';
 import { reshape } from './layout.ts';
 
@@ -38,7 +38,7 @@ export function layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps = 1e-5): 
   const b = backendOf('layernorm', x, weight, bias);
   const [rows, cols] = normShapes('layernorm', x, weight);
   if (bias.dtype !== x.dtype) throw new DTypeError(`layernorm: bias dtype ${bias.dtype} must equal input dtype ${x.dtype}`);
-  if (fmt(bias.shape) !== fmt(weight.shape)) throw new ShapeError(`layernorm: bias shape ${fmt(bias.shape)} must equal weight shape ${fmt(weight.shape)}`);
+  if (!sameShape(bias.shape, weight.shape)) throw new ShapeError(`layernorm: bias shape ${fmt(bias.shape)} must equal weight shape ${fmt(weight.shape)}`);
   const args = { rows, cols, eps };
   const [y, mu, rstd] = b.layernorm(ref(x), ref(weight), ref(bias), args);
   const out = wrap(b, y, x.shape, x.dtype);
@@ -69,7 +69,7 @@ export function rope(x: Tensor, cos: Tensor, sin: Tensor, opts: RopeOptions = {}
   const d = x.shape[x.rank - 1];
   const t = x.shape[seqAxis];
   if (d % 2 !== 0) throw new ShapeError(`rope: last dimension ${d} of ${fmt(x.shape)} must be even`);
-  if (fmt(cos.shape) !== fmt([t, d / 2]) || fmt(sin.shape) !== fmt([t, d / 2])) throw new ShapeError(`rope: cos/sin must be [${t}, ${d / 2}] for input ${fmt(x.shape)}, got ${fmt(cos.shape)} and ${fmt(sin.shape)}`);
+  if (!sameShape(cos.shape, [t, d / 2]) || !sameShape(sin.shape, [t, d / 2])) throw new ShapeError(`rope: cos/sin must be [${t}, ${d / 2}] for input ${fmt(x.shape)}, got ${fmt(cos.shape)} and ${fmt(sin.shape)}`);
   const o = sizeOf(x.shape.slice(0, seqAxis)), inner = sizeOf(x.shape.slice(seqAxis + 1, -1));
   const il = !!opts.interleaved;
   const out = wrap(b, b.rope(ref(x), ref(cos), ref(sin), o, t, inner, d, il, false), x.shape, x.dtype);
@@ -91,7 +91,7 @@ export function crossEntropy(logits: Tensor, targets: Tensor, opts: CrossEntropy
   if (logits.rank === 0) throw new ShapeError(`crossEntropy: logits must have rank ≥ 1 (…, V), got shape ${fmt(logits.shape)}`);
   const v = logits.shape[logits.rank - 1];
   const n = logits.size / v;
-  if (fmt(targets.shape) !== fmt(logits.shape.slice(0, -1))) throw new ShapeError(`crossEntropy: targets shape ${fmt(targets.shape)} must be logits shape ${fmt(logits.shape)} without its last axis`);
+  if (!sameShape(targets.shape, logits.shape.slice(0, -1))) throw new ShapeError(`crossEntropy: targets shape ${fmt(targets.shape)} must be logits shape ${fmt(logits.shape)} without its last axis`);
   const ignore = opts.ignoreIndex ?? -100;
   const [lossH, lseH] = b.crossEntropy(ref(logits), ref(targets), n, v, ignore);
   const rows = wrap(b, lossH, [n], 'f32');

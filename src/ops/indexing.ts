@@ -9,7 +9,7 @@ import { noGrad } from '../tensor/scope.ts';
 import type { Tensor } from '../tensor/tensor.ts';
 import { zeros, zerosLike } from './creation.ts';
 import { broadcastTo, concat, reshape } from './layout.ts';
-import { backendOf, fmt, normAxis, ref, requireDType, requireSameDType, sizeOf, wrap } from './run.ts';
+import { backendOf, fmt, normAxis, ref, requireDType, requireSameDType, sizeOf, wrap, sameShape } from './run.ts';
 
 function axisView(x: Tensor, a: number): [number, number, number] {
   return [sizeOf(x.shape.slice(0, a)), x.shape[a], sizeOf(x.shape.slice(a + 1))];
@@ -138,7 +138,7 @@ export function scatterAdd(base: Tensor, index: Tensor, src: Tensor, axis: numbe
   requireSameDType('scatterAdd', base, src);
   const a = normAxis('scatterAdd', axis, base.rank);
   checkIndexShape('scatterAdd', base, index, a);
-  if (fmt(src.shape) !== fmt(index.shape)) throw new ShapeError(`scatterAdd: src shape ${fmt(src.shape)} must equal index shape ${fmt(index.shape)}`);
+  if (!sameShape(src.shape, index.shape)) throw new ShapeError(`scatterAdd: src shape ${fmt(src.shape)} must equal index shape ${fmt(index.shape)}`);
   const out = scatterAddRaw(base, index, src, a);
   return record('scatterAdd', out, [base, src], (g, [idx]) => [g, gather(g, idx, a)], [index]);
 }

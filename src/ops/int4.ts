@@ -7,7 +7,7 @@
 import { ArgumentError } from '../errors.ts';
 import type { FloatDType } from '../tensor/dtype.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { backendOf, fmt, ref, requireDType, wrap } from './run.ts';
+import { backendOf, fmt, ref, requireDType, wrap, sameShape } from './run.ts';
 
 const GROUP = 32;
 
@@ -29,7 +29,7 @@ export function dequantizeInt4(codes: Tensor, scales: Tensor, dtype: FloatDType 
   requireDType('dequantizeInt4', 'scales', scales, 'f16');
   const words = codes.shape[codes.rank - 1], d = 8 * words;
   const lead = codes.shape.slice(0, -1);
-  if (codes.rank < 1 || d % GROUP !== 0 || fmt(scales.shape) !== fmt([...lead, d / GROUP])) {
+  if (codes.rank < 1 || d % GROUP !== 0 || !sameShape(scales.shape, [...lead, d / GROUP])) {
     throw new ArgumentError(`dequantizeInt4: codes ${fmt(codes.shape)} and scales ${fmt(scales.shape)}: expected (…, d/8) and (…, d/32) with d a multiple of ${GROUP}`);
   }
   return wrap(b, b.dequantizeInt4(ref(codes), ref(scales), codes.size / words, d, dtype), [...lead, d], dtype);

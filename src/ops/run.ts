@@ -7,7 +7,7 @@ import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
 import type { Backend, Ref } from '../backend/backend.ts';
 import { isFloat, type DType } from '../tensor/dtype.ts';
 import { fromHandle, type Tensor } from '../tensor/tensor.ts';
-export { sizeOf } from '../tensor/shape.ts';
+export { sameShape, sizeOf } from '../tensor/shape.ts';
 
 export function ref(t: Tensor): Ref<unknown> {
   const s = t.live();
@@ -23,10 +23,6 @@ export function backendOf(op: string, ...ts: Tensor[]): Backend {
 
 export function wrap(b: Backend, h: unknown, shape: readonly number[], dtype: DType): Tensor {
   return fromHandle(b, h, shape, dtype);
-}
-
-export function sameShape(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
 }
 
 export function fmt(shape: readonly number[]): string { return `[${shape.join(', ')}]`; }

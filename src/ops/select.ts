@@ -8,14 +8,14 @@
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { SelectArgs } from '../backend/backend.ts';
 import type { Tensor } from '../tensor/tensor.ts';
-import { backendOf, fmt, ref, requireDType, wrap } from './run.ts';
+import { backendOf, fmt, ref, requireDType, wrap, sameShape } from './run.ts';
 
 /** Which entries each row of scores and masses (…, N) f32 keeps under `rule` (SelectArgs without rows and n): i32 flags (…, N). */
 export function selectOpen(scores: Tensor, mass: Tensor, rule: Omit<SelectArgs, 'rows' | 'n'>): Tensor {
   const b = backendOf('selectOpen', scores, mass);
   requireDType('selectOpen', 'scores', scores, 'f32');
   requireDType('selectOpen', 'mass', mass, 'f32');
-  if (fmt(scores.shape) !== fmt(mass.shape) || scores.rank < 1) throw new ShapeError(`selectOpen: scores ${fmt(scores.shape)} and mass ${fmt(mass.shape)} must have one shape (…, N)`);
+  if (!sameShape(scores.shape, mass.shape) || scores.rank < 1) throw new ShapeError(`selectOpen: scores ${fmt(scores.shape)} and mass ${fmt(mass.shape)} must have one shape (…, N)`);
   const n = scores.shape[scores.rank - 1], rows = scores.shape.slice(0, -1).reduce((a, x) => a * x, 1);
   const { valid, low, high, count, p } = rule;
   const ints = { valid, low, high, count };
@@ -38,7 +38,7 @@ export function indexBlockScores(q: Tensor, w: Tensor, keys: Tensor, o: { l: num
   requireDType('indexBlockScores', 'w', w, 'f32');
   const [b, n, heads, d] = q.shape;
   const tmax = keys.shape[1];
-  if (q.rank !== 4 || fmt(w.shape) !== fmt([b, n, heads]) || keys.rank !== 3 || keys.shape[0] !== b || keys.shape[2] !== d) {
+  if (q.rank !== 4 || !sameShape(w.shape, [b, n, heads]) || keys.rank !== 3 || keys.shape[0] !== b || keys.shape[2] !== d) {
     throw new ShapeError(`indexBlockScores: q ${fmt(q.shape)}, w ${fmt(w.shape)} and keys ${fmt(keys.shape)}: expected (B, n, H, d), (B, n, H) and (B, Tmax, d)`);
   }
   if (!Number.isInteger(o.l) || o.l < 1 || o.l > tmax || !Number.isInteger(o.pos) || o.pos < 0 || !Number.isInteger(o.block) || o.block < 1) {
@@ -75,7 +75,7 @@ export function flagsMaskTable(flags: Tensor, o: { fine: number; per: number; tk
 export function gatherBlocks(flags: Tensor, k: Tensor, v: Tensor, o: { fine: number; count: number }): { k: Tensor; v: Tensor } {
   const be = backendOf('gatherBlocks', flags, k, v);
   requireDType('gatherBlocks', 'flags', flags, 'i32');
-  if (flags.rank !== 2 || k.rank !== 4 || fmt(k.shape) !== fmt(v.shape) || k.dtype !== v.dtype || k.shape[0] !== flags.shape[0]) {
+  if (flags.rank !== 2 || k.rank !== 4 || !sameShape(k.shape, v.shape) || k.dtype !== v.dtype || k.shape[0] !== flags.shape[0]) {
     throw new ShapeError(`gatherBlocks: flags ${fmt(flags.shape)}, k ${fmt(k.shape)} ${k.dtype} and v ${fmt(v.shape)} ${v.dtype}: expected (B, valid) and two (B, Hkv, Tmax, D) of one dtype`);
   }
   const [batch, hkv, tmax, d] = k.shape, valid = flags.shape[1];

@@ -7,6 +7,13 @@ export function sizeOf(shape: readonly number[]): number {
   return n;
 }
 
+/** Whether two shapes are equal axis by axis (a shape test on every op call: no strings built). */
+export function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /** Row-major strides of `shape` as read through broadcasting into `outShape` (0 on broadcast axes). */
 export function broadcastStrides(shape: readonly number[], outShape: readonly number[]): number[] {
   const strides = new Array<number>(outShape.length).fill(0);
