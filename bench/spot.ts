@@ -20,6 +20,7 @@
  *   node --import tsx bench/spot.ts [--tokens 16384,65536,131072,262144,524288] [--rules top-k:0.5,top-p:0.9] [--keys f16,int4]
  *                                   [--json bench/results_spot_h100.json] [--profile]
  * `--profile`: ten more steps of each case with every dispatch timed on the GPU (timestamp queries),
+ * and with `--model-layers` one more token of each model,
  * printed per kernel and variant: where a step's time goes.
  * `--paths mask,gather`: the device decode paths timed (SpotAttention.decodePath; gather for top-K
  * rules only: its selector stage ends at the flags, its attention is the gather and a plain decode).
@@ -151,7 +152,8 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
   return rows;
 }
 
-interface ModelRow { tokens: number; layers: number; attention: string; msPerToken: number; tokensPerSecond: number }
+/** A model's decoding figures: ms a token, and of it the host's recording of the step and the wait for its logits (the GPU's work and the read). */
+interface ModelRow { tokens: number; layers: number; attention: string; msPerToken: number; tokensPerSecond: number; recordMs: number; waitMs: number }
 
 /** ms per decoded token of an L-layer model at t cached tokens, for Spot layers under each rule and for full attention. */
 async function timeModel(b: Backend, t: number, layers: number): Promise<ModelRow[]> {
@@ -181,19 +183,32 @@ async function timeModel(b: Backend, t: number, layers: number): Promise<ModelRo
           k.dispose();
           v.dispose();
         }));
-        let id = 1;
+        let id = 1, recordMs = 0, readMs = 0;
         const step = async (pos: number) => {
+          const t0 = performance.now();
           const logits = fon.noGrad(() => fon.tidy(() => model.forward(fon.tensor(Int32Array.of(id), [1, 1], { dtype: 'i32', backend: b }), { cache: cache.layers, pos, lastOnly: true })));
+          const t1 = performance.now();
           const scores = (await logits.data()) as Float32Array;
+          recordMs += t1 - t0;
+          readMs += performance.now() - t1;
           logits.dispose();
-          id = scores.indexOf(Math.max(...scores.subarray(0, 32000)));
+          let best = 0;
+          for (let i = 1; i < 32000; i++) if (scores[i] > scores[best]) best = i;
+          id = best;
         };
         await step(t);
         await step(t + 1); // compiled, warm
+        recordMs = readMs = 0;
         const n = 8, t0 = performance.now();
         for (let s = 0; s < n; s++) await step(t + 2 + s);
         const ms = (performance.now() - t0) / n;
-        out.push({ tokens: t, layers, attention: label, msPerToken: ms, tokensPerSecond: 1000 / ms });
+        out.push({ tokens: t, layers, attention: label, msPerToken: ms, tokensPerSecond: 1000 / ms, recordMs: recordMs / n, waitMs: readMs / n });
+        if (flags.profile && b instanceof WebGpuBackend) {
+          // --profile: one more token with every dispatch timed on the GPU: where a token's time goes.
+          b.rt.startProfile();
+          await step(t + 2 + n);
+          console.error(`  profile of one token, ${layers} layers at ${t} cached tokens, ${label}:\n${profileTable(await b.rt.stopProfile(), { top: 16, byVariant: true })}`);
+        }
       } finally {
         cache.dispose();
       }
@@ -247,7 +262,7 @@ async function main(): Promise<void> {
     for (const t of list(flags['model-tokens'])) {
       for (const r of await timeModel(b, t, modelLayers)) {
         modelRows.push(r);
-        console.log(`  model of ${r.layers} layers at ${t} cached tokens, ${r.attention}: ${r.msPerToken.toFixed(2)} ms a token, ${r.tokensPerSecond.toFixed(1)} tokens/s`);
+        console.log(`  model of ${r.layers} layers at ${t} cached tokens, ${r.attention}: ${r.msPerToken.toFixed(2)} ms a token (host recording ${r.recordMs.toFixed(2)}, wait for the logits ${r.waitMs.toFixed(2)}), ${r.tokensPerSecond.toFixed(1)} tokens/s`);
         save(caps.adapterName, rows, modelRows);
       }
     }
@@ -258,10 +273,10 @@ async function main(): Promise<void> {
     console.log(`| ${r.tokens} | ${r.rule} | ${r.keys} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.stepHostMs.toFixed(3)} | ${r.denseMs.toFixed(3)} | ${r.denseHostMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
   }
   if (modelRows.length) {
-    console.log(`\n| cached tokens | model | tokens/s | ms a token | against full attention |\n|---|---|---|---|---|`);
+    console.log(`\n| cached tokens | model | tokens/s | ms a token | host recording ms | wait for the logits ms | against full attention |\n|---|---|---|---|---|---|---|`);
     for (const r of modelRows) {
       const full = modelRows.find((x) => x.tokens === r.tokens && x.attention.startsWith('full'))!;
-      console.log(`| ${r.tokens} | ${r.layers} layers, ${r.attention} | ${r.tokensPerSecond.toFixed(1)} | ${r.msPerToken.toFixed(2)} | ${(full.msPerToken / r.msPerToken).toFixed(2)}× |`);
+      console.log(`| ${r.tokens} | ${r.layers} layers, ${r.attention} | ${r.tokensPerSecond.toFixed(1)} | ${r.msPerToken.toFixed(2)} | ${r.recordMs.toFixed(2)} | ${r.waitMs.toFixed(2)} | ${(full.msPerToken / r.msPerToken).toFixed(2)}× |`);
     }
   }
 }

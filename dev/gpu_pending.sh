@@ -82,7 +82,7 @@ fi
 if [ "$what" = paths ]; then
   FON_REQUIRE_WEBGPU=1 step 150 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_matmul.test.ts test/backend/webgpu_attention.test.ts
   step 150 spot_paths node --import tsx bench/spot.ts --tokens 16384,131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask,gather --profile --json "$OUT/spot_paths.json"
-  step 240 spot_paths_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask,gather --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_paths_model.json"
+  step 240 spot_paths_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask,gather --model-layers 4 --model-tokens 131072,524288 --profile --json "$OUT/spot_paths_model.json"
 fi
 # `spot_seed` SEED (about 4 minutes a seed): the retrieval experiment with the teacher that retrieves
 # up to 8× (RESULTS.md: a 2000-step stage at 8192), one seed.
