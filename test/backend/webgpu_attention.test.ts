@@ -232,20 +232,20 @@ test('attention backward vs CPU: dq, dk, dv with GQA sums, window, kvLength < Tk
 });
 
 test('kvWrite vs CPU: aligned rows (one dispatch, or a copy for one block), a full overwrite, odd 16-bit rows (word kernel) [webgpu]', { skip }, async () => {
-  // [dtype, d, n, pos, tmax, batch, kv heads, the kernel expected (null: a buffer copy)]
-  const cases: [FloatDType, number, number, number, number, number, number, string | null][] = [
-    ['f32', 7, 3, 2, 5, 2, 3, 'attention_kv_rows'], ['f16', 6, 4, 2, 8, 2, 3, 'attention_kv_rows'], ['f16', 8, 1, 6, 9, 1, 8, 'attention_kv_rows'],
-    ['f16', 5, 3, 1, 5, 2, 3, 'attention_kv_write'], ['bf16', 5, 2, 3, 7, 2, 3, 'attention_kv_write'], ['f16', 3, 4, 0, 4, 2, 3, null],
+  // [dtype, d, n, pos, tmax, batch, kv heads, the kernel's form (ALIGNED or halves; null: a buffer copy)]
+  const cases: [FloatDType, number, number, number, number, number, number, boolean | null][] = [
+    ['f32', 7, 3, 2, 5, 2, 3, true], ['f16', 6, 4, 2, 8, 2, 3, true], ['f16', 8, 1, 6, 9, 1, 8, true],
+    ['f16', 5, 3, 1, 5, 2, 3, false], ['bf16', 5, 2, 3, 7, 2, 3, false], ['f16', 3, 4, 0, 4, 2, 3, null],
     ['f32', 4, 2, 3, 6, 1, 1, null], ['f16', 6, 1, 5, 7, 1, 1, null],
   ];
-  for (const [dtype, d, n, pos, tmax, b, hkv, kernel] of cases) {
+  for (const [dtype, d, n, pos, tmax, b, hkv, aligned] of cases) {
     const cacheHost = randomHost(b * hkv * tmax * d, dtype, 1), xHost = randomHost(b * hkv * n * d, dtype, 2);
     const args = { batch: b, kvHeads: hkv, tmax, n, d, pos };
     const want = cacheHost.slice();
     cpu.kvWrite(cref(want, dtype), cref(xHost, dtype), args);
     const cache = { h: gpu!.upload(cacheHost, dtype), shape: [], dtype }, x = { h: gpu!.upload(xHost, dtype), shape: [], dtype };
     const { dispatches } = gpu!.rt.recordDispatches(() => gpu!.kvWrite(cache, x, args));
-    assert.deepEqual(dispatches.map((r) => r.kernel), kernel ? [kernel] : [], `${dtype} d=${d} n=${n} b=${b} hkv=${hkv}: dispatches`);
+    assert.deepEqual(dispatches.map((r) => `${r.kernel} ${r.variant.ALIGNED}`), aligned === null ? [] : [`attention_kv_write ${aligned}`], `${dtype} d=${d} n=${n} b=${b} hkv=${hkv}: dispatches`);
     assert.deepStrictEqual(await gpu!.read(cache.h, dtype, want.length), want, `${dtype} d=${d} n=${n} pos=${pos} tmax=${tmax} b=${b} hkv=${hkv}`);
     gpu!.free(cache.h); gpu!.free(x.h);
   }

@@ -34,7 +34,7 @@ import { attentionDecode, attentionDecodeMulti, decodeRows } from './attention_d
 import { ATTENTION_TC_FILES, attentionTc, attentionTcBackward } from './attention_tc.ts';
 import { attentionBackwardPlan, attentionForwardPlan, blockedPitch, blockedPlan, type AttentionBackwardKernel } from './attention_plan.ts';
 
-export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_step', 'attention_combine', 'attention_kv_write', 'attention_kv_rows', ...ATTENTION_TC_FILES];
+export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_step', 'attention_combine', 'attention_kv_write', ...ATTENTION_TC_FILES];
 
 const plainKernel: Kernel = {
   name: 'attention_plain',
@@ -90,8 +90,7 @@ const blockedKernel: Kernel = {
 /** blockedTileCode for a blocked variant (X, G dtypes; PX, PG packing). */
 export const blockedTiles = (v: Variant) => blockedTileCode(dt(v, 'X'), !!v.PX, (v.G ?? v.X) as DType, !!v.PG);
 
-const kvWriteKernel: Kernel = { name: 'attention_kv_write', source: () => wgslSource('attention_kv_write') };
-const kvRowsKernel: Kernel = { name: 'attention_kv_rows', source: () => wgslSource('attention_kv_rows') };
+const kvWriteKernel: Kernel = { name: 'attention_kv_write', source: (v) => preprocess(wgslSource('attention_kv_write'), v) };
 
 /** Head dim rounded up to a power of two ≥ 16: the row pitch of the workgroup tiles. */
 function headPitch(what: string, d: number): number {
@@ -244,9 +243,8 @@ function aluBackward(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuRef, lse: Gp
 
 /**
  * In place: one buffer copy for a full overwrite or a single (batch, kv head) block, else one
- * dispatch for every block (attention_kv_rows.wgsl where rows are 4-byte aligned,
- * attention_kv_write.wgsl for odd 16-bit rows). A copy a block cost a decoding step 16 host calls
- * and queue commands a layer at GQA 8 (K and V), the dispatch one of each.
+ * dispatch for every block (attention_kv_write.wgsl: word copies where rows are 4-byte aligned,
+ * else the halves of odd 16-bit rows).
  */
 export function kvWrite(be: WebGpuBackend, cache: GpuRef, x: GpuRef, a: KvWriteArgs): void {
   const eb = bytesPerElement(cache.dtype);
@@ -256,19 +254,14 @@ export function kvWrite(be: WebGpuBackend, cache: GpuRef, x: GpuRef, a: KvWriteA
   if (a.n === a.tmax || (blocks === 1 && aligned)) {
     const bytes = Math.ceil((blocks * block * eb) / 4) * 4;
     be.rt.commandEncoder().copyBufferToBuffer(x.h.buffer, 0, cache.h.buffer, a.n === a.tmax ? 0 : a.pos * a.d * eb, bytes);
-  } else if (aligned) {
-    const w = eb / 4;
-    be.rt.run({
-      kernel: kvRowsKernel, variant: {}, uniforms: [a.pos * a.d * w, a.tmax * a.d * w, block * w, blocks],
-      buffers: [cache.h.buffer, x.h.buffer], workgroups: grid(blocks * block * w, 64),
-    });
-  } else {
-    const words = (block >> 1) + 2;
-    be.rt.run({
-      kernel: kvWriteKernel, variant: {}, uniforms: [a.pos * a.d, a.tmax * a.d, block, words, blocks],
-      buffers: [cache.h.buffer, x.h.buffer], workgroups: grid(blocks * words, 64),
-    });
+    return;
   }
+  // ALIGNED counts in words; the halves form in 16-bit elements, a block's words one more than its halves fill.
+  const w = aligned ? eb / 4 : 1, words = aligned ? block * w : (block >> 1) + 2;
+  be.rt.run({
+    kernel: kvWriteKernel, variant: { ALIGNED: aligned }, uniforms: [a.pos * a.d * w, a.tmax * a.d * w, block * w, words, blocks],
+    buffers: [cache.h.buffer, x.h.buffer], workgroups: grid(blocks * words, 64),
+  });
 }
 
 /** The paged-cache decode and the cache write (the attention entry itself is attention_entry.ts). */
