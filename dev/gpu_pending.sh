@@ -77,12 +77,13 @@ if [ "$what" = forms ]; then
 fi
 # `paths` (about 6 minutes): the GPU tests of what changed since (gatherBlocks, Spot's gathered path,
 # the few-rows GEMM's vec form, kvWrite's row kernel), then Spot's two decode paths (mask, gather)
-# beside SDPA at 16K, 128K and 512K for top-K 0.1 and 0.5 with each dispatch's GPU time, and a
+# beside SDPA at 128K and 512K for top-K 0.1 and 0.5 with each dispatch's GPU time, and a
 # 4-layer model's tokens/s at 128K with each path under top-K 0.1, a token profiled.
 if [ "$what" = paths ]; then
-  FON_REQUIRE_WEBGPU=1 step 120 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_matmul.test.ts test/backend/webgpu_attention.test.ts
-  step 150 spot_paths node --import tsx bench/spot.ts --tokens 16384,131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask,gather --profile --json "$OUT/spot_paths.json"
-  step 150 spot_paths_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask,gather --model-layers 4 --model-tokens 131072 --profile --json "$OUT/spot_paths_model.json"
+  FON_REQUIRE_WEBGPU=1 step 90 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_matmul.test.ts
+  FON_REQUIRE_WEBGPU=1 step 40 kv_tests node --import tsx --test --test-name-pattern kvWrite test/backend/webgpu_attention.test.ts
+  step 120 spot_paths node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask,gather --profile --json "$OUT/spot_paths.json"
+  step 130 spot_paths_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask,gather --model-layers 4 --model-tokens 131072 --profile --json "$OUT/spot_paths_model.json"
 fi
 # `spot_seed` SEED (about 4 minutes a seed): the retrieval experiment with the teacher that retrieves
 # up to 8× (RESULTS.md: a 2000-step stage at 8192), one seed.
