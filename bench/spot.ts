@@ -155,14 +155,16 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
 /** A model's decoding figures: ms a token, and of it the host's recording of the step and the wait for its logits (the GPU's work and the read). */
 interface ModelRow { tokens: number; layers: number; attention: string; msPerToken: number; tokensPerSecond: number; recordMs: number; waitMs: number }
 
-/** ms per decoded token of an L-layer model at t cached tokens, for Spot layers under each rule and for full attention. */
-async function timeModel(b: Backend, t: number, layers: number): Promise<ModelRow[]> {
+/**
+ * ms per decoded token of an L-layer model at t cached tokens, for Spot layers under each rule and
+ * for full attention, each row handed to `onRow` as it is measured (a run cut short keeps them).
+ */
+async function timeModel(b: Backend, t: number, layers: number, onRow: (r: ModelRow) => void): Promise<void> {
   const base = { vocabSize: 32000, dModel: C, nLayers: layers, nHeads: H, nKvHeads: HKV, headDim: D, mlpHidden: 11008, contextLength: t + 64, positions: 'rope' as const };
   const draws = deviceDraw(b);
   const spot = new Decoder(parseModelConfig({ ...base, attention: [{ type: 'spot', ...SPOT_DEFAULTS }] }), new ParamFactory({ backend: b, seed: 1, dtype: 'f16', draw: draws.draw }));
   draws.dispose();
   const dense = new Decoder(parseModelConfig({ ...base, attention: [{ type: 'full' }] }), new ParamFactory({ backend: b, dtype: 'f16', weights: Object.fromEntries(spot.namedParameters().filter(([n]) => !n.includes('.attn.spot.'))), source: 'the Spot model' }));
-  const out: ModelRow[] = [];
   try {
     const spotRuns = rules.flatMap((r) => paths.filter((p) => p === 'mask' || r.kind === 'top-k').map((p) => [`Spot ${ruleName(r)}${p === 'gather' ? ' gathered' : ''}`, spot, r, p] as const));
     for (const [label, model, rule, path] of [['full attention (dense decode)', dense, null, 'mask'], ...spotRuns] as [string, Decoder, SpotRule | null, SpotDecodePath][]) {
@@ -202,7 +204,7 @@ async function timeModel(b: Backend, t: number, layers: number): Promise<ModelRo
         const n = 8, t0 = performance.now();
         for (let s = 0; s < n; s++) await step(t + 2 + s);
         const ms = (performance.now() - t0) / n;
-        out.push({ tokens: t, layers, attention: label, msPerToken: ms, tokensPerSecond: 1000 / ms, recordMs: recordMs / n, waitMs: readMs / n });
+        onRow({ tokens: t, layers, attention: label, msPerToken: ms, tokensPerSecond: 1000 / ms, recordMs: recordMs / n, waitMs: readMs / n });
         if (flags.profile && b instanceof WebGpuBackend) {
           // --profile: one more token with every dispatch timed on the GPU: where a token's time goes.
           b.rt.startProfile();
@@ -218,7 +220,6 @@ async function timeModel(b: Backend, t: number, layers: number): Promise<ModelRo
     spot.dispose();
     dense.dispose();
   }
-  return out;
 }
 
 function save(adapter: string, rows: Row[], modelRows: ModelRow[] = []): void {
@@ -260,11 +261,11 @@ async function main(): Promise<void> {
   const modelRows: ModelRow[] = [];
   if (modelLayers > 0) {
     for (const t of list(flags['model-tokens'])) {
-      for (const r of await timeModel(b, t, modelLayers)) {
+      await timeModel(b, t, modelLayers, (r) => {
         modelRows.push(r);
         console.log(`  model of ${r.layers} layers at ${t} cached tokens, ${r.attention}: ${r.msPerToken.toFixed(2)} ms a token (host recording ${r.recordMs.toFixed(2)}, wait for the logits ${r.waitMs.toFixed(2)}), ${r.tokensPerSecond.toFixed(1)} tokens/s`);
         save(caps.adapterName, rows, modelRows);
-      }
+      });
     }
   }
   console.log('\n| cached tokens | rule | keys | selector ms | attention ms | budget | step ms | step host ms | FON dense ms | dense host ms | PyTorch SDPA ms | step vs SDPA | step vs FON dense |');
