@@ -85,7 +85,9 @@ const ruleName = (r: SpotRule) => (r.kind === 'top-k' ? `top-K ${r.fraction}` : 
 
 const keyForms = flags.keys.split(',').filter(Boolean) as ('f16' | 'int4')[];
 const paths = flags.paths.split(',').filter(Boolean) as SpotDecodePath[];
-for (const p of paths) if (!SPOT_DECODE_PATHS.includes(p)) throw new ArgumentError(`--paths: '${p}': expected ${SPOT_DECODE_PATHS.join(' or ')}`);
+// The two paths themselves ('auto' picks one of them a row by the tokens it selects).
+const TIMED_PATHS: readonly SpotDecodePath[] = SPOT_DECODE_PATHS.filter((p) => p !== 'auto');
+for (const p of paths) if (!TIMED_PATHS.includes(p)) throw new ArgumentError(`--paths: '${p}': expected ${TIMED_PATHS.join(' or ')}`);
 
 interface Row { tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; stepHostMs: number; budget: number; denseMs: number; denseHostMs: number; torchMs?: number }
 

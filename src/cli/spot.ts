@@ -5,7 +5,7 @@
  *
  * - `fon eval|generate --spot-top-p p | --spot-top-k ρ`: every Spot layer decodes with dual top-p p
  *   or static top-K ρ (a fraction of the causal blocks; 1 reads every block, which is dense decoding);
- * - `fon generate --spot-decode mask|gather`: how Spot layers read their blocks on WebGPU
+ * - `fon generate --spot-decode auto|mask|gather`: how Spot layers read their blocks on WebGPU
  *   (SpotAttention.decodePath; gather under static top-K only);
  * - `fon generate --stats`: each Spot layer's budget, the tokens its selected blocks hold over the
  *   causal tokens, averaged over the decoding steps;
@@ -43,7 +43,7 @@ export function applySpotRule(command: string, topP: string | undefined, topK: s
 }
 
 /**
- * `--spot-decode mask|gather` of generate: every Spot layer's device decode path
+ * `--spot-decode auto|mask|gather` of generate: every Spot layer's device decode path
  * (SpotAttention.decodePath; the CPU backends select on the host and read the blocks through a mask
  * either way). A model without Spot layers is a UsageError.
  */

@@ -16,6 +16,7 @@ import { SpotKeyCache } from '../../src/attention/spot/key_cache.ts';
 import type { SpotRule } from '../../src/attention/spot/selection.ts';
 import type { LayerKv } from '../../src/attention/mechanism.ts';
 import { noGrad } from '../../src/tensor/scope.ts';
+import { topKBlocks } from '../../src/attention/spot/device_select.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
 
 const cpu = await fon.initBackend('cpu');
@@ -119,4 +120,28 @@ test('Spot\'s gathered decode (decodePath gather) equals the CPU under top-K 0.2
     assert.equal(dispatches.filter((d) => d.kernel === 'gather_blocks').length, 0, `${rule.kind}, recall ${recall}`);
     assert.equal(dispatches.filter((d) => d.kernel === 'rows_select_mask').length, 1);
   }
+});
+
+test('Spot\'s decodePath auto (the default) gathers the rows whose top-K selection holds at least gatherFromTokens tokens and masks the others, within one verify pass; outputs and tokens read equal the CPU [webgpu]', { skip }, async () => {
+  const rule: SpotRule = { kind: 'top-k', fraction: 0.6 };
+  const c = setup(cpu, rule), g = setup(gpu!, rule);
+  assert.equal(g.m.decodePath, 'auto');
+  for (const x of [c, g]) x.m.measureRecall = false;
+  close(await host(g.call(0, PROMPT)), await host(c.call(0, PROMPT)), 1e-4, 'prompt');
+  for (let p = PROMPT; p < T - 6; p++) { g.call(p, p + 1); c.call(p, p + 1); }
+  // Rows T − 6 … T − 1 select these many tokens; the threshold splits them.
+  const tokens = Array.from({ length: 6 }, (_, i) => topKBlocks(T - 6 + i, rule).tokens);
+  const sorted = [...new Set(tokens)].sort((a, b) => a - b);
+  assert.ok(sorted.length >= 2, `rows ${T - 6} … ${T - 1} select ${tokens.join(', ')} tokens: the test needs two counts`);
+  g.m.gatherFromTokens = sorted[sorted.length - 1];
+  const rt = (gpu as unknown as { rt: { recordDispatches<T>(fn: () => T): { result: T; dispatches: { kernel: string }[] } } }).rt;
+  const { result, dispatches } = rt.recordDispatches(() => g.call(T - 6, T));
+  close(await host(result), await host(c.call(T - 6, T)), 1e-4, 'verify pass');
+  const gathers = tokens.filter((t) => t >= g.m.gatherFromTokens).length;
+  assert.ok(gathers > 0 && gathers < 6);
+  assert.equal(dispatches.filter((d) => d.kernel === 'gather_blocks').length, gathers, `rows gathered (tokens ${tokens.join(', ')}, from ${g.m.gatherFromTokens})`);
+  assert.equal(dispatches.filter((d) => d.kernel === 'rows_select_mask').length, 6 - gathers, 'rows masked');
+  const [gc, gt] = await host(g.m.stats.tokens!), [cc, ct] = await host(c.m.stats.tokens!);
+  assert.equal(gt, ct);
+  assert.equal(gc, cc, 'tokens read');
 });

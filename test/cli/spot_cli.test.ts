@@ -77,6 +77,6 @@ test('bad Spot flags are named, exit 2, nothing written', () => {
   assertCleanError(gen(tuned, '--spot-top-k', '0'), /generate: --spot-top-k "0": expected a number in \(0, 1\]/);
   assertCleanError(gen(tuned, '--spot-top-k', '0.5', '--spot-top-p', '0.9'), /generate: --spot-top-p and --spot-top-k exclude each other; give one/);
   assertCleanError(gen(base, '--spot-top-p', '0.9'), /generate: --spot-top-p 0\.9: the model has no Spot layers/);
-  assertCleanError(gen(tuned, '--spot-decode', 'scatter'), /^fon: generate: --spot-decode "scatter": expected mask or gather$/m);
+  assertCleanError(gen(tuned, '--spot-decode', 'scatter'), /^fon: generate: --spot-decode "scatter": expected auto or mask or gather$/m);
   assertCleanError(gen(base, '--spot-decode', 'gather'), /generate: --spot-decode gather: the model has no Spot layers/);
 });

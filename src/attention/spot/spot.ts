@@ -38,7 +38,7 @@ import { denseKL, sparseKL, teacherDistribution } from './distill.ts';
 import type { SpotKeyCache, SpotKeyFormat } from './key_cache.ts';
 import { checkSpotRule, selectBlocks, SPOT_BLOCK, type SpotRule } from './selection.ts';
 import { decodeBlockScores, SpotSelector } from './selector.ts';
-import { gatherOnDevice, selectOnDevice } from './device_select.ts';
+import { gatherOnDevice, selectOnDevice, topKBlocks } from './device_select.ts';
 
 /** The config entry of a SpotAttention layer. */
 export interface SpotSpec {
@@ -62,8 +62,16 @@ export interface SpotSpec {
 }
 
 /** How a device step reads its selected blocks (SpotAttention.decodePath). */
-export type SpotDecodePath = 'mask' | 'gather';
-export const SPOT_DECODE_PATHS: readonly SpotDecodePath[] = ['mask', 'gather'];
+export type SpotDecodePath = 'auto' | 'mask' | 'gather';
+export const SPOT_DECODE_PATHS: readonly SpotDecodePath[] = ['auto', 'mask', 'gather'];
+
+/**
+ * Selected tokens from which decodePath 'auto' gathers: on an H100 (BENCHMARKS.md, Spot's seventh
+ * run) the mask was the faster with 13,107 selected tokens (128K, top-K 0.1: 0.273 against 0.317
+ * ms a step) and the gather with 52,429 (512K, top-K 0.1) and 65,536 (128K, top-K 0.5), by 8–15%;
+ * the crossover lies between, unmeasured: 32,768 is taken.
+ */
+export const SPOT_GATHER_FROM_TOKENS = 32768;
 
 /** The rule a spec names. */
 export const specRule = (s: SpotSpec): SpotRule => (s.rule === 'top-p' ? { kind: 'top-p', p: s.p } : { kind: 'top-k', fraction: s.fraction });
@@ -100,14 +108,15 @@ export class SpotAttention extends Module implements AttentionMechanism {
   measureRecall = false;
   /**
    * How a device step under static top-K reads its blocks: 'mask' (the split-K decode over the
-   * selected blocks through a fine block mask, device_select.ts selectOnDevice) or 'gather' (the
+   * selected blocks through a fine block mask, device_select.ts selectOnDevice), 'gather' (the
    * selected blocks' K and V rows compacted, then a plain dense decode over them: gatherOnDevice),
-   * the same keys either way. Top-p (its count is the device's) and steps that measure recall take
-   * the mask. 'mask' by default: on an H100 (BENCHMARKS.md, Spot's seventh run) it is the faster at
-   * 128K cached tokens with top-K 0.1 (0.273 against 0.317 ms a step), gather at 128K top-K 0.5
-   * and at 512K (8–15%).
+   * or 'auto' (the default): gather where the step selects at least `gatherFromTokens` tokens, the
+   * mask below (SPOT_GATHER_FROM_TOKENS says where that number comes from). The same keys either
+   * way. Top-p (its count is the device's) and steps that measure recall take the mask.
    */
-  decodePath: SpotDecodePath = 'mask';
+  decodePath: SpotDecodePath = 'auto';
+  /** Selected tokens from which decodePath 'auto' gathers. */
+  gatherFromTokens = SPOT_GATHER_FROM_TOKENS;
 
   constructor(readonly spec: SpotSpec, ctx: MechanismContext) {
     super();
@@ -169,26 +178,32 @@ export class SpotAttention extends Module implements AttentionMechanism {
       }
       const picks: Tensor[] = [];
       const rule = this.rule;
-      if (this.decodePath === 'gather' && rule.kind === 'top-k' && !this.measureRecall) {
-        let chosen = 0;
-        for (let i = 0; i < n; i++) {
-          const g = gatherOnDevice(narrow(scores, 1, i, 1), narrow(logMass, 1, i, 1), pos + i, rule, cache.k, cache.v);
-          chosen += q.shape[0] * g.kvLength;
-          rows.push(attention(narrow(q, 2, i, 1), g.k, g.v, { kvLength: g.kvLength }));
+      let gathered = 0;
+      for (let i = 0; i < n; i++) {
+        const s = narrow(scores, 1, i, 1), m = narrow(logMass, 1, i, 1), qi = narrow(q, 2, i, 1);
+        if (rule.kind === 'top-k' && this.gathers(pos + i, rule)) {
+          const g = gatherOnDevice(s, m, pos + i, rule, cache.k, cache.v);
+          gathered += q.shape[0] * g.kvLength;
+          rows.push(attention(qi, g.k, g.v, { kvLength: g.kvLength }));
+          continue;
         }
-        if (this.measureBudget) picks.push(tensor(Float32Array.of(chosen), [1], { backend: q.backend }));
-      } else for (let i = 0; i < n; i++) {
-        const sel = selectOnDevice(narrow(scores, 1, i, 1), narrow(logMass, 1, i, 1), pos + i, rule, tk);
+        const sel = selectOnDevice(s, m, pos + i, rule, tk);
         if (this.measureBudget) picks.push(sel.tokens());
-        const qi = narrow(q, 2, i, 1);
         rows.push(attention(qi, cache.k, cache.v, { kvLength: pos + i + 1, mask: sel.mask }));
         if (this.measureRecall) this.recordRecall(qi, cache.k, pos + i, sel.selected());
       }
+      if (this.measureBudget && gathered > 0) picks.push(tensor(Float32Array.of(gathered), [1], { backend: q.backend }));
       if (picks.length) selected = picks.length === 1 ? picks[0] : picks.reduce((a, c) => add(a, c));
     }
     this.stats.rows += q.shape[0] * n;
     if (selected) this.record(selected, q.shape[0], pos, n);
     return rows.length === 1 ? rows[0] : concat(rows, 2);
+  }
+
+  /** Whether a device step of static top-K at query position p gathers its blocks (decodePath; never while measuring recall). */
+  private gathers(p: number, rule: SpotRule & { kind: 'top-k' }): boolean {
+    if (this.measureRecall || this.decodePath === 'mask') return false;
+    return this.decodePath === 'gather' || topKBlocks(p, rule).tokens >= this.gatherFromTokens;
   }
 
   /** Adds [tokens selected, causal tokens] of n rows at pos … to the stats (no read to the host). */
