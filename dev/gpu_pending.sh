@@ -50,10 +50,12 @@ if [ "$what" = session2 ]; then
     test/backend/webgpu_select.test.ts test/backend/webgpu_layout.test.ts test/backend/webgpu_attention.test.ts
   step 200 spot_bench node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.5,top-p:0.9,top-k:0.1 --keys f16 --json "$OUT/spot_bench.json"
 fi
-# `spot_model` (about 4 minutes): a 4-layer model's tokens/s with Spot and with full attention at
-# 128K and 512K, and the decode bench at 128K and 512K again (selectOpen's default workgroup).
+# `spot_model` (about 6 minutes): a 4-layer model's tokens/s with Spot (top-K 0.1, both decode
+# paths) and with full attention at 128K and 512K, each row printed as it is measured, and the
+# decode bench at 128K and 512K again. Owed since 2026-12-07 (the seventh run lost its model rows),
+# like `forms`.
 if [ "$what" = spot_model ]; then
-  step 200 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
+  step 300 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask,gather --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
   step 90 spot_bench_wg node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --json "$OUT/spot_bench_wg.json"
 fi
 # `lighthouse_const` (about 4 minutes): the 16K experiment under the paper's schedule (warm-up, then a
