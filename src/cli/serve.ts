@@ -3,7 +3,7 @@
  */
 import { basename } from 'node:path';
 import { load } from '../io/load.ts';
-import { createFonServer } from '../serve/server.ts';
+import { createFonServer, LISTEN_BACKLOG } from '../serve/server.ts';
 import { numberFlag, parseFlags, requireFlag, UsageError } from './args.ts';
 import { backendFromFlag, dtypeFromFlag, DTYPE_USAGE } from './backend_flag.ts';
 import { checkPageRows } from '../infer/page_pool.ts';
@@ -38,7 +38,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   const name = v.name ?? basename(dir.replace(/\/+$/, ''));
   const server = createFonServer(lm, { name, maxQueue, maxBatch, maxQueuedTokens, ...(pageRows !== undefined ? { pageRows } : {}) });
   try {
-    await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen(port, host, resolve); });
+    await new Promise<void>((resolve, reject) => { server.once('error', reject); server.listen({ port, host, backlog: LISTEN_BACKLOG }, resolve); });
   } catch (e) {
     lm.dispose();
     throw new UsageError(`serve: cannot listen on ${host}:${port}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);

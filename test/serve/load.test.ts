@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { load } from '../../src/io/load.ts';
-import { createFonServer } from '../../src/serve/server.ts';
+import { createFonServer, LISTEN_BACKLOG } from '../../src/serve/server.ts';
 import { loadRun } from '../../bench/lib/serve_load.ts';
 import { fon } from '../cli/fon_process.ts';
 
@@ -22,7 +22,7 @@ const FIXTURE = join(import.meta.dirname, '../fixtures/hf/qwen3');
 test('1,000 concurrent streaming requests all complete with the tokens they asked for, decoded in batches; greedy beside them equals fon generate', { timeout: 600_000 }, async () => {
   const lm = await load(FIXTURE, { backend: 'cpu' });
   const server = createFonServer(lm, { name: 'tiny', maxQueue: 2000 });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => server.listen({ port: 0, host: '127.0.0.1', backlog: LISTEN_BACKLOG }, r)); // as fon serve listens
   try {
     const client = new OpenAI({ baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 600_000 });
     const load = loadRun(client, 'tiny', 1000, 8);
