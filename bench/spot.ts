@@ -43,9 +43,7 @@ import { attention } from '../src/ops/attention.ts';
 import { ParamFactory } from '../src/nn/params.ts';
 import { SPOT_DEFAULTS, SpotAttention } from '../src/attention/spot/index.ts';
 import { SpotKeyCache } from '../src/attention/spot/key_cache.ts';
-import { selectFlags, selectOnDevice, topKBlocks } from '../src/attention/spot/device_select.ts';
-import { gatherBlocks } from '../src/ops/select.ts';
-import { SPOT_BLOCK } from '../src/attention/spot/selection.ts';
+import { gatherFlagged, selectFlags, selectOnDevice, topKBlocks } from '../src/attention/spot/device_select.ts';
 import { SPOT_DECODE_PATHS, type SpotDecodePath } from '../src/attention/spot/spot.ts';
 import { ArgumentError } from '../src/errors.ts';
 import { decodeBlockScores } from '../src/attention/spot/selector.ts';
@@ -120,10 +118,9 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
         // Gathered: the selector stage ends at the flags; the attention is the gather and a plain decode.
         const flagsOf = () => { const { max, logMass } = scores(); return selectFlags(max, logMass, t - 1, rule); };
         selectorMs = await timeBatched(sync, () => fon.tidy(() => { flagsOf(); }));
-        const { blocks, tokens } = topKBlocks(t - 1, rule);
         const chosen = fon.tidy(() => fon.keep(flagsOf()));
-        attentionMs = await timeBatched(sync, () => fon.tidy(() => { const g = gatherBlocks(chosen, k, v, { fine: SPOT_BLOCK, count: blocks }); attention(q, g.k, g.v, { kvLength: tokens }); }));
-        budget = tokens / t;
+        attentionMs = await timeBatched(sync, () => fon.tidy(() => { const g = gatherFlagged(chosen, t - 1, rule, k, v); attention(q, g.k, g.v, { kvLength: g.kvLength }); }));
+        budget = topKBlocks(t - 1, rule).tokens / t;
         chosen.dispose();
       } else {
         const select = () => { const { max, logMass } = scores(); return selectOnDevice(max, logMass, t - 1, rule, t); };

@@ -61,17 +61,17 @@ async function readBody(req: IncomingMessage, limit: number): Promise<unknown> {
 const finishReason = (r: GenerateResult['stopReason']) => (r === 'maxTokens' || r === 'context' ? 'length' : 'stop');
 
 /**
- * The server, its batcher (its counts and stats), and `idle()`: resolves once no generation is
- * running or queued (await it before freeing the model). The pool's pages are freed once the
- * server has closed and is idle.
- */
-/**
  * The accept backlog `fon serve` listens with (the kernel caps it at net.core.somaxconn): Node's
  * default of 511 let connections beyond it fail under a burst of 1,000 clients while the event loop
  * was busy decoding (43 of 1,000 "Connection error" in test/serve/load.test.ts on 2 busy cores).
  */
 export const LISTEN_BACKLOG = 4096;
 
+/**
+ * The server, its batcher (its counts and stats), and `idle()`: resolves once no generation is
+ * running or queued (await it before freeing the model). The pool's pages are freed once the
+ * server has closed and is idle.
+ */
 export type FonServer = Server & { idle(): Promise<void>; batcher: Batcher };
 
 export function createFonServer(lm: LanguageModel, o: ServeOptions): FonServer {

@@ -72,7 +72,12 @@ export function topKBlocks(q: number, rule: SpotRule & { kind: 'top-k' }): { blo
  * read. The same keys as the mask path; the decode sums them in another order.
  */
 export function gatherOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule & { kind: 'top-k' }, k: Tensor, v: Tensor): { k: Tensor; v: Tensor; kvLength: number } {
+  return gatherFlagged(selectFlags(scores, logMass, q, rule), q, rule, k, v);
+}
+
+/** gatherOnDevice from the flags selectFlags made (its second half: benchmarks time it apart). */
+export function gatherFlagged(flags: Tensor, q: number, rule: SpotRule & { kind: 'top-k' }, k: Tensor, v: Tensor): { k: Tensor; v: Tensor; kvLength: number } {
   const { blocks, tokens } = topKBlocks(q, rule);
-  const g = gatherBlocks(selectFlags(scores, logMass, q, rule), k, v, { fine: SPOT_BLOCK, count: blocks });
+  const g = gatherBlocks(flags, k, v, { fine: SPOT_BLOCK, count: blocks });
   return { k: g.k, v: g.v, kvLength: tokens };
 }
