@@ -10,6 +10,9 @@
  *   rounds R  selectOpen (default size) with its source patched so that each threshold search runs
  *             R of its 8 rounds (its flags then wrong; timing only): what a round costs, and what
  *             the passes around the searches cost (R = 0)
+ *   global    the earlier form (dev/kernels/rows_select_global.wgsl: every pass reads the scores
+ *             from memory, strided over the workgroup, at 512 invocations), its flags checked equal,
+ *             timed likewise: what holding the spans in registers saves
  *
  * The scores are a real selector's over random keys (one random residual row, f32 weights as
  * bench/spot.ts uses), so top-p's budget is that of an untrained selector.
@@ -17,11 +20,15 @@
  *   node --import tsx dev/kernels/select_open.ts [--tokens 131072,524288] [--rules top-k:0.1,top-k:0.5,top-p:0.9] [--wg 256,512,1024]
  */
 import { parseArgs } from 'node:util';
+import { readFileSync } from 'node:fs';
 import * as fon from '../../src/index.ts';
 import '../../src/backend/webgpu/index.ts';
 import { WebGpuBackend, type GpuRef } from '../../src/backend/webgpu/backend.ts';
 import { selectOpen } from '../../src/backend/webgpu/kernels/rows.ts';
 import type { Kernel } from '../../src/backend/webgpu/runtime.ts';
+import { header, preprocess } from '../../src/backend/webgpu/wgsl.ts';
+import { wgslSource } from '../../src/backend/webgpu/sources.ts';
+import type { DType } from '../../src/tensor/dtype.ts';
 import { profileTable } from '../../src/backend/webgpu/profile.ts';
 import { ParamFactory } from '../../src/nn/params.ts';
 import { ref, wrap } from '../../src/ops/run.ts';
@@ -97,6 +104,20 @@ async function main(): Promise<void> {
         const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel === 'rows_select').reduce((s, p) => s + p.ms, 0) / PROFILED;
         console.log(`  selectOpen wg ${String(wg).padStart(4)}: ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock); ${kept} of ${nb} blocks kept, ${diff} flags differ from the default's`);
       }
+      {
+        // The earlier form at its own default size (512; the row kernels' 64 on software adapters).
+        const globalWg = b.caps.software ? 64 : 512;
+        const got = withGlobal(b, () => call(globalWg));
+        const gotV = (await got.data()) as Int32Array;
+        got.dispose();
+        let diff = 0;
+        for (let i = 0; i < gotV.length; i++) if (gotV[i] !== wantV[i]) diff++;
+        const ms = await timeBatched(sync, () => withGlobal(b, () => call(globalWg).dispose()));
+        b.rt.startProfile();
+        for (let i = 0; i < PROFILED; i++) withGlobal(b, () => call(globalWg).dispose());
+        const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel.startsWith('rows_select')).reduce((s, p) => s + p.ms, 0) / PROFILED;
+        console.log(`  selectOpen, the global form (wg ${globalWg}): ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock); ${diff} flags differ from the default's`);
+      }
       // The searches cut to R rounds: the cost of a round by difference, and of the rest at R = 0.
       for (const r of [0, 4, 8]) {
         const ms = await timeBatched(sync, () => withRounds(b, r, () => call().dispose()));
@@ -111,6 +132,24 @@ async function main(): Promise<void> {
   }
   x.dispose();
 }
+
+/** Runs fn with selectOpen's kernel swapped for the earlier form (dev/kernels/rows_select_global.wgsl: reads memory each pass). */
+function withGlobal<T>(b: WebGpuBackend, fn: () => T): T {
+  const run = b.rt.run;
+  b.rt.run = (d) => {
+    if (d.kernel.name !== 'rows_select' || !d.variant.SELECT) return run.call(b.rt, d);
+    // Built as rows.ts builds its row kernels, from the earlier file (the same header and helpers).
+    globalKernel ??= { name: 'rows_select_global', source: (v, caps) => (v.SG ? 'enable subgroups;\n' : '') + preprocess(readFileSync(new URL('./rows_select_global.wgsl', import.meta.url), 'utf8'), {
+      ...v,
+      HEADER: header([{ name: 's', dtype: v.S as DType }, { name: 'm', dtype: v.M as DType }, { name: 'y', dtype: 'i32', write: true }], caps.f16, 'rows: u32, n: u32, valid: u32, low: u32, high: u32, count: u32, p: f32'),
+      COMMON: preprocess(wgslSource('rows_common'), v),
+      SELECT_COMMON: preprocess(wgslSource('select_common'), v),
+    }) };
+    return run.call(b.rt, { ...d, kernel: globalKernel });
+  };
+  try { return fn(); } finally { b.rt.run = run; }
+}
+let globalKernel: Kernel | undefined;
 
 /** Runs fn with rows_select's threshold searches cut to `rounds` of their 8 rounds (timing only: the flags are wrong). */
 function withRounds<T>(b: WebGpuBackend, rounds: number, fn: () => T): T {

@@ -392,26 +392,40 @@ export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArg
  */
 export interface SelectTune { wg?: number }
 
+/** Open entries an invocation holds in registers at most before selectWg takes a larger workgroup. */
+const SELECT_PER = 8;
+
 /**
- * selectOpen's default invocations: 512 where the device allows them (on the H200, 8192 blocks at
- * 128K tokens: 0.050 ms on the GPU's clock against 0.062 at 256 and 0.057 at 1024; 32768 at 512K:
- * 0.356 against 0.508 and 0.328; dev/kernels/select_open.ts, bench/results_select_open_h200.log),
- * else the row kernels' size.
+ * selectOpen's default invocations for rows of `open` open entries: 512 where the device allows
+ * them (on the H200, 8192 blocks at 128K tokens in the form that read memory each pass: 0.050 ms on
+ * the GPU's clock against 0.062 at 256 and 0.057 at 1024; bench/results_select_open_h200.log), 1024
+ * where that leaves an invocation more than SELECT_PER entries and the device allows it (fewer
+ * registers an invocation), else the row kernels' size.
  */
-export function selectWg(be: WebGpuBackend): number {
-  return !be.caps.software && be.caps.maxInvocations >= 512 && selectStorage(512) <= be.caps.maxWorkgroupStorage ? 512 : wgSize(be);
+export function selectWg(be: WebGpuBackend, open = 0): number {
+  if (be.caps.software) return wgSize(be);
+  const fits = (wg: number) => be.caps.maxInvocations >= wg && selectStorage(wg) <= be.caps.maxWorkgroupStorage;
+  if (!fits(512)) return wgSize(be);
+  return open > 512 * SELECT_PER && fits(1024) ? 1024 : 512;
 }
 
-/** Backend.selectOpen: one workgroup per row (rows_select.wgsl SELECT; SG: subgroup sums where the device has them). */
+/**
+ * Backend.selectOpen: one workgroup per row (rows_select.wgsl SELECT; SG: subgroup sums where the
+ * device has them), each invocation holding its span of the open entries in registers (PER, a power
+ * of two ≥ the span), with their masses (MASS) for top-p only.
+ */
 export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs, tune: SelectTune = {}): GpuHandle {
-  const wg = tune.wg ?? selectWg(be);
+  const open = Math.max(0, a.high - a.low);
+  const wg = tune.wg ?? selectWg(be, open);
   if (!(wg >= 32 && (wg & (wg - 1)) === 0 && wg <= be.caps.maxInvocations && selectStorage(wg) <= be.caps.maxWorkgroupStorage)) {
     throw new UnsupportedError(`webgpu: selectOpen with ${wg} invocations a workgroup needs a power of two from 32 to ${be.caps.maxInvocations} whose ${selectStorage(wg)} bytes of workgroup memory fit the device's ${be.caps.maxWorkgroupStorage}`);
   }
   const y = be.alloc('i32', a.rows * a.n, 'selectOpen');
   if (a.rows * a.n === 0) return y;
+  let per = 1;
+  while (per * wg < open) per *= 2;
   run(be, {
-    kernel: selectKernel, variant: { SELECT: true, LOGMASS: !!a.logMass, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
+    kernel: selectKernel, variant: { SELECT: true, MASS: a.p > 0, LOGMASS: a.p > 0 && !!a.logMass, PER: per, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
     uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p)], buffers: [scores.h.buffer, mass.h.buffer, y.buffer], groups: a.rows, wg,
   });
   return y;

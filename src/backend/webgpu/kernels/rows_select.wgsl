@@ -3,18 +3,23 @@
 //
 // SELECT, one workgroup per row: entries below P.low and in [P.high, P.valid) are kept, those from
 // P.valid on are not; the open ones [low, high) are ranked by their score's order-preserving u32 key
-// (descending, ties by the lower index). With P.p > 0, n_p is found first: θ, the largest key whose
-// open entries at or above it hold at least p of the open mass (digit_search), then the entries above
-// θ and the ties at θ in index order until the goal is met; take = min(|U|, max(n_p, P.count))
-// (P.count alone where P.p = 0). LOGMASS: the masses come as logarithms, exponentiated against the
-// row's largest open one first. Then θ₂, the largest key with at least `take` open entries at or
-// above it (digit_search on counts), keeps every entry above θ₂, and the ties at θ₂ in index order
-// until `take` (each invocation walks a span of the open entries, knowing from an exclusive sum how
-// many ties come before it; the ties at θ likewise, with their masses). digit_search builds its key
-// four bits a round from the top, testing the 15 candidates of a round in one pass over the entries
-// (8 rounds where a bit a round took 32, each ending in a workgroup sum: with SG a subgroup sum, then
-// one lane a subgroup; the reference builds the same key bit by bit). Masses are summed in f32 (the
-// reference sums in f64: a boundary within rounding of p·total may differ).
+// (descending, ties by the lower index). With MASS (the host's P.p > 0), n_p is found first: θ, the
+// largest key whose open entries at or above it hold at least p of the open mass (digit_search),
+// then the entries above θ and the ties at θ in index order until the goal is met; take = min(|U|,
+// max(n_p, P.count)) (P.count alone without MASS). LOGMASS: the masses come as logarithms,
+// exponentiated against the row's largest open one first. Then θ₂, the largest key with at least
+// `take` open entries at or above it (digit_search on counts), keeps every entry above θ₂, and the
+// ties at θ₂ in index order until `take`. digit_search builds its key four bits a round from the top,
+// testing the 15 candidates of a round in one pass over the entries (8 rounds where a bit a round
+// took 32, each ending in a workgroup sum: with SG a subgroup sum, then one lane a subgroup; the
+// reference builds the same key bit by bit). Masses are summed in f32 (the reference sums in f64: a
+// boundary within rounding of p·total may differ).
+// Each invocation owns one span of the open entries (in index order: the tie steps walk them so,
+// knowing from an exclusive sum how many ties come before) and reads it from memory once, its keys
+// (and with MASS its masses) into registers of PER entries (the host's power of two ≥ the span):
+// every later pass (8 rounds a search, the counts, the ties) reads registers. The form that read
+// the scores from memory in each pass, strided over the workgroup (dev/kernels/rows_select_global.wgsl),
+// took 53 µs a row of 8192 entries on the H100 (161 µs at 32768).
 {{HEADER}}
 {{COMMON}}
 
@@ -42,45 +47,56 @@ fn wg_scan(lid: u32, v: f32) -> vec2<f32> {
 }
 
 #if SELECT
+const PER = {{PER}}u;
+// This invocation's span of the open entries: the first one, how many, their keys (and masses).
+var<private> first: u32;
+var<private> mine: u32;
+var<private> ks: array<u32, PER>;
+#if MASS
+var<private> ms: array<f32, PER>;
+#endif
+
 fn is_open(e: u32) -> bool { return e >= P.low && e < P.high; }
 
-// LOGMASS: masses come as logarithms, exponentiated against the row's largest open one.
-var<private> lmax: f32;
-fn mass_at(i: u32) -> f32 {
-#if LOGMASS
-  return exp(ld_m(i) - lmax);
-#else
-  return ld_m(i);
+// The span [first, first + mine) of invocation lid (spans of ⌈|U|/WG⌉ entries; none where not live),
+// read into registers.
+fn load_span(lid: u32, live: bool, base: u32) {
+  let span = (P.high - P.low + WG - 1u) / WG;
+  first = min(P.high, P.low + lid * span);
+  mine = select(0u, min(P.high, first + span) - first, live);
+  for (var i = 0u; i < PER; i++) {
+    if (i < mine) {
+      ks[i] = order_key(ld_s(base + first + i));
+#if MASS
+      ms[i] = ld_m(base + first + i);
 #endif
+    }
+  }
 }
-
 
 // The largest key θ whose open entries at or above it weigh at least `goal` (their masses where
 // `mass`, else one each), four bits a round from the top: a round with θ's higher digits fixed finds
 // F(θ | j << s), the weight at or above each candidate j = 1 … 15, in one pass (an entry at or above
 // θ reaches candidates 1 … min(15, (key − θ) >> s)), and keeps the largest j with F ≥ goal (0 if
 // none; F only falls with j). As the bitwise search: θ = 2³² − 1 where goal ≤ 0.
-fn digit_search(lid: u32, sgsize: u32, live: bool, base: u32, goal: f32, mass: bool) -> u32 {
+fn digit_search(lid: u32, sgsize: u32, goal: f32, mass: bool) -> u32 {
   var theta = 0u;
   for (var s = 28i; s >= 0i; s -= 4i) {
     // Zeroed explicitly each round (a declaration in a loop without an initialiser is not safe to rely on).
     var a = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-    if (live) {
-      for (var e = P.low + lid; e < P.high; e += WG) {
-        let key = order_key(ld_s(base + e));
+    for (var i = 0u; i < PER; i++) {
+      if (i < mine) {
         var w = 1.0;
-        if (mass && key >= theta) { w = mass_at(base + e); }
-        digit_count(&a, key, theta, u32(s), w);
+#if MASS
+        if (mass) { w = ms[i]; }
+#endif
+        digit_count(&a, ks[i], theta, u32(s), w);
       }
     }
     theta |= digit_pick(wg_sum16(lid, sgsize, a), goal) << u32(s);
   }
   return theta;
 }
-
-// Invocation lid's span of the open entries, for the steps that must go in index order.
-fn span_lo(lid: u32) -> u32 { return min(P.high, P.low + lid * ((P.high - P.low + WG - 1u) / WG)); }
-fn span_hi(lid: u32) -> u32 { return min(P.high, span_lo(lid) + (P.high - P.low + WG - 1u) / WG); }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32
@@ -96,75 +112,66 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   let live = row < P.rows; // a whole workgroup agrees: the barriers below stay uniform
   let base = row * P.n;
   let open_count = select(0u, P.high - P.low, P.high > P.low);
+  load_span(lid, live, base);
   var take = min(open_count, P.count);
-  // The masses are read only for top-p (P.p uniform: the barriers inside stay uniform).
-  if (P.p > 0.0) {
+#if MASS
 #if LOGMASS
-    var top = -3.0e38;
-    if (live) {
-      for (var e = P.low + lid; e < P.high; e += WG) { top = max(top, ld_m(base + e)); }
-    }
-    lmax = wg_max(lid, top);
+  var top = -3.0e38;
+  for (var i = 0u; i < PER; i++) { if (i < mine) { top = max(top, ms[i]); } }
+  let lmax = wg_max(lid, top);
+  for (var i = 0u; i < PER; i++) { if (i < mine) { ms[i] = exp(ms[i] - lmax); } }
 #endif
-    var msum = 0.0;
-    if (live) {
-      for (var e = P.low + lid; e < P.high; e += WG) { msum += mass_at(base + e); }
+  var msum = 0.0;
+  for (var i = 0u; i < PER; i++) { if (i < mine) { msum += ms[i]; } }
+  let goal = P.p * wg_sum(lid, msum);
+  let theta = digit_search(lid, sgsize, goal, true);
+  var above = 0.0;
+  var n_above = 0u;
+  var tie_m = 0.0;
+  var tie_c = 0u;
+  for (var i = 0u; i < PER; i++) {
+    if (i < mine) {
+      if (ks[i] > theta) { above += ms[i]; n_above += 1u; }
+      if (ks[i] == theta) { tie_m += ms[i]; tie_c += 1u; }
     }
-    let goal = P.p * wg_sum(lid, msum);
-    let theta = digit_search(lid, sgsize, live, base, goal, true);
-    var above = 0.0;
-    var n_above = 0u;
-    if (live) {
-      for (var e = P.low + lid; e < P.high; e += WG) {
-        if (order_key(ld_s(base + e)) > theta) { above += mass_at(base + e); n_above += 1u; }
-      }
-    }
-    let m_above = wg_sum(lid, above);
-    let c_above = wg_count(lid, n_above);
-    // The ties at θ in index order until the goal is met: each invocation walks its own span,
-    // starting from the mass and count of the ties before it (exclusive sums over the workgroup).
-    var tie_m = 0.0;
-    var tie_c = 0u;
-    if (live) {
-      for (var e = span_lo(lid); e < span_hi(lid); e++) {
-        if (order_key(ld_s(base + e)) == theta) { tie_m += mass_at(base + e); tie_c += 1u; }
-      }
-    }
-    var m = m_above + wg_scan(lid, tie_m).x;
-    var c = c_above + u32(wg_scan(lid, f32(tie_c)).x);
-    var taken = 0u;
-    if (live) {
-      for (var e = span_lo(lid); e < span_hi(lid); e++) {
-        if (m >= goal && c > 0u) { break; }
-        if (order_key(ld_s(base + e)) == theta) { m += mass_at(base + e); c += 1u; taken += 1u; }
-      }
-    }
-    let np = select(0u, max(1u, c_above + wg_count(lid, taken)), open_count > 0u);
-    take = min(open_count, max(np, P.count));
   }
-  // θ₂: the largest key with at least `take` open entries at or above it.
-  let theta2 = digit_search(lid, sgsize, live, base, f32(take), false);
+  let m_above = wg_sum(lid, above);
+  let c_above = wg_count(lid, n_above);
+  // The ties at θ in index order until the goal is met: each invocation walks its own span,
+  // starting from the mass and count of the ties before it (exclusive sums over the workgroup).
+  var m = m_above + wg_scan(lid, tie_m).x;
+  var c = c_above + u32(wg_scan(lid, f32(tie_c)).x);
+  var taken = 0u;
+  for (var i = 0u; i < PER; i++) {
+    if (i < mine && !(m >= goal && c > 0u) && ks[i] == theta) { m += ms[i]; c += 1u; taken += 1u; }
+  }
+  let np = select(0u, max(1u, c_above + wg_count(lid, taken)), open_count > 0u);
+  take = min(open_count, max(np, P.count));
+#endif
+  // θ₂: the largest key with at least `take` open entries at or above it; the ties at θ₂ are kept in
+  // index order until `take` (k: the ties of the spans before this one).
+  let theta2 = digit_search(lid, sgsize, f32(take), false);
   var n_above2 = 0u;
-  if (live) {
-    for (var e = lid; e < P.n; e += WG) {
-      var kept = e < P.valid && !is_open(e);
-      if (is_open(e) && order_key(ld_s(base + e)) > theta2) { kept = true; n_above2 += 1u; }
-      sti_y(base + e, select(0i, 1i, kept));
+  var ties = 0u;
+  for (var i = 0u; i < PER; i++) {
+    if (i < mine) {
+      if (ks[i] > theta2) { n_above2 += 1u; }
+      if (ks[i] == theta2) { ties += 1u; }
     }
   }
   let c_above2 = wg_count(lid, n_above2);
-  // The ties at θ₂ in index order until `take`: each invocation keeps those of its span that come
-  // before the need, counting the ties of the spans before it.
-  var ties = 0u;
-  if (live) {
-    for (var e = span_lo(lid); e < span_hi(lid); e++) { if (order_key(ld_s(base + e)) == theta2) { ties += 1u; } }
-  }
   var k = u32(wg_scan(lid, f32(ties)).x);
   let need = select(0u, take - c_above2, take > c_above2);
-  storageBarrier();
-  if (live && k < need) {
-    for (var e = span_lo(lid); e < span_hi(lid) && k < need; e++) {
-      if (order_key(ld_s(base + e)) == theta2) { sti_y(base + e, 1i); k += 1u; }
+  if (live) {
+    for (var i = 0u; i < PER; i++) {
+      if (i < mine) {
+        var kept = ks[i] > theta2;
+        if (ks[i] == theta2) { kept = k < need; k += 1u; }
+        sti_y(base + first + i, select(0i, 1i, kept));
+      }
+    }
+    for (var e = lid; e < P.n; e += WG) {
+      if (!is_open(e)) { sti_y(base + e, select(0i, 1i, e < P.valid)); }
     }
   }
 }
