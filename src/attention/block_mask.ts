@@ -85,6 +85,12 @@ export interface BlockMask {
    * that only the decode kernels take (SpotAttention's 16-token blocks, spot/device_select.ts).
    */
   readonly kBlock?: number;
+  /**
+   * Each row's (b·heads + h) count of query block 0, where the host knows it though the lists are
+   * made on the device (Spot's static top-K: the rule fixes it): a decode takes them as uniforms
+   * without copying them from the table.
+   */
+  readonly counts?: readonly number[];
   /** Blocks visited, and blocks the predicate (causal, window, valid keys, segments) alone would visit (NaN where unknown on the host). */
   readonly visited: number; readonly predicateBlocks: number;
 }
@@ -322,7 +328,7 @@ export function blockMaskFromBlocks(geometry: MaskGeometry, entries: (b: number,
 
 /** The table's shape as the kernels take it (Backend MaskArgs). */
 export function maskArgs(m: BlockMask): MaskArgs {
-  return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, kBlock: m.kBlock ?? MASK_K_BLOCK, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset, ...countPlaces(m) };
+  return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, kBlock: m.kBlock ?? MASK_K_BLOCK, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset, ...countPlaces(m), ...(m.counts ? { counts: m.counts } : {}) };
 }
 
 /**

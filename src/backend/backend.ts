@@ -45,7 +45,17 @@ export interface SelectArgs { rows: number; n: number; valid: number; low: numbe
  * fine blocks to a mask block of the table (MASK_K_BLOCK keys), a cache of tk keys (kBlocks mask
  * blocks), one query row per batch entry at position kvLength − 1, whose mask block is listed last.
  */
-export interface FlagsMaskArgs { batch: number; valid: number; fine: number; per: number; tk: number; kBlocks: number; kvLength: number }
+export interface FlagsMaskArgs {
+  batch: number; valid: number; fine: number; per: number; tk: number; kBlocks: number; kvLength: number;
+  /** Whether the table carries the segment ids after its lists (default true; a decode of a fine mask reads none). */
+  segments?: boolean;
+}
+
+/**
+ * Backend.selectBlockList's table: the selected entries are fine blocks of `fine` keys of a cache of
+ * tk keys (kBlocks fine blocks), one query row per batch entry at position kvLength − 1.
+ */
+export interface BlockListArgs { fine: number; tk: number; kBlocks: number; kvLength: number }
 
 /**
  * Backend.gatherBlocks' shape: batch rows of `valid` fine-block flags (`fine` keys each) over a
@@ -156,6 +166,8 @@ export interface MaskArgs {
   heads: number; qBlocks: number; kBlocks: number; kBlock: number; byKeyOffset: number; segmentOffset: number; bitsOffset: number;
   /** Where each row (b·heads + h) of query block 0 keeps its count in the table, where known (block_mask.ts countPlaces). */
   countAt?: readonly number[];
+  /** Those counts themselves where the host knows them (BlockMask.counts): no copy from the table. */
+  counts?: readonly number[];
 }
 
 /** The most rows (batch · heads) whose counts MaskArgs.countAt places: a decode takes them as uniforms. */
@@ -272,10 +284,18 @@ export interface Kernels<H> {
    * from selected fine blocks, flags i32 (batch, valid): the by-query index, an empty by-key index, the
    * lists (count, then each mask block holding a selected fine block, ascending, whole where every
    * key of it up to tk is visible and in a selected fine block, else partial) at a stride of
-   * ⌈valid/per⌉ + 1, then a segment id per batch entry and key (0 in a selected fine block before
-   * kvLength, 1 elsewhere) → i32 of batch·(1 + kBlocks + stride + tk) + 1 entries.
+   * ⌈valid/per⌉ + 1, then (unless args.segments is false) a segment id per batch entry and key (0 in
+   * a selected fine block before kvLength, 1 elsewhere) → i32 of batch·(1 + kBlocks + stride + tk) + 1
+   * entries (without segments, batch·(1 + kBlocks + stride) + 1).
    */
   flagsMaskTable(flags: Ref<H>, args: FlagsMaskArgs): H;
+  /**
+   * selectOpen over rows of fine blocks (one row per batch entry) and, from the same pass, the
+   * flagsMaskTable of its flags with one fine block a mask block and no segment ids (per 1,
+   * segments false; kBlocks the cache's fine blocks): [flags (rows, n), table] in one dispatch where
+   * the device has it (Spot's decoding step).
+   */
+  selectBlockList(scores: Ref<H>, mass: Ref<H>, args: SelectArgs, list: BlockListArgs): [H, H];
   /**
    * The keys and values of the selected fine blocks, compacted (Spot's gathered decode): flags i32
    * (batch, valid), k and v (batch, hkv, tmax, d) of one float dtype → [k', v'] (batch, hkv,

@@ -2,8 +2,8 @@
  * Selection without sorting (Backend.selectOpen): which entries of each row a top-K or top-p rule
  * keeps, reserved ranges kept whatever their scores (SpotAttention's block selection,
  * specs/focus_spot.md B4); the block scores such a selection ranks, straight from the keys
- * (indexBlockScores); the decode mask of the kept blocks (flagsMaskTable), or their K and V rows
- * gathered (gatherBlocks). No gradients.
+ * (indexBlockScores); the decode mask of the kept blocks (flagsMaskTable, or selectBlockList: the
+ * selection and its mask in one pass), or their K and V rows gathered (gatherBlocks). No gradients.
  */
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { SelectArgs } from '../backend/backend.ts';
@@ -17,12 +17,38 @@ export function selectOpen(scores: Tensor, mass: Tensor, rule: Omit<SelectArgs, 
   requireDType('selectOpen', 'mass', mass, 'f32');
   if (!sameShape(scores.shape, mass.shape) || scores.rank < 1) throw new ShapeError(`selectOpen: scores ${fmt(scores.shape)} and mass ${fmt(mass.shape)} must have one shape (…, N)`);
   const n = scores.shape[scores.rank - 1], rows = scores.shape.slice(0, -1).reduce((a, x) => a * x, 1);
+  checkRule('selectOpen', rule, n);
+  return wrap(b, b.selectOpen(ref(scores), ref(mass), { rows, n, ...rule }), scores.shape, 'i32');
+}
+
+/**
+ * selectOpen over rows of fine blocks (scores and masses (B, N) f32, one row a batch entry) and, from
+ * the same pass (Backend.selectBlockList), the device table of their one-query-row fine mask: what
+ * flagsMaskTable(flags, { fine, per: 1, tk, kBlocks, kvLength, segments: false }) writes, kBlocks the
+ * cache's ⌈tk/fine⌉ blocks → flags (B, N) i32 and the table, i32 of B·(1 + kBlocks + valid + 1) + 1.
+ */
+export function selectBlockList(scores: Tensor, mass: Tensor, rule: Omit<SelectArgs, 'rows' | 'n'>, o: { fine: number; tk: number; kvLength: number }): { flags: Tensor; table: Tensor } {
+  const b = backendOf('selectBlockList', scores, mass);
+  requireDType('selectBlockList', 'scores', scores, 'f32');
+  requireDType('selectBlockList', 'mass', mass, 'f32');
+  if (!sameShape(scores.shape, mass.shape) || scores.rank !== 2) throw new ShapeError(`selectBlockList: scores ${fmt(scores.shape)} and mass ${fmt(mass.shape)} must have one shape (B, N)`);
+  const [rows, n] = scores.shape;
+  checkRule('selectBlockList', rule, n);
+  const kBlocks = Math.ceil(o.tk / o.fine);
+  if (!Number.isInteger(o.fine) || o.fine < 1 || rule.valid > kBlocks || !Number.isInteger(o.kvLength) || o.kvLength < 1 || o.kvLength > o.tk || o.kvLength > rule.valid * o.fine) {
+    throw new ArgumentError(`selectBlockList: ${rule.valid} blocks of ${o.fine} keys for a query at ${o.kvLength - 1} over a cache of ${o.tk}: need valid ≤ ⌈tk/fine⌉ and 1 ≤ kvLength ≤ min(tk, valid·fine)`);
+  }
+  const [flags, table] = b.selectBlockList(ref(scores), ref(mass), { rows, n, ...rule }, { fine: o.fine, tk: o.tk, kBlocks, kvLength: o.kvLength });
+  return { flags: wrap(b, flags, scores.shape, 'i32'), table: wrap(b, table, [rows * (1 + kBlocks + rule.valid + 1) + 1], 'i32') };
+}
+
+/** The checks selectOpen and selectBlockList share: the rule's integers and ranges over rows of n entries. */
+function checkRule(op: string, rule: Omit<SelectArgs, 'rows' | 'n'>, n: number): void {
   const { valid, low, high, count, p } = rule;
   const ints = { valid, low, high, count };
-  for (const [k, v] of Object.entries(ints)) if (!Number.isInteger(v) || v < 0) throw new ArgumentError(`selectOpen: ${k} ${v} must be an integer ≥ 0`);
-  if (!(low <= high && high <= valid && valid <= n)) throw new ArgumentError(`selectOpen: need low ≤ high ≤ valid ≤ N; got low ${low}, high ${high}, valid ${valid}, N ${n}`);
-  if (!(p >= 0 && p <= 1)) throw new ArgumentError(`selectOpen: p ${p} must lie in [0, 1] (0: keep the leading count)`);
-  return wrap(b, b.selectOpen(ref(scores), ref(mass), { rows, n, ...rule }), scores.shape, 'i32');
+  for (const [k, v] of Object.entries(ints)) if (!Number.isInteger(v) || v < 0) throw new ArgumentError(`${op}: ${k} ${v} must be an integer ≥ 0`);
+  if (!(low <= high && high <= valid && valid <= n)) throw new ArgumentError(`${op}: need low ≤ high ≤ valid ≤ N; got low ${low}, high ${high}, valid ${valid}, N ${n}`);
+  if (!(p >= 0 && p <= 1)) throw new ArgumentError(`${op}: p ${p} must lie in [0, 1] (0: keep the leading count)`);
 }
 
 /**
@@ -53,16 +79,16 @@ export function indexBlockScores(q: Tensor, w: Tensor, keys: Tensor, o: { l: num
  * The device table of a one-query-row block mask from selected fine blocks (Backend.flagsMaskTable):
  * flags i32 (B, valid), `fine` keys a fine block, `per` fine blocks a mask block; tk keys in the cache
  * in kBlocks mask blocks → the table, i32, laid out as attention/device_mask.ts deviceMaskShape says
- * for lists of stride ⌈valid/per⌉ + 1 with segment ids.
+ * for lists of stride ⌈valid/per⌉ + 1, with segment ids unless `segments` is false.
  */
-export function flagsMaskTable(flags: Tensor, o: { fine: number; per: number; tk: number; kBlocks: number; kvLength: number }): Tensor {
+export function flagsMaskTable(flags: Tensor, o: { fine: number; per: number; tk: number; kBlocks: number; kvLength: number; segments?: boolean }): Tensor {
   const be = backendOf('flagsMaskTable', flags);
   requireDType('flagsMaskTable', 'flags', flags, 'i32');
   if (flags.rank !== 2) throw new ShapeError(`flagsMaskTable: flags ${fmt(flags.shape)} must be (B, valid)`);
   const [batch, valid] = flags.shape;
   if (valid * o.fine > Math.ceil(o.tk / o.fine) * o.fine || valid < 1 || o.kBlocks * o.per * o.fine < o.tk) throw new ArgumentError(`flagsMaskTable: ${valid} fine blocks of ${o.fine} for a cache of ${o.tk} keys in ${o.kBlocks} mask blocks of ${o.per * o.fine}`);
   const stride = Math.ceil(valid / o.per) + 1;
-  return wrap(be, be.flagsMaskTable(ref(flags), { batch, valid, ...o }), [batch * (1 + o.kBlocks + stride + o.tk) + 1], 'i32');
+  return wrap(be, be.flagsMaskTable(ref(flags), { batch, valid, ...o }), [batch * (1 + o.kBlocks + stride + (o.segments ?? true ? o.tk : 0)) + 1], 'i32');
 }
 
 /**

@@ -103,7 +103,7 @@ test('Spot\'s gathered decode (decodePath gather) equals the CPU under top-K 0.2
     const decode = dispatches.filter((d) => d.kernel === 'attention_decode');
     assert.equal(decode.length, 1);
     assert.ok(!decode[0].variant.MASK, 'a plain decode');
-    assert.equal(dispatches.filter((d) => d.kernel === 'rows_select_mask').length, 0, 'no mask table');
+    assert.equal(dispatches.filter((d) => d.kernel === 'rows_select_mask' || d.variant.LIST).length, 0, 'no mask table');
     close(await host(g.call(T - 4, T)), await host(c.call(T - 4, T)), 1e-4, `top-K ${fraction}: verify pass`);
     const [gc, gt] = await host(g.m.stats.tokens!), [cc, ct] = await host(c.m.stats.tokens!);
     assert.equal(gt, ct);
@@ -115,10 +115,12 @@ test('Spot\'s gathered decode (decodePath gather) equals the CPU under top-K 0.2
     g.m.decodePath = 'gather';
     g.m.measureRecall = recall;
     g.call(0, PROMPT);
-    const rt = (gpu as unknown as { rt: { recordDispatches<T>(fn: () => T): { result: T; dispatches: { kernel: string }[] } } }).rt;
+    const rt = (gpu as unknown as { rt: { recordDispatches<T>(fn: () => T): { result: T; dispatches: { kernel: string; variant: Record<string, unknown> }[] } } }).rt;
     const { dispatches } = rt.recordDispatches(() => g.call(PROMPT, PROMPT + 1));
     assert.equal(dispatches.filter((d) => d.kernel === 'gather_blocks').length, 0, `${rule.kind}, recall ${recall}`);
-    assert.equal(dispatches.filter((d) => d.kernel === 'rows_select_mask').length, 1);
+    // The mask path: the selection writes its mask table in the same dispatch (selectBlockList).
+    assert.equal(dispatches.filter((d) => d.kernel === 'rows_select' && d.variant.LIST).length, 1);
+    assert.equal(dispatches.filter((d) => d.kernel === 'rows_select_mask').length, 0);
   }
 });
 
@@ -134,13 +136,13 @@ test('Spot\'s decodePath auto (the default) gathers the rows whose top-K selecti
   const sorted = [...new Set(tokens)].sort((a, b) => a - b);
   assert.ok(sorted.length >= 2, `rows ${T - 6} … ${T - 1} select ${tokens.join(', ')} tokens: the test needs two counts`);
   g.m.gatherFromTokens = sorted[sorted.length - 1];
-  const rt = (gpu as unknown as { rt: { recordDispatches<T>(fn: () => T): { result: T; dispatches: { kernel: string }[] } } }).rt;
+  const rt = (gpu as unknown as { rt: { recordDispatches<T>(fn: () => T): { result: T; dispatches: { kernel: string; variant: Record<string, unknown> }[] } } }).rt;
   const { result, dispatches } = rt.recordDispatches(() => g.call(T - 6, T));
   close(await host(result), await host(c.call(T - 6, T)), 1e-4, 'verify pass');
   const gathers = tokens.filter((t) => t >= g.m.gatherFromTokens).length;
   assert.ok(gathers > 0 && gathers < 6);
   assert.equal(dispatches.filter((d) => d.kernel === 'gather_blocks').length, gathers, `rows gathered (tokens ${tokens.join(', ')}, from ${g.m.gatherFromTokens})`);
-  assert.equal(dispatches.filter((d) => d.kernel === 'rows_select_mask').length, 6 - gathers, 'rows masked');
+  assert.equal(dispatches.filter((d) => d.kernel === 'rows_select' && d.variant.LIST).length, 6 - gathers, 'rows masked');
   const [gc, gt] = await host(g.m.stats.tokens!), [cc, ct] = await host(c.m.stats.tokens!);
   assert.equal(gt, ct);
   assert.equal(gc, cc, 'tokens read');

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend } from '../../src/index.ts';
-import { flagsMaskTable, gatherBlocks, indexBlockScores, selectOpen } from '../../src/ops/select.ts';
+import { flagsMaskTable, gatherBlocks, indexBlockScores, selectBlockList, selectOpen } from '../../src/ops/select.ts';
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { maskEntries } from '../../src/attention/block_mask.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
@@ -251,7 +251,48 @@ test('flagsMaskTable writes the table spotDecodeMask builds on the host: the sam
       const cf = flagsMaskTable(fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: cpu }), fine);
       assert.deepEqual(Array.from((await gf.data()) as Int32Array), Array.from(cf.dataSync() as Int32Array), `webgpu fine ${batch} × ${tk}`);
     }
+    // Without segment ids: the same table, cut before them.
+    for (const be of gpu ? [cpu, gpu] : [cpu]) {
+      const bare = flagsMaskTable(fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: be }), { fine: 16, per: 4, tk, kBlocks, kvLength: l, segments: false });
+      assert.deepEqual(Array.from((await bare.data()) as Int32Array), Array.from(table.subarray(0, shape.segmentOffset)), `${be.name}: no segment ids, ${batch} × ${tk}`);
+    }
   }
+});
+
+test('selectBlockList: the flags selectOpen keeps and, from the same pass, their fine mask table (flagsMaskTable with one fine block a mask block, no segment ids); WebGPU equals the CPU: rows longer than a workgroup, ties, top-K and top-p, a query inside its block [webgpu where present]', async () => {
+  const rnd = lcg(29);
+  let checked = 0;
+  for (const [batch, l, tk, p] of [[1, 397, 420, 0], [2, 1000, 1000, 0], [3, 650, 700, 0.9], [1, 19990, 20000, 0], [2, 8193, 9000, 0.5], [1, 16, 16, 0], [2, 33, 64, 1]]) {
+    const valid = Math.floor((l - 1) / 16) + 1, n = valid + 3; // rows longer than the causal blocks
+    const low = Math.min(valid, 8), high = Math.max(low, valid - 16);
+    const rule = { valid, low, high, count: Math.floor((high - low) * rnd()), p, logMass: true };
+    const scores = Float32Array.from({ length: batch * n }, () => Math.round((rnd() - 0.3) * 40) / 4);
+    const mass = Float32Array.from({ length: batch * n }, () => Math.log(0.01 + rnd()));
+    const on = (be: Backend) => selectBlockList(fon.tensor(scores, [batch, n], { backend: be }), fon.tensor(mass, [batch, n], { backend: be }), rule, { fine: 16, tk, kvLength: l });
+    const want = on(cpu);
+    const flags = want.flags.dataSync() as Int32Array;
+    assert.deepEqual(Array.from(flags), Array.from(selectOpen(fon.tensor(scores, [batch, n]), fon.tensor(mass, [batch, n]), rule).dataSync() as Int32Array), 'the flags are selectOpen\'s');
+    const rows = Int32Array.from({ length: batch * valid }, (_, i) => flags[Math.floor(i / valid) * n + (i % valid)]);
+    const table = want.table.dataSync() as Int32Array;
+    const ref = flagsMaskTable(fon.tensor(rows, [batch, valid], { dtype: 'i32' }), { fine: 16, per: 1, tk, kBlocks: Math.ceil(tk / 16), kvLength: l, segments: false }).dataSync() as Int32Array;
+    assert.deepEqual(Array.from(table), Array.from(ref), `the table is flagsMaskTable's, ${batch} × ${l}`);
+    // The list of each row names its kept blocks in order, the query's own (partial where l is not a multiple of 16) last.
+    const shape = deviceMaskShape({ batch, heads: 1, tq: 1, tk, kvLength: l, qOffset: l - 1, causal: true, window: 0, kBlock: 16 }, valid + 1);
+    for (let b = 0; b < batch; b++) {
+      const at = table[b], kept = Array.from(rows.subarray(b * valid, (b + 1) * valid)).flatMap((f, e) => (f ? [e] : []));
+      assert.equal(at, shape.byKeyOffset + batch * shape.kBlocks + 1 + b * (valid + 1));
+      assert.deepEqual(Array.from(table.subarray(at + 1, at + 1 + table[at])), kept.map((e) => 2 * e + (Math.min(16 * (e + 1), tk) > l ? 1 : 0)));
+    }
+    if (gpu) {
+      const got = on(gpu);
+      assert.deepEqual(Array.from((await got.flags.data()) as Int32Array), Array.from(flags), `webgpu flags, ${batch} × ${l}, p ${p}`);
+      assert.deepEqual(Array.from((await got.table.data()) as Int32Array), Array.from(table), `webgpu table, ${batch} × ${l}, p ${p}`);
+    }
+    checked++;
+  }
+  assert.equal(checked, 7);
+  assert.throws(() => selectBlockList(fon.zeros([1, 30]), fon.zeros([1, 30]), { valid: 25, low: 8, high: 9, count: 1, p: 0 }, { fine: 16, tk: 200, kvLength: 390 }),
+    (e) => e instanceof ArgumentError && e.message.startsWith('selectBlockList: 25 blocks of 16 keys for a query at 389 over a cache of 200'));
 });
 
 test('gatherBlocks: each batch entry\'s selected blocks\' K and V rows in block order, rows past Tmax from its last row, past the count dropped, zero rows where fewer are selected; WebGPU equals the CPU for f32, f16 and bf16 [webgpu where present]', async () => {

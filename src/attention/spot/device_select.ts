@@ -1,23 +1,24 @@
 /**
  * One Spot query's selection and its block mask on the device (backends whose reads are
  * asynchronous: webgpu), with no read to the host: the same rule as the host's selectBlocks
- * (selection.ts) through Backend.selectOpen (the threshold search, one workgroup per batch entry,
- * on block scores and log-masses: selector.ts decodeBlockScores), then its block mask, written whole
- * by Backend.flagsMaskTable as a fine mask: one listed block per selected 16-token block (kBlock
- * MASK_K_FINE, read by the split-K decode kernel only), so a step reads the selected keys and no
- * others and tests no segment per key. (The host path's mask, decode_mask.ts, lists 64-key blocks
- * with a segment id per key; both select the same keys.) Also the tokens the selected blocks hold
- * and, on request, which key positions they are (the layer's budget and recall figures, from the
- * segment ids the table holds after its lists).
+ * (selection.ts) through Backend.selectBlockList, which runs the threshold search (one workgroup per
+ * batch entry, on block scores and log-masses: selector.ts decodeBlockScores) and writes, in the same
+ * pass, the block mask of what it kept as a fine mask: one listed block per selected 16-token block
+ * (kBlock MASK_K_FINE, read by the split-K decode kernel only), so a step reads the selected keys and
+ * no others and tests no segment per key. Under static top-K the rule fixes each list's length, so
+ * the mask carries it (BlockMask.counts) and the decode copies nothing from the table. (The host
+ * path's mask, decode_mask.ts, lists 64-key blocks with a segment id per key; both select the same
+ * keys.) Also the tokens the selected blocks hold and, on request, which key positions they are (the
+ * layer's budget and recall figures, from the flags).
  */
 import { MASK_K_FINE } from '../block_mask.ts';
 import { deviceMaskShape } from '../device_mask.ts';
 import type { UploadedMask } from '../../ops/attention.ts';
 import { cast } from '../../ops/cast.ts';
 import { mul, sub } from '../../ops/elementwise.ts';
-import { narrow, reshape } from '../../ops/layout.ts';
+import { broadcastTo, narrow, reshape } from '../../ops/layout.ts';
 import { sum } from '../../ops/reduce.ts';
-import { flagsMaskTable, gatherBlocks, selectOpen } from '../../ops/select.ts';
+import { gatherBlocks, selectBlockList, selectOpen } from '../../ops/select.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
 
@@ -25,23 +26,21 @@ import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
  * Block scores and log-masses (B, 1, N) f32 of one query at position q (N ≥ ⌊q/16⌋ + 1 blocks) →
  * the mask of attention(q (B, H, 1, D), k, v (B, Hkv, tk, D), { kvLength: q + 1, mask }), and
  * functions giving the tokens selected over the batch, (1) f32, and the selected key positions
- * (B, tk) i32, 1 where selected (each a few ops more: asked for only where measured).
+ * (B, 16·(⌊q/16⌋ + 1)) i32, 1 where selected, of which the first q + 1 are the causal keys (each a
+ * few ops more: asked for only where measured).
  */
 export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: () => Tensor; selected: () => Tensor } {
-  const b = scores.shape[0];
+  const b = scores.shape[0], n = scores.shape[2];
   const a = selectArgs(q, rule);
   const valid = a.valid, l = q + 1;
-  const flags = selectFlags(scores, logMass, q, rule);
+  const out = selectBlockList(reshape(scores, [b, n]), reshape(logMass, [b, n]), Object.assign(a, { logMass: true }), { fine: SPOT_BLOCK, tk, kvLength: l });
+  const flags = narrow(out.flags, 1, 0, valid);
   // 16 tokens a selected block, less the part of each query's own block (always selected) past it.
   const tokens = () => reshape(sub(mul(sum(cast(flags, 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
-  // A fine mask (one listed block per selected 16-token block, decode kernels only): the step reads
-  // the selected keys and no others, and needs no segment test (the table's segment ids, written
-  // after the lists, serve the recall figures only).
-  const kBlocks = Math.ceil(tk / SPOT_BLOCK);
-  const table = flagsMaskTable(flags, { fine: SPOT_BLOCK, per: 1, tk, kBlocks, kvLength: l });
-  const shape = deviceMaskShape({ batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: q, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1, { segments: true });
-  const selected = () => reshape(sub(1, narrow(table, 0, shape.segmentOffset, b * tk)), [b, tk]);
-  return { mask: Object.assign({}, shape, { segmentOffset: 0, device: table }), tokens, selected };
+  const selected = () => reshape(broadcastTo(reshape(flags, [b, valid, 1]), [b, valid, SPOT_BLOCK]), [b, valid * SPOT_BLOCK]);
+  const shape = deviceMaskShape({ batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: q, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1);
+  const counts = rule.kind === 'top-k' ? new Array<number>(b).fill(topKBlocks(q, rule).blocks) : undefined;
+  return { mask: Object.assign({}, shape, { device: out.table }, counts ? { counts } : {}), tokens, selected };
 }
 
 /** The selected fine blocks of one query at position q, (B, ⌊q/16⌋ + 1) i32 flags, from its block scores and log-masses (B, 1, N). */

@@ -1,5 +1,5 @@
 /**
- * CPU reference of Backend.selectOpen, flagsMaskTable, gatherBlocks and indexBlockScores, and the threshold search
+ * CPU reference of Backend.selectOpen, flagsMaskTable, selectBlockList, gatherBlocks and indexBlockScores, and the threshold search
  * selectOpen shares with SpotAttention's host selection (attention/spot/selection.ts):
  *
  * - scores become order-preserving u32 keys (−0 = +0);
@@ -12,7 +12,7 @@
  * Masses are summed in f64 here and in f32 on the GPU, so a nucleus boundary that falls within
  * rounding of p·total may differ between the two (exact where the masses are dyadic).
  */
-import type { FlagsMaskArgs, GatherBlocksArgs, IndexScoreArgs, SelectArgs } from '../backend.ts';
+import type { BlockListArgs, FlagsMaskArgs, GatherBlocksArgs, IndexScoreArgs, SelectArgs } from '../backend.ts';
 
 /** A block with no visible key (as SPOT_MASKED: below every score, finite). */
 const MASKED = -1e30;
@@ -134,7 +134,8 @@ export function flagsMaskTable(flags: CpuRef, a: FlagsMaskArgs): CpuHandle {
   const f = flags.h as Int32Array;
   const kb = Math.ceil(a.valid / a.per), stride = kb + 1;
   const qRows = a.batch, kRows = a.batch * a.kBlocks, listsStart = qRows + kRows + 1, segments = listsStart + qRows * stride;
-  const out = new Int32Array(segments + a.batch * a.tk);
+  const withSegments = a.segments ?? true;
+  const out = new Int32Array(segments + (withSegments ? a.batch * a.tk : 0));
   for (let b = 0; b < a.batch; b++) {
     out[b] = listsStart + b * stride;
     out.fill(qRows + kRows, qRows + b * a.kBlocks, qRows + (b + 1) * a.kBlocks);
@@ -147,13 +148,23 @@ export function flagsMaskTable(flags: CpuRef, a: FlagsMaskArgs): CpuHandle {
       if (n > 0) out[listsStart + b * stride + 1 + count++] = 2 * c + (whole ? 0 : 1);
     }
     out[listsStart + b * stride] = count;
-    for (let t = 0; t < a.tk; t++) {
+    for (let t = 0; t < (withSegments ? a.tk : 0); t++) {
       const e = Math.floor(t / a.fine);
       out[segments + b * a.tk + t] = t < a.kvLength && e < a.valid && f[b * a.valid + e] !== 0 ? 0 : 1;
     }
   }
   out[qRows + kRows] = 0;
   return out;
+}
+
+/** Backend.selectBlockList: selectOpen, then flagsMaskTable of its flags (one fine block a mask block, no segment ids). */
+export function selectBlockList(scores: CpuRef, mass: CpuRef, a: SelectArgs, list: BlockListArgs): [CpuHandle, CpuHandle] {
+  const flags = selectOpen(scores, mass, a) as Int32Array;
+  // The table reads the first `valid` flags of each row.
+  const rows = new Int32Array(a.rows * a.valid);
+  for (let r = 0; r < a.rows; r++) rows.set(flags.subarray(r * a.n, r * a.n + a.valid), r * a.valid);
+  const table = flagsMaskTable({ h: rows, shape: [a.rows, a.valid], dtype: 'i32' }, { batch: a.rows, valid: a.valid, fine: list.fine, per: 1, tk: list.tk, kBlocks: list.kBlocks, kvLength: list.kvLength, segments: false });
+  return [flags, table];
 }
 
 /** Backend.gatherBlocks: each batch entry's selected fine blocks' K and V rows, in block order. */

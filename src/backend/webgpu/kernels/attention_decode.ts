@@ -103,9 +103,11 @@ function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v:
   const words = [...uniforms(a), rows, nrows, lo, hi, chunk, nsplit, s0, ...(mask ? maskUniforms(a) : [])];
   // UCOUNT: each mask row's count copied from the table into the uniforms' mcount, the array after the
   // scalar words at the next 16-byte boundary (WGSL's alignment of an array of vec4).
-  const counts = variant.UCOUNT && mask && a.mask?.countAt ? a.mask.countAt : undefined;
+  // Counts the host knows (MaskArgs.counts) are written there directly.
+  const known = variant.UCOUNT && mask ? a.mask?.counts : undefined;
+  const counts = variant.UCOUNT && mask && !known && a.mask?.countAt ? a.mask.countAt : undefined;
   const mcount = Math.ceil(words.length / 4) * 4;
-  if (counts) words.push(...new Array(mcount - words.length).fill(0), ...new Array(MASK_COUNT_ROWS).fill(0));
+  if (counts || known) words.push(...new Array(mcount - words.length).fill(0), ...Array.from({ length: MASK_COUNT_ROWS }, (_, r) => known?.[r] ?? 0));
   be.rt.run({
     kernel: decodeKernel, variant: Object.assign({}, variant, maskVariant(a, mask)),
     uniforms: words,
@@ -139,7 +141,7 @@ function decodeVariant(dtype: DType, a: AttentionArgs, rows: number, subgroups: 
     VE: k8 && !!tune.vEarly && !tune.vMid, VM: k8 && !!tune.vMid, VW: k8 && !!(tune.vEarly || tune.vMid), L1: tune.lsumOnce ?? true, WG: tune.wg ?? 128,
     ...(tune.stageList ? { STAGE: true } : {}),
     // The mask's counts as uniforms (loop bounds the GPU's compiler sees as uniform) where their places are known.
-    ...(a.mask ? { UCOUNT: !!a.mask.countAt && (tune.uniformCount ?? true) } : {}),
+    ...(a.mask ? { UCOUNT: !!(a.mask.countAt || a.mask.counts) && (tune.uniformCount ?? true) } : {}),
     // A fine mask's chunk list preloaded into workgroup memory (LPRE) unless a list form is asked for.
     ...(a.mask && a.mask.kBlock !== MASK_K_BLOCK ? { LPRE: lpre } : {}),
     // VBLK (experimental): the P·V loop reads a listed block's first key once, where its key groups

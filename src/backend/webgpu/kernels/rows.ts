@@ -21,7 +21,7 @@
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
-import type { FlagsMaskArgs, NormArgs, ReduceOp, ScanOp, SelectArgs } from '../../backend.ts';
+import type { BlockListArgs, FlagsMaskArgs, NormArgs, ReduceOp, ScanOp, SelectArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
 import { f32bits, grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
@@ -363,11 +363,12 @@ export function sort(be: WebGpuBackend, x: GpuRef, rows: number, cols: number, d
   return [values, idx];
 }
 
-const selectKernel = rowKernel('rows_select', 'rows_select', (v) => [input('s', v, 'S'), input('m', v, 'M'), { name: 'y', dtype: 'i32', write: true }],
-  'rows: u32, n: u32, valid: u32, low: u32, high: u32, count: u32, p: f32');
+const selectKernel = rowKernel('rows_select', 'rows_select',
+  (v) => [input('s', v, 'S'), input('m', v, 'M'), { name: 'y', dtype: 'i32', write: true }, ...(v.LIST ? [{ name: 't', dtype: 'i32' as const, write: true }] : [])],
+  'rows: u32, n: u32, valid: u32, low: u32, high: u32, count: u32, p: f32, fine: u32, tk: u32, kblocks: u32, kvlen: u32');
 
 const maskTableKernel = rowKernel('rows_select_mask', 'rows_select', () => [{ name: 'x', dtype: 'i32' }, { name: 'y', dtype: 'i32', write: true }],
-  'rows: u32, valid: u32, fine: u32, per: u32, tk: u32, kblocks: u32, kvlen: u32, groups: u32');
+  'rows: u32, valid: u32, fine: u32, per: u32, tk: u32, kblocks: u32, kvlen: u32, groups: u32, segs: u32');
 
 /** Segment ids a flagsMaskTable workgroup writes at most (the table's slices shrink with the cache). */
 const MASK_TABLE_TOKENS = 4096;
@@ -378,10 +379,10 @@ const MASK_TABLE_TOKENS = 4096;
  * tokens one workgroup took 0.165 ms of a 0.9 ms Spot step on the H100, bench/results_spot_profile_h100.log).
  */
 export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArgs): GpuHandle {
-  const kb = Math.ceil(a.valid / a.per), stride = kb + 1;
-  const y = be.alloc('i32', a.batch * (1 + a.kBlocks + stride + a.tk) + 1, 'flagsMaskTable');
-  const groups = Math.max(1, Math.ceil(kb / wgSize(be)), Math.ceil(a.tk / MASK_TABLE_TOKENS));
-  run(be, { kernel: maskTableKernel, variant: { MASKTABLE: true }, uniforms: [a.batch, a.valid, a.fine, a.per, a.tk, a.kBlocks, a.kvLength, groups], buffers: [flags.h.buffer, y.buffer], groups: a.batch * groups });
+  const kb = Math.ceil(a.valid / a.per), stride = kb + 1, segments = a.segments ?? true;
+  const y = be.alloc('i32', a.batch * (1 + a.kBlocks + stride + (segments ? a.tk : 0)) + 1, 'flagsMaskTable');
+  const groups = Math.max(1, Math.ceil(kb / wgSize(be)), segments ? Math.ceil(a.tk / MASK_TABLE_TOKENS) : 1);
+  run(be, { kernel: maskTableKernel, variant: { MASKTABLE: true }, uniforms: [a.batch, a.valid, a.fine, a.per, a.tk, a.kBlocks, a.kvLength, groups, segments ? 1 : 0], buffers: [flags.h.buffer, y.buffer], groups: a.batch * groups });
   return y;
 }
 
@@ -415,26 +416,42 @@ export function selectWg(be: WebGpuBackend, open = 0): number {
  * of two ≥ the span), with their masses (MASS) for top-p only.
  */
 export function selectOpen(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs, tune: SelectTune = {}): GpuHandle {
+  return selectRows(be, scores, mass, a, undefined, tune)[0];
+}
+
+/**
+ * Backend.selectBlockList: selectOpen's kernel writing the fine mask table beside the flags
+ * (rows_select.wgsl LIST): one dispatch where selectOpen then flagsMaskTable took two.
+ */
+export function selectBlockList(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs, list: BlockListArgs, tune: SelectTune = {}): [GpuHandle, GpuHandle] {
+  const [flags, table] = selectRows(be, scores, mass, a, list, tune);
+  return [flags, table!];
+}
+
+/** selectOpen, and with `list` the table selectBlockList writes. */
+function selectRows(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectArgs, list: BlockListArgs | undefined, tune: SelectTune): [GpuHandle, GpuHandle | undefined] {
   const open = Math.max(0, a.high - a.low);
   const wg = tune.wg ?? selectWg(be, open);
   if (!(wg >= 32 && (wg & (wg - 1)) === 0 && wg <= be.caps.maxInvocations && selectStorage(wg) <= be.caps.maxWorkgroupStorage)) {
     throw new UnsupportedError(`webgpu: selectOpen with ${wg} invocations a workgroup needs a power of two from 32 to ${be.caps.maxInvocations} whose ${selectStorage(wg)} bytes of workgroup memory fit the device's ${be.caps.maxWorkgroupStorage}`);
   }
   const y = be.alloc('i32', a.rows * a.n, 'selectOpen');
-  if (a.rows * a.n === 0) return y;
+  const t = list ? be.alloc('i32', a.rows * (1 + list.kBlocks + a.valid + 1) + 1, 'selectBlockList') : undefined;
+  if (a.rows * a.n === 0) return [y, t];
   let per = 1;
   while (per * wg < open) per *= 2;
   run(be, {
-    kernel: selectKernel, variant: { SELECT: true, MASS: a.p > 0, LOGMASS: a.p > 0 && !!a.logMass, PER: per, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
-    uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p)], buffers: [scores.h.buffer, mass.h.buffer, y.buffer], groups: a.rows, wg,
+    kernel: selectKernel, variant: { SELECT: true, MASS: a.p > 0, LOGMASS: a.p > 0 && !!a.logMass, PER: per, LIST: !!list, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
+    uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p), list?.fine ?? 0, list?.tk ?? 0, list?.kBlocks ?? 0, list?.kvLength ?? 0],
+    buffers: [scores.h.buffer, mass.h.buffer, y.buffer, ...(t ? [t.buffer] : [])], groups: a.rows, wg,
   });
-  return y;
+  return [y, t];
 }
 
 /** Workgroup bytes of rows_select.wgsl SELECT at wg invocations: red and red2 (f32), part (vec4) and tot. */
 const selectStorage = (wg: number) => wg * (4 + 4 + 16) + 64;
 
-export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort' | 'selectOpen' | 'flagsMaskTable'> {
+export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort' | 'selectOpen' | 'selectBlockList' | 'flagsMaskTable'> {
   return {
     reduce: (x, op, rows, cols) => reduce(be, x, op, rows, cols),
     softmax: (x, rows, cols) => softmaxLike(be, x, rows, cols, 'SOFTMAX'),
@@ -450,6 +467,7 @@ export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'sof
     scan: (x, op, rows, cols) => scan(be, x, op, rows, cols),
     sort: (x, rows, cols, desc) => sort(be, x, rows, cols, desc),
     selectOpen: (scores, mass, a) => selectOpen(be, scores, mass, a),
+    selectBlockList: (scores, mass, a, list) => selectBlockList(be, scores, mass, a, list),
     flagsMaskTable: (flags, a) => flagsMaskTable(be, flags, a),
   };
 }

@@ -160,13 +160,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     }
   }
   let c_above2 = wg_count(lid, n_above2);
-  var k = u32(wg_scan(lid, f32(ties)).x);
+  let k0 = u32(wg_scan(lid, f32(ties)).x);
   let need = select(0u, take - c_above2, take > c_above2);
+  var k = k0;
+  var kept_n = 0u;
   if (live) {
     for (var i = 0u; i < PER; i++) {
       if (i < mine) {
         var kept = ks[i] > theta2;
         if (ks[i] == theta2) { kept = k < need; k += 1u; }
+        if (kept) { kept_n += 1u; }
         sti_y(base + first + i, select(0i, 1i, kept));
       }
     }
@@ -174,7 +177,47 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
       if (!is_open(e)) { sti_y(base + e, select(0i, 1i, e < P.valid)); }
     }
   }
+#if LIST
+  // LIST (Backend.selectBlockList): the row's fine mask table too, as Backend.flagsMaskTable writes
+  // it with one fine block a mask block and no segment ids: its by-query index entry, its by-key
+  // index at the empty list, and its list (the count, then 2·e + partial for each kept entry e in
+  // index order, zeros after): the reserved entries below P.low first, the kept open ones at the
+  // places an exclusive sum of the spans' kept counts gives, then the reserved ones from P.high.
+  let placed = wg_scan(lid, f32(kept_n));
+  if (live) {
+    let stride = P.valid + 1u;
+    let empty = P.rows + P.rows * P.kblocks;
+    let list = empty + 1u + row * stride;
+    let kept_open = u32(placed.y);
+    let count = P.low + kept_open + (P.valid - P.high);
+    if (lid == 0u) {
+      sti_t(row, i32(list));
+      sti_t(list, i32(count));
+      if (row == 0u) { sti_t(empty, 0i); }
+    }
+    for (var c = lid; c < P.kblocks; c += WG) { sti_t(P.rows + row * P.kblocks + c, i32(empty)); }
+    var at = P.low + u32(placed.x);
+    k = k0;
+    for (var i = 0u; i < PER; i++) {
+      if (i < mine) {
+        var kept = ks[i] > theta2;
+        if (ks[i] == theta2) { kept = k < need; k += 1u; }
+        if (kept) { sti_t(list + 1u + at, entry_of(first + i)); at += 1u; }
+      }
+    }
+    for (var e = lid; e < P.valid; e += WG) {
+      if (e < P.low) { sti_t(list + 1u + e, entry_of(e)); }
+      if (e >= P.high) { sti_t(list + 1u + P.low + kept_open + (e - P.high), entry_of(e)); }
+    }
+    for (var x = count + lid; x < P.valid; x += WG) { sti_t(list + 1u + x, 0i); }
+  }
+#endif
 }
+
+#if LIST
+// The list entry of fine block e: 2·e, plus 1 where the block reaches past the visible keys (partial).
+fn entry_of(e: u32) -> i32 { return i32(2u * e + select(0u, 1u, min((e + 1u) * P.fine, P.tk) > P.kvlen)); }
+#endif
 #endif
 
 #if MASKTABLE
@@ -186,7 +229,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 // in steps of WG; an entry is whole where every key of it up to tk is visible and selected). The last
 // workgroup of an entry writes its by-query index entry, the list's count and the zeros after it;
 // workgroup 0 writes the empty list.
-// P: rows (= batch), valid, fine, per, tk, kblocks, kvlen (keys from it on carry segment 1), groups.
+// P: rows (= batch), valid, fine, per, tk, kblocks, kvlen (keys from it on carry segment 1), groups,
+// segs (0: the table has no segment ids).
 
 // Whether mask block c of batch entry b holds a selected fine block (how many it holds).
 fn mt_selected(b: u32, c: u32) -> u32 {
@@ -220,7 +264,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     if (flat == 0u && lid == 0u) { sti_y(empty, 0i); }
     let kr = mt_slice(P.kblocks, w);
     for (var c = kr.x + lid; c < kr.y; c += WG) { sti_y(q_rows + b * P.kblocks + c, i32(empty)); }
-    let tr = mt_slice(P.tk, w);
+    let tr = mt_slice(select(0u, P.tk, P.segs != 0u), w);
     for (var t = tr.x + lid; t < tr.y; t += WG) {
       let e = t / P.fine;
       var seg = 1i;
