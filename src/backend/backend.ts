@@ -116,6 +116,12 @@ export interface MatmulArgs {
   outDType: FloatDType;
 }
 
+/**
+ * Backend.matmulMany's shape: m rows of k values against weights of n_i rows of k (as a Linear
+ * stores them), each product in its own dtype.
+ */
+export interface MatmulManyArgs { m: number; k: number; ns: readonly number[]; outDTypes: readonly FloatDType[] }
+
 /** Strided read: out[idx] = x[offset + Σ idx[d]·strides[d]]; strides may be 0 or negative. */
 export interface StridedArgs { outShape: readonly number[]; strides: readonly number[]; offset: number }
 
@@ -230,6 +236,12 @@ export interface Kernels<H> {
   /** Reduces the last axis of x viewed as (rows, cols) → (rows). f32 accumulation. */
   reduce(x: Ref<H>, op: ReduceOp, rows: number, cols: number): H;
   matmul(a: Ref<H>, b: Ref<H>, args: MatmulArgs): H;
+  /**
+   * Several projections of the same rows: a (m, k) against weights bs[i] (n_i, k) of one dtype →
+   * a·bs[i]ᵀ (m, n_i) in outDTypes[i] each, f32 accumulation (a decoding step's projections of one
+   * input: one dispatch on webgpu where it can, matmul_rows.wgsl MANY).
+   */
+  matmulMany(a: Ref<H>, bs: readonly Ref<H>[], args: MatmulManyArgs): H[];
   /** Gathers a strided view into a new contiguous tensor (permute, slice, flip, broadcast). */
   copyStrided(x: Ref<H>, args: StridedArgs): H;
   /** Copy of base with src written through the strided view (slice backward, setSlice). */

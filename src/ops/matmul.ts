@@ -1,6 +1,7 @@
 /** Batched matrix multiply with optional transposes and batch broadcasting, and its gradient. */
 import { ShapeError } from '../errors.ts';
 import { record } from '../tensor/autograd.ts';
+import { isGradEnabled } from '../tensor/scope.ts';
 import { autocastDType } from '../tensor/autocast.ts';
 import type { FloatDType } from '../tensor/dtype.ts';
 import { cast } from './cast.ts';
@@ -52,6 +53,29 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
 
 function expandBatch(x: Tensor, batchShape: readonly number[]): Tensor {
   return broadcastTo(x, [...batchShape, ...x.shape.slice(-2)]);
+}
+
+/**
+ * Several Linear projections of one input without bias: x (…, in) against weights (out_i, in) →
+ * x·W_iᵀ (…, out_i), each in outDTypes[i] (default x's dtype). Where nothing asks for a gradient and
+ * no autocast lowers the operands, one Backend.matmulMany (on webgpu one dispatch for a decoding
+ * step's rows); else one `linear` each, the same products.
+ */
+export function linears(x: Tensor, weights: readonly Tensor[], outDTypes: readonly (FloatDType | undefined)[] = []): Tensor[] {
+  const inF = x.shape[x.rank - 1];
+  const be = backendOf('linears', x, ...weights);
+  requireFloat('linears', x);
+  for (const w of weights) {
+    if (w.rank !== 2 || w.shape[1] !== inF) throw new ShapeError(`linears: weight ${fmt(w.shape)} for inputs ${fmt(x.shape)}: expected (out, ${inF})`);
+    requireSameDType('linears', x, w);
+  }
+  const grad = isGradEnabled() && (x.requiresGrad || weights.some((w) => w.requiresGrad));
+  const lowered = !!autocastDType() && x.dtype === 'f32' && weights[0]?.dtype === 'f32';
+  if (grad || lowered || weights.length < 2) return weights.map((w, i) => linear(x, w, undefined, true, outDTypes[i] ? { outDType: outDTypes[i] } : {}));
+  const m = x.size / inF, lead = x.shape.slice(0, -1);
+  const outs = outDTypes.length ? weights.map((_, i) => outDTypes[i] ?? (x.dtype as FloatDType)) : weights.map(() => x.dtype as FloatDType);
+  const hs = be.matmulMany(ref(x), weights.map(ref), { m, k: inF, ns: weights.map((w) => w.shape[0]), outDTypes: outs });
+  return hs.map((h, i) => wrap(be, h, [...lead, weights[i].shape[0]], outs[i]));
 }
 
 /**

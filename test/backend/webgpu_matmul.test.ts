@@ -197,6 +197,56 @@ test('matmul kernel choice: the few-rows kernel for 1 … 4 rows with K ≥ 64, 
   g.free(a.h); g.free(b.h);
 });
 
+test('matmulMany (several weights of one input, one dispatch: matmul_rows.wgsl MANY) vs CPU: 2 and 3 weights, 1 … 4 rows, weights of 1 … 130 rows, f32/f16/bf16 weights, outputs in f32 and f16 each; one dispatch; bf16 outputs fall back to a matmul each [webgpu]', { skip }, async () => {
+  const g = gpu!;
+  const cases: [number, number, number[], FloatDType, FloatDType[]][] = [
+    [1, 256, [130, 4, 33], 'f32', ['f32', 'f32', 'f16']],
+    [1, 2048, [64, 7], 'f16', ['f32', 'f16']],
+    [3, 132, [5, 1, 67], 'bf16', ['f32', 'f32', 'f32']],
+    [4, 64, [9, 16], 'f32', ['f16', 'f32']],
+    [2, 516, [1, 1, 1], 'f16', ['f16', 'f16', 'f32']],
+  ];
+  for (const [m, k, ns, dtype, outs] of cases) {
+    const outDTypes = outs.map((o) => (o === 'f16' && !g.caps.f16 ? 'f32' : o));
+    const ah = randomHost(m * k, dtype), bhs = ns.map((n) => randomHost(n * k, dtype));
+    const a = { h: g.upload(ah, dtype), shape: [m, k], dtype }, bs = bhs.map((bh, i) => ({ h: g.upload(bh, dtype), shape: [ns[i], k], dtype }));
+    const kernels: string[] = [];
+    const run = g.rt.run.bind(g.rt);
+    g.rt.run = (d) => { kernels.push(`${d.kernel.name}${d.variant.MANY ? ' many' : ''}`); run(d); };
+    let hs: GpuHandle[];
+    try {
+      hs = g.matmulMany(a, bs, { m, k, ns, outDTypes });
+    } finally {
+      g.rt.run = run;
+    }
+    assert.deepEqual(kernels, ['matmul_rows many'], `${m} × ${k} against ${ns.join(', ')}`);
+    for (let i = 0; i < ns.length; i++) {
+      const ref = cpuMatmul({ h: ah, shape: [m, k], dtype }, { h: bhs[i], shape: [ns[i], k], dtype }, { batch: 1, m, n: ns[i], k, transA: false, transB: true, batchA: 1, batchB: 1, outDType: 'f32' }) as Float32Array;
+      const out = hostToF32(await g.read(hs[i], outDTypes[i], m * ns[i]), outDTypes[i]);
+      let worst = 0;
+      for (let x = 0; x < ref.length; x++) worst = Math.max(worst, Math.abs(out[x] - ref[x]) / (1 + Math.abs(ref[x])));
+      assert.ok(worst <= TOL[outDTypes[i]], `${m} × ${k}, weight ${i} (${ns[i]} rows, ${dtype}) into ${outDTypes[i]}: worst error ${worst}`);
+      g.free(hs[i]);
+    }
+    g.free(a.h);
+    for (const b of bs) g.free(b.h);
+  }
+  // A bf16 output is not stored by the kernel: one matmul a weight, the same products.
+  const a = { h: g.upload(randomHost(64, 'f32'), 'f32'), shape: [1, 64], dtype: 'f32' as const };
+  const bs = [3, 5].map((n) => ({ h: g.upload(randomHost(n * 64, 'f32'), 'f32'), shape: [n, 64], dtype: 'f32' as const }));
+  const kernels: string[] = [];
+  const run = g.rt.run.bind(g.rt);
+  g.rt.run = (d) => { kernels.push(`${d.kernel.name}${d.variant.MANY ? ' many' : ''}`); run(d); };
+  try {
+    for (const h of g.matmulMany(a, bs, { m: 1, k: 64, ns: [3, 5], outDTypes: ['bf16', 'f32'] })) g.free(h);
+  } finally {
+    g.rt.run = run;
+  }
+  assert.ok(!kernels.includes('matmul_rows many') && kernels.filter((x) => x === 'matmul_rows').length === 2, kernels.join(', '));
+  g.free(a.h);
+  for (const b of bs) g.free(b.h);
+});
+
 test('matmul k = 0 gives zeros, m = 0 gives an empty result [webgpu]', { skip }, async () => {
   await check({ m: 3, n: 5, k: 0, batch: 1, batchA: 1, batchB: 1, transA: false, transB: false, dtype: 'f32', out: 'f32' }, (a, b, args) => gpu!.matmul(a, b, args));
   await check({ m: 0, n: 5, k: 4, batch: 1, batchA: 1, batchB: 1, transA: false, transB: false, dtype: 'f32', out: 'f32' }, (a, b, args) => gpu!.matmul(a, b, args));

@@ -18,7 +18,7 @@ import { Module } from '../../nn/module.ts';
 import type { ParamFactory } from '../../nn/params.ts';
 import { arange } from '../../ops/creation.ts';
 import { le, mul, relu, where } from '../../ops/elementwise.ts';
-import { matmul } from '../../ops/matmul.ts';
+import { linears, matmul } from '../../ops/matmul.ts';
 import { indexBlockScores } from '../../ops/select.ts';
 import { concat, narrow, permute, reshape } from '../../ops/layout.ts';
 import { sum } from '../../ops/reduce.ts';
@@ -55,6 +55,20 @@ export class SpotSelector extends Module {
   }
 
   /**
+   * A decoding step's projections of xq (B, n, C) in one pass (ops/matmul.ts linears: one dispatch
+   * on webgpu): the index queries (B, n, H_I, d_I) and head weights (B, n, H_I) in f32 (the block
+   * scores are computed in f32), and with `o.keys` the selector keys (B, n, d_I) too, in o.keyDType
+   * (default xq's: as `keys`).
+   */
+  decodeProjections(xq: Tensor, o: { keys?: boolean; keyDType?: FloatDType } = {}): { q: Tensor; w: Tensor; keys?: Tensor } {
+    const [b, n] = xq.shape;
+    const { heads, dim } = this.shape;
+    const weights = [this.q.weight, this.w.weight, ...(o.keys ? [this.k.weight] : [])];
+    const [q, w, keys] = linears(xq, weights, ['f32', 'f32', o.keyDType]);
+    return { q: reshape(q, [b, n, heads, dim]), w, ...(keys ? { keys } : {}) };
+  }
+
+  /**
    * Token scores of queries xq (B, n, C) at positions pos … pos + n − 1 against keys (B, L, d_I) →
    * (B, n, L), SPOT_MASKED where t > q: what training distils (a decoding step pools its block
    * scores straight from the cache instead: decodeBlockScores).
@@ -76,13 +90,11 @@ export class SpotSelector extends Module {
  * (ops/select.ts indexBlockScores: one pass, no token scores kept): queries xq (B, n, C) at positions
  * pos … pos + n − 1 over keys (B, Tmax, d_I) of which the first l are read → (B, n, ⌈l/16⌉) each:
  * the max-pooled score and log Σ_{t∈block} e^{s_t} (the block's softmax mass up to one offset a row).
+ * `o.proj`: xq's projections where the step made them already (SpotSelector.decodeProjections).
  */
-export function decodeBlockScores(sel: SpotSelector, xq: Tensor, keys: Tensor, o: { l: number; pos: number }): { max: Tensor; logMass: Tensor } {
-  const [b, n] = xq.shape;
-  const { heads, dim } = sel.shape;
-  // The scores are computed in f32: a 16-bit model's projections are written in f32 by the GEMM.
-  const q = reshape(sel.q.forward(xq, 'f32'), [b, n, heads, dim]);
-  return indexBlockScores(q, sel.w.forward(xq, 'f32'), keys, { l: o.l, pos: o.pos, block: SPOT_BLOCK, scale: 1 / Math.sqrt(dim) });
+export function decodeBlockScores(sel: SpotSelector, xq: Tensor, keys: Tensor, o: { l: number; pos: number; proj?: { q: Tensor; w: Tensor } }): { max: Tensor; logMass: Tensor } {
+  const { q, w } = o.proj ?? sel.decodeProjections(xq);
+  return indexBlockScores(q, w, keys, { l: o.l, pos: o.pos, block: SPOT_BLOCK, scale: 1 / Math.sqrt(sel.shape.dim) });
 }
 
 /**

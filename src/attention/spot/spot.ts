@@ -142,12 +142,18 @@ export class SpotAttention extends Module implements AttentionMechanism {
     if (!keys) throw new ArgumentError(`${this.name}: the KV cache slot has no selector keys; make the cache with KvCache from this model's config`);
     kvWrite(cache.k, k, pos);
     kvWrite(cache.v, v, pos);
-    keys.write(pos, this.selector.keys(input.x, keys.format === 'f16' ? 'f16' : undefined)); // f16 keys come out of the GEMM as stored
     const l = pos + n;
-    if (pos === 0 && n > 1) return attention(q, cache.k, cache.v, { causal: true, kvLength: l }); // the prompt: dense
-    // Each row selects its blocks among its causal ones, then attends over them: block scores and
-    // log-masses in one pass over the cached selector keys.
-    const { max: scores, logMass } = decodeBlockScores(this.selector, input.x, keys.view(l), { l, pos }); // (B, n, ⌈L/16⌉)
+    const keyDType = keys.format === 'f16' ? 'f16' : undefined; // f16 keys come out of the GEMM as stored
+    if (pos === 0 && n > 1) {
+      keys.write(pos, this.selector.keys(input.x, keyDType));
+      return attention(q, cache.k, cache.v, { causal: true, kvLength: l }); // the prompt: dense
+    }
+    // Each row selects its blocks among its causal ones, then attends over them: the selector's
+    // three projections of the rows in one pass, then block scores and log-masses in one pass over
+    // the cached selector keys.
+    const proj = this.selector.decodeProjections(input.x, { keys: true, keyDType });
+    keys.write(pos, proj.keys!);
+    const { max: scores, logMass } = decodeBlockScores(this.selector, input.x, keys.view(l), { l, pos, proj }); // (B, n, ⌈L/16⌉)
     const rows: Tensor[] = [];
     let selected: Tensor | undefined;
     const tk = cache.k.shape[2];

@@ -52,6 +52,8 @@ export class CpuBackend implements Backend<CpuHandle> {
   where: Backend<CpuHandle>['where'] = (c, a, b, s) => this.track(where(c, a, b, s));
   reduce: Backend<CpuHandle>['reduce'] = (x, op, r, c) => this.track(reduce(x, op, r, c));
   matmul: Backend<CpuHandle>['matmul'] = (a, b, args) => this.track(matmul(a, b, args));
+  matmulMany: Backend<CpuHandle>['matmulMany'] = (a, bs, { m, k, ns, outDTypes }) =>
+    bs.map((b, i) => this.track(matmul(a, b, { batch: 1, m, n: ns[i], k, transA: false, transB: true, batchA: 1, batchB: 1, outDType: outDTypes[i] })));
   copyStrided: Backend<CpuHandle>['copyStrided'] = (x, args) => this.track(copyStrided(x, args));
   assignStrided: Backend<CpuHandle>['assignStrided'] = (b, s, args) => this.track(assignStrided(b, s, args));
   concat: Backend<CpuHandle>['concat'] = (xs, o, i) => this.track(concat(xs, o, i));

@@ -20,7 +20,7 @@
  */
 import { UnsupportedError } from '../../../errors.ts';
 import type { DType } from '../../../tensor/dtype.ts';
-import type { MatmulArgs } from '../../backend.ts';
+import type { MatmulArgs, MatmulManyArgs } from '../../backend.ts';
 import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import type { Kernel } from '../runtime.ts';
@@ -78,8 +78,8 @@ function loader(name: string, dtype: DType, f16: boolean): string {
  * Uniforms at binding 0, then a, b (read) and c (read_write). An input given as `vec` is bound
  * as an array of that vector type (no loader); otherwise by its storage type with `ld_`.
  */
-function bindings(caps: GpuCaps, a: { dtype: DType; vec?: string }, b: { dtype: DType; vec?: string }, c: { dtype: DType; vec?: string }): string {
-  const lines = [`struct Params { ${PARAMS} }`, '@group(0) @binding(0) var<uniform> P: Params;'];
+function bindings(caps: GpuCaps, a: { dtype: DType; vec?: string }, b: { dtype: DType; vec?: string }, c: { dtype: DType; vec?: string }, params = ''): string {
+  const lines = [`struct Params { ${PARAMS}${params} }`, '@group(0) @binding(0) var<uniform> P: Params;'];
   const input = (slot: number, name: string, x: { dtype: DType; vec?: string }) => {
     lines.push(`@group(0) @binding(${slot}) var<storage, read> ${name}: array<${x.vec ?? storageType(x.dtype, caps.f16)}>;`);
     if (!x.vec) lines.push(loader(name, x.dtype, caps.f16));
@@ -92,6 +92,19 @@ function bindings(caps: GpuCaps, a: { dtype: DType; vec?: string }, b: { dtype: 
 }
 
 const dt = (v: Variant, k: string) => v[k] as DType;
+
+/**
+ * matmul_rows.wgsl MANY's further weights and outputs after a, b, c: b1 and c1 at bindings 4 and 5,
+ * b2 and c2 at 6 and 7, the weights read 4 values at a time as b is, `outs` the outputs' dtypes.
+ */
+function manyBindings(caps: GpuCaps, weight: DType, outs: readonly DType[]): string {
+  return outs.flatMap((c, i) => [
+    `@group(0) @binding(${4 + 2 * i}) var<storage, read> b${i + 1}: array<${vec4Type(weight)}>;`,
+    loader4(`b${i + 1}`, weight),
+    `@group(0) @binding(${5 + 2 * i}) var<storage, read_write> c${i + 1}: array<${storageType(c, caps.f16)}>;`,
+    c === 'f32' ? `fn st_c${i + 1}(i: u32, v: f32) { c${i + 1}[i] = v; }` : `fn st_c${i + 1}(i: u32, v: f32) { c${i + 1}[i] = f16(v); }`,
+  ]).join('\n');
+}
 
 /** The plain tiled kernel; its variant carries dtypes, transposes, vector flags and the tile. */
 export const plainKernel: Kernel = {
@@ -242,11 +255,14 @@ const vec4Type = (dtype: DType) => (dtype === 'f32' ? 'vec4<f32>' : 'vec2<u32>')
 const rowsKernel: Kernel = {
   name: 'matmul_rows',
   source: (v, caps) => {
-    const f16 = caps.f16 && [dt(v, 'A'), dt(v, 'B'), dt(v, 'C')].includes('f16');
+    const nw = Number(v.NW ?? 1);
+    const outs = ['C', 'C1', 'C2'].slice(0, nw).map((key) => dt(v, key));
+    const f16 = caps.f16 && [dt(v, 'A'), dt(v, 'B'), ...outs].includes('f16');
     const vec = v.VEC === true;
     const body = vec
-      ? bindings(caps, { dtype: dt(v, 'A'), vec: vec4Type(dt(v, 'A')) }, { dtype: dt(v, 'B'), vec: vec4Type(dt(v, 'B')) }, { dtype: dt(v, 'C') })
+      ? bindings(caps, { dtype: dt(v, 'A'), vec: vec4Type(dt(v, 'A')) }, { dtype: dt(v, 'B'), vec: vec4Type(dt(v, 'B')) }, { dtype: dt(v, 'C') }, nw > 1 ? ', o1: u32, o2: u32' : '')
         + '\n' + loader4('a', dt(v, 'A')) + '\n' + loader4('b', dt(v, 'B'))
+        + (nw > 1 ? '\n' + manyBindings(caps, dt(v, 'B'), outs.slice(1)) : '')
       : bindings(caps, { dtype: dt(v, 'A') }, { dtype: dt(v, 'B') }, { dtype: dt(v, 'C') });
     const head = (f16 ? 'enable f16;\n' : '') + (v.SGR ? 'enable subgroups;\n' : '') + body;
     return preprocess(wgslSource('matmul_rows'), { ...v, HEADER: head });
@@ -305,6 +321,46 @@ export function matmulRows(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: Matmul
   // Every row of A a workgroup (M ≤ 4 rows a block), wg / lanes columns a workgroup.
   return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) =>
     dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: false, TRANS_B: true, VEC: true, LC: lanes, WG: wg, SGR: sgr }, a, b, buf, args, ROWS_MAX, wg / lanes));
+}
+
+/** The most weights Backend.matmulMany takes in one dispatch (matmul_rows.wgsl MANY). */
+export const MANY_MAX = 3;
+
+/**
+ * Whether matmul_rows.wgsl MANY takes a matmulMany call: 2 … MANY_MAX weights of one dtype, each
+ * (n_i, k) as a Linear stores it, few rows, K a multiple of 4 and long enough to split, outputs
+ * the device stores as they are (f32, or f16 with shader-f16), the columns within one grid axis.
+ */
+export function manyEligible(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs): boolean {
+  const n = args.ns.reduce((x, y) => x + y, 0);
+  return bs.length >= 2 && bs.length <= MANY_MAX && bs.every((b) => b.dtype === bs[0].dtype) && [a, ...bs].every((x) => x.dtype === 'f32' || x.dtype === 'f16' || x.dtype === 'bf16')
+    && args.m >= 1 && args.m <= ROWS_MAX && args.k >= ROWS_MIN_K && args.k % 4 === 0
+    && args.outDTypes.every((d) => d === 'f32' || (d === 'f16' && be.caps.f16))
+    && cdiv(n, Math.max(1, Math.min(be.caps.maxInvocations, ROWS_DEFAULTS.wg) / ROWS_DEFAULTS.lanes)) <= 65535;
+}
+
+/**
+ * Backend.matmulMany: one dispatch of matmul_rows.wgsl's VEC form over every weight (MANY) where it
+ * takes the call (manyEligible), else one matmul a weight.
+ */
+export function matmulMany(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs): GpuHandle[] {
+  const { m, k, ns, outDTypes } = args;
+  if (!manyEligible(be, a, bs, args)) {
+    return bs.map((b, i) => matmul(be, a, b, { batch: 1, m, n: ns[i], k, transA: false, transB: true, batchA: 1, batchB: 1, outDType: outDTypes[i] }));
+  }
+  const n = ns.reduce((x, y) => x + y, 0);
+  const lanes = ROWS_DEFAULTS.lanes, wg = Math.min(be.caps.maxInvocations, Math.max(lanes, ROWS_DEFAULTS.wg));
+  const sgr = be.caps.subgroups && be.caps.subgroupMinSize >= lanes;
+  const outs = bs.map((_, i) => be.alloc(outDTypes[i], m * ns[i], 'matmulMany'));
+  const nw = bs.length;
+  be.rt.run({
+    kernel: rowsKernel,
+    variant: { A: a.dtype, B: bs[0].dtype, C: outDTypes[0], C1: outDTypes[1], ...(nw > 2 ? { C2: outDTypes[2] } : {}), TRANS_A: false, TRANS_B: true, VEC: true, MANY: true, NW: nw, NW3: nw > 2, LC: lanes, WG: wg, SGR: sgr },
+    uniforms: [m, n, k, 0, 0, 0, 0, ns[0], nw > 2 ? ns[0] + ns[1] : n],
+    buffers: [a.h.buffer, bs[0].h.buffer, outs[0].buffer, ...bs.slice(1).flatMap((b, i) => [b.h.buffer, outs[i + 1].buffer])],
+    workgroups: [cdiv(n, wg / lanes), 1, 1],
+  });
+  return outs;
 }
 
 /** 128×128 blocks when they fill the GPU, else 64×64. */
@@ -366,6 +422,6 @@ export function matmul(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: MatmulArgs
   return tcEligible(be, a, b) ? matmulTc(be, a, b, args) : matmulPlain(be, a, b, args);
 }
 
-export function matmulKernels(be: WebGpuBackend): Pick<KernelTable, 'matmul'> {
-  return { matmul: (a, b, args) => matmul(be, a, b, args) };
+export function matmulKernels(be: WebGpuBackend): Pick<KernelTable, 'matmul' | 'matmulMany'> {
+  return { matmul: (a, b, args) => matmul(be, a, b, args), matmulMany: (a, bs, args) => matmulMany(be, a, bs, args) };
 }

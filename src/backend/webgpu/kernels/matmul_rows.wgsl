@@ -14,6 +14,9 @@
 //   else    (B stored (K, N)): 64 columns a workgroup (consecutive lanes read consecutive n), 4
 //           groups along K each, then a sum of 4.
 // The scalar forms: one workgroup per (column block, row of C, batch); 16-bit inputs through ld_a / ld_b.
+// MANY (the VEC form over NW = 2 or 3 weights of one input, Backend.matmulMany: a decoding step's
+// projections of one row in one dispatch): the columns of C run over the weights' rows in turn (b,
+// then b1 from P.o1, b2 from P.o2), each weight's C in its own output (c, c1, c2; batch 1).
 {{HEADER}}
 
 #if VEC
@@ -26,6 +29,31 @@ const NCV = WG / LC;
 var<workgroup> red4: array<vec4<f32>, WG>;
 #endif
 
+#if MANY
+const NW = {{NW}}u;
+// Which weight column j belongs to (0, 1, 2) and its row there.
+fn weight_of(j: u32) -> u32 { return select(select(0u, 1u, j >= P.o1), 2u, NW > 2u && j >= P.o2); }
+fn weight_row(w: u32, j: u32) -> u32 { return j - select(select(0u, P.o1, w == 1u), P.o2, w == 2u); }
+fn weight_rows(w: u32) -> u32 { return select(select(P.o1, P.o2 - P.o1, w == 1u), P.n - P.o2, w == 2u); }
+// Group g of 4 values of weight w.
+fn ld4_w(w: u32, g: u32) -> vec4<f32> {
+  if (w == 1u) { return ld4_b1(g); }
+#if NW3
+  if (w == 2u) { return ld4_b2(g); }
+#endif
+  return ld4_b(g);
+}
+// C of weight w at (row r, its column jw).
+fn st_w(w: u32, r: u32, jw: u32, x: f32) {
+  let i = r * weight_rows(w) + jw;
+  if (w == 1u) { st_c1(i, x); return; }
+#if NW3
+  if (w == 2u) { st_c2(i, x); return; }
+#endif
+  st_c(i, x);
+}
+#endif
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let bz = wid.z + P.b0;
@@ -34,12 +62,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let j = wid.x * NCV + c;
   let k4 = P.k / 4u;
   let abase = bz * (P.strideA / 4u);
+#if MANY
+  let w = weight_of(j);
+  let jw = weight_row(w, j);
+  let brow = jw * k4;
+#else
   let brow = bz * (P.strideB / 4u) + j * k4;
+#endif
   // Row r of A's partial dot in component r (rows past P.m stay 0).
   var s = vec4<f32>(0.0);
   if (j < P.n) {
     for (var g = kl; g < k4; g += LC) {
+#if MANY
+      let bv = ld4_w(w, brow + g);
+#else
       let bv = ld4_b(brow + g);
+#endif
       s.x += dot(ld4_a(abase + g), bv);
       if (P.m > 1u) { s.y += dot(ld4_a(abase + k4 + g), bv); }
       if (P.m > 2u) { s.z += dot(ld4_a(abase + 2u * k4 + g), bv); }
@@ -59,11 +97,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   s = red4[lid];
 #endif
   if (kl == 0u && j < P.n) {
+#if MANY
+    st_w(w, 0u, jw, s.x);
+    if (P.m > 1u) { st_w(w, 1u, jw, s.y); }
+    if (P.m > 2u) { st_w(w, 2u, jw, s.z); }
+    if (P.m > 3u) { st_w(w, 3u, jw, s.w); }
+#else
     let cb = bz * P.m * P.n + j;
     st_c(cb, s.x);
     if (P.m > 1u) { st_c(cb + P.n, s.y); }
     if (P.m > 2u) { st_c(cb + 2u * P.n, s.z); }
     if (P.m > 3u) { st_c(cb + 3u * P.n, s.w); }
+#endif
   }
 }
 #else
