@@ -228,6 +228,9 @@ export interface DepthMixArgs { batch: number; heads: number; kvHeads: number; t
 /** kvWrite: x (batch, kvHeads, n, d) written into cache (batch, kvHeads, tmax, d) at rows [pos, pos + n). */
 export interface KvWriteArgs { batch: number; kvHeads: number; tmax: number; n: number; d: number; pos: number }
 
+/** One write of Backend.kvWriteMany. */
+export interface KvWriteOne<H> { cache: Ref<H>; x: Ref<H>; args: KvWriteArgs }
+
 export interface Kernels<H> {
   unary(x: Ref<H>, op: UnaryOp): H;
   binary(a: Ref<H>, b: Ref<H>, op: BinaryOp, outShape: readonly number[]): H;
@@ -402,6 +405,8 @@ export interface Kernels<H> {
   depthMixBackward(q: Ref<H>, keys: readonly Ref<H>[], values: readonly Ref<H>[], alpha: Ref<H>, dout: Ref<H>, args: DepthMixArgs): [H, H[], H[]];
   /** In place: writes x into rows [pos, pos + n) of every (batch, kv head) of cache. */
   kvWrite(cache: Ref<H>, x: Ref<H>, args: KvWriteArgs): void;
+  /** Several kvWrites of one step (K, V, side state), in place: one dispatch on webgpu where it can. */
+  kvWriteMany(writes: readonly KvWriteOne<H>[]): void;
   /** In place: param, m, v updated (decoupled weight decay, AdamW). */
   adamw(param: Ref<H>, grad: Ref<H>, m: Ref<H>, v: Ref<H>, args: AdamWArgs): void;
   /** In place: param, momentum buffer updated. */

@@ -5,7 +5,7 @@
  * (grouped-query attention: query head h reads kv head ⌊h / (H/Hkv)⌋).
  */
 import { ArgumentError, DTypeError, ShapeError } from '../errors.ts';
-import type { AttentionArgs } from '../backend/backend.ts';
+import type { AttentionArgs, KvWriteArgs } from '../backend/backend.ts';
 import { record } from '../tensor/autograd.ts';
 import { autocastDType } from '../tensor/autocast.ts';
 import { isGradEnabled, keep } from '../tensor/scope.ts';
@@ -143,12 +143,32 @@ export function attention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOption
  */
 export function kvWrite(cache: Tensor, x: Tensor, pos: number): void {
   const b = backendOf('kvWrite', cache, x);
-  if (x.dtype !== cache.dtype) throw new DTypeError(`kvWrite: x dtype ${x.dtype} must equal cache dtype ${cache.dtype}`);
-  if (cache.rank !== 4 || x.rank !== 4) throw new ShapeError(`kvWrite: cache and x must have rank 4 (B, Hkv, T, D), got cache ${fmt(cache.shape)}, x ${fmt(x.shape)}`);
+  const args = kvWriteArgs('kvWrite', cache, x, pos);
+  if (args) b.kvWrite(ref(cache), ref(x), args);
+}
+
+/**
+ * kvWrite of several (cache, x) pairs at one position, each checked as kvWrite checks it (a step's
+ * K, V and side state: one dispatch on webgpu where the rows are whole words).
+ */
+export function kvWriteMany(writes: readonly (readonly [Tensor, Tensor])[], pos: number): void {
+  if (!writes.length) return;
+  const b = backendOf('kvWriteMany', ...writes.flat());
+  const all = writes.flatMap(([cache, x]) => {
+    const args = kvWriteArgs('kvWriteMany', cache, x, pos);
+    return args ? [{ cache: ref(cache), x: ref(x), args }] : [];
+  });
+  if (all.length) b.kvWriteMany(all);
+}
+
+/** kvWrite's checks; its arguments, or null where there is nothing to write. */
+function kvWriteArgs(op: string, cache: Tensor, x: Tensor, pos: number): KvWriteArgs | null {
+  if (x.dtype !== cache.dtype) throw new DTypeError(`${op}: x dtype ${x.dtype} must equal cache dtype ${cache.dtype}`);
+  if (cache.rank !== 4 || x.rank !== 4) throw new ShapeError(`${op}: cache and x must have rank 4 (B, Hkv, T, D), got cache ${fmt(cache.shape)}, x ${fmt(x.shape)}`);
   const [batch, kvHeads, tmax, d] = cache.shape;
   const n = x.shape[2];
-  if (x.shape[0] !== batch || x.shape[1] !== kvHeads || x.shape[3] !== d) throw new ShapeError(`kvWrite: x ${fmt(x.shape)} must be (${batch}, ${kvHeads}, n, ${d}) for cache ${fmt(cache.shape)}`);
-  if (!Number.isInteger(pos) || pos < 0 || pos + n > tmax) throw new ArgumentError(`kvWrite: rows [${pos}, ${pos + n}) must be integers inside the cache's ${tmax} rows (cache ${fmt(cache.shape)}, x ${fmt(x.shape)})`);
-  if (n === 0 || cache.size === 0) return;
-  b.kvWrite(ref(cache), ref(x), { batch, kvHeads, tmax, n, d, pos });
+  if (x.shape[0] !== batch || x.shape[1] !== kvHeads || x.shape[3] !== d) throw new ShapeError(`${op}: x ${fmt(x.shape)} must be (${batch}, ${kvHeads}, n, ${d}) for cache ${fmt(cache.shape)}`);
+  if (!Number.isInteger(pos) || pos < 0 || pos + n > tmax) throw new ArgumentError(`${op}: rows [${pos}, ${pos + n}) must be integers inside the cache's ${tmax} rows (cache ${fmt(cache.shape)}, x ${fmt(x.shape)})`);
+  if (n === 0 || cache.size === 0) return null;
+  return { batch, kvHeads, tmax, n, d, pos };
 }

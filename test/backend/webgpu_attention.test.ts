@@ -251,6 +251,32 @@ test('kvWrite vs CPU: aligned rows (one dispatch, or a copy for one block), a fu
   }
 });
 
+test('kvWriteMany vs CPU kvWrite each: 2 and 3 writes of whole-word rows in one dispatch (K, V and selector keys of other shapes and dtypes), 4 in two; odd 16-bit rows one write each [webgpu]', { skip }, async () => {
+  // Each write: [dtype, d, kv heads, tmax]; batch 2, n rows at pos.
+  const sets: [[FloatDType, number, number, number][], number, number, string[]][] = [
+    [[['f16', 8, 3, 9], ['f16', 8, 3, 9], ['f16', 128, 1, 12]], 1, 6, ['attention_kv_write many 3']],
+    [[['f32', 7, 2, 5], ['f16', 6, 1, 8]], 2, 3, ['attention_kv_write many 2']],
+    [[['f16', 4, 2, 6], ['f16', 4, 2, 6], ['f32', 3, 1, 7], ['f16', 2, 1, 7]], 1, 4, ['attention_kv_write many 3', 'attention_kv_write single']],
+    [[['f16', 5, 2, 6], ['f16', 4, 2, 6]], 2, 1, ['attention_kv_write single', 'attention_kv_write single']],
+  ];
+  for (const [writes, n, pos, kernels] of sets) {
+    const b = 2;
+    const made = writes.map(([dtype, d, hkv, tmax], i) => {
+      const cacheHost = randomHost(b * hkv * tmax * d, dtype, 10 + i), xHost = randomHost(b * hkv * n * d, dtype, 20 + i);
+      const args = { batch: b, kvHeads: hkv, tmax, n, d, pos };
+      const want = cacheHost.slice();
+      cpu.kvWrite(cref(want, dtype), cref(xHost, dtype), args);
+      return { dtype, want, args, cache: { h: gpu!.upload(cacheHost, dtype), shape: [], dtype }, x: { h: gpu!.upload(xHost, dtype), shape: [], dtype } };
+    });
+    const { dispatches } = gpu!.rt.recordDispatches(() => gpu!.kvWriteMany(made.map((w) => ({ cache: w.cache, x: w.x, args: w.args }))));
+    assert.deepEqual(dispatches.map((r) => `${r.kernel} ${r.variant.MANY ? `many ${r.variant.NW}` : 'single'}`), kernels, JSON.stringify(writes));
+    for (const w of made) {
+      assert.deepStrictEqual(await gpu!.read(w.cache.h, w.dtype, w.want.length), w.want, `${JSON.stringify(w.args)} ${w.dtype}`);
+      gpu!.free(w.cache.h); gpu!.free(w.x.h);
+    }
+  }
+});
+
 test('attention op on the device: forward, gradients and decode through kvWrite match the CPU backend [webgpu]', { skip }, async () => {
   const cpuB = new (await import('../../src/backend/cpu/backend.ts')).CpuBackend();
   const shapes = { q: [1, 4, 6, 8], kv: [1, 2, 6, 8] };

@@ -16,7 +16,7 @@
 import { ArgumentError } from '../../errors.ts';
 import { cast } from '../../ops/cast.ts';
 import { zeros } from '../../ops/creation.ts';
-import { kvWrite } from '../../ops/attention.ts';
+import { kvWriteMany } from '../../ops/attention.ts';
 import { dequantizeInt4, quantizeInt4 } from '../../ops/int4.ts';
 import { narrow, reshape } from '../../ops/layout.ts';
 import { keep } from '../../tensor/scope.ts';
@@ -51,18 +51,23 @@ export class SpotKeyCache implements CacheSideState {
 
   /** Writes keys (B, n, d_I) at positions pos … pos + n − 1; pos must be at most the length held. */
   write(pos: number, keys: Tensor): void {
+    kvWriteMany(this.writes(pos, keys), pos);
+  }
+
+  /**
+   * What `write` writes, as (cache part, rows) pairs for ops/attention.ts kvWriteMany, counted as
+   * written: a decoding step writes them in one call with its K and V.
+   */
+  writes(pos: number, keys: Tensor): [Tensor, Tensor][] {
     const [b, n, d] = keys.shape;
     if (b !== this.batch || d !== this.dim) throw new ArgumentError(`spot: selector keys (${keys.shape.join(', ')}) for a cache of (${this.batch}, ${this.capacity}, ${this.dim})`);
     if (pos > this.length) throw new ArgumentError(`spot: the selector keys hold ${this.length} positions; a step at ${pos} must follow them`);
     if (pos + n > this.capacity) throw new ArgumentError(`spot: positions up to ${pos + n - 1} pass the cache's ${this.capacity}`);
     const rows = (x: Tensor) => reshape(x, [b, 1, n, x.shape[2]]);
-    if (this.format === 'f16') kvWrite(this.parts[0], rows(cast(keys, 'f16')), pos);
-    else {
-      const q = quantizeInt4(keys);
-      kvWrite(this.parts[0], rows(q.codes), pos);
-      kvWrite(this.parts[1], rows(q.scales), pos);
-    }
     this.length = pos + n;
+    if (this.format === 'f16') return [[this.parts[0], rows(cast(keys, 'f16'))]];
+    const q = quantizeInt4(keys);
+    return [[this.parts[0], rows(q.codes)], [this.parts[1], rows(q.scales)]];
   }
 
   /** The keys of positions 0 … length − 1, (B, length, d_I) f16 (the INT4 form dequantized). */

@@ -21,7 +21,7 @@
  * --spot-top-p, --spot-top-k).
  */
 import { ArgumentError } from '../../errors.ts';
-import { attention, kvWrite } from '../../ops/attention.ts';
+import { attention, kvWriteMany } from '../../ops/attention.ts';
 import { tensor } from '../../ops/creation.ts';
 import { cast } from '../../ops/cast.ts';
 import { add, div, mul } from '../../ops/elementwise.ts';
@@ -140,19 +140,17 @@ export class SpotAttention extends Module implements AttentionMechanism {
     const n = q.shape[2];
     const keys = cache.side?.spot as SpotKeyCache | undefined;
     if (!keys) throw new ArgumentError(`${this.name}: the KV cache slot has no selector keys; make the cache with KvCache from this model's config`);
-    kvWrite(cache.k, k, pos);
-    kvWrite(cache.v, v, pos);
     const l = pos + n;
     const keyDType = keys.format === 'f16' ? 'f16' : undefined; // f16 keys come out of the GEMM as stored
     if (pos === 0 && n > 1) {
-      keys.write(pos, this.selector.keys(input.x, keyDType));
+      kvWriteMany([[cache.k, k], [cache.v, v], ...keys.writes(pos, this.selector.keys(input.x, keyDType))], pos);
       return attention(q, cache.k, cache.v, { causal: true, kvLength: l }); // the prompt: dense
     }
     // Each row selects its blocks among its causal ones, then attends over them: the selector's
-    // three projections of the rows in one pass, then block scores and log-masses in one pass over
-    // the cached selector keys.
+    // three projections of the rows in one pass, the rows' K, V and selector keys written in one
+    // call, then block scores and log-masses in one pass over the cached selector keys.
     const proj = this.selector.decodeProjections(input.x, { keys: true, keyDType });
-    keys.write(pos, proj.keys!);
+    kvWriteMany([[cache.k, k], [cache.v, v], ...keys.writes(pos, proj.keys!)], pos);
     const { max: scores, logMass } = decodeBlockScores(this.selector, input.x, keys.view(l), { l, pos, proj }); // (B, n, ⌈L/16⌉)
     const rows: Tensor[] = [];
     let selected: Tensor | undefined;

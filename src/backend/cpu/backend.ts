@@ -97,6 +97,7 @@ export class CpuBackend implements Backend<CpuHandle> {
     return [dq, dks, dvs];
   };
   kvWrite: Backend<CpuHandle>['kvWrite'] = (c, x, a) => kvWrite(c, x, a);
+  kvWriteMany: Backend<CpuHandle>['kvWriteMany'] = (writes) => { for (const w of writes) kvWrite(w.cache, w.x, w.args); };
   adamw: Backend<CpuHandle>['adamw'] = (p, g, m, v, a) => adamw(p, g, m, v, a);
   sgd: Backend<CpuHandle>['sgd'] = (p, g, b, a) => sgd(p, g, b, a);
 

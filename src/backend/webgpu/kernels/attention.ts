@@ -22,7 +22,7 @@
  */
 import { UnsupportedError } from '../../../errors.ts';
 import { bytesPerElement, type DType } from '../../../tensor/dtype.ts';
-import type { AttentionArgs, KvWriteArgs } from '../../backend.ts';
+import type { AttentionArgs, KvWriteArgs, KvWriteOne } from '../../backend.ts';
 import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
 import type { GpuCaps } from '../device.ts';
 import { grid, type Kernel } from '../runtime.ts';
@@ -264,10 +264,38 @@ export function kvWrite(be: WebGpuBackend, cache: GpuRef, x: GpuRef, a: KvWriteA
   });
 }
 
+/** The most writes Backend.kvWriteMany makes in one dispatch (attention_kv_write.wgsl MANY). */
+const KV_WRITE_MANY = 3;
+
+/**
+ * Backend.kvWriteMany: where every write's rows are whole words, one dispatch for up to
+ * KV_WRITE_MANY of them (attention_kv_write.wgsl MANY: a step's K, V and selector keys, where each
+ * took a dispatch or a buffer copy); else, and past that many, kvWrite each.
+ */
+export function kvWriteMany(be: WebGpuBackend, writes: readonly KvWriteOne<GpuHandle>[]): void {
+  const aligned = (w: KvWriteOne<GpuHandle>) => (w.args.d * bytesPerElement(w.cache.dtype)) % 4 === 0;
+  if (writes.length < 2 || !writes.every(aligned)) { for (const w of writes) kvWrite(be, w.cache, w.x, w.args); return; }
+  for (let at = 0; at < writes.length; at += KV_WRITE_MANY) {
+    const part = writes.slice(at, at + KV_WRITE_MANY);
+    if (part.length === 1) { kvWrite(be, part[0].cache, part[0].x, part[0].args); continue; }
+    let total = 0;
+    const words = part.flatMap(({ cache, args: a }) => {
+      const w = bytesPerElement(cache.dtype) / 4, blocks = a.batch * a.kvHeads;
+      total += blocks * a.n * a.d * w;
+      return [a.pos * a.d * w, a.tmax * a.d * w, a.n * a.d * w, blocks];
+    });
+    be.rt.run({
+      kernel: kvWriteKernel, variant: { MANY: true, NW: part.length, NW3: part.length > 2 }, uniforms: words,
+      buffers: part.flatMap((w) => [w.cache.h.buffer, w.x.h.buffer]), workgroups: grid(total, 64),
+    });
+  }
+}
+
 /** The paged-cache decode and the cache write (the attention entry itself is attention_entry.ts). */
-export function attentionKernels(be: WebGpuBackend): Pick<KernelTable, 'attentionMulti' | 'kvWrite'> {
+export function attentionKernels(be: WebGpuBackend): Pick<KernelTable, 'attentionMulti' | 'kvWrite' | 'kvWriteMany'> {
   return {
     attentionMulti: (q, parts) => (decodeRows(be.caps, parts[0].args) > 0 ? attentionDecodeMulti(be, q, parts) : undefined),
     kvWrite: (cache, x, a) => kvWrite(be, cache, x, a),
+    kvWriteMany: (writes) => kvWriteMany(be, writes),
   };
 }

@@ -7,6 +7,41 @@
 //           lie inside the block and keeping the others (s0, tmaxd, len in halves). Blocks are at
 //           least one element apart (tmax > n; a full overwrite is a plain buffer copy), so no two
 //           invocations share a word.
+// MANY (Backend.kvWriteMany, aligned rows only): NW writes of one step in one dispatch (K, V and
+// Spot's selector keys), write j into cache_j from x_j with its own (s0, tmaxd, words, blocks) in
+// P.w[j], the invocations of write j after those of the writes before it.
+#if MANY
+const NW = {{NW}}u;
+struct Params { w: array<vec4<u32>, NW> }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read_write> cache: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<u32>;
+@group(0) @binding(3) var<storage, read_write> cache1: array<u32>;
+@group(0) @binding(4) var<storage, read> x1: array<u32>;
+#if NW3
+@group(0) @binding(5) var<storage, read_write> cache2: array<u32>;
+@group(0) @binding(6) var<storage, read> x2: array<u32>;
+#endif
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+  var i = gid.x + gid.y * nw.x * 64u;
+  for (var j = 0u; j < NW; j++) {
+    let p = P.w[j];
+    let n = p.z * p.w;
+    if (i < n) {
+      let at = (i / p.z) * p.y + p.x + i % p.z;
+      if (j == 0u) { cache[at] = x[i]; }
+      if (j == 1u) { cache1[at] = x1[i]; }
+#if NW3
+      if (j == 2u) { cache2[at] = x2[i]; }
+#endif
+      return;
+    }
+    i -= n;
+  }
+}
+#else
 struct Params { s0: u32, tmaxd: u32, len: u32, words: u32, blocks: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read_write> cache: array<u32>;
@@ -36,3 +71,4 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   cache[word] = v;
 #endif
 }
+#endif
