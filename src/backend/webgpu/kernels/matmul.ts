@@ -26,7 +26,7 @@ import type { GpuCaps } from '../device.ts';
 import type { Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { preprocess, storageType, type Variant } from '../wgsl.ts';
-import { viaStorable } from './elementwise.ts';
+import { castInto, viaStorable } from './elementwise.ts';
 import { matrixCode, tensorCores16 } from './subgroup_matrix.ts';
 import { unpack4 } from './attention_common.ts';
 
@@ -328,20 +328,20 @@ export const MANY_MAX = 3;
 
 /**
  * Whether matmul_rows.wgsl MANY takes a matmulMany call: 2 … MANY_MAX weights of one dtype, each
- * (n_i, k) as a Linear stores it, few rows, K a multiple of 4 and long enough to split, outputs
- * the device stores as they are (f32, or f16 with shader-f16), the columns within one grid axis.
+ * (n_i, k) as a Linear stores it, few rows, K a multiple of 4 and long enough to split, the columns
+ * within one grid axis.
  */
 export function manyEligible(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs): boolean {
   const n = args.ns.reduce((x, y) => x + y, 0);
   return bs.length >= 2 && bs.length <= MANY_MAX && bs.every((b) => b.dtype === bs[0].dtype) && [a, ...bs].every((x) => x.dtype === 'f32' || x.dtype === 'f16' || x.dtype === 'bf16')
     && args.m >= 1 && args.m <= ROWS_MAX && args.k >= ROWS_MIN_K && args.k % 4 === 0
-    && args.outDTypes.every((d) => d === 'f32' || (d === 'f16' && be.caps.f16))
     && cdiv(n, Math.max(1, Math.min(be.caps.maxInvocations, ROWS_DEFAULTS.wg) / ROWS_DEFAULTS.lanes)) <= 65535;
 }
 
 /**
  * Backend.matmulMany: one dispatch of matmul_rows.wgsl's VEC form over every weight (MANY) where it
- * takes the call (manyEligible), else one matmul a weight.
+ * takes the call (manyEligible), an output the device does not store as it is (bf16, f16 without
+ * shader-f16) written in f32 and cast after; else one matmul a weight.
  */
 export function matmulMany(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs): GpuHandle[] {
   const { m, k, ns, outDTypes } = args;
@@ -351,16 +351,22 @@ export function matmulMany(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], 
   const n = ns.reduce((x, y) => x + y, 0);
   const lanes = ROWS_DEFAULTS.lanes, wg = Math.min(be.caps.maxInvocations, Math.max(lanes, ROWS_DEFAULTS.wg));
   const sgr = be.caps.subgroups && be.caps.subgroupMinSize >= lanes;
-  const outs = bs.map((_, i) => be.alloc(outDTypes[i], m * ns[i], 'matmulMany'));
+  const stored = outDTypes.map((d) => (d === 'f32' || (d === 'f16' && be.caps.f16) ? d : 'f32'));
+  const outs = bs.map((_, i) => be.alloc(stored[i], m * ns[i], 'matmulMany'));
   const nw = bs.length;
   be.rt.run({
     kernel: rowsKernel,
-    variant: { A: a.dtype, B: bs[0].dtype, C: outDTypes[0], C1: outDTypes[1], ...(nw > 2 ? { C2: outDTypes[2] } : {}), TRANS_A: false, TRANS_B: true, VEC: true, MANY: true, NW: nw, NW3: nw > 2, LC: lanes, WG: wg, SGR: sgr },
+    variant: { A: a.dtype, B: bs[0].dtype, C: stored[0], C1: stored[1], ...(nw > 2 ? { C2: stored[2] } : {}), TRANS_A: false, TRANS_B: true, VEC: true, MANY: true, NW: nw, NW3: nw > 2, LC: lanes, WG: wg, SGR: sgr },
     uniforms: [m, n, k, 0, 0, 0, 0, ns[0], nw > 2 ? ns[0] + ns[1] : n],
     buffers: [a.h.buffer, bs[0].h.buffer, outs[0].buffer, ...bs.slice(1).flatMap((b, i) => [b.h.buffer, outs[i + 1].buffer])],
     workgroups: [cdiv(n, wg / lanes), 1, 1],
   });
-  return outs;
+  return outs.map((h, i) => {
+    if (stored[i] === outDTypes[i]) return h;
+    const cast = castInto(be, h.buffer, 'f32', m * ns[i], outDTypes[i], 'matmulMany');
+    be.free(h);
+    return cast;
+  });
 }
 
 /** 128×128 blocks when they fill the GPU, else 64×64. */
