@@ -107,6 +107,24 @@ test('a fine mask (a listed block per selected 16-token block, no segment test) 
   }
 });
 
+test('a fine mask whose lists\' lengths the host knows (BlockMask.counts, Spot\'s static top-K) equals attention over exactly the selected keys on webgpu, its decode cut into no more chunks than the longest list has steps [webgpu]', { skip }, async () => {
+  // Lists of 3 and 2 blocks (48 keys at most: one step of 128) where the default cut is 2 chunks a kv head.
+  const selected = [[0, 5, 24], [3, 24]];
+  const { q, k, v } = inputs(cpu);
+  const want = await reference(q, k, v, selected);
+  const g = inputs(gpu!);
+  const rt = (gpu as unknown as { rt: { recordDispatches<T>(fn: () => T): { result: T; dispatches: { kernel: string; workgroups: number[] }[] } } }).rt;
+  const grids: number[] = [];
+  for (const counts of [undefined, selected.map((x) => x.length)]) {
+    const mask = { ...fineMask(gpu!, selected), ...(counts ? { counts } : {}) };
+    const { result, dispatches } = rt.recordDispatches(() => fon.attention(g.q, g.k, g.v, { kvLength: L, mask }));
+    close(await vals(result), want, 1e-5, `counts ${counts}`);
+    grids.push(dispatches.find((d) => d.kernel === 'attention_decode')!.workgroups[0]);
+  }
+  assert.ok(grids[0] > 1, `the default cut: ${grids[0]} chunks a kv head`);
+  assert.equal(grids[1], 1, 'one chunk: the longest list is one step');
+});
+
 test('the P·V loop by listed block (DecodeTune.blockV, VBLK) equals attention over exactly the selected keys: chunks of several steps, head widths whose key groups divide a block (64: 8 groups, 2 keys a block each; 32: 16 groups, 1); refused where they do not (8) [webgpu]', { skip }, async () => {
   // 75 selector blocks: one batch entry every other block (38), the other 3 … 60 (58) and its own:
   // at 2 chunks a kv head (SwiftShader) a chunk spans 2–4 steps of 8 blocks, so the step's place in
