@@ -4,10 +4,11 @@
  * length, beside FON's dense decode and PyTorch's SDPA decode (bf16, enable_gqa,
  * bench/torch_attention.py) on the same GPU in the same run. What each row times, apart:
  *
- * - `selector`: the selection stage of a step: the selector's query projections, the block scores
- *   and log-masses in one pass over the cached selector keys (Backend.indexBlockScores; INT4 keys
- *   dequantized first), the threshold search on the device
- *   (Backend.selectOpen) and the block mask built from its flags (spot/device_select.ts);
+ * - `selector`: the selection stage of a step: the selector's query projections (one
+ *   Backend.matmulMany), the block scores and log-masses in one pass over the cached selector keys
+ *   (Backend.indexBlockScores; INT4 keys dequantized first), and the threshold search on the device
+ *   writing the block mask of what it keeps in the same pass (Backend.selectBlockList,
+ *   spot/device_select.ts);
  * - `attention`: the block-sparse split-K decode over the selected blocks, every head, with that mask;
  * - `step`: the layer's whole cached step as the model runs it (SpotAttention.forwardCached: the
  *   K/V and selector-key writes, the selection, the attention);

@@ -93,3 +93,19 @@ if [ "$what" = spot_seed ]; then
   s=${2:?seed}
   step 290 spot_seed$s node --import tsx experiments/spot.ts --backend webgpu --seeds "$s" --short-length 128 --short-steps 5000 --length 1024 --steps 1000 --batch 32 --mix 0.1,0.1 --spot-steps 200 --multiples 1,2,4,8 --depths 0.1,0.3,0.5,0.7,0.9 --trials 10 --keys f16,int4 --layers 2 --d-model 256 --heads 4 --head-dim 64 --mlp-hidden 768 --spot-length 1024 --long-length 8192 --long-steps 2000 --long-batch 4 --long-lr 3e-4 --long-mix 0.3,0.3 --json "$OUT/spot_long2000_seed$s.json"
 fi
+# `fused` (about 6 minutes): the GPU tests of what changed on 2026-12-07 (selectOpen's spans in
+# registers and selectBlockList, matmulMany, kvWriteMany, the masked decode with known counts), Spot's
+# two decode paths beside SDPA at 128K and 512K with each dispatch's GPU time, and selectOpen's
+# register form beside the earlier global one.
+if [ "$what" = fused ]; then
+  FON_REQUIRE_WEBGPU=1 step 170 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts test/attention/spot_decode.test.ts
+  FON_REQUIRE_WEBGPU=1 step 100 gpu_tests2 node --import tsx --test --test-name-pattern "matmulMany|few-rows|kvWrite" test/backend/webgpu_matmul.test.ts test/backend/webgpu_attention.test.ts
+  step 130 spot_fused node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask,gather --profile --json "$OUT/spot_fused.json"
+  step 90 select_forms node --import tsx dev/kernels/select_open.ts --tokens 131072,524288 --rules top-k:0.1,top-p:0.9 --wg 512,1024
+fi
+# `table` (about 7 minutes): the decode bench at 16K–512K (top-K 0.1 and 0.5 both paths, top-p 0.9)
+# beside SDPA, then a 4-layer model's tokens/s at 128K and 512K.
+if [ "$what" = table ]; then
+  step 220 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5,top-p:0.9 --keys f16 --paths mask,gather --json "$OUT/spot_table.json"
+  step 300 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask,gather --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
+fi
