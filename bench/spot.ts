@@ -10,8 +10,8 @@
  *   writing the block mask of what it keeps in the same pass (Backend.selectBlockList,
  *   spot/device_select.ts);
  * - `attention`: the block-sparse split-K decode over the selected blocks, every head, with that mask;
- * - `step`: the layer's whole cached step as the model runs it (SpotAttention.forwardCached: the
- *   K/V and selector-key writes, the selection, the attention);
+ * - `step`: the layer's whole cached step as generation runs it (SpotAttention.forwardCached under
+ *   noGrad, as every timing here: the K/V and selector-key writes, the selection, the attention);
  * - the budget: the tokens of the selected blocks over the causal tokens;
  * - `host` (beside step and FON dense): the host's time to record one call, the GPU not waited for
  *   (bench/lib/report.ts timeHost): where it is close to the call's time, the host sets the pace.
@@ -107,8 +107,8 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
   const x = fon.randn([1, 1, C], { seed: 8, backend: b });
   const rows: Row[] = [];
   try {
-    const denseMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
-    const denseHostMs = await timeHost(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t }); }));
+    const denseMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { attention(q, k, v, { kvLength: t }); })));
+    const denseHostMs = await timeHost(sync, () => fon.noGrad(() => fon.tidy(() => { attention(q, k, v, { kvLength: t }); })));
     for (const { form, slot, keys } of caches) for (const rule of rules) for (const path of paths) {
       if (path === 'gather' && rule.kind !== 'top-k') continue;
       layer.setRule(rule);
@@ -118,27 +118,27 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
       if (rule.kind === 'top-k' && path === 'gather') {
         // Gathered: the selector stage ends at the flags; the attention is the gather and a plain decode.
         const flagsOf = () => { const { max, logMass } = scores(); return selectFlags(max, logMass, t - 1, rule); };
-        selectorMs = await timeBatched(sync, () => fon.tidy(() => { flagsOf(); }));
-        const chosen = fon.tidy(() => fon.keep(flagsOf()));
-        attentionMs = await timeBatched(sync, () => fon.tidy(() => { const g = gatherFlagged(chosen, t - 1, rule, k, v); attention(q, g.k, g.v, { kvLength: g.kvLength }); }));
+        selectorMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { flagsOf(); })));
+        const chosen = fon.noGrad(() => fon.tidy(() => fon.keep(flagsOf())));
+        attentionMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { const g = gatherFlagged(chosen, t - 1, rule, k, v); attention(q, g.k, g.v, { kvLength: g.kvLength }); })));
         budget = topKBlocks(t - 1, rule).tokens / t;
         chosen.dispose();
       } else {
         const select = () => { const { max, logMass } = scores(); return selectOnDevice(max, logMass, t - 1, rule, t); };
-        selectorMs = await timeBatched(sync, () => fon.tidy(() => { select(); }));
-        const chosen = fon.tidy(() => { const s = select(); return { mask: { ...s.mask, device: fon.keep(s.mask.device) }, tokens: fon.keep(s.tokens()) }; });
-        attentionMs = await timeBatched(sync, () => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask: chosen.mask }); }));
+        selectorMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { select(); })));
+        const chosen = fon.noGrad(() => fon.tidy(() => { const s = select(); return { mask: { ...s.mask, device: fon.keep(s.mask.device) }, tokens: fon.keep(s.tokens()) }; }));
+        attentionMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { attention(q, k, v, { kvLength: t, mask: chosen.mask }); })));
         budget = (await chosen.tokens.data())[0] / t;
         chosen.mask.device.dispose();
         chosen.tokens.dispose();
       }
-      const stepMs = await timeBatched(sync, () => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
-      const stepHostMs = await timeHost(sync, () => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
+      const stepMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); })));
+      const stepHostMs = await timeHost(sync, () => fon.noGrad(() => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); })));
       if (flags.profile && b instanceof WebGpuBackend) {
         // --profile: ten more steps, each dispatch timed on the GPU: where a step's time goes.
         await b.sync();
         b.rt.startProfile();
-        for (let i = 0; i < PROFILED; i++) fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); });
+        for (let i = 0; i < PROFILED; i++) fon.noGrad(() => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
         const kernels = await b.rt.stopProfile();
         console.error(`  profile of a step (${PROFILED} steps, ms summed), ${t} ${ruleName(rule)} (${path}), ${form} keys:\n${profileTable(kernels, { top: 14, byVariant: true })}`);
       }
