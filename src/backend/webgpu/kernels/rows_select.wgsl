@@ -48,6 +48,37 @@ fn wg_scan(lid: u32, v: f32) -> vec2<f32> {
 
 #if SELECT
 const PER = {{PER}}u;
+
+// Σ v and the exclusive prefix sum of v over the workgroup, to every invocation (uniform control
+// flow). SG: subgroup sums and scans, then one partial a subgroup in red2 (2 barriers, where the
+// tree sum takes log2 WG and the Hillis–Steele scan twice that); else wg_sum and wg_scan.
+fn sel_sum(lid: u32, sgsize: u32, v: f32) -> f32 {
+#if SG
+  return sel_scan(lid, sgsize, v).y;
+#else
+  return wg_sum(lid, v);
+#endif
+}
+fn sel_count(lid: u32, sgsize: u32, v: u32) -> u32 { return u32(sel_sum(lid, sgsize, f32(v))); }
+fn sel_scan(lid: u32, sgsize: u32, v: f32) -> vec2<f32> {
+#if SG
+  let incl = subgroupInclusiveAdd(v);
+  let sg = lid / sgsize;
+  if (lid % sgsize == sgsize - 1u) { red2[sg] = incl; }
+  workgroupBarrier();
+  var before = 0.0;
+  var total = 0.0;
+  for (var g = 0u; g < (WG + sgsize - 1u) / sgsize; g++) {
+    let x = red2[g];
+    if (g < sg) { before += x; }
+    total += x;
+  }
+  workgroupBarrier();
+  return vec2<f32>(before + incl - v, total);
+#else
+  return wg_scan(lid, v);
+#endif
+}
 // This invocation's span of the open entries: the first one, how many, their keys (and masses).
 var<private> first: u32;
 var<private> mine: u32;
@@ -123,7 +154,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 #endif
   var msum = 0.0;
   for (var i = 0u; i < PER; i++) { if (i < mine) { msum += ms[i]; } }
-  let goal = P.p * wg_sum(lid, msum);
+  let goal = P.p * sel_sum(lid, sgsize, msum);
   let theta = digit_search(lid, sgsize, goal, true);
   var above = 0.0;
   var n_above = 0u;
@@ -135,17 +166,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
       if (ks[i] == theta) { tie_m += ms[i]; tie_c += 1u; }
     }
   }
-  let m_above = wg_sum(lid, above);
-  let c_above = wg_count(lid, n_above);
+  let m_above = sel_sum(lid, sgsize, above);
+  let c_above = sel_count(lid, sgsize, n_above);
   // The ties at θ in index order until the goal is met: each invocation walks its own span,
   // starting from the mass and count of the ties before it (exclusive sums over the workgroup).
-  var m = m_above + wg_scan(lid, tie_m).x;
-  var c = c_above + u32(wg_scan(lid, f32(tie_c)).x);
+  var m = m_above + sel_scan(lid, sgsize, tie_m).x;
+  var c = c_above + u32(sel_scan(lid, sgsize, f32(tie_c)).x);
   var taken = 0u;
   for (var i = 0u; i < PER; i++) {
     if (i < mine && !(m >= goal && c > 0u) && ks[i] == theta) { m += ms[i]; c += 1u; taken += 1u; }
   }
-  let np = select(0u, max(1u, c_above + wg_count(lid, taken)), open_count > 0u);
+  let np = select(0u, max(1u, c_above + sel_count(lid, sgsize, taken)), open_count > 0u);
   take = min(open_count, max(np, P.count));
 #endif
   // θ₂: the largest key with at least `take` open entries at or above it; the ties at θ₂ are kept in
@@ -159,8 +190,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
       if (ks[i] == theta2) { ties += 1u; }
     }
   }
-  let c_above2 = wg_count(lid, n_above2);
-  let k0 = u32(wg_scan(lid, f32(ties)).x);
+  let c_above2 = sel_count(lid, sgsize, n_above2);
+  let k0 = u32(sel_scan(lid, sgsize, f32(ties)).x);
   let need = select(0u, take - c_above2, take > c_above2);
   var k = k0;
   var kept_n = 0u;
@@ -183,7 +214,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   // index at the empty list, and its list (the count, then 2·e + partial for each kept entry e in
   // index order, zeros after): the reserved entries below P.low first, the kept open ones at the
   // places an exclusive sum of the spans' kept counts gives, then the reserved ones from P.high.
-  let placed = wg_scan(lid, f32(kept_n));
+  let placed = sel_scan(lid, sgsize, f32(kept_n));
   if (live) {
     let stride = P.valid + 1u;
     let empty = P.rows + P.rows * P.kblocks;
