@@ -109,3 +109,11 @@ if [ "$what" = table ]; then
   step 220 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5,top-p:0.9 --keys f16 --paths mask,gather --json "$OUT/spot_table.json"
   step 300 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask,gather --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
 fi
+# `final` (about 6 minutes): selectOpen's tests (its sums and scans by subgroup), Spot's two decode
+# paths at 128K and 512K under noGrad (the projections in one matmulMany) with each dispatch's GPU
+# time, and the masked decode's forms at 128K (the patches `all` and `ur` owed since 2026-12-07).
+if [ "$what" = final ]; then
+  FON_REQUIRE_WEBGPU=1 step 90 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts
+  step 130 spot_final node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask,gather --profile --json "$OUT/spot_final.json"
+  step 170 spot_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072
+fi
