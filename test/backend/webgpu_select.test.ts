@@ -107,6 +107,36 @@ test('selectOpen with log-masses keeps what sorting keeps with the masses (conti
   }
 });
 
+/**
+ * Whether flags (rows, n) keep, in each row, the leading open entries of the sort order with the
+ * reserved ones, as many as top-p with log-masses keeps (c.mass as log(m) + 3, as `run` gives) up to
+ * one nucleus boundary within f32 rounding: the taken count is the reference's, or one off where
+ * the open mass before the larger of the two lies within 1e-4 of p·total.
+ */
+function withinRounding(c: ReturnType<typeof cases>[number], flags: number[]): boolean {
+  for (let r = 0; r < c.rows; r++) {
+    const at = r * c.n, sc = c.scores.subarray(at, at + c.n), ms = c.mass.subarray(at, at + c.n);
+    const open = Array.from({ length: c.rule.high - c.rule.low }, (_, i) => c.rule.low + i);
+    const order = [...open].sort((a, b) => (sc[b] - sc[a]) || (a - b));
+    const kept = open.filter((e) => flags[at + e] === 1).length;
+    const want = bySort(sc, ms, c.rule).filter((e) => e >= c.rule.low && e < c.rule.high).length;
+    if (kept !== want) {
+      if (Math.abs(kept - want) !== 1) return false;
+      const total = open.reduce((t, e) => t + ms[e], 0);
+      let cum = 0;
+      for (let i = 0; i < Math.min(kept, want); i++) cum += ms[order[i]];
+      if (Math.abs(cum - c.rule.p * total) > 1e-4 * total) return false;
+    }
+    const lead = new Set(order.slice(0, kept));
+    for (let e = 0; e < c.n; e++) {
+      const should = e < c.rule.valid && (e < c.rule.low || e >= c.rule.high || lead.has(e));
+      if ((flags[at + e] === 1) !== should) return false;
+    }
+  }
+  return true;
+}
+let roundingChecked = 0;
+
 test('WebGPU selectOpen equals the CPU reference (rows longer than a workgroup, ties, p = 1, empty open ranges), with subgroup sums and without', { skip: webgpuSkipReason() }, async () => {
   const caps = (gpu as unknown as { caps: { subgroups: boolean } }).caps;
   const has = caps.subgroups;
@@ -115,12 +145,21 @@ test('WebGPU selectOpen equals the CPU reference (rows longer than a workgroup, 
     for (const sg of has ? [false, true] : [false]) {
       caps.subgroups = sg;
       for (const c of cases(7, 60)) {
-        if (c.rule.p !== 1) assert.deepEqual(Array.from((await run(gpu!, c, true).data()) as Int32Array), Array.from(run(cpu, c, true).dataSync() as Int32Array), `log-masses: ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}, subgroups ${sg}`);
+        if (c.rule.p !== 1) {
+          // Log-masses are exponentiated and summed in f32 on the device, in f64 on the CPU: where
+          // the nucleus boundary lies within rounding of p·total the two may keep one block apart.
+          const got = Array.from((await run(gpu!, c, true).data()) as Int32Array), want = Array.from(run(cpu, c, true).dataSync() as Int32Array);
+          const what = `log-masses: ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}, subgroups ${sg}`;
+          if (got.join() !== want.join()) assert.ok(withinRounding(c, got), `${what}: the device's flags differ from the CPU's beyond rounding at the boundary`);
+          else roundingChecked++;
+        }
         const want = Array.from(run(cpu, c).dataSync() as Int32Array);
         const flags = run(gpu!, c);
         assert.deepEqual(Array.from((await flags.data()) as Int32Array), want, `${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}, subgroups ${sg}`);
       }
     }
+    // The tolerance above is for the odd boundary, not the rule: most cases agree exactly.
+    assert.ok(roundingChecked >= 30 * (has ? 2 : 1), `only ${roundingChecked} log-mass cases agreed with the CPU exactly`);
   } finally {
     caps.subgroups = has;
   }
@@ -142,7 +181,10 @@ test('WebGPU selectOpen at other workgroup sizes (SelectTune.wg) equals the CPU 
         // Log-masses against the default size's flags (a boundary within f32 rounding of p·total may
         // differ from the CPU's f64 sums with these dyadic masses), plain masses against the CPU.
         const want = logMass ? run(be, c, true) : run(cpu, c);
-        assert.deepEqual(Array.from((await y.data()) as Int32Array), Array.from((await want.data()) as Int32Array), `wg ${wg}, ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}, log-masses ${logMass}`);
+        const got = Array.from((await y.data()) as Int32Array), wanted = Array.from((await want.data()) as Int32Array);
+        // Another size sums the f32 masses in another order: a boundary within rounding may move by one.
+        if (logMass && got.join() !== wanted.join()) assert.ok(withinRounding(c, got), `wg ${wg}, ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}: beyond rounding at the boundary`);
+        else assert.deepEqual(got, wanted, `wg ${wg}, ${c.rows} × ${c.n}, ${JSON.stringify(c.rule)}, log-masses ${logMass}`);
       }
     }
   }
