@@ -24,7 +24,7 @@
  * and with `--model-layers` one more token of each model,
  * printed per kernel and variant: where a step's time goes.
  * `--paths mask,gather`: the device decode paths timed (SpotAttention.decodePath; gather for top-K
- * rules only: its selector stage ends at the flags, its attention is the gather and a plain decode).
+ * rules only: its selector stage ends at the selection's list, its attention is the gather and a plain decode).
  * `--keys`: the selector keys' forms timed (INT4: each step dequantizes every cached key to f16).
  * `--model-layers N` (N > 0) also times whole decoding steps of a model (tokens/s, a token read
  * back each step as generation does): N layers of d_model 4096, GQA 32/8, D 128, SwiGLU 11008, a
@@ -44,7 +44,7 @@ import { attention } from '../src/ops/attention.ts';
 import { ParamFactory } from '../src/nn/params.ts';
 import { SPOT_DEFAULTS, SpotAttention } from '../src/attention/spot/index.ts';
 import { SpotKeyCache } from '../src/attention/spot/key_cache.ts';
-import { gatherFlagged, selectFlags, selectOnDevice, topKBlocks } from '../src/attention/spot/device_select.ts';
+import { gatherSelected, selectList, selectOnDevice, topKBlocks } from '../src/attention/spot/device_select.ts';
 import { SPOT_DECODE_PATHS, type SpotDecodePath } from '../src/attention/spot/spot.ts';
 import { ArgumentError } from '../src/errors.ts';
 import { decodeBlockScores } from '../src/attention/spot/selector.ts';
@@ -116,11 +116,11 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
       const scores = () => decodeBlockScores(layer.selector, x, keys.view(t), { l: t, pos: t - 1 });
       let selectorMs: number, attentionMs: number, budget: number;
       if (rule.kind === 'top-k' && path === 'gather') {
-        // Gathered: the selector stage ends at the flags; the attention is the gather and a plain decode.
-        const flagsOf = () => { const { max, logMass } = scores(); return selectFlags(max, logMass, t - 1, rule); };
-        selectorMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { flagsOf(); })));
-        const chosen = fon.noGrad(() => fon.tidy(() => fon.keep(flagsOf())));
-        attentionMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { const g = gatherFlagged(chosen, t - 1, rule, k, v); attention(q, g.k, g.v, { kvLength: g.kvLength }); })));
+        // Gathered: the selector stage ends at the selection's list; the attention is the gather and a plain decode.
+        const listOf = () => { const { max, logMass } = scores(); return selectList(max, logMass, t - 1, rule, t).table; };
+        selectorMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { listOf(); })));
+        const chosen = fon.noGrad(() => fon.tidy(() => fon.keep(listOf())));
+        attentionMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { const g = gatherSelected(chosen, t - 1, rule, k, v); attention(q, g.k, g.v, { kvLength: g.kvLength }); })));
         budget = topKBlocks(t - 1, rule).tokens / t;
         chosen.dispose();
       } else {

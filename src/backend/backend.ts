@@ -63,6 +63,9 @@ export interface BlockListArgs { fine: number; tk: number; kBlocks: number; kvLe
  */
 export interface GatherBlocksArgs { batch: number; valid: number; fine: number; count: number; hkv: number; tmax: number; d: number }
 
+/** Backend.gatherListed's shape: gatherBlocks' without the flags' length (the blocks come from a list). */
+export interface GatherListArgs { batch: number; fine: number; count: number; hkv: number; tmax: number; d: number }
+
 /**
  * Backend.lighthouseSelect's shape (specs/lighthouse_fon.md §1.4–§1.5; the arithmetic of
  * LighthouseShape is backend/lighthouse_layout.ts): `lists` = B·H query lists of n tokens of width
@@ -319,6 +322,12 @@ export interface Kernels<H> {
    * the selected ones (fewer than count) zero.
    */
   gatherBlocks(flags: Ref<H>, k: Ref<H>, v: Ref<H>, args: GatherBlocksArgs): [H, H];
+  /**
+   * gatherBlocks with the blocks named by a selectBlockList table instead of flags (row b's list at
+   * table[b]: the count, then 2·block + partial for each selected block, ascending): each batch
+   * entry's first `count` listed blocks' rows, zero rows for list places past its count.
+   */
+  gatherListed(table: Ref<H>, k: Ref<H>, v: Ref<H>, args: GatherListArgs): [H, H];
   /**
    * A lightning indexer's scores pooled per block, in one pass over the keys: for query r (q (rows,
    * H·d) f32, head weights w (rows, H) f32) and key t ≤ its position, t < l (keys (batch, tmax, d),

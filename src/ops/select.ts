@@ -3,7 +3,8 @@
  * keeps, reserved ranges kept whatever their scores (SpotAttention's block selection,
  * specs/focus_spot.md B4); the block scores such a selection ranks, straight from the keys
  * (indexBlockScores); the decode mask of the kept blocks (flagsMaskTable, or selectBlockList: the
- * selection and its mask in one pass), or their K and V rows gathered (gatherBlocks). No gradients.
+ * selection and its mask in one pass), or their K and V rows gathered (gatherBlocks, or gatherListed
+ * from selectBlockList's lists). No gradients.
  */
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { SelectArgs } from '../backend/backend.ts';
@@ -89,6 +90,27 @@ export function flagsMaskTable(flags: Tensor, o: { fine: number; per: number; tk
   if (valid * o.fine > Math.ceil(o.tk / o.fine) * o.fine || valid < 1 || o.kBlocks * o.per * o.fine < o.tk) throw new ArgumentError(`flagsMaskTable: ${valid} fine blocks of ${o.fine} for a cache of ${o.tk} keys in ${o.kBlocks} mask blocks of ${o.per * o.fine}`);
   const stride = Math.ceil(valid / o.per) + 1;
   return wrap(be, be.flagsMaskTable(ref(flags), { batch, valid, ...o }), [batch * (1 + o.kBlocks + stride + (o.segments ?? true ? o.tk : 0)) + 1], 'i32');
+}
+
+/**
+ * gatherBlocks with the blocks named by a selectBlockList table (Backend.gatherListed): each batch
+ * entry's first `count` listed blocks' K and V rows, `fine` rows a block, over k and v (B, Hkv,
+ * Tmax, D) of one dtype → k', v' (B, Hkv, count·fine, D); no flags counted (on webgpu rows of whole
+ * 16-byte groups, copied a block at a time).
+ */
+export function gatherListed(table: Tensor, k: Tensor, v: Tensor, o: { fine: number; count: number }): { k: Tensor; v: Tensor } {
+  const be = backendOf('gatherListed', table, k, v);
+  requireDType('gatherListed', 'table', table, 'i32');
+  if (table.rank !== 1 || k.rank !== 4 || !sameShape(k.shape, v.shape) || k.dtype !== v.dtype) {
+    throw new ShapeError(`gatherListed: table ${fmt(table.shape)}, k ${fmt(k.shape)} ${k.dtype} and v ${fmt(v.shape)} ${v.dtype}: expected a flat table and two (B, Hkv, Tmax, D) of one dtype`);
+  }
+  const [batch, hkv, tmax, d] = k.shape;
+  if (!Number.isInteger(o.fine) || o.fine < 1 || !Number.isInteger(o.count) || o.count < 1 || o.count > Math.ceil(tmax / o.fine)) {
+    throw new ArgumentError(`gatherListed: count ${o.count} of blocks of ${o.fine} keys over a cache of ${tmax}: need fine ≥ 1 and 1 ≤ count ≤ ⌈Tmax/fine⌉`);
+  }
+  const [kh, vh] = be.gatherListed(ref(table), ref(k), ref(v), { batch, fine: o.fine, count: o.count, hkv, tmax, d });
+  const shape = [batch, hkv, o.count * o.fine, d];
+  return { k: wrap(be, kh, shape, k.dtype), v: wrap(be, vh, shape, v.dtype) };
 }
 
 /**

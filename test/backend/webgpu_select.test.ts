@@ -10,8 +10,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
-import type { Backend } from '../../src/index.ts';
-import { flagsMaskTable, gatherBlocks, indexBlockScores, selectBlockList, selectOpen } from '../../src/ops/select.ts';
+import type { Backend, Tensor } from '../../src/index.ts';
+import { flagsMaskTable, gatherBlocks, gatherListed, indexBlockScores, selectBlockList, selectOpen } from '../../src/ops/select.ts';
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { maskEntries } from '../../src/attention/block_mask.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
@@ -376,6 +376,37 @@ test('gatherBlocks: each batch entry\'s selected blocks\' K and V rows in block 
         assert.deepEqual(Array.from((await fon.cast(got.v, 'f32').data()) as Float32Array), Array.from(want(vh)), `${be.name} ${dtype} V`);
       }
     }
+  }
+});
+
+test('gatherListed: the blocks a selectBlockList table lists, gathered as gatherBlocks gathers them from the flags (rows past Tmax from its last row, past the count dropped, zero rows where fewer are listed); WebGPU equals the CPU for f32, f16 and bf16; refused by name [webgpu where present]', async () => {
+  const rnd = lcg(43);
+  // [batch, hkv, tmax, d, dtype, count]: 16-key blocks; the last block of 1000 keys is partial; counts below, at and above what is listed.
+  const cases: [number, number, number, number, 'f32' | 'f16' | 'bf16', number | 'all' | 'more'][] = [[2, 2, 1000, 8, 'f16', 'all'], [1, 3, 400, 4, 'f32', 5], [3, 1, 260, 8, 'bf16', 'more'], [1, 8, 2048, 128, 'f16', 'all']];
+  for (const [batch, hkv, tmax, d, dtype, countArg] of cases) {
+    const valid = Math.ceil(tmax / 16);
+    const flags = Int32Array.from({ length: batch * valid }, (_, i) => (i % valid === valid - 1 || rnd() < 0.3 ? 1 : 0));
+    const most = Math.max(...Array.from({ length: batch }, (_, b) => flags.subarray(b * valid, (b + 1) * valid).reduce((a, x) => a + x, 0)));
+    const count = countArg === 'all' ? most : countArg === 'more' ? Math.min(valid, most + 3) : countArg;
+    const kv = (seed: number) => fon.randn([batch, hkv, tmax, d], { seed });
+    for (const be of gpu ? [cpu, gpu] : [cpu]) {
+      const on = (x: Tensor) => fon.cast(fon.tensor(x.dataSync(), x.shape, { backend: be }), dtype);
+      const k = on(kv(1)), v = on(kv(2));
+      const f = fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: be });
+      const table = flagsMaskTable(f, { fine: 16, per: 1, tk: tmax, kBlocks: valid, kvLength: tmax, segments: false });
+      const got = gatherListed(table, k, v, { fine: 16, count }), want = gatherBlocks(f, k, v, { fine: 16, count });
+      assert.deepEqual(got.k.shape, [batch, hkv, count * 16, d]);
+      for (const [x, y] of [[got.k, want.k], [got.v, want.v]]) {
+        assert.deepEqual(Array.from((await fon.cast(x, 'f32').data()) as Float32Array), Array.from((await fon.cast(y, 'f32').data()) as Float32Array), `${be.name} ${batch}×${hkv}×${tmax}×${d} ${dtype}, count ${count}`);
+      }
+    }
+  }
+  const t = fon.tensor(Int32Array.of(3, 0, 0, 0), [4], { dtype: 'i32' });
+  assert.throws(() => gatherListed(t, fon.zeros([1, 1, 32, 4]), fon.zeros([1, 1, 32, 4]), { fine: 16, count: 3 }), (e) => e instanceof ArgumentError && e.message.startsWith('gatherListed: count 3 of blocks of 16 keys over a cache of 32'));
+  if (gpu) {
+    const g = (shape: number[]) => fon.zeros(shape, { backend: gpu, dtype: 'f16' });
+    assert.throws(() => gatherListed(fon.tensor(Int32Array.of(3, 0, 0, 0), [4], { dtype: 'i32', backend: gpu }), g([1, 1, 32, 6]), g([1, 1, 32, 6]), { fine: 16, count: 1 }),
+      (e) => e instanceof UnsupportedError && e.message.startsWith('webgpu: gatherListed copies rows 16 bytes at a time'));
   }
 });
 

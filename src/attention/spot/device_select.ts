@@ -18,7 +18,8 @@ import { cast } from '../../ops/cast.ts';
 import { mul, sub } from '../../ops/elementwise.ts';
 import { broadcastTo, narrow, reshape } from '../../ops/layout.ts';
 import { sum } from '../../ops/reduce.ts';
-import { gatherBlocks, selectBlockList, selectOpen } from '../../ops/select.ts';
+import { gatherBlocks, gatherListed, selectBlockList, selectOpen } from '../../ops/select.ts';
+import { bytesPerElement } from '../../tensor/dtype.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
 
@@ -30,10 +31,9 @@ import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
  * few ops more: asked for only where measured).
  */
 export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: () => Tensor; selected: () => Tensor } {
-  const b = scores.shape[0], n = scores.shape[2];
-  const a = selectArgs(q, rule);
-  const valid = a.valid, l = q + 1;
-  const out = selectBlockList(reshape(scores, [b, n]), reshape(logMass, [b, n]), Object.assign(a, { logMass: true }), { fine: SPOT_BLOCK, tk, kvLength: l });
+  const b = scores.shape[0];
+  const valid = Math.floor(q / SPOT_BLOCK) + 1, l = q + 1;
+  const out = selectList(scores, logMass, q, rule, tk);
   const flags = narrow(out.flags, 1, 0, valid);
   // 16 tokens a selected block, less the part of each query's own block (always selected) past it.
   const tokens = () => reshape(sub(mul(sum(cast(flags, 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
@@ -64,19 +64,31 @@ export function topKBlocks(q: number, rule: SpotRule & { kind: 'top-k' }): { blo
 
 /**
  * One Spot query's static top-K selection gathered instead of masked (SpotAttention.decodePath
- * 'gather'): the same flags as selectOnDevice, then the selected blocks' K and V rows compacted in
- * block order (ops/select.ts gatherBlocks) for a plain dense decode over `kvLength` keys, which
+ * 'gather'): the selection's list (Backend.selectBlockList, as selectOnDevice makes it), then the
+ * listed blocks' K and V rows compacted in block order (gatherListed; gatherBlocks from the flags
+ * where K's rows are not whole 16-byte groups) for a plain dense decode over `kvLength` keys, which
  * drops the query's own block's rows past it (the last rows: that block comes last). Top-K only: its
  * block count is known on the host (topKBlocks), so neither the gather nor the decode waits on a
  * read. The same keys as the mask path; the decode sums them in another order.
  */
 export function gatherOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule & { kind: 'top-k' }, k: Tensor, v: Tensor): { k: Tensor; v: Tensor; kvLength: number } {
-  return gatherFlagged(selectFlags(scores, logMass, q, rule), q, rule, k, v);
+  if ((k.shape[3] * bytesPerElement(k.dtype)) % 16 !== 0) {
+    const { blocks, tokens } = topKBlocks(q, rule);
+    const g = gatherBlocks(selectFlags(scores, logMass, q, rule), k, v, { fine: SPOT_BLOCK, count: blocks });
+    return { k: g.k, v: g.v, kvLength: tokens };
+  }
+  return gatherSelected(selectList(scores, logMass, q, rule, k.shape[2]).table, q, rule, k, v);
 }
 
-/** gatherOnDevice from the flags selectFlags made (its second half: benchmarks time it apart). */
-export function gatherFlagged(flags: Tensor, q: number, rule: SpotRule & { kind: 'top-k' }, k: Tensor, v: Tensor): { k: Tensor; v: Tensor; kvLength: number } {
+/** The selection of one query at position q as selectBlockList makes it: flags (B, N) and the fine mask's table, for a cache of tk keys. */
+export function selectList(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number): { flags: Tensor; table: Tensor } {
+  const b = scores.shape[0], n = scores.shape[2];
+  return selectBlockList(reshape(scores, [b, n]), reshape(logMass, [b, n]), Object.assign(selectArgs(q, rule), { logMass: true }), { fine: SPOT_BLOCK, tk, kvLength: q + 1 });
+}
+
+/** gatherOnDevice from a selectList table (its second half: benchmarks time it apart). */
+export function gatherSelected(table: Tensor, q: number, rule: SpotRule & { kind: 'top-k' }, k: Tensor, v: Tensor): { k: Tensor; v: Tensor; kvLength: number } {
   const { blocks, tokens } = topKBlocks(q, rule);
-  const g = gatherBlocks(flags, k, v, { fine: SPOT_BLOCK, count: blocks });
+  const g = gatherListed(table, k, v, { fine: SPOT_BLOCK, count: blocks });
   return { k: g.k, v: g.v, kvLength: tokens };
 }

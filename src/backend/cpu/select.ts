@@ -1,5 +1,5 @@
 /**
- * CPU reference of Backend.selectOpen, flagsMaskTable, selectBlockList, gatherBlocks and indexBlockScores, and the threshold search
+ * CPU reference of Backend.selectOpen, flagsMaskTable, selectBlockList, gatherBlocks, gatherListed and indexBlockScores, and the threshold search
  * selectOpen shares with SpotAttention's host selection (attention/spot/selection.ts):
  *
  * - scores become order-preserving u32 keys (−0 = +0);
@@ -12,7 +12,7 @@
  * Masses are summed in f64 here and in f32 on the GPU, so a nucleus boundary that falls within
  * rounding of p·total may differ between the two (exact where the masses are dyadic).
  */
-import type { BlockListArgs, FlagsMaskArgs, GatherBlocksArgs, IndexScoreArgs, SelectArgs } from '../backend.ts';
+import type { BlockListArgs, FlagsMaskArgs, GatherBlocksArgs, GatherListArgs, IndexScoreArgs, SelectArgs } from '../backend.ts';
 
 /** A block with no visible key (as SPOT_MASKED: below every score, finite). */
 const MASKED = -1e30;
@@ -170,25 +170,36 @@ export function selectBlockList(scores: CpuRef, mass: CpuRef, a: SelectArgs, lis
 /** Backend.gatherBlocks: each batch entry's selected fine blocks' K and V rows, in block order. */
 export function gatherBlocks(flags: CpuRef, k: CpuRef, v: CpuRef, a: GatherBlocksArgs): [CpuHandle, CpuHandle] {
   const f = flags.h as Int32Array;
-  const rows = a.count * a.fine;
-  const gather = (x: CpuRef): CpuHandle => {
-    const src = x.h;
-    const out = new (src.constructor as new (n: number) => CpuHandle)(a.batch * a.hkv * rows * a.d);
-    for (let b = 0; b < a.batch; b++) {
-      let o = 0;
-      for (let e = 0; e < a.valid && o < a.count; e++) {
-        if (f[b * a.valid + e] === 0) continue;
-        for (let h = 0; h < a.hkv; h++) {
-          for (let r = 0; r < a.fine; r++) {
-            const srow = Math.min(e * a.fine + r, a.tmax - 1), drow = o * a.fine + r;
-            const from = ((b * a.hkv + h) * a.tmax + srow) * a.d, to = ((b * a.hkv + h) * rows + drow) * a.d;
-            out.set(src.subarray(from, from + a.d) as never, to);
-          }
-        }
-        o++;
-      }
-    }
+  const blocks = (b: number) => {
+    const out: number[] = [];
+    for (let e = 0; e < a.valid; e++) if (f[b * a.valid + e] !== 0) out.push(e);
     return out;
   };
-  return [gather(k), gather(v)];
+  return [gatherRows(k, a, blocks), gatherRows(v, a, blocks)];
+}
+
+/** Backend.gatherListed: gatherBlocks with the blocks read from a selectBlockList table's lists. */
+export function gatherListed(table: CpuRef, k: CpuRef, v: CpuRef, a: GatherListArgs): [CpuHandle, CpuHandle] {
+  const t = table.h as Int32Array;
+  const blocks = (b: number) => Array.from(t.subarray(t[b] + 1, t[b] + 1 + t[t[b]]), (x) => x >> 1);
+  return [gatherRows(k, a, blocks), gatherRows(v, a, blocks)];
+}
+
+/** x's rows of each batch entry's first `count` blocks of blocks(b), compacted; zero rows past them. */
+function gatherRows(x: CpuRef, a: GatherListArgs, blocks: (b: number) => number[]): CpuHandle {
+  const rows = a.count * a.fine;
+  const src = x.h;
+  const out = new (src.constructor as new (n: number) => CpuHandle)(a.batch * a.hkv * rows * a.d);
+  for (let b = 0; b < a.batch; b++) {
+    blocks(b).slice(0, a.count).forEach((e, o) => {
+      for (let h = 0; h < a.hkv; h++) {
+        for (let r = 0; r < a.fine; r++) {
+          const srow = Math.min(e * a.fine + r, a.tmax - 1), drow = o * a.fine + r;
+          const from = ((b * a.hkv + h) * a.tmax + srow) * a.d, to = ((b * a.hkv + h) * rows + drow) * a.d;
+          out.set(src.subarray(from, from + a.d) as never, to);
+        }
+      }
+    });
+  }
+  return out;
 }

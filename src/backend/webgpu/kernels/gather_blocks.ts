@@ -1,6 +1,6 @@
-/** WebGPU's Backend.gatherBlocks: gather_blocks.wgsl, checked against backend/cpu/select.ts. */
+/** WebGPU's Backend.gatherBlocks and gatherListed: gather_blocks.wgsl, checked against backend/cpu/select.ts. */
 import { UnsupportedError } from '../../../errors.ts';
-import type { GatherBlocksArgs } from '../../backend.ts';
+import type { GatherBlocksArgs, GatherListArgs } from '../../backend.ts';
 import { bytesPerElement } from '../../../tensor/dtype.ts';
 import type { GpuHandle, GpuRef, KernelTable, WebGpuBackend } from '../backend.ts';
 import type { Kernel } from '../runtime.ts';
@@ -34,6 +34,31 @@ export function gatherBlocks(be: WebGpuBackend, flags: GpuRef, k: GpuRef, v: Gpu
   return [ko, vo];
 }
 
-export function gatherBlockKernels(be: WebGpuBackend): Pick<KernelTable, 'gatherBlocks'> {
-  return { gatherBlocks: (f, k, v, a) => gatherBlocks(be, f, k, v, a) };
+/** List entries a gatherListed workgroup copies: 8 blocks, at 16 keys of 128 f16 and 8 kv heads 64 KiB of K and V. */
+const LIST_CHUNK = 8;
+
+/**
+ * Backend.gatherListed on the device (gather_blocks.wgsl LIST): rows copied 16 bytes at a time (the
+ * host checks that a row is whole 16-byte groups), one workgroup per 8 list entries and kv head.
+ */
+export function gatherListed(be: WebGpuBackend, table: GpuRef, k: GpuRef, v: GpuRef, a: GatherListArgs): [GpuHandle, GpuHandle] {
+  const bytes = a.d * bytesPerElement(k.dtype);
+  if (!['f32', 'f16', 'bf16'].includes(k.dtype) || bytes % 16 !== 0) {
+    throw new UnsupportedError(`webgpu: gatherListed copies rows 16 bytes at a time: it takes f32, f16 or bf16 K/V of a row that is whole 16-byte groups; got ${k.dtype} rows of ${a.d} (${bytes} bytes)`);
+  }
+  const n = a.batch * a.hkv * a.count * a.fine * a.d;
+  const ko = be.alloc(k.dtype, n, 'gatherListed'), vo = be.alloc(v.dtype, n, 'gatherListed');
+  if (n > 0) {
+    be.rt.run({
+      kernel: gatherKernel, variant: { LIST: true, C: LIST_CHUNK },
+      uniforms: [a.batch, a.count, a.fine, a.hkv, a.tmax, bytes / 16],
+      buffers: [table.h.buffer, k.h.buffer, v.h.buffer, ko.buffer, vo.buffer],
+      workgroups: [Math.ceil(a.count / LIST_CHUNK), a.hkv, a.batch],
+    });
+  }
+  return [ko, vo];
+}
+
+export function gatherBlockKernels(be: WebGpuBackend): Pick<KernelTable, 'gatherBlocks' | 'gatherListed'> {
+  return { gatherBlocks: (f, k, v, a) => gatherBlocks(be, f, k, v, a), gatherListed: (t, k, v, a) => gatherListed(be, t, k, v, a) };
 }

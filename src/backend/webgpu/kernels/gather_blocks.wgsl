@@ -7,6 +7,50 @@
 // host checks that a row is whole 32-bit words), K and V together; rows whose output block lies
 // past the count are dropped. The last slice's workgroups zero the output rows past the selected
 // blocks where there are fewer than the count.
+// LIST (Backend.gatherListed): the blocks come as a selectBlockList table's list (row b's list at
+// table[b]: the count, then 2·block + partial), so no workgroup counts flags: one workgroup per (C
+// list entries, kv head, batch entry) copies each entry's block whole, 16 bytes an invocation (rows
+// of whole 16-byte groups: the host checks), K then V, a block's rows contiguous in and out; list
+// places from the list's count up to P.count get zero rows.
+#if LIST
+struct Params { batch: u32, count: u32, fine: u32, hkv: u32, tmax: u32, w4: u32 }
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> table: array<i32>;
+@group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read_write> ko: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read_write> vo: array<vec4<u32>>;
+
+const WG = 256u;
+const C = {{C}}u;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let h = wid.y;
+  let b = wid.z;
+  let list = u32(table[b]);
+  let listed = min(u32(table[list]), P.count);
+  let rows = P.count * P.fine;
+  let src0 = (b * P.hkv + h) * P.tmax;
+  let dst0 = (b * P.hkv + h) * rows;
+  let per = P.fine * P.w4;
+  for (var i = wid.x * C; i < min(P.count, wid.x * C + C); i++) {
+    let e = select(0u, u32(table[list + 1u + i]) >> 1u, i < listed);
+    for (var t = lid; t < per; t += WG) {
+      let r = t / P.w4;
+      let at = (dst0 + i * P.fine + r) * P.w4 + t % P.w4;
+      let src = (src0 + min(e * P.fine + r, P.tmax - 1u)) * P.w4 + t % P.w4;
+      if (i < listed) {
+        ko[at] = k[src];
+        vo[at] = v[src];
+      } else {
+        ko[at] = vec4<u32>(0u);
+        vo[at] = vec4<u32>(0u);
+      }
+    }
+  }
+}
+#else
 struct Params { batch: u32, valid: u32, fine: u32, count: u32, hkv: u32, tmax: u32, words: u32, slices: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> flags: array<i32>;
@@ -74,3 +118,4 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
   }
 }
+#endif
