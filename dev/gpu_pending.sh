@@ -117,3 +117,9 @@ if [ "$what" = final ]; then
   step 130 spot_final node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask,gather --profile --json "$OUT/spot_final.json"
   step 170 spot_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072
 fi
+# `gather` (about 1.5 minutes): gatherListed's GPU tests and Spot's gathered path (top-K 0.1, 0.5)
+# beside SDPA at 128K and 512K, each dispatch's GPU time at top-K 0.1.
+if [ "$what" = gather ]; then
+  FON_REQUIRE_WEBGPU=1 step 60 gpu_tests node --import tsx --test --test-name-pattern "gather|Gather" test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts
+  step 100 spot_gather node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1 --keys f16 --paths gather,mask --profile --json "$OUT/spot_gather.json"
+fi
