@@ -66,12 +66,12 @@ export type SpotDecodePath = 'auto' | 'mask' | 'gather';
 export const SPOT_DECODE_PATHS: readonly SpotDecodePath[] = ['auto', 'mask', 'gather'];
 
 /**
- * Selected tokens from which decodePath 'auto' gathers: on an H100 (BENCHMARKS.md, Spot's seventh
- * run) the mask was the faster with 13,107 selected tokens (128K, top-K 0.1: 0.273 against 0.317
- * ms a step) and the gather with 52,429 (512K, top-K 0.1) and 65,536 (128K, top-K 0.5), by 8–15%;
- * the crossover lies between, unmeasured: 32,768 is taken.
+ * Selected tokens from which decodePath 'auto' gathers. On an H100 (BENCHMARKS.md, Spot's eighth
+ * run), once the gather copied the listed blocks whole (Backend.gatherListed), it was the faster path
+ * with 13,107 selected tokens (128K, top-K 0.1: a step of 0.172 against 0.190 ms) and with 52,429
+ * (512K: 0.527 against 0.612). Below 13,107 it is not measured; 12,288 is taken.
  */
-export const SPOT_GATHER_FROM_TOKENS = 32768;
+export const SPOT_GATHER_FROM_TOKENS = 12288;
 
 /** The rule a spec names. */
 export const specRule = (s: SpotSpec): SpotRule => (s.rule === 'top-p' ? { kind: 'top-p', p: s.p } : { kind: 'top-k', fraction: s.fraction });
