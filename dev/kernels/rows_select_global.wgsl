@@ -1,7 +1,8 @@
 // The earlier form of Backend.selectOpen (rows_select.wgsl SELECT until 2026-12-07), kept for
 // dev/kernels/select_open.ts to time beside the current one: every pass over a row (8 rounds a
 // threshold search, the counts, the ties) reads the scores (and masses) from memory, strided over
-// the workgroup. The CPU reference is src/backend/cpu/select.ts.
+// the workgroup. The CPU reference is src/backend/cpu/select.ts. Only its SELECT part: the runner
+// puts it in place of rows_select.wgsl's (whose header and helpers, wg_count and wg_scan, it uses).
 //
 // SELECT, one workgroup per row: entries below P.low and in [P.high, P.valid) are kept, those from
 // P.valid on are not; the open ones [low, high) are ranked by their score's order-preserving u32 key
@@ -17,32 +18,6 @@
 // (8 rounds where a bit a round took 32, each ending in a workgroup sum: with SG a subgroup sum, then
 // one lane a subgroup; the reference builds the same key bit by bit). Masses are summed in f32 (the
 // reference sums in f64: a boundary within rounding of p·total may differ).
-{{HEADER}}
-{{COMMON}}
-
-{{SELECT_COMMON}}
-
-// Σ of u32 counts over the workgroup through the f32 tree sum (exact: counts stay below 2^24).
-fn wg_count(lid: u32, v: u32) -> u32 { return u32(wg_sum(lid, f32(v))); }
-
-// The exclusive prefix sum of v over the invocations (a Hillis–Steele scan in workgroup memory)
-// and the workgroup's total, to every invocation (uniform control flow). Counts go through it as
-// f32, exactly (they stay below 2^24).
-fn wg_scan(lid: u32, v: f32) -> vec2<f32> {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = 1u; s < WG; s <<= 1u) {
-    var inc = 0.0;
-    if (lid >= s) { inc = red[lid - s]; }
-    workgroupBarrier();
-    red[lid] += inc;
-    workgroupBarrier();
-  }
-  let r = vec2<f32>(red[lid] - v, red[WG - 1u]);
-  workgroupBarrier();
-  return r;
-}
-
 #if SELECT
 fn is_open(e: u32) -> bool { return e >= P.low && e < P.high; }
 

@@ -138,8 +138,8 @@ function withGlobal<T>(b: WebGpuBackend, fn: () => T): T {
   const run = b.rt.run;
   b.rt.run = (d) => {
     if (d.kernel.name !== 'rows_select' || !d.variant.SELECT) return run.call(b.rt, d);
-    // Built as rows.ts builds its row kernels, from the earlier file (the same header and helpers).
-    globalKernel ??= { name: 'rows_select_global', source: (v, caps) => (v.SG ? 'enable subgroups;\n' : '') + preprocess(readFileSync(new URL('./rows_select_global.wgsl', import.meta.url), 'utf8'), {
+    // Built as rows.ts builds its row kernels, the SELECT part the earlier form's (the same header and helpers).
+    globalKernel ??= { name: 'rows_select_global', source: (v, caps) => (v.SG ? 'enable subgroups;\n' : '') + preprocess(withGlobalSelect(wgslSource('rows_select')), {
       ...v,
       HEADER: header([{ name: 's', dtype: v.S as DType }, { name: 'm', dtype: v.M as DType }, { name: 'y', dtype: 'i32', write: true }], caps.f16, 'rows: u32, n: u32, valid: u32, low: u32, high: u32, count: u32, p: f32'),
       COMMON: preprocess(wgslSource('rows_common'), v),
@@ -150,6 +150,13 @@ function withGlobal<T>(b: WebGpuBackend, fn: () => T): T {
   try { return fn(); } finally { b.rt.run = run; }
 }
 let globalKernel: Kernel | undefined;
+
+/** rows_select.wgsl with its SELECT part replaced by the earlier form's (dev/kernels/rows_select_global.wgsl). */
+function withGlobalSelect(src: string): string {
+  const from = src.indexOf('#if SELECT'), to = src.indexOf('#if MASKTABLE');
+  if (from < 0 || to < from) throw new Error('dev/kernels/select_open.ts: rows_select.wgsl no longer has a SELECT part before MASKTABLE; update withGlobalSelect');
+  return src.slice(0, from) + readFileSync(new URL('./rows_select_global.wgsl', import.meta.url), 'utf8') + '\n' + src.slice(to);
+}
 
 /** Runs fn with rows_select's threshold searches cut to `rounds` of their 8 rounds (timing only: the flags are wrong). */
 function withRounds<T>(b: WebGpuBackend, rounds: number, fn: () => T): T {
