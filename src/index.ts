@@ -16,7 +16,7 @@ export * from './ops/matmul.ts';
 export * from './ops/indexing.ts';
 export * from './ops/pyramid_rows.ts';
 export * from './ops/fused.ts';
-export { attention, kvWrite, type AttentionOptions } from './ops/attention.ts';
+export { attention, kvWrite, kvWriteMany, type AttentionOptions } from './ops/attention.ts';
 export { foxAttention, type FoxAttentionOptions } from './ops/fox_attention.ts';
 export { fpaAttention, type FpaAttentionOptions } from './ops/fpa_attention.ts';
 export { depthMix, type DepthMixOptions } from './ops/depth_mix.ts';
