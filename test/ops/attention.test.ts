@@ -160,6 +160,18 @@ test('kvWrite writes rows [pos, pos + n) of every (batch, kv head) in place; oth
   }
 }));
 
+test('kvWriteMany writes each (cache, rows) pair as kvWrite does, caches of other shapes and dtypes at one position; a bad pair is refused by the op\'s name before anything is written', () => fon.tidy(() => {
+  const caches = [fon.randn([2, 3, 6, 4], { seed: 1 }), fon.randn([2, 3, 6, 4], { seed: 2, dtype: 'f16' }), fon.randn([2, 1, 6, 8], { seed: 3, dtype: 'bf16' })];
+  const rows = [fon.randn([2, 3, 2, 4], { seed: 4 }), fon.randn([2, 3, 2, 4], { seed: 5, dtype: 'f16' }), fon.randn([2, 1, 2, 8], { seed: 6, dtype: 'bf16' })];
+  const want = caches.map((c, i) => { const w = fon.add(c, 0); kvWrite(w, rows[i], 3); return vals(w); });
+  fon.kvWriteMany(caches.map((c, i) => [c, rows[i]] as const), 3);
+  caches.forEach((c, i) => assert.deepEqual(vals(c), want[i], `pair ${i}`));
+  const before = caches.map(vals);
+  assert.throws(() => fon.kvWriteMany([[caches[0], rows[0]], [caches[1], rows[0]]], 1), (e) => e instanceof DTypeError && e.message === 'kvWriteMany: x dtype f32 must equal cache dtype f16');
+  assert.throws(() => fon.kvWriteMany([[caches[0], rows[0]]], 5), (e) => e instanceof ArgumentError && e.message.startsWith('kvWriteMany: rows [5, 7) must be integers inside the cache\'s 6 rows'));
+  caches.forEach((c, i) => assert.deepEqual(vals(c), before[i], `pair ${i} untouched by a refused call`));
+}));
+
 test('decode step by step with kvWrite equals the prefill output (GQA, window)', () => fon.tidy(() => {
   const [b, h, hkv, t, d, tmax] = [1, 4, 2, 9, 8, 12];
   for (const opts of [{}, { window: 4 }] as AttentionOptions[]) {
