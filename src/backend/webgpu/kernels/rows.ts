@@ -394,14 +394,15 @@ export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArg
 export interface SelectTune { wg?: number }
 
 /** Open entries an invocation holds in registers at most before selectWg takes a larger workgroup. */
-const SELECT_PER = 8;
+const SELECT_PER = 16;
 
 /**
  * selectOpen's default invocations for rows of `open` open entries: 512 where the device allows
- * them (on the H200, 8192 blocks at 128K tokens in the form that read memory each pass: 0.050 ms on
- * the GPU's clock against 0.062 at 256 and 0.057 at 1024; bench/results_select_open_h200.log), 1024
- * where that leaves an invocation more than SELECT_PER entries and the device allows it (fewer
- * registers an invocation), else the row kernels' size.
+ * them, 1024 where 512 would leave an invocation more than SELECT_PER entries and the device allows
+ * it, else the row kernels' size. On the H100 (dev/kernels/select_open.ts,
+ * bench/results_select_open_1207_h100.log, µs on the GPU's clock at 512 / 1024 invocations): 8,192
+ * blocks (128K tokens) 51 / 54 under top-K 0.1 and 89 / 103 under top-p 0.9; 32,768 blocks (512K)
+ * 181 / 168 and 413 / 333.
  */
 export function selectWg(be: WebGpuBackend, open = 0): number {
   if (be.caps.software) return wgSize(be);
