@@ -328,7 +328,9 @@ export function blockMaskFromBlocks(geometry: MaskGeometry, entries: (b: number,
 
 /** The table's shape as the kernels take it (Backend MaskArgs). */
 export function maskArgs(m: BlockMask): MaskArgs {
-  return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, kBlock: m.kBlock ?? MASK_K_BLOCK, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset, ...countPlaces(m), ...(m.counts ? { counts: m.counts } : {}) };
+  const places = countPlaces(m);
+  // Known counts go where count places would (one query block, at most MASK_COUNT_ROWS rows).
+  return { heads: m.heads, qBlocks: m.qBlocks, kBlocks: m.kBlocks, kBlock: m.kBlock ?? MASK_K_BLOCK, byKeyOffset: m.byKeyOffset, segmentOffset: m.segmentOffset, bitsOffset: m.bitsOffset, ...places, ...(m.counts && places.countAt ? { counts: m.counts } : {}) };
 }
 
 /**

@@ -125,6 +125,22 @@ test('a fine mask whose lists\' lengths the host knows (BlockMask.counts, Spot\'
   assert.equal(grids[1], 1, 'one chunk: the longest list is one step');
 });
 
+test('known lists\' lengths past the uniforms\' 64 rows (batch 65) are not used: the decode reads the counts from the table and equals the CPU [webgpu]', { skip }, async () => {
+  const b = 65, h = 2, d = 8, tk = 64, l = 60, valid = Math.floor((l - 1) / 16) + 1;
+  const rnd = (seed: number, shape: number[]) => fon.randn(shape, { seed });
+  const [q, k, v] = [rnd(1, [b, h, 1, d]), rnd(2, [b, 1, tk, d]), rnd(3, [b, 1, tk, d])];
+  const flags = Int32Array.from({ length: b * valid }, (_, i) => (i % valid === valid - 1 || (i * 7) % 3 === 0 ? 1 : 0));
+  const counts = Array.from({ length: b }, (_, r) => flags.subarray(r * valid, (r + 1) * valid).reduce((x, y) => x + y, 0));
+  const mask = (be: Backend) => {
+    const table = flagsMaskTable(fon.tensor(flags, [b, valid], { dtype: 'i32', backend: be }), { fine: 16, per: 1, tk, kBlocks: Math.ceil(tk / 16), kvLength: l, segments: false });
+    return { ...deviceMaskShape({ batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: l - 1, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1), device: table, counts };
+  };
+  assert.equal(maskArgs(mask(cpu)).counts, undefined, 'no known counts in the kernels\' arguments past 64 rows');
+  const on = (x: Tensor, be: Backend) => fon.tensor(x.dataSync(), x.shape, { backend: be });
+  const want = await vals(fon.attention(q, k, v, { kvLength: l, mask: mask(cpu) }));
+  close(await vals(fon.attention(on(q, gpu!), on(k, gpu!), on(v, gpu!), { kvLength: l, mask: mask(gpu!) })), want, 1e-5, 'batch 65');
+});
+
 test('the P·V loop by listed block (DecodeTune.blockV, VBLK) equals attention over exactly the selected keys: chunks of several steps, head widths whose key groups divide a block (64: 8 groups, 2 keys a block each; 32: 16 groups, 1); refused where they do not (8) [webgpu]', { skip }, async () => {
   // 75 selector blocks: one batch entry every other block (38), the other 3 … 60 (58) and its own:
   // at 2 chunks a kv head (SwiftShader) a chunk spans 2–4 steps of 8 blocks, so the step's place in
