@@ -73,7 +73,7 @@ export function linears(x: Tensor, weights: readonly Tensor[], outDTypes: readon
   const lowered = !!autocastDType() && x.dtype === 'f32' && weights[0]?.dtype === 'f32';
   if (grad || lowered || weights.length < 2) return weights.map((w, i) => linear(x, w, undefined, true, outDTypes[i] ? { outDType: outDTypes[i] } : {}));
   const m = x.size / inF, lead = x.shape.slice(0, -1);
-  const outs = outDTypes.length ? weights.map((_, i) => outDTypes[i] ?? (x.dtype as FloatDType)) : weights.map(() => x.dtype as FloatDType);
+  const outs = weights.map((_, i) => outDTypes[i] ?? (x.dtype as FloatDType));
   const hs = be.matmulMany(ref(x), weights.map(ref), { m, k: inF, ns: weights.map((w) => w.shape[0]), outDTypes: outs });
   return hs.map((h, i) => wrap(be, h, [...lead, weights[i].shape[0]], outs[i]));
 }

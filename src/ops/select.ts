@@ -96,7 +96,7 @@ export function flagsMaskTable(flags: Tensor, o: { fine: number; per: number; tk
  * gatherBlocks with the blocks named by a selectBlockList table (Backend.gatherListed): each batch
  * entry's first `count` listed blocks' K and V rows, `fine` rows a block, over k and v (B, Hkv,
  * Tmax, D) of one dtype → k', v' (B, Hkv, count·fine, D); no flags counted (on webgpu rows of whole
- * 16-byte groups, copied a block at a time).
+ * 32-bit words, copied a block at a time).
  */
 export function gatherListed(table: Tensor, k: Tensor, v: Tensor, o: { fine: number; count: number }): { k: Tensor; v: Tensor } {
   const be = backendOf('gatherListed', table, k, v);

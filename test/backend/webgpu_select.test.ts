@@ -379,10 +379,11 @@ test('gatherBlocks: each batch entry\'s selected blocks\' K and V rows in block 
   }
 });
 
-test('gatherListed: the blocks a selectBlockList table lists, gathered as gatherBlocks gathers them from the flags (rows past Tmax from its last row, past the count dropped, zero rows where fewer are listed); WebGPU equals the CPU for f32, f16 and bf16; refused by name [webgpu where present]', async () => {
+test('gatherListed: the blocks a selectBlockList table lists, gathered as gatherBlocks gathers them from the flags (rows past Tmax from its last row, past the count dropped, zero rows where fewer are listed); WebGPU equals the CPU for f32, f16 and bf16, rows of 16-byte groups and of words; refused by name [webgpu where present]', async () => {
   const rnd = lcg(43);
-  // [batch, hkv, tmax, d, dtype, count]: 16-key blocks; the last block of 1000 keys is partial; counts below, at and above what is listed.
-  const cases: [number, number, number, number, 'f32' | 'f16' | 'bf16', number | 'all' | 'more'][] = [[2, 2, 1000, 8, 'f16', 'all'], [1, 3, 400, 4, 'f32', 5], [3, 1, 260, 8, 'bf16', 'more'], [1, 8, 2048, 128, 'f16', 'all']];
+  // [batch, hkv, tmax, d, dtype, count]: 16-key blocks; the last block of 1000 keys is partial; counts below, at and above what is listed;
+  // f16 rows of 6 (12 bytes: copied a word at a time, not 16 bytes).
+  const cases: [number, number, number, number, 'f32' | 'f16' | 'bf16', number | 'all' | 'more'][] = [[2, 2, 1000, 8, 'f16', 'all'], [1, 3, 400, 4, 'f32', 5], [3, 1, 260, 8, 'bf16', 'more'], [1, 8, 2048, 128, 'f16', 'all'], [2, 2, 300, 6, 'f16', 'all']];
   for (const [batch, hkv, tmax, d, dtype, countArg] of cases) {
     const valid = Math.ceil(tmax / 16);
     const flags = Int32Array.from({ length: batch * valid }, (_, i) => (i % valid === valid - 1 || rnd() < 0.3 ? 1 : 0));
@@ -405,8 +406,8 @@ test('gatherListed: the blocks a selectBlockList table lists, gathered as gather
   assert.throws(() => gatherListed(t, fon.zeros([1, 1, 32, 4]), fon.zeros([1, 1, 32, 4]), { fine: 16, count: 3 }), (e) => e instanceof ArgumentError && e.message.startsWith('gatherListed: count 3 of blocks of 16 keys over a cache of 32'));
   if (gpu) {
     const g = (shape: number[]) => fon.zeros(shape, { backend: gpu, dtype: 'f16' });
-    assert.throws(() => gatherListed(fon.tensor(Int32Array.of(3, 0, 0, 0), [4], { dtype: 'i32', backend: gpu }), g([1, 1, 32, 6]), g([1, 1, 32, 6]), { fine: 16, count: 1 }),
-      (e) => e instanceof UnsupportedError && e.message.startsWith('webgpu: gatherListed copies rows 16 bytes at a time'));
+    assert.throws(() => gatherListed(fon.tensor(Int32Array.of(3, 0, 0, 0), [4], { dtype: 'i32', backend: gpu }), g([1, 1, 32, 5]), g([1, 1, 32, 5]), { fine: 16, count: 1 }),
+      (e) => e instanceof UnsupportedError && e.message.startsWith('webgpu: gatherListed copies rows as 32-bit words'));
   }
 });
 

@@ -18,8 +18,7 @@ import { cast } from '../../ops/cast.ts';
 import { mul, sub } from '../../ops/elementwise.ts';
 import { broadcastTo, narrow, reshape } from '../../ops/layout.ts';
 import { sum } from '../../ops/reduce.ts';
-import { gatherBlocks, gatherListed, selectBlockList, selectOpen } from '../../ops/select.ts';
-import { bytesPerElement } from '../../tensor/dtype.ts';
+import { gatherListed, selectBlockList } from '../../ops/select.ts';
 import type { Tensor } from '../../tensor/tensor.ts';
 import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
 
@@ -43,13 +42,6 @@ export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule:
   return { mask: Object.assign({}, shape, { device: out.table }, counts ? { counts } : {}), tokens, selected };
 }
 
-/** The selected fine blocks of one query at position q, (B, ⌊q/16⌋ + 1) i32 flags, from its block scores and log-masses (B, 1, N). */
-export function selectFlags(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule): Tensor {
-  const b = scores.shape[0], n = scores.shape[2];
-  const a = selectArgs(q, rule);
-  return narrow(selectOpen(reshape(scores, [b, n]), reshape(logMass, [b, n]), Object.assign(a, { logMass: true })), 1, 0, a.valid);
-}
-
 /**
  * The blocks static top-K selects for a query at position q, and the tokens they hold: the reserved
  * blocks and min(open, count) open ones, the query's own (partial, last in block order) among the
@@ -65,18 +57,13 @@ export function topKBlocks(q: number, rule: SpotRule & { kind: 'top-k' }): { blo
 /**
  * One Spot query's static top-K selection gathered instead of masked (SpotAttention.decodePath
  * 'gather'): the selection's list (Backend.selectBlockList, as selectOnDevice makes it), then the
- * listed blocks' K and V rows compacted in block order (gatherListed; gatherBlocks from the flags
- * where K's rows are not whole 16-byte groups) for a plain dense decode over `kvLength` keys, which
+ * listed blocks' K and V rows compacted in block order (gatherListed) for a plain dense decode over
+ * `kvLength` keys, which
  * drops the query's own block's rows past it (the last rows: that block comes last). Top-K only: its
  * block count is known on the host (topKBlocks), so neither the gather nor the decode waits on a
  * read. The same keys as the mask path; the decode sums them in another order.
  */
 export function gatherOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule & { kind: 'top-k' }, k: Tensor, v: Tensor): { k: Tensor; v: Tensor; kvLength: number } {
-  if ((k.shape[3] * bytesPerElement(k.dtype)) % 16 !== 0) {
-    const { blocks, tokens } = topKBlocks(q, rule);
-    const g = gatherBlocks(selectFlags(scores, logMass, q, rule), k, v, { fine: SPOT_BLOCK, count: blocks });
-    return { k: g.k, v: g.v, kvLength: tokens };
-  }
   return gatherSelected(selectList(scores, logMass, q, rule, k.shape[2]).table, q, rule, k, v);
 }
 

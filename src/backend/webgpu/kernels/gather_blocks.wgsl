@@ -9,17 +9,18 @@
 // blocks where there are fewer than the count.
 // LIST (Backend.gatherListed): the blocks come as a selectBlockList table's list (row b's list at
 // table[b]: the count, then 2·block + partial), so no workgroup counts flags: one workgroup per (C
-// list entries, kv head, batch entry) copies each entry's block whole, 16 bytes an invocation (rows
-// of whole 16-byte groups: the host checks), K then V, a block's rows contiguous in and out; list
-// places from the list's count up to P.count get zero rows.
+// list entries, kv head, batch entry) copies each entry's block whole, a UNIT an invocation (16
+// bytes where rows are whole 16-byte groups, else a word: the host checks rows are whole words), K
+// and V, a block's rows contiguous in and out; list places from the list's count up to P.count get
+// zero rows. P.w4: UNITs a row.
 #if LIST
 struct Params { batch: u32, count: u32, fine: u32, hkv: u32, tmax: u32, w4: u32 }
 @group(0) @binding(0) var<uniform> P: Params;
 @group(0) @binding(1) var<storage, read> table: array<i32>;
-@group(0) @binding(2) var<storage, read> k: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read> v: array<vec4<u32>>;
-@group(0) @binding(4) var<storage, read_write> ko: array<vec4<u32>>;
-@group(0) @binding(5) var<storage, read_write> vo: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> k: array<{{UNIT}}>;
+@group(0) @binding(3) var<storage, read> v: array<{{UNIT}}>;
+@group(0) @binding(4) var<storage, read_write> ko: array<{{UNIT}}>;
+@group(0) @binding(5) var<storage, read_write> vo: array<{{UNIT}}>;
 
 const WG = 256u;
 const C = {{C}}u;
@@ -44,8 +45,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         ko[at] = k[src];
         vo[at] = v[src];
       } else {
-        ko[at] = vec4<u32>(0u);
-        vo[at] = vec4<u32>(0u);
+        ko[at] = {{UNIT}}();
+        vo[at] = {{UNIT}}();
       }
     }
   }

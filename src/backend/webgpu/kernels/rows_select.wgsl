@@ -129,6 +129,14 @@ fn digit_search(lid: u32, sgsize: u32, goal: f32, mass: bool) -> u32 {
   return theta;
 }
 
+// Whether entry i of this invocation's span is kept: above θ₂, or a tie at θ₂ among the first
+// `need` in index order (*k: the ties at θ₂ before it, counted on).
+fn kept_at(i: u32, theta2: u32, need: u32, k: ptr<function, u32>) -> bool {
+  if (ks[i] != theta2) { return ks[i] > theta2; }
+  *k += 1u;
+  return *k - 1u < need;
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>, @builtin(local_invocation_index) lid: u32
 #if SG
@@ -198,8 +206,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   if (live) {
     for (var i = 0u; i < PER; i++) {
       if (i < mine) {
-        var kept = ks[i] > theta2;
-        if (ks[i] == theta2) { kept = k < need; k += 1u; }
+        let kept = kept_at(i, theta2, need, &k);
         if (kept) { kept_n += 1u; }
         sti_y(base + first + i, select(0i, 1i, kept));
       }
@@ -231,9 +238,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
     k = k0;
     for (var i = 0u; i < PER; i++) {
       if (i < mine) {
-        var kept = ks[i] > theta2;
-        if (ks[i] == theta2) { kept = k < need; k += 1u; }
-        if (kept) { sti_t(list + 1u + at, entry_of(first + i)); at += 1u; }
+        if (kept_at(i, theta2, need, &k)) { sti_t(list + 1u + at, entry_of(first + i)); at += 1u; }
       }
     }
     for (var e = lid; e < P.valid; e += WG) {
