@@ -124,11 +124,12 @@ if [ "$what" = gather ]; then
   step 100 spot_gather node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1 --keys f16 --paths gather,mask --profile --json "$OUT/spot_gather.json"
 fi
 # `next` (about 8 minutes; owed since the end of 2026-12-07): what the eighth run left untimed. The
-# GPU tests of the batch-65 known-counts decode, the whole table at 16K–512K under noGrad with the
+# GPU tests of what changed after it (the batch-65 known-counts decode, selectOpen's kept_at,
+# gatherListed's word rows), the whole table at 16K–512K under noGrad with the
 # gather from the list and selectWg's 512 up to 8,192 blocks, a 4-layer model's tokens/s with the new
 # gather, and the few-rows GEMM's forms on 16-bit weights (dev/kernels/gemv.ts, never run).
 if [ "$what" = next ]; then
-  FON_REQUIRE_WEBGPU=1 step 60 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts
+  FON_REQUIRE_WEBGPU=1 step 90 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts
   step 200 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5,top-p:0.9 --keys f16 --paths mask,gather --json "$OUT/spot_table.json"
   step 150 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths gather --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
   step 90 gemv node --import tsx dev/kernels/gemv.ts --dtypes f16
