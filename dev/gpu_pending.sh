@@ -134,3 +134,11 @@ if [ "$what" = next ]; then
   step 150 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths gather --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
   step 90 gemv node --import tsx dev/kernels/gemv.ts --dtypes f16
 fi
+# `radix` (about 5 minutes): selectOpen's count search by radix select (8-bit digits, workgroup
+# atomics) — its GPU tests, the selection stage beside the 4-bit digit search at 128K and 512K, and
+# Spot's two decode paths beside SDPA at 128K and 512K with each dispatch's GPU time.
+if [ "$what" = radix ]; then
+  FON_REQUIRE_WEBGPU=1 step 90 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts
+  step 120 select_radix node --import tsx dev/kernels/select_open.ts --tokens 131072,524288 --rules top-k:0.1,top-p:0.9 --wg 512,1024
+  step 100 spot_radix node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1 --keys f16 --paths gather,mask --profile --json "$OUT/spot_radix.json"
+fi

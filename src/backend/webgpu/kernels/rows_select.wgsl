@@ -129,6 +129,92 @@ fn digit_search(lid: u32, sgsize: u32, goal: f32, mass: bool) -> u32 {
   return theta;
 }
 
+#if RADIX
+// RADIX (the count search, SelectTune.radix): the largest key θ with at least `goal` open entries at
+// or above it, as digit_search(goal, false) finds it, by radix select: the bits below the prefix
+// every open key shares (the first differing bit of the row's least and largest key) taken eight a
+// round from the top in four rounds, each a 256-bin histogram of the open keys whose higher bits
+// equal θ's, counted by workgroup atomics (an invocation adds a run of equal digits at once), and the
+// largest digit d whose count at or above (`above`: the keys above θ's prefix, plus the bins from d
+// up) reaches goal; `above` then becomes that count less bin d. The answer is the goal-th largest
+// key, so it lies between the least and largest key and shares their prefix (goal, a count `take`,
+// never exceeds the open entries). θ = 2³² − 1 where goal = 0, as the bitwise search gives.
+var<workgroup> hist: array<atomic<u32>, 256>;
+var<workgroup> kext: array<atomic<u32>, 2>;
+var<workgroup> pick: vec2<u32>;
+const BPT = max(1u, 256u / WG); // bins an invocation scans
+
+// The mask of the bits at and above bit `at` (0 where at = 32).
+fn bits_from(at: u32) -> u32 { return select(~((1u << at) - 1u), 0u, at >= 32u); }
+
+fn count_search(lid: u32, sgsize: u32, goal: u32) -> u32 {
+  var lo = 0xffffffffu;
+  var hi = 0u;
+  for (var i = 0u; i < PER; i++) { if (i < mine) { lo = min(lo, ks[i]); hi = max(hi, ks[i]); } }
+  if (lid == 0u) { atomicStore(&kext[0], 0xffffffffu); atomicStore(&kext[1], 0u); }
+  workgroupBarrier();
+#if SG
+  lo = subgroupMin(lo);
+  hi = subgroupMax(hi);
+  if (lid % sgsize == 0u) { atomicMin(&kext[0], lo); atomicMax(&kext[1], hi); }
+#else
+  atomicMin(&kext[0], lo);
+  atomicMax(&kext[1], hi);
+#endif
+  workgroupBarrier();
+  lo = atomicLoad(&kext[0]);
+  hi = atomicLoad(&kext[1]);
+  // top: the bits below the shared prefix (0 where every open key is the same).
+  let top = select(32u - countLeadingZeros(lo ^ hi), 0u, lo == hi);
+  var theta = lo & bits_from(top);
+  var above = 0u;
+  for (var r = 0u; r < 4u; r++) {
+    let end = max(i32(top) - 8 * i32(r), 0); // the round's digit: bits [s, end)
+    let s = u32(max(end - 8, 0));
+    let width = u32(end) - s;
+    let fixed = bits_from(u32(end));
+    for (var b = lid; b < 256u; b += WG) { atomicStore(&hist[b], 0u); }
+    workgroupBarrier();
+    if (lid == 0u) { pick = vec2<u32>(0u, above); }
+    if (width > 0u) {
+      var run = 0u;
+      var at = 0u;
+      for (var i = 0u; i < PER; i++) {
+        if (i < mine && (ks[i] & fixed) == (theta & fixed)) {
+          let d = (ks[i] >> s) & ((1u << width) - 1u);
+          if (run > 0u && d != at) { atomicAdd(&hist[at], run); run = 0u; }
+          at = d;
+          run += 1u;
+        }
+      }
+      if (run > 0u) { atomicAdd(&hist[at], run); }
+    }
+    workgroupBarrier();
+    var h: array<u32, BPT>;
+    var own = 0u;
+    for (var j = 0u; j < BPT; j++) {
+      let b = lid * BPT + j;
+      h[j] = select(0u, atomicLoad(&hist[b]), b < 256u);
+      own += h[j];
+    }
+    let sc = sel_scan(lid, sgsize, f32(own)); // the bins below this invocation's, and all of them
+    var below = u32(sc.x);
+    let total = u32(sc.y);
+    for (var j = 0u; j < BPT; j++) {
+      let b = lid * BPT + j;
+      let f = above + total - below; // open keys at or above digit b
+      if (width > 0u && b < (1u << width) && f >= goal && f - h[j] < goal) { pick = vec2<u32>(b, f - h[j]); }
+      below += h[j];
+    }
+    workgroupBarrier();
+    let got = pick;
+    theta |= got.x << s;
+    above = got.y;
+  }
+  return select(theta, 0xffffffffu, goal == 0u);
+}
+#endif
+
 // Whether entry i of this invocation's span is kept: above θ₂, or a tie at θ₂ among the first
 // `need` in index order (*k: the ties at θ₂ before it, counted on).
 fn kept_at(i: u32, theta2: u32, need: u32, k: ptr<function, u32>) -> bool {
@@ -189,7 +275,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 #endif
   // θ₂: the largest key with at least `take` open entries at or above it; the ties at θ₂ are kept in
   // index order until `take` (k: the ties of the spans before this one).
+#if RADIX
+  let theta2 = count_search(lid, sgsize, take);
+#else
   let theta2 = digit_search(lid, sgsize, f32(take), false);
+#endif
   var n_above2 = 0u;
   var ties = 0u;
   for (var i = 0u; i < PER; i++) {
