@@ -142,3 +142,11 @@ if [ "$what" = radix ]; then
   step 120 select_radix node --import tsx dev/kernels/select_open.ts --tokens 131072,524288 --rules top-k:0.1,top-p:0.9 --wg 512,1024
   step 100 spot_radix node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1 --keys f16 --paths gather,mask --profile --json "$OUT/spot_radix.json"
 fi
+# `lanes` (about 4 minutes): the LANES split pass (attention_decode_lanes.wgsl) — its GPU test, its
+# forms beside the step kernel at 128K and 512K (dev/kernels/spot_decode.ts --lanes), and Spot's two
+# decode paths beside SDPA at 128K and 512K with each dispatch's GPU time (the masked path now LANES).
+if [ "$what" = lanes ]; then
+  FON_REQUIRE_WEBGPU=1 step 60 gpu_tests node --import tsx --test --test-name-pattern LANES test/attention/spot_decode.test.ts
+  step 120 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072,524288 --lanes
+  step 100 spot_lanes node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1 --keys f16 --paths gather,mask --profile --json "$OUT/spot_lanes.json"
+fi

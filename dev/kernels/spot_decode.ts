@@ -22,21 +22,29 @@
  * the STAGE form (DecodeTune.stageList), and the VBLK form (DecodeTune.blockV). The patches edit the per-key form. First, dense and fine-all
  * at several split counts (withSplits): is the masked form's cost fewer workgroups resident at once?
  *
- *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072]
+ * With --lanes, only the LANES split pass (DecodeTune.lanes: lane pairs a key, no barrier in the
+ * loop) beside the step kernel, for fine-all, fine-rand and fine-rand10, with the lists' lengths
+ * read from the table and known to the host (BlockMask.counts, as Spot's top-K has them), LANES at
+ * 1, 2 and 4 iterations a subgroup a chunk: each checked against its reference, timed, profiled.
+ *
+ *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072] [--lanes]
  */
 import { parseArgs } from 'node:util';
 import * as fon from '../../src/index.ts';
 import '../../src/backend/webgpu/index.ts';
-import { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
+import { WebGpuBackend, type GpuRef } from '../../src/backend/webgpu/backend.ts';
+import { attentionDecode } from '../../src/backend/webgpu/kernels/attention_decode.ts';
+import type { AttentionArgs } from '../../src/backend/backend.ts';
+import { MASK_K_FINE, maskArgs } from '../../src/attention/block_mask.ts';
+import { ref, wrap } from '../../src/ops/run.ts';
 import type { Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { attention, type UploadedMask } from '../../src/ops/attention.ts';
 import { flagsMaskTable } from '../../src/ops/select.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
-import { MASK_K_FINE } from '../../src/attention/block_mask.ts';
 import { timeBatched } from '../../bench/lib/report.ts';
 import { deviceRandn } from '../../bench/lib/device_data.ts';
 
-const { values: flags } = parseArgs({ options: { tokens: { type: 'string', default: '131072' } } });
+const { values: flags } = parseArgs({ options: { tokens: { type: 'string', default: '131072' }, lanes: { type: 'boolean', default: false } } });
 const H = 32, HKV = 8, D = 128, FINE = 16;
 
 function lcg(seed: number): () => number {
@@ -196,6 +204,41 @@ function withSplits<T>(b: WebGpuBackend, per: number, fn: () => T): T {
 /** The split count the last split pass ran with (the combine after it merges that many). */
 let lastSplits = 0;
 
+/** The --lanes mode: the LANES split pass beside the step kernel (see the header). */
+async function lanesMode(b: WebGpuBackend, t: number, q: fon.Tensor, k: fon.Tensor, v: fon.Tensor, ref: fon.Tensor, dense: number): Promise<void> {
+  const sync = () => b.sync();
+  for (const form of ['fine-all', 'fine-rand', 'fine-rand10']) {
+    const { mask, keys } = maskOf(b, form, t);
+    const want = form === 'fine-all' ? ref : fon.tidy(() => {
+      const idx = fon.broadcastTo(fon.tensor(Int32Array.from(keys), [1, 1, keys.length, 1], { dtype: 'i32', backend: b }), [1, HKV, keys.length, D]);
+      return attention(q, fon.gather(k, idx, 2), fon.gather(v, idx, 2), { kvLength: keys.length, causal: false });
+    });
+    for (const known of [false, true]) {
+      const m = maskArgs(known ? { ...mask, counts: [Math.ceil(keys.length / FINE)] } : mask);
+      const a: AttentionArgs = { batch: 1, heads: H, kvHeads: HKV, tq: 1, tk: t, d: D, kvLength: t, qOffset: t - 1, causal: true, window: 0, scale: 1 / Math.sqrt(D), mask: m };
+      for (const [name, tune] of [['step kernel', { lanes: false }], ['LANES iter 1', { lanes: true, lanesIter: 1 }], ['LANES iter 2', { lanes: true, lanesIter: 2 }], ['LANES iter 4', { lanes: true, lanesIter: 4 }]] as const) {
+        const call = () => attentionDecode(b, ref_(q), ref_(k), ref_(v), a, undefined, b.caps.subgroups, tune, ref_(mask.device));
+        const [o, lse] = call();
+        b.free(lse);
+        const out = wrap(b, o, [1, H, 1, D], 'f16');
+        const diff = Math.max(...Array.from((await fon.abs(fon.sub(fon.cast(out, 'f32'), fon.cast(want, 'f32'))).data()) as Float32Array));
+        out.dispose();
+        const ms = await timeBatched(sync, () => { const [x, y] = call(); b.free(x); b.free(y); });
+        b.rt.startProfile();
+        for (let i = 0; i < 10; i++) { const [x, y] = call(); b.free(x); b.free(y); }
+        const prof = await b.rt.stopProfile();
+        const split = prof.filter((p) => p.kernel.startsWith('attention_decode')).reduce((s, p) => s + p.ms, 0) / 10;
+        const comb = prof.filter((p) => p.kernel === 'attention_combine').reduce((s, p) => s + p.ms, 0) / 10;
+        const grid = b.rt.recordDispatches(call).dispatches.filter((d) => d.kernel.startsWith('attention_decode')).map((d) => d.workgroups.join('×')).join(',');
+        console.log(`  ${t} ${form.padEnd(11)} counts ${known ? 'known     ' : 'from table'} ${name.padEnd(12)}: ${ms.toFixed(3)} ms (split ${split.toFixed(3)} + combine ${comb.toFixed(3)} ms profiled, grid ${grid}), ${(4 * HKV * keys.length * D / ms / 1e6).toFixed(0)} GB/s, ${(ms / dense).toFixed(2)}× dense's time; max |Δ| ${diff.toExponential(2)}`);
+      }
+    }
+    mask.device.dispose();
+    if (want !== ref) want.dispose();
+  }
+}
+const ref_ = (x: fon.Tensor) => ref(x) as GpuRef;
+
 async function main(): Promise<void> {
   const b = await fon.initBackend('webgpu');
   if (!(b instanceof WebGpuBackend)) throw new Error('webgpu only');
@@ -209,6 +252,12 @@ async function main(): Promise<void> {
     console.log(`  ${t} dense dispatches: ${grids(() => { attention(q, k, v, { kvLength: t }); })}`);
     console.log(`  ${t} dense: ${dense.toFixed(3)} ms (${((4 * HKV * t * D) / dense / 1e6).toFixed(0)} GB/s of K and V)`);
     const ref = fon.keep(attention(q, k, v, { kvLength: t }));
+    if (flags.lanes) {
+      await lanesMode(b, t, q, k, v, ref, dense);
+      ref.dispose();
+      for (const x of [k, v, q]) x.dispose();
+      continue;
+    }
     {
       // The split-count sweep: dense and fine-all (every block listed) at each chunks-per-kv-head count.
       const { mask } = maskOf(b, 'fine-all', t);

@@ -16,7 +16,7 @@ import { deviceMaskShape } from '../../src/attention/device_mask.ts';
 import { flagsMaskTable } from '../../src/ops/select.ts';
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from '../backend/webgpu_setup.ts';
-import { attentionDecode } from '../../src/backend/webgpu/kernels/attention_decode.ts';
+import { attentionDecode, lanesForm } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import type { GpuRef, WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { ref, wrap } from '../../src/ops/run.ts';
@@ -171,11 +171,59 @@ test('the P·V loop by listed block (DecodeTune.blockV, VBLK) equals attention o
     (e: Error) => e instanceof UnsupportedError && /blockV form needs a fine mask read in the preloaded form whose 16-key blocks its 32 key groups divide \(head width 8, 128 keys a step\)/.test(e.message));
 });
 
-/** Runs fn, collecting the variants of its attention_decode dispatches into `seen`. */
-function withVariants<T>(be: Backend, seen: unknown[], fn: () => T): T {
+test('the LANES split pass (DecodeTune.lanes: lane pairs a key, no barrier in the loop) equals attention over exactly the selected keys: f32 and f16, head widths 64 and 16, lists\' lengths known and read from the table, one chunk and several, GQA 2 and 4; a head width it does not take (8) runs the step kernel [webgpu]', { skip }, async () => {
+  const tk = 1200, l = 1190, own = Math.floor((l - 1) / 16);
+  const selected = [[...Array.from({ length: 37 }, (_, i) => 2 * i), own], [...Array.from({ length: 58 }, (_, i) => 3 + i), own]];
+  const be = gpu as WebGpuBackend;
+  assert.ok(lanesForm(be.caps, { batch: B, heads: H, kvHeads: HKV, tq: 1, tk, d: 64, kvLength: l, qOffset: l - 1, causal: true, window: 0, scale: 1, mask: maskArgs(fineMask(be, selected, l, tk)) }, H / HKV), 'the adapter takes the LANES form');
+  for (const [d, heads, splits, known] of [[64, H, undefined, false], [64, H, 3, true], [16, 2 * H, undefined, true], [16, 2 * H, 1, false]] as const) {
+    const kvHeads = heads / (d === 16 ? 4 : 2);
+    const x = (b: Backend, shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: b });
+    const c = { q: x(cpu, [B, heads, 1, d], 1), k: x(cpu, [B, kvHeads, tk, d], 2), v: x(cpu, [B, kvHeads, tk, d], 3) };
+    const want = await referenceHeads(c.q, c.k, c.v, selected, l);
+    for (const dtype of ['f32', 'f16'] as const) {
+      const cast = (t: Tensor) => (dtype === 'f32' ? t : fon.cast(t, dtype));
+      const [q, k, v] = [cast(x(be, [B, heads, 1, d], 1)), cast(x(be, [B, kvHeads, tk, d], 2)), cast(x(be, [B, kvHeads, tk, d], 3))];
+      const m = fineMask(be, selected, l, tk);
+      const mask = maskArgs(known ? { ...m, counts: selected.map((s) => s.length) } : m);
+      const a: AttentionArgs = { batch: B, heads, kvHeads, tq: 1, tk, d, kvLength: l, qOffset: l - 1, causal: true, window: 0, scale: 1 / Math.sqrt(d), mask };
+      const seen: unknown[] = [];
+      const [o, lse] = withVariants(be, seen, () => attentionDecode(be, ref(q) as GpuRef, ref(k) as GpuRef, ref(v) as GpuRef, a, splits, be.caps.subgroups, { lanes: true }, ref(m.device) as GpuRef), 'attention_decode_lanes');
+      assert.equal(seen.length, 1, 'the LANES form ran');
+      const out = wrap(be, o, [B, heads, 1, d], dtype);
+      be.free(lse);
+      close(await vals(fon.cast(out, 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, d ${d}, GQA ${heads / kvHeads}, splits ${splits}, counts ${known ? 'known' : 'from the table'}`);
+    }
+  }
+  const g = inputs(be, 8, tk), m = fineMask(be, selected, l, tk);
+  const a: AttentionArgs = { batch: B, heads: H, kvHeads: HKV, tq: 1, tk, d: 8, kvLength: l, qOffset: l - 1, causal: true, window: 0, scale: 1 / Math.sqrt(8), mask: maskArgs(m) };
+  assert.equal(lanesForm(be.caps, a, H / HKV), undefined);
+  const seen: unknown[] = [];
+  const [o, lse] = withVariants(be, seen, () => attentionDecode(be, ref(g.q) as GpuRef, ref(g.k) as GpuRef, ref(g.v) as GpuRef, a, undefined, be.caps.subgroups, { lanes: true }, ref(m.device) as GpuRef));
+  assert.equal(seen.length, 1, 'head width 8: the step kernel ran');
+  be.free(o); be.free(lse);
+});
+
+/** reference() for any heads and kv heads (read from the tensors' shapes). */
+async function referenceHeads(q: Tensor, k: Tensor, v: Tensor, selected: number[][], l: number): Promise<number[]> {
+  const Q = await vals(q), K = await vals(k), V = await vals(v);
+  const [nb, h, , d] = q.shape, hkv = k.shape[1], tk = k.shape[2];
+  const out: number[] = [];
+  for (let b = 0; b < nb; b++) for (let hh = 0; hh < h; hh++) {
+    const kv = Math.floor(hh / (h / hkv));
+    const keys = Array.from({ length: l }, (_, j) => j).filter((j) => selected[b].includes(Math.floor(j / 16)));
+    const s = keys.map((j) => { let a = 0; for (let e = 0; e < d; e++) a += Q[(b * h + hh) * d + e] * K[((b * hkv + kv) * tk + j) * d + e]; return a / Math.sqrt(d); });
+    const mx = Math.max(...s), z = s.reduce((a, x) => a + Math.exp(x - mx), 0);
+    for (let e = 0; e < d; e++) out.push(keys.reduce((a, j, n) => a + (Math.exp(s[n] - mx) / z) * V[((b * hkv + kv) * tk + j) * d + e], 0));
+  }
+  return out;
+}
+
+/** Runs fn, collecting the variants of its `kernel` dispatches (attention_decode by default) into `seen`. */
+function withVariants<T>(be: Backend, seen: unknown[], fn: () => T, kernel = 'attention_decode'): T {
   const rt = (be as unknown as { rt: { run: (d: { kernel: { name: string }; variant: Record<string, unknown> }) => unknown } }).rt;
   const run = rt.run;
-  rt.run = (d) => { if (d.kernel.name === 'attention_decode') seen.push(d.variant); return run.call(rt, d); };
+  rt.run = (d) => { if (d.kernel.name === kernel) seen.push(d.variant); return run.call(rt, d); };
   try { return fn(); } finally { rt.run = run; }
 }
 

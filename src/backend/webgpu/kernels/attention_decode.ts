@@ -24,7 +24,7 @@ import { grid, type Kernel } from '../runtime.ts';
 import { wgslSource } from '../sources.ts';
 import { header, preprocess, type Variant } from '../wgsl.ts';
 import { viaStorable } from './elementwise.ts';
-import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, maskConsts, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, maskUniforms, maskVariant, pow2AtLeast, uniforms } from './attention_common.ts';
+import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, maskConsts, checkGrid, dt, f32in, f32out, k8Loader, kvLoaders, maskPairs, maskUniforms, maskVariant, pow2AtLeast, uniforms } from './attention_common.ts';
 
 /** attention_decode_step.wgsl (the split pass's softmax, P·V and partials, shared with fox_fpa_decode.wgsl) for variant v. */
 export function decodeStepSource(v: Variant): string {
@@ -55,6 +55,27 @@ const decodeKernel: Kernel = {
   },
 };
 
+/**
+ * The LANES split pass (attention_decode_lanes.wgsl): the header and loaders as decodeKernel binds
+ * them (K as 8-half vec4<u32> rows with K8, else vec4 loads), attention_common.wgsl and the mask's
+ * helpers.
+ */
+const lanesKernel: Kernel = {
+  name: 'attention_decode_lanes',
+  source: (v, caps) => {
+    const x = dt(v, 'X');
+    const kv = v.K8 ? [k8Loader(x, 5), kvLoaders(x, true, caps.f16, 5, ['v'])].join('\n') : kvLoaders(x, true, caps.f16, 5);
+    const head = [
+      'enable subgroups;',
+      'diagnostic(off, subgroup_uniformity);',
+      header([{ name: 'q', dtype: x }, f32out('pm'), f32out('pl'), f32out('pacc')], caps.f16, `${DECODE_PARAMS}, s0: u32, ${MASK_PARAMS}${v.UCOUNT ? `, mcount: array<vec4<u32>, ${MASK_COUNT_ROWS / 4}>` : ''}`),
+      kv,
+      '@group(0) @binding(7) var<storage, read> mask: array<i32>;', maskConsts(v.MASK_KB as number),
+    ].join('\n');
+    return preprocess(wgslSource('attention_decode_lanes'), { ...v, HEADER: head, COMMON: wgslSource('attention_common'), MASKING: preprocess(wgslSource('attention_mask'), v) });
+  },
+};
+
 const combineKernel: Kernel = {
   name: 'attention_combine',
   source: (v, caps) => preprocess(wgslSource('attention_combine'), {
@@ -70,9 +91,10 @@ const combineKernel: Kernel = {
  * unwritten, timing only).
  */
 function splitAndCombine(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v: GpuRef, a: AttentionArgs, rows: number, splits?: number,
-  combine: { cols?: number; unroll?: boolean; noCombine?: boolean } = {}, mask?: GpuRef): [GpuHandle, GpuHandle] {
+  combine: { cols?: number; unroll?: boolean; noCombine?: boolean } = {}, mask?: GpuRef, nsplitLanes?: number): [GpuHandle, GpuHandle] {
   const nrows = a.batch * a.heads * a.tq;
-  const { pm, pl, pacc, nsplit } = splitPass(be, variant, q, k, v, a, rows, decodeChunks(be, a, splits, Number(variant.WG)), undefined, 0, mask);
+  const cut = nsplitLanes ? { lo: 0, hi: 0, chunk: 0, nsplit: nsplitLanes } : decodeChunks(be, a, splits, Number(variant.WG));
+  const { pm, pl, pacc, nsplit } = splitPass(be, variant, q, k, v, a, rows, cut, undefined, 0, mask);
   if (combine.noCombine) {
     be.free(pm); be.free(pl); be.free(pacc);
     return [be.alloc(q.dtype, nrows * a.d, 'attention'), be.alloc('f32', nrows, 'attention lse')];
@@ -109,7 +131,7 @@ function splitPass(be: WebGpuBackend, variant: Variant, q: GpuRef, k: GpuRef, v:
   const mcount = Math.ceil(words.length / 4) * 4;
   if (counts || known) words.push(...new Array(mcount - words.length).fill(0), ...Array.from({ length: MASK_COUNT_ROWS }, (_, r) => known?.[r] ?? 0));
   be.rt.run({
-    kernel: decodeKernel, variant: Object.assign({}, variant, maskVariant(a, mask)),
+    kernel: variant.LANES ? lanesKernel : decodeKernel, variant: Object.assign({}, variant, maskVariant(a, mask)),
     uniforms: words,
     buffers: [q.h.buffer, out.pm.buffer, out.pl.buffer, out.pacc.buffer, k.h.buffer, v.h.buffer, ...(mask ? [mask.h.buffer] : [])],
     workgroups: [nsplit, a.kvHeads, a.batch],
@@ -191,9 +213,52 @@ const LIST_MAX = 512;
  * (experimental, fine masks in the preloaded form whose blocks the P·V loop's key groups divide)
  * has the P·V loop read each listed block's first key once and its V rows by offset, not each key's
  * place through the list (dev/kernels/spot_decode.ts times it beside the other forms; the H200's
- * 3.4× per key stays with no list read at all, BENCHMARKS.md Spot's fifth run).
+ * 3.4× per key stays with no list read at all, BENCHMARKS.md Spot's fifth run); `lanes` (fine masks
+ * where lanesForm takes the call; the default, false: the step kernel above) runs
+ * attention_decode_lanes.wgsl, lane pairs a key with no barrier in the loop, `lanesIter` the
+ * iterations a subgroup takes a chunk (default LANES_ITER) where the host knows the lists' lengths.
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean; lanes?: boolean; lanesIter?: number }
+
+/** Subgroups a LANES workgroup holds at most, the iterations each takes a chunk, and its list's room (LMAX). */
+const LANES_W = 8;
+const LANES_ITER = 2;
+const LANES_LMAX = 512;
+
+/**
+ * The LANES form's subgroup size S and subgroups a workgroup W where it takes the call: a fine mask
+ * with no pair predicate, a head dim that is a multiple of 16, subgroups of one fixed size (the
+ * adapter's least and largest agree: the kernel pairs lanes by index), and workgroup memory for W
+ * subgroups' partials (W halves until they fit); else undefined.
+ */
+export function lanesForm(caps: GpuCaps, a: AttentionArgs, rows: number): { S: number; W: number } | undefined {
+  const s = caps.subgroupMinSize;
+  if (!a.mask || a.mask.kBlock === MASK_K_BLOCK || !caps.subgroups || s < 2 || s !== caps.subgroupMaxSize || a.d % 16 !== 0 || maskPairs(a)) return undefined;
+  const rm = pow2AtLeast(rows, 1), d4 = a.d / 4;
+  for (let w = LANES_W; w >= 1; w /= 2) {
+    const bytes = 16 * rm * d4 + 4 * LANES_LMAX + 8 * w * rm + 16 * w * rm * d4;
+    if (w * s <= caps.maxInvocations && bytes <= caps.maxWorkgroupStorage) return { S: s, W: w };
+  }
+  return undefined;
+}
+
+/**
+ * The LANES form's chunk count: where the host knows the lists' lengths, chunks of about `iter`
+ * iterations of every subgroup (W·S/2 keys an iteration), else about DECODE_GROUPS workgroups in all
+ * (the kernel then sizes its chunks from the count it reads); never a chunk of more than LMAX blocks.
+ */
+function lanesChunks(be: WebGpuBackend, a: AttentionArgs, form: { S: number; W: number }, splits?: number, iter = LANES_ITER): number {
+  const m = a.mask!;
+  const least = Math.ceil(m.kBlocks / LANES_LMAX);
+  const known = m.counts;
+  let nsplit: number;
+  if (splits !== undefined) nsplit = splits;
+  else if (known?.length) nsplit = Math.ceil(Math.max(...known) / Math.max(1, Math.ceil((form.W * form.S / 2 * iter) / m.kBlock)));
+  else nsplit = Math.min(m.kBlocks, Math.floor((be.caps.software ? DECODE_GROUPS_SOFTWARE : DECODE_GROUPS) / (a.batch * a.kvHeads)));
+  nsplit = Math.max(1, least, nsplit);
+  checkGrid('attention decode', nsplit, a.kvHeads, a.batch);
+  return nsplit;
+}
 
 /**
  * The visible key range [lo, hi) of a decode call and its cut into nsplit chunks of `chunk` keys
@@ -243,6 +308,11 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   if (mask && kBlock !== MASK_K_BLOCK && (tune.wg ?? 128) % kBlock !== 0) throw new UnsupportedError(`webgpu: a fine mask's ${kBlock}-key blocks must divide the decode's ${tune.wg} keys a step`);
   if (mask && (tune.prefetch || tune.vEarly || tune.vMid)) throw new UnsupportedError('webgpu: the masked attention decode has no prefetch, vEarly or vMid form');
   const combine = { cols: tune.combineCols, unroll: tune.combineUnroll, noCombine: tune.noCombine };
+  const lanes = mask && (tune.lanes ?? true) && subgroups ? lanesForm(be.caps, a, rows) : undefined;
+  if (lanes) {
+    const variant: Variant = { X: q.dtype, K8: q.dtype !== 'f32', DK: a.d, RM: pow2AtLeast(rows, 1), S: lanes.S, W: lanes.W, LMAX: LANES_LMAX, LANES: true, UCOUNT: !!(a.mask!.countAt || a.mask!.counts) };
+    return splitAndCombine(be, variant, q, k, v, a, rows, splits, combine, mask, lanesChunks(be, a, lanes, splits, tune.lanesIter));
+  }
   return splitAndCombine(be, decodeVariant(q.dtype, a, rows, subgroups, tune), q, k, v, a, rows, splits, combine, mask);
 }
 

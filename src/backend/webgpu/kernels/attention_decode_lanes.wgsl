@@ -1,0 +1,173 @@
+// Flash-decoding's split pass over a fine block mask's list (Spot's 16-token blocks) by lane pairs:
+// the LANES form of attention_decode.ts (DecodeTune.lanes). One workgroup per (chunk, kv head, batch)
+// serves the GQA group's RM query rows, as attention_decode.wgsl does, but its W subgroups of S lanes
+// (S the device's one subgroup size) each walk their own keys with no barrier in the loop:
+//   list    the chunk's listed blocks (whole blocks of the row's list, at most LMAX) read once into
+//           workgroup memory as each block's first key; virtual key v is key v % MASK_KB of block
+//           v / MASK_KB, and a subgroup takes KPI = S / 2 consecutive virtual keys an iteration;
+//   scores  lane pair (2·kk, 2·kk + 1) takes key kk of the iteration, each lane half of its K row
+//           (16-byte loads, 8 elements each) against every row's q (pre-scaled, workgroup memory);
+//           one shuffle adds the halves;
+//   softmax the subgroup's running max m per row (subgroupMax), rescale α, P = exp(s − m) (0 where
+//           the key is not visible: past the chunk, past kvlen, or outside causal/window);
+//   P·V     lane c owns V columns 4·c, 4·(c + S), …; each key's P comes from its pair by shuffle and
+//           its V row is read whole by the subgroup (coalesced).
+// At the end the W subgroups' (m, l, O) merge through workgroup memory into the chunk's partial, the
+// layout attention_combine.wgsl merges. Taken where the subgroup size is fixed (the adapter's least
+// and largest agree), the head dim is a multiple of 16, and the mask has no pair predicate. The
+// loop's subgroup operations run where each subgroup's lanes agree, which Tint's analysis cannot
+// see (the bound depends on the subgroup's index): the header turns subgroup_uniformity off.
+{{HEADER}}
+{{COMMON}}
+{{MASKING}}
+
+const S = {{S}}u;
+const W = {{W}}u;
+const WG = S * W;
+const RM = {{RM}}u;
+const DK = {{DK}}u;
+const D4 = DK / 4u;
+const KPI = S / 2u;
+// 8-element groups of half a K row, and the V column vec4s a lane owns.
+const HALF8 = DK / 16u;
+const CPL = (D4 + S - 1u) / S;
+const LMAX = {{LMAX}}u;
+
+var<workgroup> Qs: array<vec4<f32>, RM * D4>;
+var<workgroup> Lst: array<u32, LMAX>;
+var<workgroup> Wm: array<f32, W * RM>;
+var<workgroup> Wl: array<f32, W * RM>;
+var<workgroup> Wacc: array<vec4<f32>, W * RM * D4>;
+
+// Query row r of the workgroup: its row in q/out (of B·H·Tq).
+fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
+  let hh = r / P.tq;
+  return (b * P.h + kvh * P.group + hh) * P.tq + r % P.tq;
+}
+
+// Elements e … e + 7 of K (e a multiple of 8).
+struct K8v { lo: vec4<f32>, hi: vec4<f32> }
+fn ldk8(e: u32) -> K8v {
+#if K8
+  let w = k[e >> 3u];
+  return K8v(up4(w.xy), up4(w.zw));
+#else
+  return K8v(ldk4(e, 4u), ldk4(e + 4u, 4u));
+#endif
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let split = wid.x;
+  let kvh = wid.y;
+  let b = wid.z;
+  let kbase = (b * P.hkv + kvh) * P.tk * P.d;
+  for (var e = lid; e < RM * D4; e += WG) {
+    let r = e / D4;
+    let c = (e % D4) * 4u;
+    var x = vec4<f32>(0.0);
+    if (r < P.rows && c < P.d) {
+      let o = qrow(b, kvh, r) * P.d + c;
+      x = vec4<f32>(ld_q(o), ld_q(o + 1u), ld_q(o + 2u), ld_q(o + 3u)) * P.scale;
+    }
+    Qs[e] = x;
+  }
+  // The group's list (its first head's), cut into P.nsplit chunks of whole blocks.
+  let mrow = mask_row(b, kvh * P.group, 0u);
+#if UCOUNT
+  let crow = b * P.mheads + mask_head(kvh * P.group);
+  let nb = P.mcount[crow / 4u][crow % 4u];
+#else
+  let nb = mask_count(mrow, MASK_KB, MASK_KB, lid);
+#endif
+  let per = (nb + P.nsplit - 1u) / P.nsplit;
+  let bstart = min(nb, split * per);
+  let nblk = min(min(nb, bstart + per) - bstart, LMAX);
+  for (var e = lid; e < nblk; e += WG) { Lst[e] = u32(mask[mrow + 1u + bstart + e] >> 1u) * MASK_KB; }
+  workgroupBarrier();
+
+  let w = lid / S;
+  let lane = lid % S;
+  let kk = lane >> 1u;
+  let hh = lane & 1u;
+  var m: array<f32, RM>;
+  var l: array<f32, RM>;
+  var acc: array<vec4<f32>, RM * CPL>;
+  for (var r = 0u; r < RM; r++) { m[r] = -BIG; l[r] = 0.0; }
+  for (var i = 0u; i < RM * CPL; i++) { acc[i] = vec4<f32>(0.0); }
+  let nv = nblk * MASK_KB;
+  for (var v0 = w * KPI; v0 < nv; v0 += W * KPI) {
+    let v = min(v0 + kk, nv - 1u);
+    let key = Lst[v / MASK_KB] + v % MASK_KB;
+    // A key that is not visible reads the last valid row (its P is 0, and must not meet a stale NaN).
+    let base = kbase + min(key, P.kvlen - 1u) * P.d + hh * (DK / 2u);
+    var s: array<f32, RM>;
+    for (var r = 0u; r < RM; r++) { s[r] = 0.0; }
+    for (var c8 = 0u; c8 < HALF8; c8++) {
+      let kv = ldk8(base + 8u * c8);
+      let qc = hh * (D4 / 2u) + 2u * c8;
+      for (var r = 0u; r < RM; r++) { s[r] += dot(Qs[r * D4 + qc], kv.lo) + dot(Qs[r * D4 + qc + 1u], kv.hi); }
+    }
+    var alpha: array<f32, RM>;
+    for (var r = 0u; r < RM; r++) {
+      let dotr = s[r] + subgroupShuffleXor(s[r], 1u);
+      let ok = v0 + kk < nv && r < P.rows && visible(r % P.tq, key);
+      let mn = max(m[r], subgroupMax(select(-BIG, dotr, ok)));
+      alpha[r] = exp(m[r] - mn);
+      m[r] = mn;
+      let p = select(0.0, exp(dotr - mn), ok);
+      l[r] = l[r] * alpha[r] + select(0.0, p, hh == 0u);
+      s[r] = p;
+    }
+    for (var r = 0u; r < RM; r++) {
+      for (var i = 0u; i < CPL; i++) { acc[r * CPL + i] *= alpha[r]; }
+    }
+    for (var j = 0u; j < KPI; j++) {
+      let vj = min(v0 + j, nv - 1u);
+      let row = kbase + min(Lst[vj / MASK_KB] + vj % MASK_KB, P.kvlen - 1u) * P.d;
+      var pj: array<f32, RM>;
+      for (var r = 0u; r < RM; r++) { pj[r] = subgroupShuffle(s[r], 2u * j); }
+      for (var i = 0u; i < CPL; i++) {
+        let c = lane + S * i;
+        if (c < D4) {
+          let vv = ldv4(row + 4u * c, 4u);
+          for (var r = 0u; r < RM; r++) { acc[r * CPL + i] += pj[r] * vv; }
+        }
+      }
+    }
+  }
+  // The subgroups' (m, l, O) into workgroup memory, merged into the chunk's partial of each row.
+  for (var r = 0u; r < RM; r++) {
+    let lr = subgroupAdd(l[r]);
+    if (lane == 0u) { Wm[w * RM + r] = m[r]; Wl[w * RM + r] = lr; }
+    for (var i = 0u; i < CPL; i++) {
+      let c = lane + S * i;
+      if (c < D4) { Wacc[(w * RM + r) * D4 + c] = acc[r * CPL + i]; }
+    }
+  }
+  workgroupBarrier();
+  for (var e = lid; e < RM * D4; e += WG) {
+    let r = e / D4;
+    let c = e % D4;
+    if (r < P.rows) {
+      var mm = -BIG;
+      for (var ww = 0u; ww < W; ww++) { mm = max(mm, Wm[ww * RM + r]); }
+      var o = vec4<f32>(0.0);
+      var ll = 0.0;
+      for (var ww = 0u; ww < W; ww++) {
+        let f = exp(Wm[ww * RM + r] - mm);
+        o += f * Wacc[(ww * RM + r) * D4 + c];
+        ll += f * Wl[ww * RM + r];
+      }
+      let at = (P.s0 + split) * P.nrows + qrow(b, kvh, r);
+      let cc = 4u * c;
+      if (cc < P.d) {
+        pacc[at * P.d + cc] = o.x;
+        pacc[at * P.d + cc + 1u] = o.y;
+        pacc[at * P.d + cc + 2u] = o.z;
+        pacc[at * P.d + cc + 3u] = o.w;
+      }
+      if (c == 0u) { pm[at] = mm; pl[at] = ll; }
+    }
+  }
+}
