@@ -7,10 +7,8 @@
  *             selectOpen, the block mask), ten times with every dispatch on the GPU's clock
  *   wg W      selectOpen alone with W invocations a workgroup (SelectTune.wg), its flags checked
  *             equal to the default's, timed (median of batches) and on the GPU's clock
- *   radix off selectOpen with its count search as the 4-bit digit search (SelectTune.radix false),
- *             its flags checked equal to the default's (radix select), timed likewise
- *   rounds R  selectOpen (default size, radix off) with its source patched so that each digit search runs
- *             R of its 8 rounds (its flags then wrong; timing only): what a round costs, and what
+ *   rounds R  selectOpen (default size) with its source patched so that top-p's mass search runs
+ *             R of its 8 rounds (top-p only; its flags then wrong; timing only): what a round costs, and what
  *             the passes around the searches cost (R = 0)
  *   global    the earlier form (dev/kernels/rows_select_global.wgsl: every pass reads the scores
  *             from memory, strided over the workgroup, at 512 invocations), its flags checked equal,
@@ -87,7 +85,7 @@ async function main(): Promise<void> {
       const prof = await b.rt.stopProfile();
       console.log(`\n${t} cached tokens (${nb} blocks), ${ruleName(rule)}: selector stage ${stageMs.toFixed(3)} ms a step (median of batches); on the GPU's clock, ${PROFILED} steps summed:\n${profileTable(prof, { top: 10, byVariant: false })}`);
       const a = { rows: 1, n: nb, ...selectArgs(t - 1, rule), logMass: true };
-      const call = (wg?: number, radix = true) => wrap(b, selectOpen(b, ref(max) as GpuRef, ref(logMass) as GpuRef, a, { ...(wg ? { wg } : {}), radix }), [1, nb], 'i32');
+      const call = (wg?: number) => wrap(b, selectOpen(b, ref(max) as GpuRef, ref(logMass) as GpuRef, a, wg ? { wg } : {}), [1, nb], 'i32');
       const want = call();
       const wantV = (await want.data()) as Int32Array;
       want.dispose();
@@ -107,19 +105,6 @@ async function main(): Promise<void> {
         console.log(`  selectOpen wg ${String(wg).padStart(4)}: ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock); ${kept} of ${nb} blocks kept, ${diff} flags differ from the default's`);
       }
       {
-        // The count search as the 4-bit digit search (8 rounds of 15 candidates) instead of radix select.
-        const got = call(undefined, false);
-        const gotV = (await got.data()) as Int32Array;
-        got.dispose();
-        let diff = 0;
-        for (let i = 0; i < gotV.length; i++) if (gotV[i] !== wantV[i]) diff++;
-        const ms = await timeBatched(sync, () => { call(undefined, false).dispose(); });
-        b.rt.startProfile();
-        for (let i = 0; i < PROFILED; i++) call(undefined, false).dispose();
-        const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel === 'rows_select').reduce((s, p) => s + p.ms, 0) / PROFILED;
-        console.log(`  selectOpen, count search by 4-bit digits (radix off): ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock); ${diff} flags differ from the default's`);
-      }
-      {
         // The earlier form at its own default size (512; the row kernels' 64 on software adapters).
         const globalWg = b.caps.software ? 64 : 512;
         const got = withGlobal(b, () => call(globalWg));
@@ -133,13 +118,13 @@ async function main(): Promise<void> {
         const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel.startsWith('rows_select')).reduce((s, p) => s + p.ms, 0) / PROFILED;
         console.log(`  selectOpen, the global form (wg ${globalWg}): ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock); ${diff} flags differ from the default's`);
       }
-      // The searches cut to R rounds: the cost of a round by difference, and of the rest at R = 0.
-      for (const r of [0, 4, 8]) {
-        const ms = await timeBatched(sync, () => withRounds(b, r, () => call(undefined, false).dispose()));
+      // Top-p's mass search cut to R rounds: the cost of a round by difference, and of the rest at R = 0.
+      if (rule.kind === 'top-p') for (const r of [0, 4, 8]) {
+        const ms = await timeBatched(sync, () => withRounds(b, r, () => call().dispose()));
         b.rt.startProfile();
-        for (let i = 0; i < PROFILED; i++) withRounds(b, r, () => call(undefined, false).dispose());
+        for (let i = 0; i < PROFILED; i++) withRounds(b, r, () => call().dispose());
         const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel.startsWith('rows_select')).reduce((s, p) => s + p.ms, 0) / PROFILED;
-        console.log(`  selectOpen, searches cut to ${r} of 8 rounds: ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock)`);
+        console.log(`  selectOpen, mass search cut to ${r} of 8 rounds: ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock)`);
       }
     }
     for (const y of [max, logMass, slot.k, slot.v]) y.dispose();
@@ -173,7 +158,7 @@ function withGlobalSelect(src: string): string {
   return src.slice(0, from) + readFileSync(new URL('./rows_select_global.wgsl', import.meta.url), 'utf8') + '\n' + src.slice(to);
 }
 
-/** Runs fn with rows_select's threshold searches cut to `rounds` of their 8 rounds (timing only: the flags are wrong). */
+/** Runs fn with rows_select's mass search (top-p) cut to `rounds` of its 8 rounds (timing only: the flags are wrong). */
 function withRounds<T>(b: WebGpuBackend, rounds: number, fn: () => T): T {
   const run = b.rt.run;
   b.rt.run = (d) => {

@@ -389,10 +389,9 @@ export function flagsMaskTable(be: WebGpuBackend, flags: GpuRef, a: FlagsMaskArg
 /**
  * How selectOpen runs where not by default (dev/kernels/select_open.ts times the forms): `wg`, the
  * invocations of its one workgroup per row (a power of two from 32 to the device's
- * maxComputeInvocationsPerWorkgroup whose 24·wg + 1104 bytes of workgroup memory fit; default selectWg), and `radix`
- * (the default, true; false: the 4-bit digit search) for the count search.
+ * maxComputeInvocationsPerWorkgroup whose 24·wg + 1104 bytes of workgroup memory fit; default selectWg).
  */
-export interface SelectTune { wg?: number; radix?: boolean }
+export interface SelectTune { wg?: number }
 
 /** Open entries an invocation holds in registers at most before selectWg takes a larger workgroup. */
 const SELECT_PER = 16;
@@ -443,14 +442,14 @@ function selectRows(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectAr
   let per = 1;
   while (per * wg < open) per *= 2;
   run(be, {
-    kernel: selectKernel, variant: { SELECT: true, MASS: a.p > 0, LOGMASS: a.p > 0 && !!a.logMass, PER: per, LIST: !!list, RADIX: tune.radix ?? true, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
+    kernel: selectKernel, variant: { SELECT: true, MASS: a.p > 0, LOGMASS: a.p > 0 && !!a.logMass, PER: per, LIST: !!list, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
     uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p), list?.fine ?? 0, list?.tk ?? 0, list?.kBlocks ?? 0, list?.kvLength ?? 0],
     buffers: [scores.h.buffer, mass.h.buffer, y.buffer, ...(t ? [t.buffer] : [])], groups: a.rows, wg,
   });
   return [y, t];
 }
 
-/** Workgroup bytes of rows_select.wgsl SELECT at wg invocations: red and red2 (f32), part (vec4) and tot; RADIX's hist, kext and pick. */
+/** Workgroup bytes of rows_select.wgsl SELECT at wg invocations: red and red2 (f32), part (vec4) and tot; count_search's hist, kext and pick. */
 const selectStorage = (wg: number) => wg * (4 + 4 + 16) + 64 + 256 * 4 + 16;
 
 export function rowKernels(be: WebGpuBackend): Pick<KernelTable, 'reduce' | 'softmax' | 'softmaxBackward' | 'logsumexp' | 'rmsnorm' | 'rmsnormBackward' | 'layernorm' | 'layernormBackward' | 'rope' | 'crossEntropy' | 'crossEntropyBackward' | 'scan' | 'sort' | 'selectOpen' | 'selectBlockList' | 'flagsMaskTable'> {

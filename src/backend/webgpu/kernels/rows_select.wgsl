@@ -4,20 +4,22 @@
 // SELECT, one workgroup per row: entries below P.low and in [P.high, P.valid) are kept, those from
 // P.valid on are not; the open ones [low, high) are ranked by their score's order-preserving u32 key
 // (descending, ties by the lower index). With MASS (the host's P.p > 0), n_p is found first: θ, the
-// largest key whose open entries at or above it hold at least p of the open mass (digit_search),
+// largest key whose open entries at or above it hold at least p of the open mass (mass_search),
 // then the entries above θ and the ties at θ in index order until the goal is met; take = min(|U|,
 // max(n_p, P.count)) (P.count alone without MASS). LOGMASS: the masses come as logarithms,
 // exponentiated against the row's largest open one first. Then θ₂, the largest key with at least
-// `take` open entries at or above it (digit_search on counts), keeps every entry above θ₂, and the
-// ties at θ₂ in index order until `take`. digit_search builds its key four bits a round from the top,
-// testing the 15 candidates of a round in one pass over the entries (8 rounds where a bit a round
-// took 32, each ending in a workgroup sum: with SG a subgroup sum, then one lane a subgroup; the
-// reference builds the same key bit by bit). Masses are summed in f32 (the reference sums in f64: a
-// boundary within rounding of p·total may differ).
+// `take` open entries at or above it (count_search: radix select), keeps every entry above θ₂, and
+// the ties at θ₂ in index order until `take`. mass_search builds its key four bits a round from the
+// top, testing the 15 candidates of a round in one pass over the entries (8 rounds, each ending in a
+// workgroup sum: with SG a subgroup sum, then one lane a subgroup; the reference builds the same key
+// bit by bit). Masses are summed in f32 (the reference sums in f64: a boundary within rounding of
+// p·total may differ). count_search took the count search from 50 to 28 µs a row of 8192 entries
+// under top-K 0.1 on the H100, 166 to 102 µs at 32768 (at 512 invocations; the 4-bit search it
+// replaced was mass_search on counts: bench/results_select_radix_1207_h100.log).
 // Each invocation owns one span of the open entries (in index order: the tie steps walk them so,
 // knowing from an exclusive sum how many ties come before) and reads it from memory once, its keys
 // (and with MASS its masses) into registers of PER entries (the host's power of two ≥ the span):
-// every later pass (8 rounds a search, the counts, the ties) reads registers. The form that read
+// every later pass (the rounds of a search, the counts, the ties) reads registers. The form that read
 // the scores from memory in each pass, strided over the workgroup (dev/kernels/rows_select_global.wgsl),
 // took 53 µs a row of 8192 entries on the H100 (161 µs at 32768).
 {{HEADER}}
@@ -105,33 +107,27 @@ fn load_span(lid: u32, live: bool, base: u32) {
   }
 }
 
-// The largest key θ whose open entries at or above it weigh at least `goal` (their masses where
-// `mass`, else one each), four bits a round from the top: a round with θ's higher digits fixed finds
-// F(θ | j << s), the weight at or above each candidate j = 1 … 15, in one pass (an entry at or above
-// θ reaches candidates 1 … min(15, (key − θ) >> s)), and keeps the largest j with F ≥ goal (0 if
-// none; F only falls with j). As the bitwise search: θ = 2³² − 1 where goal ≤ 0.
-fn digit_search(lid: u32, sgsize: u32, goal: f32, mass: bool) -> u32 {
+#if MASS
+// The largest key θ whose open entries at or above it hold at least `goal` of the mass, four bits a
+// round from the top: a round with θ's higher digits fixed finds F(θ | j << s), the mass at or above
+// each candidate j = 1 … 15, in one pass (an entry at or above θ reaches candidates 1 … min(15,
+// (key − θ) >> s)), and keeps the largest j with F ≥ goal (0 if none; F only falls with j). As the
+// bitwise search: θ = 2³² − 1 where goal ≤ 0.
+fn mass_search(lid: u32, sgsize: u32, goal: f32) -> u32 {
   var theta = 0u;
   for (var s = 28i; s >= 0i; s -= 4i) {
     // Zeroed explicitly each round (a declaration in a loop without an initialiser is not safe to rely on).
     var a = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
     for (var i = 0u; i < PER; i++) {
-      if (i < mine) {
-        var w = 1.0;
-#if MASS
-        if (mass) { w = ms[i]; }
-#endif
-        digit_count(&a, ks[i], theta, u32(s), w);
-      }
+      if (i < mine) { digit_count(&a, ks[i], theta, u32(s), ms[i]); }
     }
     theta |= digit_pick(wg_sum16(lid, sgsize, a), goal) << u32(s);
   }
   return theta;
 }
+#endif
 
-#if RADIX
-// RADIX (the count search, SelectTune.radix): the largest key θ with at least `goal` open entries at
-// or above it, as digit_search(goal, false) finds it, by radix select: the bits below the prefix
+// The largest key θ with at least `goal` open entries at or above it, by radix select: the bits below the prefix
 // every open key shares (the first differing bit of the row's least and largest key) taken eight a
 // round from the top in four rounds, each a 256-bin histogram of the open keys whose higher bits
 // equal θ's, counted by workgroup atomics (an invocation adds a run of equal digits at once), and the
@@ -213,7 +209,6 @@ fn count_search(lid: u32, sgsize: u32, goal: u32) -> u32 {
   }
   return select(theta, 0xffffffffu, goal == 0u);
 }
-#endif
 
 // Whether entry i of this invocation's span is kept: above θ₂, or a tie at θ₂ among the first
 // `need` in index order (*k: the ties at θ₂ before it, counted on).
@@ -249,7 +244,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   var msum = 0.0;
   for (var i = 0u; i < PER; i++) { if (i < mine) { msum += ms[i]; } }
   let goal = P.p * sel_sum(lid, sgsize, msum);
-  let theta = digit_search(lid, sgsize, goal, true);
+  let theta = mass_search(lid, sgsize, goal);
   var above = 0.0;
   var n_above = 0u;
   var tie_m = 0.0;
@@ -275,11 +270,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
 #endif
   // θ₂: the largest key with at least `take` open entries at or above it; the ties at θ₂ are kept in
   // index order until `take` (k: the ties of the spans before this one).
-#if RADIX
   let theta2 = count_search(lid, sgsize, take);
-#else
-  let theta2 = digit_search(lid, sgsize, f32(take), false);
-#endif
   var n_above2 = 0u;
   var ties = 0u;
   for (var i = 0u; i < PER; i++) {
