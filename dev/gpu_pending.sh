@@ -150,3 +150,11 @@ if [ "$what" = lanes ]; then
   step 120 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072,524288 --lanes
   step 100 spot_lanes node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1 --keys f16 --paths gather,mask --profile --json "$OUT/spot_lanes.json"
 fi
+# `lanes2` (about 6 minutes): LANES with V loaded before the scores and 4 iterations a chunk — the
+# GPU tests of Spot's decode, selection and layer, its forms at 128K, and the decode table at
+# 16K–512K (top-K 0.1 and 0.5 both paths, top-p 0.9) beside SDPA.
+if [ "$what" = lanes2 ]; then
+  FON_REQUIRE_WEBGPU=1 step 120 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts
+  step 70 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072 --lanes
+  step 220 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5,top-p:0.9 --keys f16 --paths mask,gather --json "$OUT/spot_table.json"
+fi

@@ -33,7 +33,7 @@ import { parseArgs } from 'node:util';
 import * as fon from '../../src/index.ts';
 import '../../src/backend/webgpu/index.ts';
 import { WebGpuBackend, type GpuRef } from '../../src/backend/webgpu/backend.ts';
-import { attentionDecode } from '../../src/backend/webgpu/kernels/attention_decode.ts';
+import { DECODE_DEFAULTS, attentionDecode } from '../../src/backend/webgpu/kernels/attention_decode.ts';
 import type { AttentionArgs } from '../../src/backend/backend.ts';
 import { MASK_K_FINE, maskArgs } from '../../src/attention/block_mask.ts';
 import { ref, wrap } from '../../src/ops/run.ts';
@@ -258,6 +258,8 @@ async function main(): Promise<void> {
       for (const x of [k, v, q]) x.dispose();
       continue;
     }
+    // The forms below are the step kernel's (attention_decode.wgsl), reached through the attention op.
+    DECODE_DEFAULTS.lanes = false;
     {
       // The split-count sweep: dense and fine-all (every block listed) at each chunks-per-kv-head count.
       const { mask } = maskOf(b, 'fine-all', t);

@@ -214,15 +214,22 @@ const LIST_MAX = 512;
  * has the P·V loop read each listed block's first key once and its V rows by offset, not each key's
  * place through the list (dev/kernels/spot_decode.ts times it beside the other forms; the H200's
  * 3.4× per key stays with no list read at all, BENCHMARKS.md Spot's fifth run); `lanes` (fine masks
- * where lanesForm takes the call; the default, false: the step kernel above) runs
- * attention_decode_lanes.wgsl, lane pairs a key with no barrier in the loop, `lanesIter` the
- * iterations a subgroup takes a chunk (default LANES_ITER) where the host knows the lists' lengths.
+ * where lanesForm takes the call; the default unless one of the step kernel's forms above is asked
+ * for; false: the step kernel) runs attention_decode_lanes.wgsl, lane pairs a key with no barrier in
+ * the loop, `lanesIter` the iterations a subgroup takes a chunk (default LANES_ITER) where the host
+ * knows the lists' lengths.
  */
 export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean; lanes?: boolean; lanesIter?: number }
 
+/**
+ * What attentionDecode does where DecodeTune is silent: `lanes`, the LANES split pass for fine masks
+ * (dev/kernels/spot_decode.ts turns it off to time the step kernel's forms through the attention op).
+ */
+export const DECODE_DEFAULTS = { lanes: true };
+
 /** Subgroups a LANES workgroup holds at most, the iterations each takes a chunk, and its list's room (LMAX). */
 const LANES_W = 8;
-const LANES_ITER = 2;
+const LANES_ITER = 4;
 const LANES_LMAX = 512;
 
 /**
@@ -308,7 +315,9 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   if (mask && kBlock !== MASK_K_BLOCK && (tune.wg ?? 128) % kBlock !== 0) throw new UnsupportedError(`webgpu: a fine mask's ${kBlock}-key blocks must divide the decode's ${tune.wg} keys a step`);
   if (mask && (tune.prefetch || tune.vEarly || tune.vMid)) throw new UnsupportedError('webgpu: the masked attention decode has no prefetch, vEarly or vMid form');
   const combine = { cols: tune.combineCols, unroll: tune.combineUnroll, noCombine: tune.noCombine };
-  const lanes = mask && (tune.lanes ?? true) && subgroups ? lanesForm(be.caps, a, rows) : undefined;
+  // LANES by default where it takes the call, unless a form of the step kernel is asked for.
+  const stepForm = tune.blockV || tune.stageList || tune.preloadList !== undefined || tune.uniformCount !== undefined || tune.wg !== undefined;
+  const lanes = mask && (tune.lanes ?? (DECODE_DEFAULTS.lanes && !stepForm)) && subgroups ? lanesForm(be.caps, a, rows) : undefined;
   if (lanes) {
     const variant: Variant = { X: q.dtype, K8: q.dtype !== 'f32', DK: a.d, RM: pow2AtLeast(rows, 1), S: lanes.S, W: lanes.W, LMAX: LANES_LMAX, LANES: true, UCOUNT: !!(a.mask!.countAt || a.mask!.counts) };
     return splitAndCombine(be, variant, q, k, v, a, rows, splits, combine, mask, lanesChunks(be, a, lanes, splits, tune.lanesIter));

@@ -10,8 +10,9 @@
 //           one shuffle adds the halves;
 //   softmax the subgroup's running max m per row (subgroupMax), rescale α, P = exp(s − m) (0 where
 //           the key is not visible: past the chunk, past kvlen, or outside causal/window);
-//   P·V     lane c owns V columns 4·c, 4·(c + S), …; each key's P comes from its pair by shuffle and
-//           its V row is read whole by the subgroup (coalesced).
+//   P·V     lane c owns V columns 4·c, 4·(c + S), … (columns past D: the last group again, never
+//           stored); the iteration's V rows are read whole by the subgroup (coalesced) before the
+//           scores; each key's P comes from its pair by shuffle.
 // At the end the W subgroups' (m, l, O) merge through workgroup memory into the chunk's partial, the
 // layout attention_combine.wgsl merges. Taken where the subgroup size is fixed (the adapter's least
 // and largest agree), the head dim is a multiple of 16, and the mask has no pair predicate. The
@@ -45,7 +46,8 @@ fn qrow(b: u32, kvh: u32, r: u32) -> u32 {
   return (b * P.h + kvh * P.group + hh) * P.tq + r % P.tq;
 }
 
-// Elements e … e + 7 of K (e a multiple of 8).
+// Elements e … e + 7 of K (e a multiple of 8); elements e … e + 3 of V as stored (VR: packed halves
+// with K8, else f32), and unpacked (upv).
 struct K8v { lo: vec4<f32>, hi: vec4<f32> }
 fn ldk8(e: u32) -> K8v {
 #if K8
@@ -55,6 +57,15 @@ fn ldk8(e: u32) -> K8v {
   return K8v(ldk4(e, 4u), ldk4(e + 4u, 4u));
 #endif
 }
+#if K8
+alias VR = vec2<u32>;
+fn ldvr(e: u32) -> VR { return v[e >> 2u]; }
+fn upv(w: VR) -> vec4<f32> { return up4(w); }
+#else
+alias VR = vec4<f32>;
+fn ldvr(e: u32) -> VR { return v[e >> 2u]; }
+fn upv(w: VR) -> vec4<f32> { return w; }
+#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -101,6 +112,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let key = Lst[v / MASK_KB] + v % MASK_KB;
     // A key that is not visible reads the last valid row (its P is 0, and must not meet a stale NaN).
     let base = kbase + min(key, P.kvlen - 1u) * P.d + hh * (DK / 2u);
+    // The iteration's V values this lane's columns take, loaded before the scores so that their
+    // latency runs under the K loads and the softmax, not after them.
+    var vw: array<VR, KPI * CPL>;
+    for (var j = 0u; j < KPI; j++) {
+      let vj = min(v0 + j, nv - 1u);
+      let row = kbase + min(Lst[vj / MASK_KB] + vj % MASK_KB, P.kvlen - 1u) * P.d;
+      for (var i = 0u; i < CPL; i++) { vw[j * CPL + i] = ldvr(row + 4u * min(lane + S * i, D4 - 1u)); }
+    }
     var s: array<f32, RM>;
     for (var r = 0u; r < RM; r++) { s[r] = 0.0; }
     for (var c8 = 0u; c8 < HALF8; c8++) {
@@ -123,16 +142,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var i = 0u; i < CPL; i++) { acc[r * CPL + i] *= alpha[r]; }
     }
     for (var j = 0u; j < KPI; j++) {
-      let vj = min(v0 + j, nv - 1u);
-      let row = kbase + min(Lst[vj / MASK_KB] + vj % MASK_KB, P.kvlen - 1u) * P.d;
       var pj: array<f32, RM>;
       for (var r = 0u; r < RM; r++) { pj[r] = subgroupShuffle(s[r], 2u * j); }
       for (var i = 0u; i < CPL; i++) {
-        let c = lane + S * i;
-        if (c < D4) {
-          let vv = ldv4(row + 4u * c, 4u);
-          for (var r = 0u; r < RM; r++) { acc[r * CPL + i] += pj[r] * vv; }
-        }
+        let vv = upv(vw[j * CPL + i]);
+        for (var r = 0u; r < RM; r++) { acc[r * CPL + i] += pj[r] * vv; }
       }
     }
   }
