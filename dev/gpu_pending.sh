@@ -158,3 +158,12 @@ if [ "$what" = lanes2 ]; then
   step 70 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072 --lanes
   step 220 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5,top-p:0.9 --keys f16 --paths mask,gather --json "$OUT/spot_table.json"
 fi
+# `ur` (about 4 minutes): LANES with its loops written out (UR, now the default) — its GPU test, its
+# forms at 128K, selectBlockList's writes at 128K (which of the table, the zeros and the flags cost),
+# and Spot's masked path beside SDPA at 128K and 512K with each dispatch's GPU time.
+if [ "$what" = ur ]; then
+  FON_REQUIRE_WEBGPU=1 step 60 gpu_tests node --import tsx --test --test-name-pattern LANES test/attention/spot_decode.test.ts
+  step 90 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072 --lanes
+  step 60 select_list node --import tsx dev/kernels/select_open.ts --tokens 131072 --rules top-k:0.1 --wg 512
+  step 80 spot_ur node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1 --keys f16 --paths mask --profile --json "$OUT/spot_ur.json"
+fi

@@ -10,6 +10,9 @@
  *   rounds R  selectOpen (default size) with its source patched so that top-p's mass search runs
  *             R of its 8 rounds (top-p only; its flags then wrong; timing only): what a round costs, and what
  *             the passes around the searches cost (R = 0)
+ *   list      selectBlockList (the fine mask's table from the same pass, as a Spot step runs it),
+ *             unpatched and with its by-key index, its zeros after the count, its flags or all
+ *             three left unwritten (timing only): what the writes cost beside the search
  *   global    the earlier form (dev/kernels/rows_select_global.wgsl: every pass reads the scores
  *             from memory, strided over the workgroup, at 512 invocations), its flags checked equal,
  *             timed likewise: what holding the spans in registers saves
@@ -24,7 +27,7 @@ import { readFileSync } from 'node:fs';
 import * as fon from '../../src/index.ts';
 import '../../src/backend/webgpu/index.ts';
 import { WebGpuBackend, type GpuRef } from '../../src/backend/webgpu/backend.ts';
-import { selectOpen } from '../../src/backend/webgpu/kernels/rows.ts';
+import { selectBlockList, selectOpen } from '../../src/backend/webgpu/kernels/rows.ts';
 import type { Kernel } from '../../src/backend/webgpu/runtime.ts';
 import { header, preprocess } from '../../src/backend/webgpu/wgsl.ts';
 import { wgslSource } from '../../src/backend/webgpu/sources.ts';
@@ -118,6 +121,21 @@ async function main(): Promise<void> {
         const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel.startsWith('rows_select')).reduce((s, p) => s + p.ms, 0) / PROFILED;
         console.log(`  selectOpen, the global form (wg ${globalWg}): ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock); ${diff} flags differ from the default's`);
       }
+      {
+        // selectBlockList (LIST: the fine mask's table from the same pass), as a Spot step runs it,
+        // and with its source patched to skip some of its writes (timing only: the outputs are then
+        // incomplete): what the table and the flags cost beside the search.
+        const list = { fine: 16, tk: t, kBlocks: nb, kvLength: t };
+        const callList = () => selectBlockList(b, ref(max) as GpuRef, ref(logMass) as GpuRef, a, list);
+        for (const tag of ['none', 'no-bykey', 'no-zeros', 'no-flags', 'no-bykey-zeros-flags']) {
+          const once = () => withWritePatch(b, tag, () => { const [f, tt] = callList(); b.free(f); b.free(tt); });
+          const ms = await timeBatched(sync, once);
+          b.rt.startProfile();
+          for (let i = 0; i < PROFILED; i++) once();
+          const gpu = (await b.rt.stopProfile()).filter((p) => p.kernel.startsWith('rows_select')).reduce((s, p) => s + p.ms, 0) / PROFILED;
+          console.log(`  selectBlockList, writes skipped: ${tag.padEnd(20)}: ${ms.toFixed(3)} ms (${gpu.toFixed(3)} ms on the GPU's clock)`);
+        }
+      }
       // Top-p's mass search cut to R rounds: the cost of a round by difference, and of the rest at R = 0.
       if (rule.kind === 'top-p') for (const r of [0, 4, 8]) {
         const ms = await timeBatched(sync, () => withRounds(b, r, () => call().dispose()));
@@ -157,6 +175,36 @@ function withGlobalSelect(src: string): string {
   if (from < 0 || to < from) throw new Error('dev/kernels/select_open.ts: rows_select.wgsl no longer has a SELECT part before MASKTABLE; update withGlobalSelect');
   return src.slice(0, from) + readFileSync(new URL('./rows_select_global.wgsl', import.meta.url), 'utf8') + '\n' + src.slice(to);
 }
+
+/**
+ * Runs fn with rows_select's LIST writes patched out (timing only): `no-bykey` the by-key index,
+ * `no-zeros` the list's zeros after its count, `no-flags` the flags, or all three; `none` unpatched.
+ */
+function withWritePatch<T>(b: WebGpuBackend, tag: string, fn: () => T): T {
+  if (tag === 'none') return fn();
+  const run = b.rt.run;
+  const cut: Record<string, [string, string][]> = {
+    bykey: [['for (var c = lid; c < P.kblocks; c += WG) { sti_t(P.rows + row * P.kblocks + c, i32(empty)); }', '']],
+    zeros: [['for (var x = count + lid; x < P.valid; x += WG) { sti_t(list + 1u + x, 0i); }', '']],
+    flags: [['sti_y(base + first + i, select(0i, 1i, kept));', ''], ['if (!is_open(e)) { sti_y(base + e, select(0i, 1i, e < P.valid)); }', '']],
+  };
+  const parts = tag === 'no-bykey-zeros-flags' ? ['bykey', 'zeros', 'flags'] : [tag.slice(3)];
+  b.rt.run = (d) => {
+    if (d.kernel.name !== 'rows_select' || !d.variant.LIST) return run.call(b.rt, d);
+    const base = d.kernel;
+    const kernel = writeKernels.get(tag) ?? writeKernels.set(tag, { name: `rows_select_${tag}`, source: (v, caps) => {
+      let src = base.source(v, caps);
+      for (const p of parts) for (const [from, to] of cut[p]) {
+        if (!src.includes(from)) throw new Error(`dev/kernels/select_open.ts: rows_select no longer has '${from}'; update the patch`);
+        src = src.replace(from, to);
+      }
+      return src;
+    } }).get(tag)!;
+    return run.call(b.rt, { ...d, kernel });
+  };
+  try { return fn(); } finally { b.rt.run = run; }
+}
+const writeKernels = new Map<string, Kernel>();
 
 /** Runs fn with rows_select's mass search (top-p) cut to `rounds` of its 8 rounds (timing only: the flags are wrong). */
 function withRounds<T>(b: WebGpuBackend, rounds: number, fn: () => T): T {

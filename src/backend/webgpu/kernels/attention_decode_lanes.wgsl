@@ -115,18 +115,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // The iteration's V values this lane's columns take, loaded before the scores so that their
     // latency runs under the K loads and the softmax, not after them.
     var vw: array<VR, KPI * CPL>;
+    var s: array<f32, RM>;
+    for (var r = 0u; r < RM; r++) { s[r] = 0.0; }
+#if UR
+    // UR (DecodeTune.lanesUnroll): the loads and the loops over keys and K's 8-element groups
+    // written out by the host (constant indices, every load issued before its first use).
+{{UR_LOADS}}
+#else
     for (var j = 0u; j < KPI; j++) {
       let vj = min(v0 + j, nv - 1u);
       let row = kbase + min(Lst[vj / MASK_KB] + vj % MASK_KB, P.kvlen - 1u) * P.d;
       for (var i = 0u; i < CPL; i++) { vw[j * CPL + i] = ldvr(row + 4u * min(lane + S * i, D4 - 1u)); }
     }
-    var s: array<f32, RM>;
-    for (var r = 0u; r < RM; r++) { s[r] = 0.0; }
     for (var c8 = 0u; c8 < HALF8; c8++) {
       let kv = ldk8(base + 8u * c8);
       let qc = hh * (D4 / 2u) + 2u * c8;
       for (var r = 0u; r < RM; r++) { s[r] += dot(Qs[r * D4 + qc], kv.lo) + dot(Qs[r * D4 + qc + 1u], kv.hi); }
     }
+#endif
     var alpha: array<f32, RM>;
     for (var r = 0u; r < RM; r++) {
       let dotr = s[r] + subgroupShuffleXor(s[r], 1u);
@@ -141,6 +147,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var r = 0u; r < RM; r++) {
       for (var i = 0u; i < CPL; i++) { acc[r * CPL + i] *= alpha[r]; }
     }
+#if UR
+{{UR_PV}}
+#else
     for (var j = 0u; j < KPI; j++) {
       var pj: array<f32, RM>;
       for (var r = 0u; r < RM; r++) { pj[r] = subgroupShuffle(s[r], 2u * j); }
@@ -149,6 +158,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var r = 0u; r < RM; r++) { acc[r * CPL + i] += pj[r] * vv; }
       }
     }
+#endif
   }
   // The subgroups' (m, l, O) into workgroup memory, merged into the chunk's partial of each row.
   for (var r = 0u; r < RM; r++) {
