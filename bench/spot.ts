@@ -14,7 +14,10 @@
  *   noGrad, as every timing here: the K/V and selector-key writes, the selection, the attention);
  * - the budget: the tokens of the selected blocks over the causal tokens;
  * - `host` (beside step and FON dense): the host's time to record one call, the GPU not waited for
- *   (bench/lib/report.ts timeHost): where it is close to the call's time, the host sets the pace.
+ *   (bench/lib/report.ts timeHost): where it is close to the call's time, the host sets the pace;
+ * - `step GPU`: the step's GPU time alone, 50 steps recorded into one submit and timed from it to
+ *   the GPU's finish (bench/lib/report.ts timeGpu), and the bind groups a step makes (cache misses:
+ *   each costs host time);
  * The inputs are random (K, V and selector keys drawn on the device, x a random residual row), so the
  * top-p budget here says nothing of a trained selector's; static top-K's is fixed by its fraction.
  *
@@ -56,7 +59,7 @@ import { parseModelConfig } from '../src/model/config.ts';
 import { KvCache } from '../src/infer/kv_cache.ts';
 import { kvWrite } from '../src/ops/attention.ts';
 import { kvWritePaged } from '../src/ops/paged_attention.ts';
-import { findPython, runPython, timeBatched, timeHost, writeJson } from './lib/report.ts';
+import { findPython, runPython, timeBatched, timeGpu, timeHost, writeJson } from './lib/report.ts';
 import { deviceDraw, deviceRandn, trim } from './lib/device_data.ts';
 
 const { values: flags } = parseArgs({
@@ -88,7 +91,7 @@ const paths = flags.paths.split(',').filter(Boolean) as SpotDecodePath[];
 const TIMED_PATHS: readonly SpotDecodePath[] = SPOT_DECODE_PATHS.filter((p) => p !== 'auto');
 for (const p of paths) if (!TIMED_PATHS.includes(p)) throw new ArgumentError(`--paths: '${p}': expected ${TIMED_PATHS.join(' or ')}`);
 
-interface Row { tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; stepHostMs: number; budget: number; denseMs: number; denseHostMs: number; torchMs?: number }
+interface Row { tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; stepHostMs: number; stepGpuMs?: number; groups?: number; budget: number; denseMs: number; denseHostMs: number; torchMs?: number }
 
 async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[]> {
   const sync = () => b.sync();
@@ -134,6 +137,13 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
       }
       const stepMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); })));
       const stepHostMs = await timeHost(sync, () => fon.noGrad(() => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); })));
+      let stepGpuMs: number | undefined, groups: number | undefined;
+      if (b instanceof WebGpuBackend) {
+        stepGpuMs = (await timeGpu(b.rt, sync, () => fon.noGrad(() => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); })))) ?? undefined;
+        const made = b.rt.bindGroupsMade;
+        for (let i = 0; i < 10; i++) fon.noGrad(() => fon.tidy(() => { layer.forwardCached(q, kNew, vNew, { x }, slot, t - 1); }));
+        groups = (b.rt.bindGroupsMade - made) / 10;
+      }
       if (flags.profile && b instanceof WebGpuBackend) {
         // --profile: ten more steps, each dispatch timed on the GPU: where a step's time goes.
         await b.sync();
@@ -143,7 +153,7 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
         console.error(`  profile of a step (${PROFILED} steps, ms summed), ${t} ${ruleName(rule)} (${path}), ${form} keys:\n${profileTable(kernels, { top: 14, byVariant: true })}`);
       }
       layer.resetStats();
-      rows.push({ tokens: t, rule: `${ruleName(rule)}${path === 'gather' ? ' gathered' : ''}`, keys: form, selectorMs, attentionMs, stepMs, stepHostMs, budget, denseMs, denseHostMs });
+      rows.push({ tokens: t, rule: `${ruleName(rule)}${path === 'gather' ? ' gathered' : ''}`, keys: form, selectorMs, attentionMs, stepMs, stepHostMs, budget, denseMs, denseHostMs, ...(stepGpuMs !== undefined ? { stepGpuMs } : {}), ...(groups !== undefined ? { groups } : {}) });
     }
   } finally {
     for (const y of [k, v, q, kNew, vNew, x]) y.dispose();
@@ -252,7 +262,7 @@ async function main(): Promise<void> {
     for (const r of await timeAt(b, t, layer)) {
       const torchMs = torch.get(t);
       rows.push({ ...r, ...(torchMs !== undefined ? { torchMs } : {}) });
-      console.log(`  ${t} ${r.rule}, ${r.keys} keys: selector ${r.selectorMs.toFixed(3)} ms + attention ${r.attentionMs.toFixed(3)} ms (budget ${(100 * r.budget).toFixed(1)}%); step ${r.stepMs.toFixed(3)} ms (host ${r.stepHostMs.toFixed(3)}); FON dense ${r.denseMs.toFixed(3)} ms (host ${r.denseHostMs.toFixed(3)})${torchMs !== undefined ? `, PyTorch SDPA ${torchMs.toFixed(3)} ms: step ${(torchMs / r.stepMs).toFixed(2)}× SDPA` : ''}, ${(r.denseMs / r.stepMs).toFixed(2)}× FON dense`);
+      console.log(`  ${t} ${r.rule}, ${r.keys} keys: selector ${r.selectorMs.toFixed(3)} ms + attention ${r.attentionMs.toFixed(3)} ms (budget ${(100 * r.budget).toFixed(1)}%); step ${r.stepMs.toFixed(3)} ms (host ${r.stepHostMs.toFixed(3)}, GPU ${r.stepGpuMs?.toFixed(3) ?? '—'}, ${r.groups ?? '—'} bind groups made a step); FON dense ${r.denseMs.toFixed(3)} ms (host ${r.denseHostMs.toFixed(3)})${torchMs !== undefined ? `, PyTorch SDPA ${torchMs.toFixed(3)} ms: step ${(torchMs / r.stepMs).toFixed(2)}× SDPA${r.stepGpuMs !== undefined ? ` (GPU alone ${(torchMs / r.stepGpuMs).toFixed(2)}×)` : ''}` : ''}, ${(r.denseMs / r.stepMs).toFixed(2)}× FON dense`);
       save(caps.adapterName, rows);
     }
     trim(b);
@@ -268,10 +278,10 @@ async function main(): Promise<void> {
       });
     }
   }
-  console.log('\n| cached tokens | rule | keys | selector ms | attention ms | budget | step ms | step host ms | FON dense ms | dense host ms | PyTorch SDPA ms | step vs SDPA | step vs FON dense |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('\n| cached tokens | rule | keys | selector ms | attention ms | budget | step ms | step host ms | step GPU ms | FON dense ms | dense host ms | PyTorch SDPA ms | step vs SDPA | step GPU vs SDPA | step vs FON dense |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.tokens} | ${r.rule} | ${r.keys} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.stepHostMs.toFixed(3)} | ${r.denseMs.toFixed(3)} | ${r.denseHostMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
+    console.log(`| ${r.tokens} | ${r.rule} | ${r.keys} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.stepHostMs.toFixed(3)} | ${r.stepGpuMs?.toFixed(3) ?? '—'} | ${r.denseMs.toFixed(3)} | ${r.denseHostMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${r.torchMs !== undefined && r.stepGpuMs !== undefined ? `${(r.torchMs / r.stepGpuMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
   }
   if (modelRows.length) {
     console.log(`\n| cached tokens | model | tokens/s | ms a token | host recording ms | wait for the logits ms | against full attention |\n|---|---|---|---|---|---|---|`);

@@ -167,3 +167,13 @@ if [ "$what" = ur ]; then
   step 60 select_list node --import tsx dev/kernels/select_open.ts --tokens 131072 --rules top-k:0.1 --wg 512
   step 80 spot_ur node --import tsx bench/spot.ts --tokens 131072,524288 --rules top-k:0.1 --keys f16 --paths mask --profile --json "$OUT/spot_ur.json"
 fi
+# `closing` (about 6 minutes): the GPU tests of what changed since the `ur` call (matmulMany's
+# four-group steps, the Spot step's views), the masked decode table at 16K–512K (top-K 0.1 and 0.5,
+# top-p 0.9) beside SDPA with each step's GPU time alone, and a 4-layer model's tokens/s at 128K and
+# 512K (Spot top-K 0.1 through LANES against full attention).
+if [ "$what" = closing ]; then
+  FON_REQUIRE_WEBGPU=1 step 100 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_select.test.ts
+  FON_REQUIRE_WEBGPU=1 step 60 gpu_tests2 node --import tsx --test --test-name-pattern "matmulMany|few-rows" test/backend/webgpu_matmul.test.ts
+  step 200 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5,top-p:0.9 --keys f16 --paths mask --json "$OUT/spot_table.json"
+  step 170 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
+fi

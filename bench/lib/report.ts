@@ -86,6 +86,30 @@ export async function timeHost(sync: () => Promise<void>, once: () => void, n = 
   return ts[1] / n;
 }
 
+/**
+ * GPU ms per call of `once` on a WebGPU runtime: n calls recorded into one submit (rt.flushEvery
+ * raised for the batch), then the wall time from that submit to the GPU's finish, divided by n: the
+ * GPU's own pace, the host's recording left out (it happened before the submit). The median of 3.
+ * Null where the batch could not be held in one submit (the uniform ring filled).
+ */
+export async function timeGpu(rt: { flushEvery: number; submits: number; flush(): void }, sync: () => Promise<void>, once: () => void, n = 50): Promise<number | null> {
+  const batch = async () => {
+    await sync();
+    const every = rt.flushEvery, before = rt.submits;
+    rt.flushEvery = Number.MAX_SAFE_INTEGER;
+    try { for (let i = 0; i < n; i++) once(); } finally { rt.flushEvery = every; }
+    const held = rt.submits === before;
+    const t0 = performance.now();
+    rt.flush();
+    await sync();
+    return held ? performance.now() - t0 : null;
+  };
+  await batch();
+  const ts = [await batch(), await batch(), await batch()];
+  if (ts.some((t) => t === null)) return null;
+  return (ts as number[]).sort((x, y) => x - y)[1] / n;
+}
+
 /** Runs a Python script with JSON on stdin and parses JSON from its stdout; null when it can't run. */
 export function runPython(python: string, script: string, input: unknown, timeoutMs = 600_000): unknown | null {
   const r = spawnSync(python, [script], { input: JSON.stringify(input), encoding: 'utf8', timeout: timeoutMs, maxBuffer: 1 << 24 });

@@ -197,7 +197,7 @@ test('matmul kernel choice: the few-rows kernel for 1 … 4 rows with K ≥ 64, 
   g.free(a.h); g.free(b.h);
 });
 
-test('matmulMany (several weights of one input, one dispatch: matmul_rows.wgsl MANY) vs CPU: 2 and 3 weights, 1 … 4 rows, weights of 1 … 130 rows, f32/f16/bf16 weights, outputs in f32, f16 and bf16 each (those the device does not store cast after); a weight not K long refused to the matmul each [webgpu]', { skip }, async () => {
+test('matmulMany (several weights of one input, one dispatch: matmul_rows.wgsl MANY) vs CPU: 2 and 3 weights, 1 … 4 rows, weights of 1 … 130 rows, K from 64 to 2048 (its four-group steps and a remainder), f32/f16/bf16 weights, outputs in f32, f16 and bf16 each (those the device does not store cast after); a weight not K long refused to the matmul each [webgpu]', { skip }, async () => {
   const g = gpu!;
   const cases: [number, number, number[], FloatDType, FloatDType[]][] = [
     [1, 256, [130, 4, 33], 'f32', ['f32', 'f32', 'f16']],
@@ -206,6 +206,8 @@ test('matmulMany (several weights of one input, one dispatch: matmul_rows.wgsl M
     [4, 64, [9, 16], 'f32', ['f16', 'f32']],
     [2, 516, [1, 1, 1], 'f16', ['f16', 'f16', 'f32']],
     [1, 128, [3, 40], 'f32', ['bf16', 'f32']],
+    // K long enough for the loop's steps of four groups a lane, and a remainder after them (k/4 = 325).
+    [2, 1300, [5, 9, 3], 'f32', ['f32', 'f32', 'f32']],
   ];
   for (const [m, k, ns, dtype, outDTypes] of cases) {
     const ah = randomHost(m * k, dtype), bhs = ns.map((n) => randomHost(n * k, dtype));

@@ -33,10 +33,11 @@ export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule:
   const b = scores.shape[0];
   const valid = Math.floor(q / SPOT_BLOCK) + 1, l = q + 1;
   const out = selectList(scores, logMass, q, rule, tk);
-  const flags = narrow(out.flags, 1, 0, valid);
+  // The flags' valid part, made only where a figure asks for it (a view costs host time each step).
+  const flags = () => narrow(out.flags, 1, 0, valid);
   // 16 tokens a selected block, less the part of each query's own block (always selected) past it.
-  const tokens = () => reshape(sub(mul(sum(cast(flags, 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
-  const selected = () => reshape(broadcastTo(reshape(flags, [b, valid, 1]), [b, valid, SPOT_BLOCK]), [b, valid * SPOT_BLOCK]);
+  const tokens = () => reshape(sub(mul(sum(cast(flags(), 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
+  const selected = () => reshape(broadcastTo(reshape(flags(), [b, valid, 1]), [b, valid, SPOT_BLOCK]), [b, valid * SPOT_BLOCK]);
   const shape = deviceMaskShape({ batch: b, heads: 1, tq: 1, tk, kvLength: l, qOffset: q, causal: true, window: 0, kBlock: MASK_K_FINE }, valid + 1);
   const counts = rule.kind === 'top-k' ? new Array<number>(b).fill(topKBlocks(q, rule).blocks) : undefined;
   return { mask: Object.assign({}, shape, { device: out.table }, counts ? { counts } : {}), tokens, selected };

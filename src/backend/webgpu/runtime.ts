@@ -117,6 +117,14 @@ export class GpuRuntime {
   private uncaptured: string | null = null;
   /** Dispatches recorded since creation (for FON_DEBUG and tests). */
   totalDispatches = 0;
+  /** Submits so far (flush), and bind groups made (a cache miss in bindGroup): benchmarks read them. */
+  submits = 0;
+  bindGroupsMade = 0;
+  /**
+   * Dispatches recorded before the encoder is submitted on its own (FLUSH_DISPATCHES; a benchmark
+   * that times the GPU alone raises it to record a whole batch before one submit).
+   */
+  flushEvery = FLUSH_DISPATCHES;
   /** The dispatch log while one is kept (recordDispatches). */
   private log: DispatchRecord[] | null = null;
   /** GPU time per kernel while profiling (startProfile … stopProfile; profile.ts). */
@@ -175,6 +183,7 @@ export class GpuRuntime {
     if (group) this.groups.delete(ids);
     else {
       group = this.device.createBindGroup({ layout: explicit.layout, entries: this.entries(0, uniformBytes, buffers) });
+      this.bindGroupsMade++;
       if (this.groups.size >= BIND_GROUP_CACHE) this.groups.delete(this.groups.keys().next().value!);
     }
     this.groups.set(ids, group);
@@ -238,7 +247,7 @@ export class GpuRuntime {
     this.totalDispatches++;
     this.log?.push({ kernel: d.kernel.name, variant: d.variant, workgroups: [x, y, z] });
     if (this.debug >= 1) debugLine(`[webgpu] ${d.kernel.name} ${variantKey} ${x}x${y}x${z}`);
-    if (this.dispatches >= FLUSH_DISPATCHES) this.flush();
+    if (this.dispatches >= this.flushEvery) this.flush();
   }
 
   /**
@@ -275,6 +284,7 @@ export class GpuRuntime {
     }
     const afterSubmit = this.profiler?.beforeSubmit(this.encoder);
     this.device.queue.submit([this.encoder.finish()]);
+    this.submits++;
     afterSubmit?.();
     this.encoder = null;
     this.dispatches = 0;

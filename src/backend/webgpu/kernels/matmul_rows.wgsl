@@ -54,6 +54,14 @@ fn st_w(w: u32, r: u32, jw: u32, x: f32) {
 }
 #endif
 
+// s (row r of A in component r) += A's rows at group g · bv (rows past P.m left alone).
+fn rows_fma(s: ptr<function, vec4<f32>>, abase: u32, k4: u32, g: u32, bv: vec4<f32>) {
+  (*s).x += dot(ld4_a(abase + g), bv);
+  if (P.m > 1u) { (*s).y += dot(ld4_a(abase + k4 + g), bv); }
+  if (P.m > 2u) { (*s).z += dot(ld4_a(abase + 2u * k4 + g), bv); }
+  if (P.m > 3u) { (*s).w += dot(ld4_a(abase + 3u * k4 + g), bv); }
+}
+
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let bz = wid.z + P.b0;
@@ -72,16 +80,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // Row r of A's partial dot in component r (rows past P.m stay 0).
   var s = vec4<f32>(0.0);
   if (j < P.n) {
-    for (var g = kl; g < k4; g += LC) {
+    var g = kl;
+#if MANY
+    // MANY: four of the lane's groups of B a loop step, loaded before any is used (the loop's bound
+    // is a uniform and its loads pass through the weight's branch: written out, they are issued together).
+    for (; g + 3u * LC < k4; g += 4u * LC) {
+      let b0 = ld4_w(w, brow + g);
+      let b1 = ld4_w(w, brow + g + LC);
+      let b2 = ld4_w(w, brow + g + 2u * LC);
+      let b3 = ld4_w(w, brow + g + 3u * LC);
+      rows_fma(&s, abase, k4, g, b0);
+      rows_fma(&s, abase, k4, g + LC, b1);
+      rows_fma(&s, abase, k4, g + 2u * LC, b2);
+      rows_fma(&s, abase, k4, g + 3u * LC, b3);
+    }
+#endif
+    for (; g < k4; g += LC) {
 #if MANY
       let bv = ld4_w(w, brow + g);
 #else
       let bv = ld4_b(brow + g);
 #endif
-      s.x += dot(ld4_a(abase + g), bv);
-      if (P.m > 1u) { s.y += dot(ld4_a(abase + k4 + g), bv); }
-      if (P.m > 2u) { s.z += dot(ld4_a(abase + 2u * k4 + g), bv); }
-      if (P.m > 3u) { s.w += dot(ld4_a(abase + 3u * k4 + g), bv); }
+      rows_fma(&s, abase, k4, g, bv);
     }
   }
 #if SGR
