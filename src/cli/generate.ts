@@ -39,8 +39,8 @@ ${DTYPE_USAGE}
   --spot-top-p p     Spot layers decode over the dual top-p nucleus of their selector's block mass (0 < p ≤ 1)
   --spot-top-k r     Spot layers decode over a fraction r of the causal key blocks (0 < r ≤ 1; 1 = dense);
                      default for both: each layer's config rule
-  --spot-decode P    how Spot layers read their selected blocks on WebGPU: auto (default: gather
-                     from 12,288 selected tokens under top-K, else the mask), mask or gather
+  --spot-decode P    how Spot layers read their selected blocks on WebGPU: auto (default: the
+                     mask, which was as fast or faster from 64K cached tokens), mask or gather
                      (static top-K only: the blocks' K and V rows gathered, then a plain dense decode)
   --allow-non-finite load weights that hold NaN or ±Inf (by default an error names the tensor)
   --draft-revise     draft–revise decoding (the default for a model with organs): layers 0 … D−1

@@ -66,12 +66,14 @@ export type SpotDecodePath = 'auto' | 'mask' | 'gather';
 export const SPOT_DECODE_PATHS: readonly SpotDecodePath[] = ['auto', 'mask', 'gather'];
 
 /**
- * Selected tokens from which decodePath 'auto' gathers. On an H100 (BENCHMARKS.md, Spot's eighth
- * run), once the gather copied the listed blocks whole (Backend.gatherListed), it was the faster path
- * with 13,107 selected tokens (128K, top-K 0.1: a step of 0.172 against 0.190 ms) and with 52,429
- * (512K: 0.527 against 0.612). Below 13,107 it is not measured; 12,288 is taken.
+ * Selected tokens from which decodePath 'auto' gathers: none by default. On an H100 (BENCHMARKS.md,
+ * Spot's ninth run), once the masked decode ran as LANES (lane pairs a key over the selection's
+ * list), the masked step was as fast as the gathered one or faster at 64K–512K cached tokens (128K,
+ * top-K 0.1: 0.110 against 0.146 ms; 512K: 0.323 against 0.451); only at 16K was the gathered step
+ * faster (0.094 against 0.103 ms at top-K 0.1, 0.096 against 0.099 at 0.5), where Spot reads little
+ * anyway. The eighth run, before LANES, gathered from 12,288.
  */
-export const SPOT_GATHER_FROM_TOKENS = 12288;
+export const SPOT_GATHER_FROM_TOKENS = Number.POSITIVE_INFINITY;
 
 /** The rule a spec names. */
 export const specRule = (s: SpotSpec): SpotRule => (s.rule === 'top-p' ? { kind: 'top-p', p: s.p } : { kind: 'top-k', fraction: s.fraction });
@@ -110,8 +112,8 @@ export class SpotAttention extends Module implements AttentionMechanism {
    * How a device step under static top-K reads its blocks: 'mask' (the split-K decode over the
    * selected blocks through a fine block mask, device_select.ts selectOnDevice), 'gather' (the
    * selected blocks' K and V rows compacted, then a plain dense decode over them: gatherOnDevice),
-   * or 'auto' (the default): gather where the step selects at least `gatherFromTokens` tokens, the
-   * mask below (SPOT_GATHER_FROM_TOKENS says where that number comes from). The same keys either
+   * or 'auto' (the default): gather where the step selects at least `gatherFromTokens` tokens (none
+   * by default: SPOT_GATHER_FROM_TOKENS says why), the mask below. The same keys either
    * way. Top-p (its count is the device's) and steps that measure recall take the mask.
    */
   decodePath: SpotDecodePath = 'auto';
