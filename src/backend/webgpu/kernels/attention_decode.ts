@@ -72,16 +72,16 @@ const lanesKernel: Kernel = {
       kv,
       '@group(0) @binding(7) var<storage, read> mask: array<i32>;', maskConsts(v.MASK_KB as number),
     ].join('\n');
-    return preprocess(wgslSource('attention_decode_lanes'), { ...v, HEADER: head, COMMON: wgslSource('attention_common'), MASKING: preprocess(wgslSource('attention_mask'), v), ...(v.UR ? lanesUnrolled(v) : {}) });
+    return preprocess(wgslSource('attention_decode_lanes'), { ...v, HEADER: head, COMMON: wgslSource('attention_common'), MASKING: preprocess(wgslSource('attention_mask'), v), ...lanesUnrolled(v) });
   },
 };
 
 /**
- * LANES's UR form (DecodeTune.lanesUnroll): an iteration's V loads, K loads and dots, and P·V loop
- * written out for the variant's S (KPI = S / 2 keys), DK (DK / 16 K groups a lane) and CPL (V column
- * vec4s a lane), constant indices throughout and every load before its first use.
+ * A LANES iteration's V loads, K loads and dots, and P·V loop, written out for the variant's S
+ * (KPI = S / 2 keys), DK (DK / 16 K groups a lane) and CPL (V column vec4s a lane): constant indices
+ * throughout and every load before its first use.
  */
-function lanesUnrolled(v: Variant): { UR_LOADS: string; UR_PV: string } {
+function lanesUnrolled(v: Variant): { ITER_LOADS: string; ITER_PV: string } {
   const kpi = Number(v.S) / 2, half8 = Number(v.DK) / 16, cpl = Math.ceil(Number(v.DK) / 4 / Number(v.S));
   const loads: string[] = [];
   for (let j = 0; j < kpi; j++) {
@@ -96,7 +96,7 @@ function lanesUnrolled(v: Variant): { UR_LOADS: string; UR_PV: string } {
   for (let j = 0; j < kpi; j++) {
     pv.push(`    for (var r = 0u; r < RM; r++) { let p = subgroupShuffle(s[r], ${2 * j}u);${Array.from({ length: cpl }, (_, i) => ` acc[r * CPL + ${i}u] += p * upv(vw[${j * cpl + i}]);`).join('')} }`);
   }
-  return { UR_LOADS: loads.join('\n'), UR_PV: pv.join('\n') };
+  return { ITER_LOADS: loads.join('\n'), ITER_PV: pv.join('\n') };
 }
 const S_ = (v: Variant) => `${Number(v.S)}u`;
 
@@ -241,9 +241,9 @@ const LIST_MAX = 512;
  * where lanesForm takes the call; the default unless one of the step kernel's forms above is asked
  * for; false: the step kernel) runs attention_decode_lanes.wgsl, lane pairs a key with no barrier in
  * the loop, `lanesIter` the iterations a subgroup takes a chunk (default LANES_ITER) where the host
- * knows the lists' lengths, `lanesUnroll` its UR form (lanesUnrolled).
+ * knows the lists' lengths.
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean; lanes?: boolean; lanesIter?: number; lanesUnroll?: boolean }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean; lanes?: boolean; lanesIter?: number }
 
 /**
  * What attentionDecode does where DecodeTune is silent: `lanes`, the LANES split pass for fine masks
@@ -343,7 +343,7 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const stepForm = tune.blockV || tune.stageList || tune.preloadList !== undefined || tune.uniformCount !== undefined || tune.wg !== undefined;
   const lanes = mask && (tune.lanes ?? (DECODE_DEFAULTS.lanes && !stepForm)) && subgroups ? lanesForm(be.caps, a, rows) : undefined;
   if (lanes) {
-    const variant: Variant = { X: q.dtype, K8: q.dtype !== 'f32', DK: a.d, RM: pow2AtLeast(rows, 1), S: lanes.S, W: lanes.W, LMAX: LANES_LMAX, LANES: true, UCOUNT: !!(a.mask!.countAt || a.mask!.counts), UR: tune.lanesUnroll ?? true };
+    const variant: Variant = { X: q.dtype, K8: q.dtype !== 'f32', DK: a.d, RM: pow2AtLeast(rows, 1), S: lanes.S, W: lanes.W, LMAX: LANES_LMAX, LANES: true, UCOUNT: !!(a.mask!.countAt || a.mask!.counts) };
     return splitAndCombine(be, variant, q, k, v, a, rows, splits, combine, mask, lanesChunks(be, a, lanes, splits, tune.lanesIter));
   }
   return splitAndCombine(be, decodeVariant(q.dtype, a, rows, subgroups, tune), q, k, v, a, rows, splits, combine, mask);

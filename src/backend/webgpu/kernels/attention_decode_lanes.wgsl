@@ -113,26 +113,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     // A key that is not visible reads the last valid row (its P is 0, and must not meet a stale NaN).
     let base = kbase + min(key, P.kvlen - 1u) * P.d + hh * (DK / 2u);
     // The iteration's V values this lane's columns take, loaded before the scores so that their
-    // latency runs under the K loads and the softmax, not after them.
+    // latency runs under the K loads and the softmax, not after them (H100, a random tenth of 128K
+    // keys: 0.050 against 0.059 ms loaded after, bench/results_lanes2_forms_1207_h100.log).
     var vw: array<VR, KPI * CPL>;
     var s: array<f32, RM>;
     for (var r = 0u; r < RM; r++) { s[r] = 0.0; }
-#if UR
-    // UR (DecodeTune.lanesUnroll): the loads and the loops over keys and K's 8-element groups
-    // written out by the host (constant indices, every load issued before its first use).
-{{UR_LOADS}}
-#else
-    for (var j = 0u; j < KPI; j++) {
-      let vj = min(v0 + j, nv - 1u);
-      let row = kbase + min(Lst[vj / MASK_KB] + vj % MASK_KB, P.kvlen - 1u) * P.d;
-      for (var i = 0u; i < CPL; i++) { vw[j * CPL + i] = ldvr(row + 4u * min(lane + S * i, D4 - 1u)); }
-    }
-    for (var c8 = 0u; c8 < HALF8; c8++) {
-      let kv = ldk8(base + 8u * c8);
-      let qc = hh * (D4 / 2u) + 2u * c8;
-      for (var r = 0u; r < RM; r++) { s[r] += dot(Qs[r * D4 + qc], kv.lo) + dot(Qs[r * D4 + qc + 1u], kv.hi); }
-    }
-#endif
+    // The iteration written out by the host (attention_decode.ts lanesUnrolled: constant indices,
+    // every load issued before its first use; the form with loops here took 0.047 against 0.039 ms
+    // on the H100 for a random tenth of 128K keys, bench/results_lanes_ur_forms_1207_h100.log).
+{{ITER_LOADS}}
     var alpha: array<f32, RM>;
     for (var r = 0u; r < RM; r++) {
       let dotr = s[r] + subgroupShuffleXor(s[r], 1u);
@@ -147,18 +136,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var r = 0u; r < RM; r++) {
       for (var i = 0u; i < CPL; i++) { acc[r * CPL + i] *= alpha[r]; }
     }
-#if UR
-{{UR_PV}}
-#else
-    for (var j = 0u; j < KPI; j++) {
-      var pj: array<f32, RM>;
-      for (var r = 0u; r < RM; r++) { pj[r] = subgroupShuffle(s[r], 2u * j); }
-      for (var i = 0u; i < CPL; i++) {
-        let vv = upv(vw[j * CPL + i]);
-        for (var r = 0u; r < RM; r++) { acc[r * CPL + i] += pj[r] * vv; }
-      }
-    }
-#endif
+{{ITER_PV}}
   }
   // The subgroups' (m, l, O) into workgroup memory, merged into the chunk's partial of each row.
   for (var r = 0u; r < RM; r++) {
