@@ -53,9 +53,11 @@ export interface FlagsMaskArgs {
 
 /**
  * Backend.selectBlockList's table: the selected entries are fine blocks of `fine` keys of a cache of
- * tk keys (kBlocks fine blocks), one query row per batch entry at position kvLength − 1.
+ * tk keys (kBlocks fine blocks), one query row per batch entry at position kvLength − 1. `flags`
+ * false: the flags need not be written (the first handle returned is then the backend's to fill or
+ * not, and the caller frees it unread; a decoding step that reads only the table skips their writes).
  */
-export interface BlockListArgs { fine: number; tk: number; kBlocks: number; kvLength: number }
+export interface BlockListArgs { fine: number; tk: number; kBlocks: number; kvLength: number; flags?: boolean }
 
 /**
  * Backend.gatherBlocks' shape: batch rows of `valid` fine-block flags (`fine` keys each) over a

@@ -27,8 +27,9 @@ export function selectOpen(scores: Tensor, mass: Tensor, rule: Omit<SelectArgs, 
  * the same pass (Backend.selectBlockList), the device table of their one-query-row fine mask: what
  * flagsMaskTable(flags, { fine, per: 1, tk, kBlocks, kvLength, segments: false }) writes, kBlocks the
  * cache's ⌈tk/fine⌉ blocks → flags (B, N) i32 and the table, i32 of B·(1 + kBlocks + valid + 1) + 1.
+ * `flags` false: no flags (a decoding step that reads the table alone: the device skips their writes).
  */
-export function selectBlockList(scores: Tensor, mass: Tensor, rule: Omit<SelectArgs, 'rows' | 'n'>, o: { fine: number; tk: number; kvLength: number }): { flags: Tensor; table: Tensor } {
+export function selectBlockList(scores: Tensor, mass: Tensor, rule: Omit<SelectArgs, 'rows' | 'n'>, o: { fine: number; tk: number; kvLength: number; flags?: boolean }): { flags?: Tensor; table: Tensor } {
   const b = backendOf('selectBlockList', scores, mass);
   requireDType('selectBlockList', 'scores', scores, 'f32');
   requireDType('selectBlockList', 'mass', mass, 'f32');
@@ -39,8 +40,10 @@ export function selectBlockList(scores: Tensor, mass: Tensor, rule: Omit<SelectA
   if (!Number.isInteger(o.fine) || o.fine < 1 || rule.valid > kBlocks || !Number.isInteger(o.kvLength) || o.kvLength < 1 || o.kvLength > o.tk || o.kvLength > rule.valid * o.fine) {
     throw new ArgumentError(`selectBlockList: ${rule.valid} blocks of ${o.fine} keys for a query at ${o.kvLength - 1} over a cache of ${o.tk}: need valid ≤ ⌈tk/fine⌉ and 1 ≤ kvLength ≤ min(tk, valid·fine)`);
   }
-  const [flags, table] = b.selectBlockList(ref(scores), ref(mass), { rows, n, ...rule }, { fine: o.fine, tk: o.tk, kBlocks, kvLength: o.kvLength });
-  return { flags: wrap(b, flags, scores.shape, 'i32'), table: wrap(b, table, [rows * (1 + kBlocks + rule.valid + 1) + 1], 'i32') };
+  const withFlags = o.flags ?? true;
+  const [flags, table] = b.selectBlockList(ref(scores), ref(mass), { rows, n, ...rule }, { fine: o.fine, tk: o.tk, kBlocks, kvLength: o.kvLength, flags: withFlags });
+  if (!withFlags) b.free(flags);
+  return { ...(withFlags ? { flags: wrap(b, flags, scores.shape, 'i32') } : {}), table: wrap(b, table, [rows * (1 + kBlocks + rule.valid + 1) + 1], 'i32') };
 }
 
 /** The checks selectOpen and selectBlockList share: the rule's integers and ranges over rows of n entries. */

@@ -301,7 +301,7 @@ test('flagsMaskTable writes the table spotDecodeMask builds on the host: the sam
   }
 });
 
-test('selectBlockList: the flags selectOpen keeps and, from the same pass, their fine mask table (flagsMaskTable with one fine block a mask block, no segment ids); WebGPU equals the CPU: rows longer than a workgroup, ties, top-K and top-p, a query inside its block [webgpu where present]', async () => {
+test('selectBlockList: the flags selectOpen keeps and, from the same pass, their fine mask table (flagsMaskTable with one fine block a mask block, no segment ids), or the table alone (flags false); WebGPU equals the CPU: rows longer than a workgroup, ties, top-K and top-p, a query inside its block [webgpu where present]', async () => {
   const rnd = lcg(29);
   let checked = 0;
   for (const [batch, l, tk, p] of [[1, 397, 420, 0], [2, 1000, 1000, 0], [3, 650, 700, 0.9], [1, 19990, 20000, 0], [2, 8193, 9000, 0.5], [1, 16, 16, 0], [2, 33, 64, 1]]) {
@@ -312,7 +312,7 @@ test('selectBlockList: the flags selectOpen keeps and, from the same pass, their
     const mass = Float32Array.from({ length: batch * n }, () => Math.log(0.01 + rnd()));
     const on = (be: Backend) => selectBlockList(fon.tensor(scores, [batch, n], { backend: be }), fon.tensor(mass, [batch, n], { backend: be }), rule, { fine: 16, tk, kvLength: l });
     const want = on(cpu);
-    const flags = want.flags.dataSync() as Int32Array;
+    const flags = want.flags!.dataSync() as Int32Array;
     assert.deepEqual(Array.from(flags), Array.from(selectOpen(fon.tensor(scores, [batch, n]), fon.tensor(mass, [batch, n]), rule).dataSync() as Int32Array), 'the flags are selectOpen\'s');
     const rows = Int32Array.from({ length: batch * valid }, (_, i) => flags[Math.floor(i / valid) * n + (i % valid)]);
     const table = want.table.dataSync() as Int32Array;
@@ -327,8 +327,12 @@ test('selectBlockList: the flags selectOpen keeps and, from the same pass, their
     }
     if (gpu) {
       const got = on(gpu);
-      assert.deepEqual(Array.from((await got.flags.data()) as Int32Array), Array.from(flags), `webgpu flags, ${batch} × ${l}, p ${p}`);
+      assert.deepEqual(Array.from((await got.flags!.data()) as Int32Array), Array.from(flags), `webgpu flags, ${batch} × ${l}, p ${p}`);
       assert.deepEqual(Array.from((await got.table.data()) as Int32Array), Array.from(table), `webgpu table, ${batch} × ${l}, p ${p}`);
+      // Without its flags (a decoding step's form: NOFLAGS on webgpu) the table is the same, and no flags come back.
+      const bare = selectBlockList(fon.tensor(scores, [batch, n], { backend: gpu }), fon.tensor(mass, [batch, n], { backend: gpu }), rule, { fine: 16, tk, kvLength: l, flags: false });
+      assert.equal(bare.flags, undefined);
+      assert.deepEqual(Array.from((await bare.table.data()) as Int32Array), Array.from(table), `webgpu table without flags, ${batch} × ${l}, p ${p}`);
     }
     checked++;
   }

@@ -11,6 +11,7 @@
  * keys.) Also the tokens the selected blocks hold and, on request, which key positions they are (the
  * layer's budget and recall figures, from the flags).
  */
+import { ArgumentError } from '../../errors.ts';
 import { MASK_K_FINE } from '../block_mask.ts';
 import { deviceMaskShape } from '../device_mask.ts';
 import type { UploadedMask } from '../../ops/attention.ts';
@@ -29,12 +30,15 @@ import { selectArgs, SPOT_BLOCK, type SpotRule } from './selection.ts';
  * (B, 16·(⌊q/16⌋ + 1)) i32, 1 where selected, of which the first q + 1 are the causal keys (each a
  * few ops more: asked for only where measured).
  */
-export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number): { mask: UploadedMask; tokens: () => Tensor; selected: () => Tensor } {
+export function selectOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number, withFlags = true): { mask: UploadedMask; tokens: () => Tensor; selected: () => Tensor } {
   const b = scores.shape[0];
   const valid = Math.floor(q / SPOT_BLOCK) + 1, l = q + 1;
-  const out = selectList(scores, logMass, q, rule, tk);
+  const out = selectList(scores, logMass, q, rule, tk, withFlags);
   // The flags' valid part, made only where a figure asks for it (a view costs host time each step).
-  const flags = () => narrow(out.flags, 1, 0, valid);
+  const flags = () => {
+    if (!out.flags) throw new ArgumentError('spot: this selection was made without its flags (selectOnDevice withFlags false): no tokens or key positions to give');
+    return narrow(out.flags, 1, 0, valid);
+  };
   // 16 tokens a selected block, less the part of each query's own block (always selected) past it.
   const tokens = () => reshape(sub(mul(sum(cast(flags(), 'f32')), SPOT_BLOCK), b * (SPOT_BLOCK * valid - l)), [1]);
   const selected = () => reshape(broadcastTo(reshape(flags(), [b, valid, 1]), [b, valid, SPOT_BLOCK]), [b, valid * SPOT_BLOCK]);
@@ -65,13 +69,16 @@ export function topKBlocks(q: number, rule: SpotRule & { kind: 'top-k' }): { blo
  * read. The same keys as the mask path; the decode sums them in another order.
  */
 export function gatherOnDevice(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule & { kind: 'top-k' }, k: Tensor, v: Tensor): { k: Tensor; v: Tensor; kvLength: number } {
-  return gatherSelected(selectList(scores, logMass, q, rule, k.shape[2]).table, q, rule, k, v);
+  return gatherSelected(selectList(scores, logMass, q, rule, k.shape[2], false).table, q, rule, k, v);
 }
 
-/** The selection of one query at position q as selectBlockList makes it: flags (B, N) and the fine mask's table, for a cache of tk keys. */
-export function selectList(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number): { flags: Tensor; table: Tensor } {
+/**
+ * The selection of one query at position q as selectBlockList makes it: flags (B, N) (where
+ * `withFlags`) and the fine mask's table, for a cache of tk keys.
+ */
+export function selectList(scores: Tensor, logMass: Tensor, q: number, rule: SpotRule, tk: number, withFlags = true): { flags?: Tensor; table: Tensor } {
   const b = scores.shape[0], n = scores.shape[2];
-  return selectBlockList(reshape(scores, [b, n]), reshape(logMass, [b, n]), Object.assign(selectArgs(q, rule), { logMass: true }), { fine: SPOT_BLOCK, tk, kvLength: q + 1 });
+  return selectBlockList(reshape(scores, [b, n]), reshape(logMass, [b, n]), Object.assign(selectArgs(q, rule), { logMass: true }), { fine: SPOT_BLOCK, tk, kvLength: q + 1, flags: withFlags });
 }
 
 /** gatherOnDevice from a selectList table (its second half: benchmarks time it apart). */

@@ -195,7 +195,8 @@ export class SpotAttention extends Module implements AttentionMechanism {
           rows.push(attention(qi, g.k, g.v, { kvLength: g.kvLength }));
           continue;
         }
-        const sel = selectOnDevice(s, m, pos + i, rule, tk);
+        // The flags only where a figure reads them (the selection's kernel then skips their writes).
+        const sel = selectOnDevice(s, m, pos + i, rule, tk, this.measureBudget || this.measureRecall);
         if (this.measureBudget) picks.push(sel.tokens());
         rows.push(attention(qi, cache.k, cache.v, { kvLength: pos + i + 1, mask: sel.mask }));
         if (this.measureRecall) this.recordRecall(qi, cache.k, pos + i, sel.selected());

@@ -436,13 +436,15 @@ function selectRows(be: WebGpuBackend, scores: GpuRef, mass: GpuRef, a: SelectAr
   if (!(wg >= 32 && (wg & (wg - 1)) === 0 && wg <= be.caps.maxInvocations && selectStorage(wg) <= be.caps.maxWorkgroupStorage)) {
     throw new UnsupportedError(`webgpu: selectOpen with ${wg} invocations a workgroup needs a power of two from 32 to ${be.caps.maxInvocations} whose ${selectStorage(wg)} bytes of workgroup memory fit the device's ${be.caps.maxWorkgroupStorage}`);
   }
-  const y = be.alloc('i32', a.rows * a.n, 'selectOpen');
+  // Flags not asked for (a list whose flags nobody reads): a word to bind, none written (NOFLAGS).
+  const noFlags = !!list && list.flags === false;
+  const y = be.alloc('i32', noFlags ? 1 : a.rows * a.n, 'selectOpen');
   const t = list ? be.alloc('i32', a.rows * (1 + list.kBlocks + a.valid + 1) + 1, 'selectBlockList') : undefined;
   if (a.rows * a.n === 0) return [y, t];
   let per = 1;
   while (per * wg < open) per *= 2;
   run(be, {
-    kernel: selectKernel, variant: { SELECT: true, MASS: a.p > 0, LOGMASS: a.p > 0 && !!a.logMass, PER: per, LIST: !!list, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
+    kernel: selectKernel, variant: { SELECT: true, MASS: a.p > 0, LOGMASS: a.p > 0 && !!a.logMass, PER: per, LIST: !!list, NOFLAGS: noFlags, S: scores.dtype, M: mass.dtype, SG: be.caps.subgroups },
     uniforms: [a.rows, a.n, a.valid, a.low, a.high, a.count, f32bits(a.p), list?.fine ?? 0, list?.tk ?? 0, list?.kBlocks ?? 0, list?.kvLength ?? 0],
     buffers: [scores.h.buffer, mass.h.buffer, y.buffer, ...(t ? [t.buffer] : [])], groups: a.rows, wg,
   });

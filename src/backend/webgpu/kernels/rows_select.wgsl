@@ -289,12 +289,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
       if (i < mine) {
         let kept = kept_at(i, theta2, need, &k);
         if (kept) { kept_n += 1u; }
+#if NOFLAGS
+#else
         sti_y(base + first + i, select(0i, 1i, kept));
+#endif
       }
     }
+#if NOFLAGS
+    // NOFLAGS (BlockListArgs.flags false): the table alone (a Spot step's flags took 6 of 32 µs at
+    // 128K on the H100: dev/kernels/select_open.ts, bench/results_select_list_1207_h100.log).
+#else
     for (var e = lid; e < P.n; e += WG) {
       if (!is_open(e)) { sti_y(base + e, select(0i, 1i, e < P.valid)); }
     }
+#endif
   }
 #if LIST
   // LIST (Backend.selectBlockList): the row's fine mask table too, as Backend.flagsMaskTable writes
