@@ -116,7 +116,7 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
       if (path === 'gather' && rule.kind !== 'top-k') continue;
       layer.setRule(rule);
       layer.decodePath = path;
-      const scores = () => decodeBlockScores(layer.selector, x, keys.view(t), { l: t, pos: t - 1 });
+      const scores = () => decodeBlockScores(layer.selector, x, keys.scoring(t), { l: t, pos: t - 1 });
       let selectorMs: number, attentionMs: number, budget: number;
       if (rule.kind === 'top-k' && path === 'gather') {
         // Gathered: the selector stage ends at the selection's list; the attention is the gather and a plain decode.

@@ -73,13 +73,13 @@ async function main(): Promise<void> {
     fon.tidy(() => keys.write(0, fon.reshape(sk, [1, t, SPOT_DEFAULTS.dim])));
     sk.dispose();
     const { max, logMass } = fon.tidy(() => {
-      const s = decodeBlockScores(layer.selector, x, keys.view(t), { l: t, pos: t - 1 });
+      const s = decodeBlockScores(layer.selector, x, keys.scoring(t), { l: t, pos: t - 1 });
       return { max: fon.keep(s.max), logMass: fon.keep(s.logMass) };
     });
     const nb = max.shape[2];
     for (const rule of rules) {
       const stage = () => fon.tidy(() => {
-        const s = decodeBlockScores(layer.selector, x, keys.view(t), { l: t, pos: t - 1 });
+        const s = decodeBlockScores(layer.selector, x, keys.scoring(t), { l: t, pos: t - 1 });
         selectOnDevice(s.max, s.logMass, t - 1, rule, t);
       });
       const stageMs = await timeBatched(sync, stage);

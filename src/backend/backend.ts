@@ -335,9 +335,11 @@ export interface Kernels<H> {
    * H·d) f32, head weights w (rows, H) f32) and key t ≤ its position, t < l (keys (batch, tmax, d),
    * any float),
    * s = Σ_h w_h · ReLU(scale · q_h·k_t); per block of `block` keys, the max and the log of Σ e^s →
-   * [max, logMass] (rows, ⌈l/block⌉) f32, −1e30 where a block holds no visible key.
+   * [max, logMass] (rows, ⌈l/block⌉) f32, −1e30 where a block holds no visible key. With `scales`,
+   * keys are INT4 microscale codes (batch, tmax, d/8) i32 and scales (batch, tmax, d/32) f16
+   * (quantizeInt4's form), read as the values they stand for (code · scale, exact in f32).
    */
-  indexBlockScores(q: Ref<H>, w: Ref<H>, keys: Ref<H>, args: IndexScoreArgs): [H, H];
+  indexBlockScores(q: Ref<H>, w: Ref<H>, keys: Ref<H>, args: IndexScoreArgs, scales?: Ref<H>): [H, H];
   /**
    * Lighthouse's selection (specs/lighthouse_fon.md §1.4–§1.5), no gradient: q (lists, n, d) and k
    * (lists/group, n, d) of any float dtype → the gathered pyramid rows, i32 (lists, S), in causal

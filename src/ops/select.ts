@@ -60,22 +60,30 @@ function checkRule(op: string, rule: Omit<SelectArgs, 'rows' | 'n'>, n: number):
  * queries q (B, n, H, d) f32 and head weights w (B, n, H) f32 of the queries at positions pos … pos
  * + n − 1, keys (B, Tmax, d) of any float dtype of which the first l are read → per block of `block`
  * keys the max score and the log of Σ e^score over the keys a query sees, (B, n, ⌈l/block⌉) f32 each
- * (−1e30 for a block it sees none of). Score = Σ_h w_h · ReLU(scale · q_h·k).
+ * (−1e30 for a block it sees none of). Score = Σ_h w_h · ReLU(scale · q_h·k). With `scales`, keys
+ * are INT4 codes (B, Tmax, d/8) i32 and scales (B, Tmax, d/32) f16 (ops/int4.ts quantizeInt4's
+ * form), scored as the values they stand for without a dequantized copy.
  */
-export function indexBlockScores(q: Tensor, w: Tensor, keys: Tensor, o: { l: number; pos: number; block: number; scale: number }): { max: Tensor; logMass: Tensor } {
-  const be = backendOf('indexBlockScores', q, w, keys);
+export function indexBlockScores(q: Tensor, w: Tensor, keys: Tensor, o: { l: number; pos: number; block: number; scale: number }, scales?: Tensor): { max: Tensor; logMass: Tensor } {
+  const be = scales ? backendOf('indexBlockScores', q, w, keys, scales) : backendOf('indexBlockScores', q, w, keys);
   requireDType('indexBlockScores', 'q', q, 'f32');
   requireDType('indexBlockScores', 'w', w, 'f32');
   const [b, n, heads, d] = q.shape;
   const tmax = keys.shape[1];
-  if (q.rank !== 4 || !sameShape(w.shape, [b, n, heads]) || keys.rank !== 3 || keys.shape[0] !== b || keys.shape[2] !== d) {
+  if (scales) {
+    requireDType('indexBlockScores', 'keys (INT4 codes)', keys, 'i32');
+    requireDType('indexBlockScores', 'scales', scales, 'f16');
+    if (q.rank !== 4 || !sameShape(w.shape, [b, n, heads]) || d % 32 !== 0 || !sameShape(keys.shape, [b, tmax, d / 8]) || !sameShape(scales.shape, [b, tmax, d / 32])) {
+      throw new ShapeError(`indexBlockScores: q ${fmt(q.shape)}, w ${fmt(w.shape)}, INT4 codes ${fmt(keys.shape)} and scales ${fmt(scales.shape)}: expected (B, n, H, d) with d a multiple of 32, (B, n, H), (B, Tmax, d/8) and (B, Tmax, d/32)`);
+    }
+  } else if (q.rank !== 4 || !sameShape(w.shape, [b, n, heads]) || keys.rank !== 3 || keys.shape[0] !== b || keys.shape[2] !== d) {
     throw new ShapeError(`indexBlockScores: q ${fmt(q.shape)}, w ${fmt(w.shape)} and keys ${fmt(keys.shape)}: expected (B, n, H, d), (B, n, H) and (B, Tmax, d)`);
   }
   if (!Number.isInteger(o.l) || o.l < 1 || o.l > tmax || !Number.isInteger(o.pos) || o.pos < 0 || !Number.isInteger(o.block) || o.block < 1) {
     throw new ArgumentError(`indexBlockScores: l ${o.l} must be in [1, ${tmax}], pos ${o.pos} ≥ 0 and block ${o.block} ≥ 1`);
   }
   const nb = Math.ceil(o.l / o.block);
-  const [mx, lm] = be.indexBlockScores(ref(q), ref(w), ref(keys), { batch: b, n, heads, d, l: o.l, tmax, pos: o.pos, block: o.block, scale: o.scale });
+  const [mx, lm] = be.indexBlockScores(ref(q), ref(w), ref(keys), { batch: b, n, heads, d, l: o.l, tmax, pos: o.pos, block: o.block, scale: o.scale }, scales ? ref(scales) : undefined);
   return { max: wrap(be, mx, [b, n, nb], 'f32'), logMass: wrap(be, lm, [b, n, nb], 'f32') };
 }
 

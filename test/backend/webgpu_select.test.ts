@@ -15,7 +15,9 @@ import { flagsMaskTable, gatherBlocks, gatherListed, indexBlockScores, selectBlo
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { maskEntries } from '../../src/attention/block_mask.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
-import { ArgumentError, ShapeError, UnsupportedError } from '../../src/errors.ts';
+import { ArgumentError, DTypeError, ShapeError, UnsupportedError } from '../../src/errors.ts';
+import { dequantizeInt4, quantizeInt4 } from '../../src/ops/int4.ts';
+import { narrow } from '../../src/ops/layout.ts';
 import type { SelectArgs } from '../../src/backend/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 import { ref, wrap } from '../../src/ops/run.ts';
@@ -241,6 +243,34 @@ test('WebGPU indexBlockScores equals the CPU: f32 and f16 keys (16-byte loads wh
       assert.ok(worst < 1e-5, `${keyDtype} keys, ${key}: worst relative error ${worst}`);
     }
   }
+});
+
+test('indexBlockScores over INT4 keys (codes and scales, scored as stored) equals it over the values they stand for, on the CPU and on WebGPU (the INT4 form reading codes where subgroups allow), a cache longer than the keys read, several query rows; bad codes refused by name [webgpu where present]', async () => {
+  const [b, n, heads, d, tmax, l, pos] = [2, 3, 4, 64, 700, 613, 600];
+  const rnd = (shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape);
+  const [q, w, x] = [rnd([b, n, heads, d], 1), rnd([b, n, heads], 2), rnd([b, tmax, d], 3)];
+  const { codes, scales } = quantizeInt4(x);
+  const values = dequantizeInt4(codes, scales, 'f32');
+  const o = { l, pos, block: 16, scale: 0.2 };
+  const want = indexBlockScores(q, w, values, o), cpuInt4 = indexBlockScores(q, w, codes, o, scales);
+  const check = (x: Float32Array, y: Float32Array, what: string) => {
+    let worst = 0;
+    for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]) / Math.max(1, Math.abs(y[i])));
+    assert.ok(worst < 1e-5, `${what}: worst relative error ${worst}`);
+  };
+  for (const key of ['max', 'logMass'] as const) check(cpuInt4[key].dataSync() as Float32Array, want[key].dataSync() as Float32Array, `cpu INT4, ${key}`);
+  assert.throws(() => indexBlockScores(q, w, values, o, scales), (e: Error) => e instanceof DTypeError && /indexBlockScores: keys \(INT4 codes\)/.test(e.message));
+  assert.throws(() => indexBlockScores(q, w, narrow(codes, 2, 0, 4), o, scales), (e: Error) => e instanceof ShapeError && /INT4 codes \[2, 700, 4\] and scales \[2, 700, 2\]/.test(e.message));
+  if (!gpu) return;
+  const on = (t: Tensor) => fon.tensor(t.dataSync(), t.shape, { backend: gpu, dtype: t.dtype });
+  const seen: string[] = [];
+  const rt = (gpu as WebGpuBackend).rt, run = rt.run.bind(rt);
+  rt.run = (dd) => { seen.push(`${dd.kernel.name}${dd.variant.INT4 ? ' int4' : ''}`); run(dd); };
+  let got;
+  try { got = indexBlockScores(on(q), on(w), on(codes), o, on(scales)); } finally { rt.run = run; }
+  const caps = (gpu as WebGpuBackend).caps;
+  assert.deepEqual(seen, caps.subgroups && caps.subgroupMinSize >= 2 ? ['index_scores int4'] : ['int4', 'index_scores'], 'the codes read as stored where subgroups allow');
+  for (const key of ['max', 'logMass'] as const) check((await got[key].data()) as Float32Array, want[key].dataSync() as Float32Array, `webgpu INT4, ${key}`);
 });
 
 test('WebGPU indexBlockScores with several lanes a key (IndexScoreTune.lanes: partial dots summed across a subgroup) equals the CPU: f16 keys, 2 and 4 lanes, a cache longer than the keys read [webgpu]', { skip: webgpuSkipReason() }, async () => {

@@ -9,9 +9,9 @@
  * - "f16": (B, Tmax, d_I) f16, 2·d_I bytes a position, read as stored;
  * - "int4": INT4 microscale codes (ops/int4.ts: groups of 32 along d_I, one f16 scale each), codes
  *   (B, Tmax, d_I/8) i32 and scales (B, Tmax, d_I/32) f16: d_I/2 + d_I/16 bytes a position (72 for
- *   d_I = 128, 3.56× fewer). A write quantizes the new keys; a read dequantizes the positions asked
- *   for into f16, so every step pays one pass over them (the paper sees the same: INT4 saves memory,
- *   not time).
+ *   d_I = 128, 3.56× fewer). A write quantizes the new keys; a step's block scores read the codes
+ *   as stored (Backend.indexBlockScores with scales: 3.56× fewer bytes than f16 keys, no dequantized
+ *   copy); `read` dequantizes the positions asked for into f16.
  */
 import { ArgumentError } from '../../errors.ts';
 import { cast } from '../../ops/cast.ts';
@@ -78,13 +78,14 @@ export class SpotKeyCache implements CacheSideState {
   }
 
   /**
-   * The keys of positions 0 … length − 1 for Backend.indexBlockScores, without a copy where the form
-   * allows: f16, the whole store (B, Tmax, d_I) (its first `length` rows are read); INT4, the
-   * positions dequantized (B, length, d_I).
+   * The keys of positions 0 … length − 1 for Backend.indexBlockScores (ops/select.ts), without a
+   * copy: the whole store, of which the first `length` rows are read; f16, the keys (B, Tmax, d_I);
+   * INT4, the codes (B, Tmax, d_I/8) as `keys` and the scales (B, Tmax, d_I/32).
    */
-  view(length: number): Tensor {
+  scoring(length: number): { keys: Tensor; scales?: Tensor } {
     if (length > this.length) throw new ArgumentError(`spot: ${length} selector keys asked for; the cache holds ${this.length}`);
-    return this.format === 'f16' ? reshape(this.parts[0], [this.batch, this.capacity, this.dim]) : this.read(length);
+    const whole = (p: Tensor) => reshape(p, [this.batch, this.capacity, p.shape[3]]);
+    return this.format === 'f16' ? { keys: whole(this.parts[0]) } : { keys: whole(this.parts[0]), scales: whole(this.parts[1]) };
   }
 
   truncate(length: number): void {

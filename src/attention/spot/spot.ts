@@ -153,7 +153,7 @@ export class SpotAttention extends Module implements AttentionMechanism {
     // call, then block scores and log-masses in one pass over the cached selector keys.
     const proj = this.selector.decodeProjections(input.x, { keys: true, keyDType });
     kvWriteMany([[cache.k, k], [cache.v, v], ...keys.writes(pos, proj.keys!)], pos);
-    const { max: scores, logMass } = decodeBlockScores(this.selector, input.x, keys.view(l), { l, pos, proj }); // (B, n, ⌈L/16⌉)
+    const { max: scores, logMass } = decodeBlockScores(this.selector, input.x, keys.scoring(l), { l, pos, proj }); // (B, n, ⌈L/16⌉)
     const rows: Tensor[] = [];
     let selected: Tensor | undefined;
     const tk = cache.k.shape[2];

@@ -79,7 +79,7 @@ export class CpuBackend implements Backend<CpuHandle> {
   selectBlockList: Backend<CpuHandle>['selectBlockList'] = (s, m, a, l) => this.trackAll(selectBlockList(s, m, a, l));
   gatherBlocks: Backend<CpuHandle>['gatherBlocks'] = (f, k, v, a) => this.trackAll(gatherBlocks(f, k, v, a));
   gatherListed: Backend<CpuHandle>['gatherListed'] = (t, k, v, a) => this.trackAll(gatherListed(t, k, v, a));
-  indexBlockScores: Backend<CpuHandle>['indexBlockScores'] = (q, w, k, a) => this.trackAll(indexBlockScores(q, w, k, a));
+  indexBlockScores: Backend<CpuHandle>['indexBlockScores'] = (q, w, k, a, s) => this.trackAll(indexBlockScores(q, w, k, a, s));
   lighthouseSelect: Backend<CpuHandle>['lighthouseSelect'] = (q, k, a) => this.track(lighthouseSelect(q, k, a));
   invertRows: Backend<CpuHandle>['invertRows'] = (r, a) => this.track(invertRows(r, a));
   pyramidGather: Backend<CpuHandle>['pyramidGather'] = (x, r, a) => this.track(pyramidGather(x, r, a));

@@ -17,6 +17,7 @@ import type { BlockListArgs, FlagsMaskArgs, GatherBlocksArgs, GatherListArgs, In
 /** A block with no visible key (as SPOT_MASKED: below every score, finite). */
 const MASKED = -1e30;
 import { numbers, type CpuHandle, type CpuRef } from './host.ts';
+import { dequantizeInt4Values } from './int4.ts';
 
 const F32 = new Float32Array(1), U32 = new Uint32Array(F32.buffer);
 
@@ -97,9 +98,11 @@ export function selectOpen(scores: CpuRef, mass: CpuRef, a: SelectArgs): CpuHand
   return out;
 }
 
-/** Backend.indexBlockScores, by loops. */
-export function indexBlockScores(q: CpuRef, w: CpuRef, keys: CpuRef, a: IndexScoreArgs): [CpuHandle, CpuHandle] {
-  const Q = numbers(q), W = numbers(w), K = numbers(keys);
+/** Backend.indexBlockScores, by loops (INT4 keys dequantized first, exactly, in f32). */
+export function indexBlockScores(q: CpuRef, w: CpuRef, keys: CpuRef, a: IndexScoreArgs, scales?: CpuRef): [CpuHandle, CpuHandle] {
+  const Q = numbers(q), W = numbers(w);
+  const codes = keys.h as Int32Array;
+  const K = scales ? dequantizeInt4Values(new Uint32Array(codes.buffer, codes.byteOffset, codes.length), scales.h as Uint16Array, 8 * codes.length) : numbers(keys);
   const nb = Math.ceil(a.l / a.block), rows = a.batch * a.n;
   const max = new Float32Array(rows * nb).fill(MASKED), logMass = new Float32Array(rows * nb).fill(MASKED);
   const s = new Float64Array(a.block);

@@ -64,9 +64,31 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var it = 0u; it < G; it++) {
     let t = chunk * WG + it * (WG / G) + grp;
     // Past the keys read, the last one is read again (no branch around the loads or the shuffles).
-    let base = (b * P.tmax + min(t, P.l - 1u)) * {{DK}}u;
     var dots: array<f32, HEADS>;
     for (var h = 0u; h < HEADS; h++) { dots[h] = 0.0; }
+#if INT4
+    // INT4 (keys as INT4 codes): the row's groups of 32 codes, a lane a group at a time (four words,
+    // eight codes c + 8 a word, value i of the group in bits 4·(i mod 8) of word ⌊i/8⌋); the group's
+    // dots with q are taken on the codes c and scaled once by the group's scale.
+    let row_at = b * P.tmax + min(t, P.l - 1u);
+    for (var gi = lane; gi < {{DK}}u / 32u; gi += G) {
+      let wv = k[row_at * ({{DK}}u / 32u) + gi];
+      let sc = ld_ks(row_at * ({{DK}}u / 32u) + gi);
+      var part: array<f32, HEADS>;
+      for (var h = 0u; h < HEADS; h++) { part[h] = 0.0; }
+      for (var j = 0u; j < 4u; j++) {
+        let word = wv[j];
+        let lo = vec4<f32>((vec4<u32>(word) >> vec4<u32>(0u, 4u, 8u, 12u)) & vec4<u32>(15u)) - vec4<f32>(8.0);
+        let hi = vec4<f32>((vec4<u32>(word) >> vec4<u32>(16u, 20u, 24u, 28u)) & vec4<u32>(15u)) - vec4<f32>(8.0);
+        for (var h = 0u; h < HEADS; h++) {
+          let o = (h * {{DK}}u + 32u * gi + 8u * j) / 4u;
+          part[h] += dot(qv[o], lo) + dot(qv[o + 1u], hi);
+        }
+      }
+      for (var h = 0u; h < HEADS; h++) { dots[h] += sc * part[h]; }
+    }
+#else
+    let base = (b * P.tmax + min(t, P.l - 1u)) * {{DK}}u;
     for (var c8 = lane; c8 < {{DK}}u / 8u; c8 += G) {
       let wv = k[(base >> 3u) + c8];
       let lo = up4(wv.xy);
@@ -76,6 +98,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         dots[h] += dot(qv[o], lo) + dot(qv[o + 1u], hi);
       }
     }
+#endif
     for (var h = 0u; h < HEADS; h++) {
       if (G > 1u) { dots[h] += subgroupShuffleXor(dots[h], 1u); }
       if (G > 2u) { dots[h] += subgroupShuffleXor(dots[h], 2u); }
