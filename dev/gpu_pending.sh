@@ -177,3 +177,10 @@ if [ "$what" = closing ]; then
   step 200 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5,top-p:0.9 --keys f16 --paths mask --json "$OUT/spot_table.json"
   step 170 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --model-layers 4 --model-tokens 131072,524288 --json "$OUT/spot_model.json"
 fi
+# `last` (about 2.5 minutes): the GPU tests of the selection without flags (NOFLAGS) and of the block
+# scores over INT4 keys as stored, and Spot's masked step at 128K, top-K 0.1, f16 and INT4 keys,
+# beside SDPA with each dispatch's GPU time.
+if [ "$what" = last ]; then
+  FON_REQUIRE_WEBGPU=1 step 60 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts
+  step 100 spot_last node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16,int4 --paths mask --profile --json "$OUT/spot_last.json"
+fi
