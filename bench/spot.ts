@@ -6,7 +6,7 @@
  *
  * - `selector`: the selection stage of a step: the selector's query projections (one
  *   Backend.matmulMany), the block scores and log-masses in one pass over the cached selector keys
- *   (Backend.indexBlockScores; INT4 keys dequantized first), and the threshold search on the device
+ *   (Backend.indexBlockScores; INT4 keys read as stored), and the threshold search on the device
  *   writing the block mask of what it keeps in the same pass (Backend.selectBlockList,
  *   spot/device_select.ts);
  * - `attention`: the block-sparse split-K decode over the selected blocks, every head, with that mask;
@@ -28,7 +28,7 @@
  * printed per kernel and variant: where a step's time goes.
  * `--paths mask,gather`: the device decode paths timed (SpotAttention.decodePath; gather for top-K
  * rules only: its selector stage ends at the selection's list, its attention is the gather and a plain decode).
- * `--keys`: the selector keys' forms timed (INT4: each step dequantizes every cached key to f16).
+ * `--keys`: the selector keys' forms timed (INT4: the block scores read the codes as stored; a step quantizes its new key).
  * `--model-layers N` (N > 0) also times whole decoding steps of a model (tokens/s, a token read
  * back each step as generation does): N layers of d_model 4096, GQA 32/8, D 128, SwiGLU 11008, a
  * 32000-token vocabulary, f16 weights (random, drawn on the device: bench/lib/device_data.ts deviceDraw), at each of `--model-tokens` cached tokens (K, V and selector
