@@ -34,7 +34,7 @@ import { attentionDecode, attentionDecodeMulti, decodeRows } from './attention_d
 import { ATTENTION_TC_FILES, attentionTc, attentionTcBackward } from './attention_tc.ts';
 import { attentionBackwardPlan, attentionForwardPlan, blockedPitch, blockedPlan, type AttentionBackwardKernel } from './attention_plan.ts';
 
-export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_step', 'attention_decode_lanes', 'attention_combine', 'attention_kv_write', ...ATTENTION_TC_FILES];
+export const ATTENTION_FILES = ['attention_common', 'attention_tiles', 'attention_plain', 'attention_blocked', 'attention_decode', 'attention_decode_step', 'attention_decode_q', 'attention_decode_lanes', 'attention_combine', 'attention_kv_write', ...ATTENTION_TC_FILES];
 
 const plainKernel: Kernel = {
   name: 'attention_plain',

@@ -28,7 +28,7 @@ import { DECODE_PARAMS, MASK_CONSTS, MASK_PARAMS, maskConsts, checkGrid, dt, f32
 
 /** attention_decode_step.wgsl (the split pass's softmax, P·V and partials, shared with fox_fpa_decode.wgsl) for variant v. */
 export function decodeStepSource(v: Variant): string {
-  return preprocess(wgslSource('attention_decode_step'), v);
+  return preprocess(wgslSource('attention_decode_step'), { ...v, DECODE_Q: wgslSource('attention_decode_q') });
 }
 
 /**
@@ -72,7 +72,7 @@ const lanesKernel: Kernel = {
       kv,
       '@group(0) @binding(7) var<storage, read> mask: array<i32>;', maskConsts(v.MASK_KB as number),
     ].join('\n');
-    return preprocess(wgslSource('attention_decode_lanes'), { ...v, HEADER: head, COMMON: wgslSource('attention_common'), MASKING: preprocess(wgslSource('attention_mask'), v), ...lanesUnrolled(v) });
+    return preprocess(wgslSource('attention_decode_lanes'), { ...v, HEADER: head, COMMON: wgslSource('attention_common'), MASKING: preprocess(wgslSource('attention_mask'), v), DECODE_Q: wgslSource('attention_decode_q'), ...lanesUnrolled(v) });
   },
 };
 

@@ -149,16 +149,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // The group's list (its first head's; the plan takes masks the group's heads share), cut into
   // P.nsplit chunks of whole blocks; a chunk past the list's end is empty (weight 0 in the combine).
   let mrow = mask_row(b, kvh * P.group, 0u);
-#if UCOUNT
-  // The count from the uniforms (copied there from the table before the dispatch), so the loop's
-  // bounds are uniform to the GPU's compiler too: 0.824 ms against 0.862 with the count read from the
-  // table (H100, 128K keys, every block listed; dev/kernels/spot_decode.ts). Not the cause of the
-  // masked decode's 3.1–3.4× dense's per-key time, which stays (BENCHMARKS.md, Spot's third run).
-  let crow = b * P.mheads + mask_head(kvh * P.group);
-  let nb = P.mcount[crow / 4u][crow % 4u];
-#else
-  let nb = mask_count(mrow, MASK_KB, MASK_KB, lid);
-#endif
+  // UCOUNT: the count from the uniforms (copied there from the table before the dispatch), so the
+  // loop's bounds are uniform to the GPU's compiler too: 0.824 ms against 0.862 with the count read
+  // from the table (H100, 128K keys, every block listed; dev/kernels/spot_decode.ts). Not the cause
+  // of the masked decode's 3.1–3.4× dense's per-key time, which stays (BENCHMARKS.md, Spot's third run).
+  let nb = mask_list_count(b, kvh * P.group, mrow, lid);
   // Chunks of whole steps (BKD keys; the host keeps a chunk's list within LMAX blocks): no step but
   // the list's last is partly empty.
   let chunk = ((nb * MASK_KB + P.nsplit - 1u) / P.nsplit + BKD - 1u) / BKD * BKD;

@@ -21,6 +21,7 @@
 {{HEADER}}
 {{COMMON}}
 {{MASKING}}
+{{DECODE_Q}}
 
 const S = {{S}}u;
 const W = {{W}}u;
@@ -73,24 +74,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let kvh = wid.y;
   let b = wid.z;
   let kbase = (b * P.hkv + kvh) * P.tk * P.d;
-  for (var e = lid; e < RM * D4; e += WG) {
-    let r = e / D4;
-    let c = (e % D4) * 4u;
-    var x = vec4<f32>(0.0);
-    if (r < P.rows && c < P.d) {
-      let o = qrow(b, kvh, r) * P.d + c;
-      x = vec4<f32>(ld_q(o), ld_q(o + 1u), ld_q(o + 2u), ld_q(o + 3u)) * P.scale;
-    }
-    Qs[e] = x;
-  }
+  decode_load_q(lid, b, kvh);
   // The group's list (its first head's), cut into P.nsplit chunks of whole blocks.
   let mrow = mask_row(b, kvh * P.group, 0u);
-#if UCOUNT
-  let crow = b * P.mheads + mask_head(kvh * P.group);
-  let nb = P.mcount[crow / 4u][crow % 4u];
-#else
-  let nb = mask_count(mrow, MASK_KB, MASK_KB, lid);
-#endif
+  let nb = mask_list_count(b, kvh * P.group, mrow, lid);
   let per = (nb + P.nsplit - 1u) / P.nsplit;
   let bstart = min(nb, split * per);
   let nblk = min(min(nb, bstart + per) - bstart, LMAX);

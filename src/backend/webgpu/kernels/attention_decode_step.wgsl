@@ -17,24 +17,7 @@ fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && pair_visible(r % P
 fn visible_row(r: u32, j: u32) -> bool { return r < P.rows && visible(r % P.tq, j); }
 #endif
 
-// The group's query rows into Qs, pre-scaled, 4 columns a vec4; rows past P.rows and columns past
-// P.d as zeros.
-fn decode_load_q(lid: u32, b: u32, kvh: u32) {
-  for (var e = lid; e < RM * D4; e += WG) {
-    let r = e / D4;
-    let c = (e % D4) * 4u;
-    var x = vec4<f32>(0.0);
-    if (r < P.rows && c < P.d) {
-      let o = qrow(b, kvh, r) * P.d + c;
-      x.x = ld_q(o);
-      if (c + 1u < P.d) { x.y = ld_q(o + 1u); }
-      if (c + 2u < P.d) { x.z = ld_q(o + 2u); }
-      if (c + 3u < P.d) { x.w = ld_q(o + 3u); }
-      x *= P.scale;
-    }
-    Qs[e] = x;
-  }
-}
+{{DECODE_Q}}
 
 // Key lid's score s for row r into Ss, and into Mx its subgroup's maximum (SG) or s itself: what
 // decode_softmax_pv reads.

@@ -31,6 +31,18 @@ fn mask_count(mrow: u32, span: u32, step: u32, lid: u32) -> u32 {
   if (lid == 0u) { Mval = u32(mask[mrow]) * (span / step); }
   return workgroupUniformLoad(&Mval);
 }
+
+// The listed blocks of a decode workgroup's list at mrow (batch entry b, head h's): with UCOUNT (the
+// decode kernels only) from the uniforms' mcount, where the host copied or knew them, else from the
+// table (call from uniform control flow).
+fn mask_list_count(b: u32, h: u32, mrow: u32, lid: u32) -> u32 {
+#if UCOUNT
+  let crow = b * P.mheads + mask_head(h);
+  return P.mcount[crow / 4u][crow % 4u];
+#else
+  return mask_count(mrow, MASK_KB, MASK_KB, lid);
+#endif
+}
 #endif
 
 #if SEG

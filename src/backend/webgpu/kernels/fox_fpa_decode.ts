@@ -23,7 +23,7 @@ import { header, preprocess, type Binding, type Variant } from '../wgsl.ts';
 import { f32in, f32out, kvLoaders, pow2AtLeast } from './attention_common.ts';
 import { combineDecodePartials, decodeStepSource } from './attention_decode.ts';
 
-export const FOX_FPA_DECODE_FILES = ['fox_fpa_decode', 'attention_decode_step', 'attention_combine', 'attention_common', 'rows_common'];
+export const FOX_FPA_DECODE_FILES = ['fox_fpa_decode', 'attention_decode_step', 'attention_decode_q', 'attention_combine', 'attention_common', 'rows_common'];
 
 const PARAMS = 'b: u32, h: u32, hkv: u32, tq: u32, tk: u32, d: u32, kvlen: u32, qoff: i32, causal: u32, window: u32, scale: f32, group: u32, rows: u32, nrows: u32, chunk: u32, nsplit: u32, nkv: u32';
 
