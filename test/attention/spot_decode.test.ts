@@ -36,17 +36,17 @@ function inputs(be: Backend, d = D, tk = TK) {
   return { q: x([B, H, 1, d], 1), k: x([B, HKV, tk, d], 2), v: x([B, HKV, tk, d], 3) };
 }
 
-/** Dense attention of each batch entry's query over the keys of its selected blocks only. */
-async function reference(q: Tensor, k: Tensor, v: Tensor, selected: number[][], L0 = L): Promise<number[]> {
+/** Dense attention of each batch entry's query over the keys of its selected blocks only (heads and kv heads from the tensors' shapes). */
+async function reference(q: Tensor, k: Tensor, v: Tensor, selected: number[][], l = L): Promise<number[]> {
   const Q = await vals(q), K = await vals(k), V = await vals(v);
-  const D = q.shape[3], TK = k.shape[2], L = L0;
+  const [nb, h, , d] = q.shape, hkv = k.shape[1], tk = k.shape[2];
   const out: number[] = [];
-  for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) {
-    const kv = Math.floor(h / (H / HKV));
-    const keys = Array.from({ length: L }, (_, j) => j).filter((j) => selected[b].includes(Math.floor(j / 16)));
-    const s = keys.map((j) => { let a = 0; for (let e = 0; e < D; e++) a += Q[(b * H + h) * D + e] * K[((b * HKV + kv) * TK + j) * D + e]; return a / Math.sqrt(D); });
-    const m = Math.max(...s), z = s.reduce((a, x) => a + Math.exp(x - m), 0);
-    for (let e = 0; e < D; e++) out.push(keys.reduce((a, j, n) => a + (Math.exp(s[n] - m) / z) * V[((b * HKV + kv) * TK + j) * D + e], 0));
+  for (let b = 0; b < nb; b++) for (let hh = 0; hh < h; hh++) {
+    const kv = Math.floor(hh / (h / hkv));
+    const keys = Array.from({ length: l }, (_, j) => j).filter((j) => selected[b].includes(Math.floor(j / 16)));
+    const s = keys.map((j) => { let a = 0; for (let e = 0; e < d; e++) a += Q[(b * h + hh) * d + e] * K[((b * hkv + kv) * tk + j) * d + e]; return a / Math.sqrt(d); });
+    const mx = Math.max(...s), z = s.reduce((a, x) => a + Math.exp(x - mx), 0);
+    for (let e = 0; e < d; e++) out.push(keys.reduce((a, j, n) => a + (Math.exp(s[n] - mx) / z) * V[((b * hkv + kv) * tk + j) * d + e], 0));
   }
   return out;
 }
@@ -180,7 +180,7 @@ test('the LANES split pass (DecodeTune.lanes, the default for fine masks: lane p
     const kvHeads = heads / (d === 16 ? 4 : 2);
     const x = (b: Backend, shape: number[], seed: number) => fon.tensor(fon.randn(shape, { seed }).dataSync(), shape, { backend: b });
     const c = { q: x(cpu, [B, heads, 1, d], 1), k: x(cpu, [B, kvHeads, tk, d], 2), v: x(cpu, [B, kvHeads, tk, d], 3) };
-    const want = await referenceHeads(c.q, c.k, c.v, selected, l);
+    const want = await reference(c.q, c.k, c.v, selected, l);
     for (const dtype of ['f32', 'f16'] as const) {
       const cast = (t: Tensor) => (dtype === 'f32' ? t : fon.cast(t, dtype));
       const [q, k, v] = [cast(x(be, [B, heads, 1, d], 1)), cast(x(be, [B, kvHeads, tk, d], 2)), cast(x(be, [B, kvHeads, tk, d], 3))];
@@ -209,21 +209,6 @@ test('the LANES split pass (DecodeTune.lanes, the default for fine masks: lane p
   assert.equal(seen64.length, 1, 'lanes false: the step kernel ran');
   be.free(o64); be.free(lse64);
 });
-
-/** reference() for any heads and kv heads (read from the tensors' shapes). */
-async function referenceHeads(q: Tensor, k: Tensor, v: Tensor, selected: number[][], l: number): Promise<number[]> {
-  const Q = await vals(q), K = await vals(k), V = await vals(v);
-  const [nb, h, , d] = q.shape, hkv = k.shape[1], tk = k.shape[2];
-  const out: number[] = [];
-  for (let b = 0; b < nb; b++) for (let hh = 0; hh < h; hh++) {
-    const kv = Math.floor(hh / (h / hkv));
-    const keys = Array.from({ length: l }, (_, j) => j).filter((j) => selected[b].includes(Math.floor(j / 16)));
-    const s = keys.map((j) => { let a = 0; for (let e = 0; e < d; e++) a += Q[(b * h + hh) * d + e] * K[((b * hkv + kv) * tk + j) * d + e]; return a / Math.sqrt(d); });
-    const mx = Math.max(...s), z = s.reduce((a, x) => a + Math.exp(x - mx), 0);
-    for (let e = 0; e < d; e++) out.push(keys.reduce((a, j, n) => a + (Math.exp(s[n] - mx) / z) * V[((b * hkv + kv) * tk + j) * d + e], 0));
-  }
-  return out;
-}
 
 /** Runs fn, collecting the variants of its `kernel` dispatches (attention_decode by default) into `seen`. */
 function withVariants<T>(be: Backend, seen: unknown[], fn: () => T, kernel = 'attention_decode'): T {
