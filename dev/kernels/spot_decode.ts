@@ -25,7 +25,8 @@
  * With --lanes, only the LANES split pass (DecodeTune.lanes: lane pairs a key, no barrier in the
  * loop) beside the step kernel, for fine-all, fine-rand and fine-rand10, with the lists' lengths
  * read from the table and known to the host (BlockMask.counts, as Spot's top-K has them), LANES at
- * 1, 2 and 4 iterations a subgroup a chunk: each checked against its reference, timed, profiled.
+ * 1, 2 and 4 iterations a subgroup a chunk, and its PF form (DecodeTune.lanesPrefetch: each
+ * iteration's loads one ahead) at 4 and 8: each checked against its reference, timed, profiled.
  *
  *   node --import tsx dev/kernels/spot_decode.ts [--tokens 131072] [--lanes]
  */
@@ -216,7 +217,8 @@ async function lanesMode(b: WebGpuBackend, t: number, q: fon.Tensor, k: fon.Tens
     for (const known of [false, true]) {
       const m = maskArgs(known ? { ...mask, counts: [Math.ceil(keys.length / FINE)] } : mask);
       const a: AttentionArgs = { batch: 1, heads: H, kvHeads: HKV, tq: 1, tk: t, d: D, kvLength: t, qOffset: t - 1, causal: true, window: 0, scale: 1 / Math.sqrt(D), mask: m };
-      for (const [name, tune] of [['step kernel', { lanes: false }], ['LANES iter 1', { lanes: true, lanesIter: 1 }], ['LANES iter 2', { lanes: true, lanesIter: 2 }], ['LANES iter 4', { lanes: true, lanesIter: 4 }]] as const) {
+      for (const [name, tune] of [['step kernel', { lanes: false }], ['LANES iter 1', { lanes: true, lanesIter: 1 }], ['LANES iter 2', { lanes: true, lanesIter: 2 }], ['LANES iter 4', { lanes: true, lanesIter: 4 }],
+        ['LANES PF it 4', { lanes: true, lanesIter: 4, lanesPrefetch: true }], ['LANES PF it 8', { lanes: true, lanesIter: 8, lanesPrefetch: true }]] as const) {
         const call = () => attentionDecode(b, ref_(q), ref_(k), ref_(v), a, undefined, b.caps.subgroups, tune, ref_(mask.device));
         const [o, lse] = call();
         b.free(lse);
@@ -230,7 +232,7 @@ async function lanesMode(b: WebGpuBackend, t: number, q: fon.Tensor, k: fon.Tens
         const split = prof.filter((p) => p.kernel.startsWith('attention_decode')).reduce((s, p) => s + p.ms, 0) / 10;
         const comb = prof.filter((p) => p.kernel === 'attention_combine').reduce((s, p) => s + p.ms, 0) / 10;
         const grid = b.rt.recordDispatches(call).dispatches.filter((d) => d.kernel.startsWith('attention_decode')).map((d) => d.workgroups.join('×')).join(',');
-        console.log(`  ${t} ${form.padEnd(11)} counts ${known ? 'known     ' : 'from table'} ${name.padEnd(12)}: ${ms.toFixed(3)} ms (split ${split.toFixed(3)} + combine ${comb.toFixed(3)} ms profiled, grid ${grid}), ${(4 * HKV * keys.length * D / ms / 1e6).toFixed(0)} GB/s, ${(ms / dense).toFixed(2)}× dense's time; max |Δ| ${diff.toExponential(2)}`);
+        console.log(`  ${t} ${form.padEnd(11)} counts ${known ? 'known     ' : 'from table'} ${name.padEnd(13)}: ${ms.toFixed(3)} ms (split ${split.toFixed(3)} + combine ${comb.toFixed(3)} ms profiled, grid ${grid}), ${(4 * HKV * keys.length * D / ms / 1e6).toFixed(0)} GB/s, ${(ms / dense).toFixed(2)}× dense's time; max |Δ| ${diff.toExponential(2)}`);
       }
     }
     mask.device.dispose();

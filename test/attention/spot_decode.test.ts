@@ -171,7 +171,7 @@ test('the P·V loop by listed block (DecodeTune.blockV, VBLK) equals attention o
     (e: Error) => e instanceof UnsupportedError && /blockV form needs a fine mask read in the preloaded form whose 16-key blocks its 32 key groups divide \(head width 8, 128 keys a step\)/.test(e.message));
 });
 
-test('the LANES split pass (DecodeTune.lanes, the default for fine masks: lane pairs a key, no barrier in the loop) equals attention over exactly the selected keys: f32 and f16, head widths 64 and 16, lists\' lengths known and read from the table, one chunk and several, GQA 2 and 4; a head width it does not take (8) runs the step kernel, as does lanes false [webgpu]', { skip }, async () => {
+test('the LANES split pass (DecodeTune.lanes, the default for fine masks: lane pairs a key, no barrier in the loop), also with each iteration\'s loads one ahead (lanesPrefetch), equals attention over exactly the selected keys: f32 and f16, head widths 64 and 16, lists\' lengths known and read from the table, one chunk and several, GQA 2 and 4; a head width it does not take (8) runs the step kernel, as does lanes false [webgpu]', { skip }, async () => {
   const tk = 1200, l = 1190, own = Math.floor((l - 1) / 16);
   const selected = [[...Array.from({ length: 37 }, (_, i) => 2 * i), own], [...Array.from({ length: 58 }, (_, i) => 3 + i), own]];
   const be = gpu as WebGpuBackend;
@@ -187,12 +187,15 @@ test('the LANES split pass (DecodeTune.lanes, the default for fine masks: lane p
       const m = fineMask(be, selected, l, tk);
       const mask = maskArgs(known ? { ...m, counts: selected.map((s) => s.length) } : m);
       const a: AttentionArgs = { batch: B, heads, kvHeads, tq: 1, tk, d, kvLength: l, qOffset: l - 1, causal: true, window: 0, scale: 1 / Math.sqrt(d), mask };
-      const seen: unknown[] = [];
-      const [o, lse] = withVariants(be, seen, () => attentionDecode(be, ref(q) as GpuRef, ref(k) as GpuRef, ref(v) as GpuRef, a, splits, be.caps.subgroups, {}, ref(m.device) as GpuRef), 'attention_decode_lanes');
-      assert.equal(seen.length, 1, 'the LANES form ran (the default)');
-      const out = wrap(be, o, [B, heads, 1, d], dtype);
-      be.free(lse);
-      close(await vals(fon.cast(out, 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, d ${d}, GQA ${heads / kvHeads}, splits ${splits}, counts ${known ? 'known' : 'from the table'}`);
+      for (const lanesPrefetch of [false, true]) {
+        const seen: unknown[] = [];
+        const [o, lse] = withVariants(be, seen, () => attentionDecode(be, ref(q) as GpuRef, ref(k) as GpuRef, ref(v) as GpuRef, a, splits, be.caps.subgroups, lanesPrefetch ? { lanesPrefetch } : {}, ref(m.device) as GpuRef), 'attention_decode_lanes');
+        assert.equal(seen.length, 1, 'the LANES form ran (the default)');
+        assert.equal((seen[0] as Record<string, unknown>).PF, lanesPrefetch);
+        const out = wrap(be, o, [B, heads, 1, d], dtype);
+        be.free(lse);
+        close(await vals(fon.cast(out, 'f32')), want, dtype === 'f32' ? 1e-5 : 5e-3, `webgpu ${dtype}, d ${d}, GQA ${heads / kvHeads}, splits ${splits}, counts ${known ? 'known' : 'from the table'}, prefetch ${lanesPrefetch}`);
+      }
     }
   }
   const g = inputs(be, 8, tk), m = fineMask(be, selected, l, tk);

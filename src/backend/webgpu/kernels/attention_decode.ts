@@ -79,16 +79,37 @@ const lanesKernel: Kernel = {
 /**
  * A LANES iteration's V loads, K loads and dots, and P·V loop, written out for the variant's S
  * (KPI = S / 2 keys), DK (DK / 16 K groups a lane) and CPL (V column vec4s a lane): constant indices
- * throughout and every load before its first use.
+ * throughout and every load before its first use. With PF the loads of the iteration at v0 + W·KPI
+ * go into a second set of registers (vwn, kvn…) before this iteration's math, and the first
+ * iteration's are loaded before the loop (ITER_BEFORE).
  */
-function lanesUnrolled(v: Variant): { ITER_LOADS: string; ITER_PV: string } {
+function lanesUnrolled(v: Variant): { ITER_BEFORE: string; ITER_LOADS: string; ITER_PV: string } {
   const kpi = Number(v.S) / 2, half8 = Number(v.DK) / 16, cpl = Math.ceil(Number(v.DK) / 4 / Number(v.S));
-  const loads: string[] = [];
-  for (let j = 0; j < kpi; j++) {
-    loads.push(`    let row${j} = kbase + min(Lst[min(v0 + ${j}u, nv - 1u) / MASK_KB] + min(v0 + ${j}u, nv - 1u) % MASK_KB, P.kvlen - 1u) * P.d;`);
-    for (let i = 0; i < cpl; i++) loads.push(`    vw[${j * cpl + i}] = ldvr(row${j} + 4u * min(lane + ${S_(v)} * ${i}u, D4 - 1u));`);
+  // The loads of the iteration at virtual key `at` into vw (an array of VR) and kv0 … (K8v), as
+  // statements; `decl`: declared here (let / var) or assigned to existing ones.
+  const loadsAt = (at: string, vw: string, kv: string, decl: boolean, pad: string): string[] => {
+    const out: string[] = [];
+    if (decl) out.push(`${pad}var ${vw}: array<VR, KPI * CPL>;`);
+    out.push(`${pad}let kr_${kv} = Lst[min(${at} + kk, nv - 1u) / MASK_KB] + min(${at} + kk, nv - 1u) % MASK_KB;`);
+    out.push(`${pad}let kb_${kv} = kbase + min(kr_${kv}, P.kvlen - 1u) * P.d + hh * (DK / 2u);`);
+    for (let j = 0; j < kpi; j++) {
+      out.push(`${pad}let row_${kv}${j} = kbase + min(Lst[min(${at} + ${j}u, nv - 1u) / MASK_KB] + min(${at} + ${j}u, nv - 1u) % MASK_KB, P.kvlen - 1u) * P.d;`);
+      for (let i = 0; i < cpl; i++) out.push(`${pad}${vw}[${j * cpl + i}] = ldvr(row_${kv}${j} + 4u * min(lane + ${S_(v)} * ${i}u, D4 - 1u));`);
+    }
+    for (let c = 0; c < half8; c++) out.push(`${pad}${decl ? 'let ' : ''}${kv}${c} = ldk8(kb_${kv} + ${8 * c}u);`);
+    return out;
+  };
+  const before: string[] = [], loads: string[] = [];
+  if (v.PF) {
+    before.push('  var vwn: array<VR, KPI * CPL>;');
+    for (let c = 0; c < half8; c++) before.push(`  var kvn${c}: K8v;`);
+    before.push('  if (w * KPI < nv) {', '    let v0 = w * KPI;', ...loadsAt('v0', 'vwn', 'kvn', false, '    '), '  }');
+    loads.push('    let vw = vwn;');
+    for (let c = 0; c < half8; c++) loads.push(`    let kv${c} = kvn${c};`);
+    loads.push('    if (v0 + W * KPI < nv) {', '      let vn = v0 + W * KPI;', ...loadsAt('vn', 'vwn', 'kvn', false, '      '), '    }');
+  } else {
+    loads.push(...loadsAt('v0', 'vw', 'kv', true, '    '));
   }
-  for (let c = 0; c < half8; c++) loads.push(`    let kv${c} = ldk8(base + ${8 * c}u);`);
   for (let c = 0; c < half8; c++) {
     loads.push(`    for (var r = 0u; r < RM; r++) { s[r] += dot(Qs[r * D4 + hh * (D4 / 2u) + ${2 * c}u], kv${c}.lo) + dot(Qs[r * D4 + hh * (D4 / 2u) + ${2 * c + 1}u], kv${c}.hi); }`);
   }
@@ -96,7 +117,7 @@ function lanesUnrolled(v: Variant): { ITER_LOADS: string; ITER_PV: string } {
   for (let j = 0; j < kpi; j++) {
     pv.push(`    for (var r = 0u; r < RM; r++) { let p = subgroupShuffle(s[r], ${2 * j}u);${Array.from({ length: cpl }, (_, i) => ` acc[r * CPL + ${i}u] += p * upv(vw[${j * cpl + i}]);`).join('')} }`);
   }
-  return { ITER_LOADS: loads.join('\n'), ITER_PV: pv.join('\n') };
+  return { ITER_BEFORE: before.join('\n'), ITER_LOADS: loads.join('\n'), ITER_PV: pv.join('\n') };
 }
 const S_ = (v: Variant) => `${Number(v.S)}u`;
 
@@ -241,9 +262,10 @@ const LIST_MAX = 512;
  * where lanesForm takes the call; the default unless one of the step kernel's forms above is asked
  * for; false: the step kernel) runs attention_decode_lanes.wgsl, lane pairs a key with no barrier in
  * the loop, `lanesIter` the iterations a subgroup takes a chunk (default LANES_ITER) where the host
- * knows the lists' lengths.
+ * knows the lists' lengths, `lanesPrefetch` its PF form (each iteration's loads one iteration ahead;
+ * not yet timed on a GPU).
  */
-export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean; lanes?: boolean; lanesIter?: number }
+export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean; lanes?: boolean; lanesIter?: number; lanesPrefetch?: boolean }
 
 /**
  * What attentionDecode does where DecodeTune is silent: `lanes`, the LANES split pass for fine masks
@@ -343,7 +365,7 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const stepForm = tune.blockV || tune.stageList || tune.preloadList !== undefined || tune.uniformCount !== undefined || tune.wg !== undefined;
   const lanes = mask && (tune.lanes ?? (DECODE_DEFAULTS.lanes && !stepForm)) && subgroups ? lanesForm(be.caps, a, rows) : undefined;
   if (lanes) {
-    const variant: Variant = { X: q.dtype, K8: q.dtype !== 'f32', DK: a.d, RM: pow2AtLeast(rows, 1), S: lanes.S, W: lanes.W, LMAX: LANES_LMAX, LANES: true, UCOUNT: !!(a.mask!.countAt || a.mask!.counts) };
+    const variant: Variant = { X: q.dtype, K8: q.dtype !== 'f32', DK: a.d, RM: pow2AtLeast(rows, 1), S: lanes.S, W: lanes.W, LMAX: LANES_LMAX, LANES: true, UCOUNT: !!(a.mask!.countAt || a.mask!.counts), PF: !!tune.lanesPrefetch };
     return splitAndCombine(be, variant, q, k, v, a, rows, splits, combine, mask, lanesChunks(be, a, lanes, splits, tune.lanesIter));
   }
   return splitAndCombine(be, decodeVariant(q.dtype, a, rows, subgroups, tune), q, k, v, a, rows, splits, combine, mask);

@@ -94,20 +94,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   for (var r = 0u; r < RM; r++) { m[r] = -BIG; l[r] = 0.0; }
   for (var i = 0u; i < RM * CPL; i++) { acc[i] = vec4<f32>(0.0); }
   let nv = nblk * MASK_KB;
+  // The iteration written out by the host (attention_decode.ts lanesUnrolled: constant indices,
+  // every load issued before its first use; the form with loops here took 0.047 against 0.039 ms
+  // on the H100 for a random tenth of 128K keys, bench/results_lanes_ur_forms_1207_h100.log). Its
+  // V values are loaded before its scores, so that their latency runs under the K loads and the
+  // softmax, not after them (0.050 against 0.059 ms loaded after, results_lanes2_forms_1207_h100.log).
+  // A key that is not visible reads the last valid row (its P is 0, and must not meet a stale NaN).
+  // PF (DecodeTune.lanesPrefetch): the next iteration's K and V loaded before this one's math.
+{{ITER_BEFORE}}
   for (var v0 = w * KPI; v0 < nv; v0 += W * KPI) {
     let v = min(v0 + kk, nv - 1u);
     let key = Lst[v / MASK_KB] + v % MASK_KB;
-    // A key that is not visible reads the last valid row (its P is 0, and must not meet a stale NaN).
-    let base = kbase + min(key, P.kvlen - 1u) * P.d + hh * (DK / 2u);
-    // The iteration's V values this lane's columns take, loaded before the scores so that their
-    // latency runs under the K loads and the softmax, not after them (H100, a random tenth of 128K
-    // keys: 0.050 against 0.059 ms loaded after, bench/results_lanes2_forms_1207_h100.log).
-    var vw: array<VR, KPI * CPL>;
     var s: array<f32, RM>;
     for (var r = 0u; r < RM; r++) { s[r] = 0.0; }
-    // The iteration written out by the host (attention_decode.ts lanesUnrolled: constant indices,
-    // every load issued before its first use; the form with loops here took 0.047 against 0.039 ms
-    // on the H100 for a random tenth of 128K keys, bench/results_lanes_ur_forms_1207_h100.log).
 {{ITER_LOADS}}
     var alpha: array<f32, RM>;
     for (var r = 0u; r < RM; r++) {
