@@ -6,9 +6,12 @@
  * lse. One workgroup serves every query head of its kv head, so each K and V row is read once.
  * DecodeTune holds experimental forms of the split pass; dev/kernels/attention.ts times them. The
  * default adds each key's P to the row sums once (`lsumOnce`, 2–6% faster at 128K in four H200 runs).
- * Two other split passes were tried and removed, being slower on the H200 at 128K (BENCHMARKS.md):
- * lane teams with no barrier in the loop (0.296–0.444 ms against 0.24–0.33 for the default) and a
- * warp-specialised one, K of a step beside V of the step before (0.693–0.762 against 0.254–0.261).
+ * Two other split passes were tried for dense decoding and removed, being slower on the H200 at 128K
+ * (BENCHMARKS.md): lane teams with no barrier in the loop (0.296–0.444 ms against 0.24–0.33 for the
+ * default) and a warp-specialised one, K of a step beside V of the step before (0.693–0.762 against
+ * 0.254–0.261). Over a fine block mask's list (Spot's 16-token blocks) the step kernel took 3.4×
+ * dense's time a key, and a lane-pair pass (LANES, attention_decode_lanes.wgsl: lanesForm,
+ * lanesChunks, lanesUnrolled) took 1.03–1.05× on the H100: it is the default there.
  * A clean-up of this kernel's #if branches (commit 8d1bc40) ran 3× slower, and removing the row-sum
  * merge through Lred alone does it (dev versions cL, cD, cV; attention_decode_step.wgsl says so where
  * the merge is), so the branches stay as measured. Every loop over the query rows written out (so no
