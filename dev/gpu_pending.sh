@@ -184,11 +184,13 @@ if [ "$what" = last ]; then
   FON_REQUIRE_WEBGPU=1 step 60 gpu_tests node --import tsx --test test/backend/webgpu_select.test.ts test/attention/spot_webgpu.test.ts
   step 100 spot_last node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16,int4 --paths mask --profile --json "$OUT/spot_last.json"
 fi
-# `pf` (about 2.5 minutes; owed since the end of 2026-12-07): LANES with each iteration's loads one
+# `pf` (about 4 minutes; owed since the end of 2026-12-07): LANES with each iteration's loads one
 # ahead (DecodeTune.lanesPrefetch, PF) — its GPU test, its forms at 128K beside the default, and the
-# GPU tests of the shared query load and list count (attention_decode_q.wgsl, mask_list_count),
-# changed after the `last` call.
+# GPU tests of what changed after the `last` call (the shared query load and list count:
+# attention_decode_q.wgsl, mask_list_count; quantizeInt4's scales written as f16), then Spot's
+# masked step at 128K with INT4 keys (one dispatch fewer a step) beside f16 keys.
 if [ "$what" = pf ]; then
-  FON_REQUIRE_WEBGPU=1 step 90 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_attention.test.ts test/backend/webgpu_fox_fpa_decode.test.ts
+  FON_REQUIRE_WEBGPU=1 step 90 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_attention.test.ts test/backend/webgpu_fox_fpa_decode.test.ts test/backend/webgpu_int4.test.ts test/attention/spot_webgpu.test.ts
   step 90 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072 --lanes
+  step 90 spot_int4 node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16,int4 --paths mask --profile --json "$OUT/spot_int4.json"
 fi

@@ -2,7 +2,8 @@
 // QUANT: one invocation per group of 32 values: s = max|x| / 7 rounded to f16 (through
 // pack2x16float, which needs no f16 feature), c = round(x / s) clamped to −7 … 7 (halves up, as
 // Math.round: floor(v + 0.5)), eight codes c + 8 a word, the group's four words written by it alone;
-// the scale goes out in f32 (the op casts it to f16, exactly). DEQUANT: one invocation per value.
+// the scale goes out in f16 where the device stores f16, else in f32 (the host casts it to f16,
+// exactly). DEQUANT: one invocation per value.
 {{HEADER}}
 
 @compute @workgroup_size(64)
