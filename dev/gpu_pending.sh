@@ -77,7 +77,7 @@ if [ "$what" = forms ]; then
   step 90 gemv node --import tsx dev/kernels/gemv.ts --dtypes f16
   step 120 select_rounds node --import tsx dev/kernels/select_open.ts --wg 512
 fi
-# `paths` (about 6 minutes): the GPU tests of what changed since (gatherBlocks, Spot's gathered path,
+# `paths` (about 6 minutes): the GPU tests of what changed since (the flags-form gather since removed, Spot's gathered path,
 # the few-rows GEMM's vec form, kvWrite's row kernel), then Spot's two decode paths (mask, gather)
 # beside SDPA at 128K and 512K for top-K 0.1 and 0.5 with each dispatch's GPU time, and a
 # 4-layer model's tokens/s at 128K with each path under top-K 0.1, a token profiled.

@@ -60,12 +60,9 @@ export interface FlagsMaskArgs {
 export interface BlockListArgs { fine: number; tk: number; kBlocks: number; kvLength: number; flags?: boolean }
 
 /**
- * Backend.gatherBlocks' shape: batch rows of `valid` fine-block flags (`fine` keys each) over a
- * cache (batch, hkv, tmax, d); `count` blocks gathered for each batch entry.
+ * Backend.gatherListed's shape: `count` listed blocks of `fine` keys gathered for each batch entry over
+ * a cache (batch, hkv, tmax, d).
  */
-export interface GatherBlocksArgs { batch: number; valid: number; fine: number; count: number; hkv: number; tmax: number; d: number }
-
-/** Backend.gatherListed's shape: gatherBlocks' without the flags' length (the blocks come from a list). */
 export interface GatherListArgs { batch: number; fine: number; count: number; hkv: number; tmax: number; d: number }
 
 /**
@@ -317,17 +314,10 @@ export interface Kernels<H> {
    */
   selectBlockList(scores: Ref<H>, mass: Ref<H>, args: SelectArgs, list: BlockListArgs): [H, H];
   /**
-   * The keys and values of the selected fine blocks, compacted (Spot's gathered decode): flags i32
-   * (batch, valid), k and v (batch, hkv, tmax, d) of one float dtype → [k', v'] (batch, hkv,
-   * count·fine, d) of that dtype: each batch entry's selected blocks in ascending order, `fine` rows
-   * each (row min(block·fine + r, tmax − 1)); selected blocks past the count dropped, and rows past
-   * the selected ones (fewer than count) zero.
-   */
-  gatherBlocks(flags: Ref<H>, k: Ref<H>, v: Ref<H>, args: GatherBlocksArgs): [H, H];
-  /**
-   * gatherBlocks with the blocks named by a selectBlockList table instead of flags (row b's list at
-   * table[b]: the count, then 2·block + partial for each selected block, ascending): each batch
-   * entry's first `count` listed blocks' rows, zero rows for list places past its count.
+   * The K and V rows of the blocks a selectBlockList table lists (row b's list at table[b]: the
+   * count, then 2·block + partial for each selected block, ascending), compacted in list order for a
+   * dense decode over them: each batch entry's first `count` listed blocks' rows (rows past tmax from
+   * its last row), zero rows for list places past its count.
    */
   gatherListed(table: Ref<H>, k: Ref<H>, v: Ref<H>, args: GatherListArgs): [H, H];
   /**

@@ -3,8 +3,8 @@
  * keeps, reserved ranges kept whatever their scores (SpotAttention's block selection,
  * specs/focus_spot.md B4); the block scores such a selection ranks, straight from the keys
  * (indexBlockScores); the decode mask of the kept blocks (flagsMaskTable, or selectBlockList: the
- * selection and its mask in one pass), or their K and V rows gathered (gatherBlocks, or gatherListed
- * from selectBlockList's lists). No gradients.
+ * selection and its mask in one pass), or their K and V rows gathered from its lists (gatherListed).
+ * No gradients.
  */
 import { ArgumentError, ShapeError } from '../errors.ts';
 import type { SelectArgs } from '../backend/backend.ts';
@@ -65,7 +65,7 @@ function checkRule(op: string, rule: Omit<SelectArgs, 'rows' | 'n'>, n: number):
  * form), scored as the values they stand for without a dequantized copy.
  */
 export function indexBlockScores(q: Tensor, w: Tensor, keys: Tensor, o: { l: number; pos: number; block: number; scale: number }, scales?: Tensor): { max: Tensor; logMass: Tensor } {
-  const be = scales ? backendOf('indexBlockScores', q, w, keys, scales) : backendOf('indexBlockScores', q, w, keys);
+  const be = backendOf('indexBlockScores', q, w, keys, ...(scales ? [scales] : []));
   requireDType('indexBlockScores', 'q', q, 'f32');
   requireDType('indexBlockScores', 'w', w, 'f32');
   const [b, n, heads, d] = q.shape;
@@ -104,10 +104,11 @@ export function flagsMaskTable(flags: Tensor, o: { fine: number; per: number; tk
 }
 
 /**
- * gatherBlocks with the blocks named by a selectBlockList table (Backend.gatherListed): each batch
- * entry's first `count` listed blocks' K and V rows, `fine` rows a block, over k and v (B, Hkv,
- * Tmax, D) of one dtype → k', v' (B, Hkv, count·fine, D); no flags counted (on webgpu rows of whole
- * 32-bit words, copied a block at a time).
+ * The K and V rows of the blocks a selectBlockList table lists, compacted in list order
+ * (Backend.gatherListed): each batch entry's first `count` listed blocks' rows, `fine` rows a block
+ * (rows past Tmax from its last row), over k and v (B, Hkv, Tmax, D) of one dtype → k', v' (B, Hkv,
+ * count·fine, D), zero rows where fewer are listed (on webgpu rows of whole 32-bit words, copied a
+ * block at a time).
  */
 export function gatherListed(table: Tensor, k: Tensor, v: Tensor, o: { fine: number; count: number }): { k: Tensor; v: Tensor } {
   const be = backendOf('gatherListed', table, k, v);
@@ -124,24 +125,3 @@ export function gatherListed(table: Tensor, k: Tensor, v: Tensor, o: { fine: num
   return { k: wrap(be, kh, shape, k.dtype), v: wrap(be, vh, shape, v.dtype) };
 }
 
-/**
- * The K and V rows of the selected fine blocks, compacted (Backend.gatherBlocks): flags i32
- * (B, valid), `fine` keys a block, over k and v (B, Hkv, Tmax, D) of one dtype → k', v' (B, Hkv,
- * count·fine, D): each batch entry's first `count` selected blocks in ascending order (rows past Tmax
- * read row Tmax − 1), zero rows after them where fewer are selected. Spot's gathered decode runs a
- * plain dense decode over them: softmax attention does not depend on the keys' order.
- */
-export function gatherBlocks(flags: Tensor, k: Tensor, v: Tensor, o: { fine: number; count: number }): { k: Tensor; v: Tensor } {
-  const be = backendOf('gatherBlocks', flags, k, v);
-  requireDType('gatherBlocks', 'flags', flags, 'i32');
-  if (flags.rank !== 2 || k.rank !== 4 || !sameShape(k.shape, v.shape) || k.dtype !== v.dtype || k.shape[0] !== flags.shape[0]) {
-    throw new ShapeError(`gatherBlocks: flags ${fmt(flags.shape)}, k ${fmt(k.shape)} ${k.dtype} and v ${fmt(v.shape)} ${v.dtype}: expected (B, valid) and two (B, Hkv, Tmax, D) of one dtype`);
-  }
-  const [batch, hkv, tmax, d] = k.shape, valid = flags.shape[1];
-  if (!Number.isInteger(o.fine) || o.fine < 1 || valid > Math.ceil(tmax / o.fine) || !Number.isInteger(o.count) || o.count < 1 || o.count > valid) {
-    throw new ArgumentError(`gatherBlocks: ${valid} blocks of ${o.fine} keys over a cache of ${tmax}, count ${o.count}: need fine ≥ 1, valid ≤ ⌈Tmax/fine⌉ and 1 ≤ count ≤ valid`);
-  }
-  const [kh, vh] = be.gatherBlocks(ref(flags), ref(k), ref(v), { batch, valid, fine: o.fine, count: o.count, hkv, tmax, d });
-  const shape = [batch, hkv, o.count * o.fine, d];
-  return { k: wrap(be, kh, shape, k.dtype), v: wrap(be, vh, shape, v.dtype) };
-}

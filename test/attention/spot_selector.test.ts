@@ -52,7 +52,7 @@ test('decoding\'s block scores (decodeBlockScores, one pass over the keys) max-p
   const keys = sel.keys(x);
   const xq = fon.narrow(x, 1, pos, n);
   const s = vals(sel.scores(xq, keys, pos)); // (B, n, L), SPOT_MASKED past each query
-  const { max, logMass } = decodeBlockScores(sel, xq, keys, { l, pos });
+  const { max, logMass } = decodeBlockScores(sel, xq, { keys }, { l, pos });
   assert.deepEqual(max.shape, [b, n, 3]);
   const bs = vals(max), lm = vals(logMass);
   for (let r = 0; r < b * n; r++) {

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fon from '../../src/index.ts';
 import type { Backend, Tensor } from '../../src/index.ts';
-import { flagsMaskTable, gatherBlocks, gatherListed, indexBlockScores, selectBlockList, selectOpen } from '../../src/ops/select.ts';
+import { flagsMaskTable, gatherListed, indexBlockScores, selectBlockList, selectOpen } from '../../src/ops/select.ts';
 import { spotDecodeMask } from '../../src/attention/spot/decode_mask.ts';
 import { maskEntries } from '../../src/attention/block_mask.ts';
 import { deviceMaskShape } from '../../src/attention/device_mask.ts';
@@ -371,7 +371,21 @@ test('selectBlockList: the flags selectOpen keeps and, from the same pass, their
     (e) => e instanceof ArgumentError && e.message.startsWith('selectBlockList: 25 blocks of 16 keys for a query at 389 over a cache of 200'));
 });
 
-test('gatherBlocks: each batch entry\'s selected blocks\' K and V rows in block order, rows past Tmax from its last row, past the count dropped, zero rows where fewer are selected; WebGPU equals the CPU for f32, f16 and bf16 [webgpu where present]', async () => {
+/** The rows gatherListed gives, by plain loops over each batch entry's picked blocks: (B, Hkv, count·fine, D), rows past Tmax from its last row, zero rows past the picks. */
+function gatheredRows(src: Float32Array, picks: number[][], hkv: number, tmax: number, d: number, fine: number, count: number): Float32Array {
+  const out = new Float32Array(picks.length * hkv * count * fine * d);
+  for (let b = 0; b < picks.length; b++) for (let h = 0; h < hkv; h++) {
+    picks[b].slice(0, count).forEach((e, o) => {
+      for (let r = 0; r < fine; r++) {
+        const s = Math.min(e * fine + r, tmax - 1);
+        for (let c = 0; c < d; c++) out[(((b * hkv + h) * count + o) * fine + r) * d + c] = src[((b * hkv + h) * tmax + s) * d + c];
+      }
+    });
+  }
+  return out;
+}
+
+test('gatherListed over a flagsMaskTable\'s lists: each batch entry\'s selected blocks\' K and V rows in block order, blocks of 4, 8 and 16 keys, rows past Tmax from its last row, past the count dropped, zero rows where fewer are selected; WebGPU equals the CPU for f32, f16 and bf16 [webgpu where present]', async () => {
   const rnd = lcg(41);
   // [batch, hkv, tmax, d, fine, valid, count]: 150 blocks take three slices of the kernel's 64; the
   // first case's last block runs past Tmax (rows clamped); counts below and above what is selected.
@@ -383,18 +397,7 @@ test('gatherBlocks: each batch entry\'s selected blocks\' K and V rows in block 
     const kh = Float32Array.from({ length: batch * hkv * tmax * d }, () => Math.round((rnd() * 2 - 1) * 256) / 64);
     const vh = Float32Array.from({ length: batch * hkv * tmax * d }, () => Math.round((rnd() * 2 - 1) * 256) / 64);
     // The reference: plain loops over the picks.
-    const want = (src: Float32Array) => {
-      const out = new Float32Array(batch * hkv * count * fine * d);
-      for (let b = 0; b < batch; b++) for (let h = 0; h < hkv; h++) {
-        picks[b].slice(0, count).forEach((e, o) => {
-          for (let r = 0; r < fine; r++) {
-            const s = Math.min(e * fine + r, tmax - 1);
-            for (let c = 0; c < d; c++) out[(((b * hkv + h) * count + o) * fine + r) * d + c] = src[((b * hkv + h) * tmax + s) * d + c];
-          }
-        });
-      }
-      return out;
-    };
+    const want = (src: Float32Array) => gatheredRows(src, picks, hkv, tmax, d, fine, count);
     const shape = [batch, hkv, tmax, d];
     for (const be of [cpu, gpu].filter((x): x is Backend => !!x)) {
       for (const dtype of ['f32', 'f16', 'bf16'] as const) {
@@ -402,7 +405,8 @@ test('gatherBlocks: each batch entry\'s selected blocks\' K and V rows in block 
         const k = fon.cast(fon.tensor(kh, shape, { backend: be }), dtype), v = fon.cast(fon.tensor(vh, shape, { backend: be }), dtype);
         // Park two dirty buffers of the outputs' size first: the zero rows must be written, not found.
         for (let i = 0; i < 2; i++) fon.full([batch * hkv * count * fine * d], 7, { backend: be, dtype }).dispose();
-        const got = gatherBlocks(f, k, v, { fine, count });
+        const table = flagsMaskTable(f, { fine, per: 1, tk: tmax, kBlocks: valid, kvLength: tmax, segments: false });
+        const got = gatherListed(table, k, v, { fine, count });
         assert.deepEqual(got.k.shape, [batch, hkv, count * fine, d]);
         assert.equal(got.k.dtype, dtype);
         // The values are exact in every dtype (multiples of 1/64 below 4).
@@ -413,7 +417,7 @@ test('gatherBlocks: each batch entry\'s selected blocks\' K and V rows in block 
   }
 });
 
-test('gatherListed: the blocks a selectBlockList table lists, gathered as gatherBlocks gathers them from the flags (rows past Tmax from its last row, past the count dropped, zero rows where fewer are listed); WebGPU equals the CPU for f32, f16 and bf16, rows of 16-byte groups and of words; refused by name [webgpu where present]', async () => {
+test('gatherListed: the blocks a selectBlockList table lists, against plain loops (rows past Tmax from its last row, past the count dropped, zero rows where fewer are listed); WebGPU equals the CPU for f32, f16 and bf16, rows of 16-byte groups and of words; refused by name [webgpu where present]', async () => {
   const rnd = lcg(43);
   // [batch, hkv, tmax, d, dtype, count]: 16-key blocks; the last block of 1000 keys is partial; counts below, at and above what is listed;
   // f16 rows of 6 (12 bytes: copied a word at a time, not 16 bytes).
@@ -423,16 +427,19 @@ test('gatherListed: the blocks a selectBlockList table lists, gathered as gather
     const flags = Int32Array.from({ length: batch * valid }, (_, i) => (i % valid === valid - 1 || rnd() < 0.3 ? 1 : 0));
     const most = Math.max(...Array.from({ length: batch }, (_, b) => flags.subarray(b * valid, (b + 1) * valid).reduce((a, x) => a + x, 0)));
     const count = countArg === 'all' ? most : countArg === 'more' ? Math.min(valid, most + 3) : countArg;
+    const picks = Array.from({ length: batch }, (_, b) => Array.from(flags.subarray(b * valid, (b + 1) * valid)).flatMap((f, e) => (f ? [e] : [])));
     const kv = (seed: number) => fon.randn([batch, hkv, tmax, d], { seed });
     for (const be of gpu ? [cpu, gpu] : [cpu]) {
       const on = (x: Tensor) => fon.cast(fon.tensor(x.dataSync(), x.shape, { backend: be }), dtype);
       const k = on(kv(1)), v = on(kv(2));
       const f = fon.tensor(flags, [batch, valid], { dtype: 'i32', backend: be });
       const table = flagsMaskTable(f, { fine: 16, per: 1, tk: tmax, kBlocks: valid, kvLength: tmax, segments: false });
-      const got = gatherListed(table, k, v, { fine: 16, count }), want = gatherBlocks(f, k, v, { fine: 16, count });
+      const got = gatherListed(table, k, v, { fine: 16, count });
       assert.deepEqual(got.k.shape, [batch, hkv, count * 16, d]);
-      for (const [x, y] of [[got.k, want.k], [got.v, want.v]]) {
-        assert.deepEqual(Array.from((await fon.cast(x, 'f32').data()) as Float32Array), Array.from((await fon.cast(y, 'f32').data()) as Float32Array), `${be.name} ${batch}×${hkv}×${tmax}×${d} ${dtype}, count ${count}`);
+      for (const [x, src] of [[got.k, k], [got.v, v]]) {
+        // The reference gathers the stored values (k and v in `dtype`, read back as f32): the copy is exact.
+        const want = gatheredRows((await fon.cast(src, 'f32').data()) as Float32Array, picks, hkv, tmax, d, 16, count);
+        assert.deepEqual(Array.from((await fon.cast(x, 'f32').data()) as Float32Array), Array.from(want), `${be.name} ${batch}×${hkv}×${tmax}×${d} ${dtype}, count ${count}`);
       }
     }
   }
@@ -445,15 +452,10 @@ test('gatherListed: the blocks a selectBlockList table lists, gathered as gather
   }
 });
 
-test('gatherBlocks refuses by name: count past the blocks, shapes that do not agree, and on WebGPU rows that are not whole 32-bit words [webgpu where present]', () => {
-  const f = fon.tensor(Int32Array.of(1, 0, 1), [1, 3], { dtype: 'i32', backend: cpu });
+test('gatherListed refuses by name: shapes that do not agree and a count past the blocks [webgpu where present]', () => {
+  const t = fon.tensor(Int32Array.of(3, 0, 0, 0), [4], { dtype: 'i32', backend: cpu });
   const k = fon.zeros([1, 2, 12, 4], { backend: cpu });
-  assert.throws(() => gatherBlocks(f, k, k, { fine: 4, count: 4 }), (e: unknown) => e instanceof ArgumentError && /gatherBlocks: 3 blocks of 4 keys over a cache of 12, count 4: need fine ≥ 1, valid ≤ ⌈Tmax\/fine⌉ and 1 ≤ count ≤ valid/.test((e as Error).message));
-  assert.throws(() => gatherBlocks(f, k, fon.zeros([1, 2, 12, 5], { backend: cpu }), { fine: 4, count: 2 }), (e: unknown) => e instanceof ShapeError && /expected \(B, valid\) and two \(B, Hkv, Tmax, D\) of one dtype/.test((e as Error).message));
-  assert.throws(() => gatherBlocks(f, fon.zeros([1, 2, 4, 4], { backend: cpu }), fon.zeros([1, 2, 4, 4], { backend: cpu }), { fine: 2, count: 2 }), /gatherBlocks: 3 blocks of 2 keys over a cache of 4/);
-  if (gpu) {
-    const kg = fon.zeros([1, 2, 12, 3], { backend: gpu, dtype: 'f16' });
-    const fg = fon.tensor(Int32Array.of(1, 0, 1), [1, 3], { dtype: 'i32', backend: gpu });
-    assert.throws(() => gatherBlocks(fg, kg, kg, { fine: 4, count: 2 }), (e: unknown) => e instanceof UnsupportedError && /webgpu: gatherBlocks copies rows as 32-bit words: it takes f32, f16 or bf16 K\/V of a row that is whole words; got f16 rows of 3 \(6 bytes\)/.test((e as Error).message));
-  }
+  assert.throws(() => gatherListed(t, k, fon.zeros([1, 2, 12, 5], { backend: cpu }), { fine: 4, count: 2 }), (e: unknown) => e instanceof ShapeError && /expected a flat table and two \(B, Hkv, Tmax, D\) of one dtype/.test((e as Error).message));
+  assert.throws(() => gatherListed(fon.reshape(t, [2, 2]), k, k, { fine: 4, count: 2 }), (e: unknown) => e instanceof ShapeError && /gatherListed: table \[2, 2\]/.test((e as Error).message));
+  assert.throws(() => gatherListed(t, k, k, { fine: 4, count: 4 }), (e: unknown) => e instanceof ArgumentError && /gatherListed: count 4 of blocks of 4 keys over a cache of 12: need fine ≥ 1 and 1 ≤ count ≤ ⌈Tmax\/fine⌉/.test((e as Error).message));
 });

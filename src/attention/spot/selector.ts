@@ -88,15 +88,14 @@ export class SpotSelector extends Module {
 /**
  * The block scores and log-masses of a decoding selection straight from the cached selector keys
  * (ops/select.ts indexBlockScores: one pass, no token scores kept): queries xq (B, n, C) at positions
- * pos … pos + n − 1 over keys (B, Tmax, d_I) of which the first l are read (or SpotKeyCache.scoring's
- * store: INT4 codes and scales scored as stored) → (B, n, ⌈l/16⌉) each:
+ * pos … pos + n − 1 over keys (B, Tmax, d_I) of which the first l are read (SpotKeyCache.scoring's
+ * store; INT4: codes as `keys` and their scales, scored as stored) → (B, n, ⌈l/16⌉) each:
  * the max-pooled score and log Σ_{t∈block} e^{s_t} (the block's softmax mass up to one offset a row).
  * `o.proj`: xq's projections where the step made them already (SpotSelector.decodeProjections).
  */
-export function decodeBlockScores(sel: SpotSelector, xq: Tensor, keys: Tensor | { keys: Tensor; scales?: Tensor }, o: { l: number; pos: number; proj?: { q: Tensor; w: Tensor } }): { max: Tensor; logMass: Tensor } {
+export function decodeBlockScores(sel: SpotSelector, xq: Tensor, store: { keys: Tensor; scales?: Tensor }, o: { l: number; pos: number; proj?: { q: Tensor; w: Tensor } }): { max: Tensor; logMass: Tensor } {
   const { q, w } = o.proj ?? sel.decodeProjections(xq);
-  const k = 'keys' in keys ? keys : { keys };
-  return indexBlockScores(q, w, k.keys, { l: o.l, pos: o.pos, block: SPOT_BLOCK, scale: 1 / Math.sqrt(sel.shape.dim) }, k.scales);
+  return indexBlockScores(q, w, store.keys, { l: o.l, pos: o.pos, block: SPOT_BLOCK, scale: 1 / Math.sqrt(sel.shape.dim) }, store.scales);
 }
 
 /**

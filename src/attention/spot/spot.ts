@@ -185,9 +185,9 @@ export class SpotAttention extends Module implements AttentionMechanism {
       const picks: Tensor[] = [];
       const rule = this.rule;
       let gathered = 0;
+      // One row (a plain decoding step) takes the tensors as they are: a view each costs host time.
+      const one = n === 1;
       for (let i = 0; i < n; i++) {
-        // One row (a plain decoding step) takes the tensors as they are: a view each costs host time.
-        const one = n === 1;
         const s = one ? scores : narrow(scores, 1, i, 1), m = one ? logMass : narrow(logMass, 1, i, 1), qi = one ? q : narrow(q, 2, i, 1);
         if (rule.kind === 'top-k' && this.gathers(pos + i, rule)) {
           const g = gatherOnDevice(s, m, pos + i, rule, cache.k, cache.v);

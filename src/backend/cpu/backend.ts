@@ -12,7 +12,7 @@ import { binary, cast, fill, unary, where } from './elementwise.ts';
 import { crossEntropy, crossEntropyBackward, layernorm, layernormBackward, rmsnorm, rmsnormBackward, rope } from './fused.ts';
 import type { CpuHandle } from './host.ts';
 import { mergeLse } from './attention_merge.ts';
-import { flagsMaskTable, gatherBlocks, gatherListed, indexBlockScores, selectBlockList, selectOpen } from './select.ts';
+import { flagsMaskTable, gatherListed, indexBlockScores, selectBlockList, selectOpen } from './select.ts';
 import { invertRows, lighthouseSelect } from './lighthouse.ts';
 import { pyramidGather, pyramidScatter } from './pyramid_rows.ts';
 import { dequantizeInt4, quantizeInt4 } from './int4.ts';
@@ -77,7 +77,6 @@ export class CpuBackend implements Backend<CpuHandle> {
   selectOpen: Backend<CpuHandle>['selectOpen'] = (s, m, a) => this.track(selectOpen(s, m, a));
   flagsMaskTable: Backend<CpuHandle>['flagsMaskTable'] = (f, a) => this.track(flagsMaskTable(f, a));
   selectBlockList: Backend<CpuHandle>['selectBlockList'] = (s, m, a, l) => this.trackAll(selectBlockList(s, m, a, l));
-  gatherBlocks: Backend<CpuHandle>['gatherBlocks'] = (f, k, v, a) => this.trackAll(gatherBlocks(f, k, v, a));
   gatherListed: Backend<CpuHandle>['gatherListed'] = (t, k, v, a) => this.trackAll(gatherListed(t, k, v, a));
   indexBlockScores: Backend<CpuHandle>['indexBlockScores'] = (q, w, k, a, s) => this.trackAll(indexBlockScores(q, w, k, a, s));
   lighthouseSelect: Backend<CpuHandle>['lighthouseSelect'] = (q, k, a) => this.track(lighthouseSelect(q, k, a));

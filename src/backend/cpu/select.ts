@@ -1,5 +1,5 @@
 /**
- * CPU reference of Backend.selectOpen, flagsMaskTable, selectBlockList, gatherBlocks, gatherListed and indexBlockScores, and the threshold search
+ * CPU reference of Backend.selectOpen, flagsMaskTable, selectBlockList, gatherListed and indexBlockScores, and the threshold search
  * selectOpen shares with SpotAttention's host selection (attention/spot/selection.ts):
  *
  * - scores become order-preserving u32 keys (−0 = +0);
@@ -12,7 +12,7 @@
  * Masses are summed in f64 here and in f32 on the GPU, so a nucleus boundary that falls within
  * rounding of p·total may differ between the two (exact where the masses are dyadic).
  */
-import type { BlockListArgs, FlagsMaskArgs, GatherBlocksArgs, GatherListArgs, IndexScoreArgs, SelectArgs } from '../backend.ts';
+import type { BlockListArgs, FlagsMaskArgs, GatherListArgs, IndexScoreArgs, SelectArgs } from '../backend.ts';
 
 /** A block with no visible key (as SPOT_MASKED: below every score, finite). */
 const MASKED = -1e30;
@@ -170,25 +170,14 @@ export function selectBlockList(scores: CpuRef, mass: CpuRef, a: SelectArgs, lis
   return [flags, table];
 }
 
-/** Backend.gatherBlocks: each batch entry's selected fine blocks' K and V rows, in block order. */
-export function gatherBlocks(flags: CpuRef, k: CpuRef, v: CpuRef, a: GatherBlocksArgs): [CpuHandle, CpuHandle] {
-  const f = flags.h as Int32Array;
-  const blocks = (b: number) => {
-    const out: number[] = [];
-    for (let e = 0; e < a.valid; e++) if (f[b * a.valid + e] !== 0) out.push(e);
-    return out;
-  };
-  return [gatherRows(k, a, blocks), gatherRows(v, a, blocks)];
-}
-
-/** Backend.gatherListed: gatherBlocks with the blocks read from a selectBlockList table's lists. */
+/** Backend.gatherListed: the listed blocks' K and V rows, in list order. */
 export function gatherListed(table: CpuRef, k: CpuRef, v: CpuRef, a: GatherListArgs): [CpuHandle, CpuHandle] {
   const t = table.h as Int32Array;
   const blocks = (b: number) => Array.from(t.subarray(t[b] + 1, t[b] + 1 + t[t[b]]), (x) => x >> 1);
   return [gatherRows(k, a, blocks), gatherRows(v, a, blocks)];
 }
 
-/** x's rows of each batch entry's first `count` blocks of blocks(b), compacted; zero rows past them. */
+/** x's rows of each batch entry's first `count` blocks of blocks(b), compacted; zero rows past them (rows past tmax from its last). */
 function gatherRows(x: CpuRef, a: GatherListArgs, blocks: (b: number) => number[]): CpuHandle {
   const rows = a.count * a.fine;
   const src = x.h;

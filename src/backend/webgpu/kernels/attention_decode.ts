@@ -97,7 +97,7 @@ function lanesUnrolled(v: Variant): { ITER_BEFORE: string; ITER_LOADS: string; I
     out.push(`${pad}let kb_${kv} = kbase + min(kr_${kv}, P.kvlen - 1u) * P.d + hh * (DK / 2u);`);
     for (let j = 0; j < kpi; j++) {
       out.push(`${pad}let row_${kv}${j} = kbase + min(Lst[min(${at} + ${j}u, nv - 1u) / MASK_KB] + min(${at} + ${j}u, nv - 1u) % MASK_KB, P.kvlen - 1u) * P.d;`);
-      for (let i = 0; i < cpl; i++) out.push(`${pad}${vw}[${j * cpl + i}] = ldvr(row_${kv}${j} + 4u * min(lane + ${S_(v)} * ${i}u, D4 - 1u));`);
+      for (let i = 0; i < cpl; i++) out.push(`${pad}${vw}[${j * cpl + i}] = ldvr(row_${kv}${j} + 4u * min(lane + S * ${i}u, D4 - 1u));`);
     }
     for (let c = 0; c < half8; c++) out.push(`${pad}${decl ? 'let ' : ''}${kv}${c} = ldk8(kb_${kv} + ${8 * c}u);`);
     return out;
@@ -122,7 +122,6 @@ function lanesUnrolled(v: Variant): { ITER_BEFORE: string; ITER_LOADS: string; I
   }
   return { ITER_BEFORE: before.join('\n'), ITER_LOADS: loads.join('\n'), ITER_PV: pv.join('\n') };
 }
-const S_ = (v: Variant) => `${Number(v.S)}u`;
 
 const combineKernel: Kernel = {
   name: 'attention_combine',

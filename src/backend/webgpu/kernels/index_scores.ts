@@ -42,7 +42,6 @@ const indexKernel: Kernel = {
 export interface IndexScoreTune { lanes?: number }
 
 export function indexBlockScores(be: WebGpuBackend, q: GpuRef, w: GpuRef, keys: GpuRef, a: IndexScoreArgs, tune: IndexScoreTune = {}, scales?: GpuRef): [GpuHandle, GpuHandle] {
-  const rows = a.batch * a.n, nb = Math.ceil(a.l / a.block);
   if (CHUNK % a.block !== 0 || a.heads > 16 || a.heads * a.d > 4096) throw new UnsupportedError(`webgpu: indexBlockScores takes blocks dividing ${CHUNK}, at most 16 heads and 4096 query values; got block ${a.block}, ${a.heads} × ${a.d}`);
   if (scales) {
     // INT4 keys: read as they are stored (two lanes a key, a lane a group of 32 codes at a time)
