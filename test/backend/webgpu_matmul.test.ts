@@ -16,7 +16,7 @@ import type { MatmulArgs } from '../../src/backend/backend.ts';
 import { matmul as cpuMatmul } from '../../src/backend/cpu/matmul.ts';
 import { bf16BitsToF32, f32ToBf16Bits, f32ToF16Bits, hostToF32, type FloatDType } from '../../src/tensor/dtype.ts';
 import type { WebGpuBackend } from '../../src/backend/webgpu/backend.ts';
-import { matmulPlain, matmulRows, matmulTc, PLAIN_TILE, pickTcTile, rowsEligible, rowsVecEligible, tcEligible, type RowsTune, type TcTile } from '../../src/backend/webgpu/kernels/matmul.ts';
+import { matmulMany, matmulPlain, matmulRows, matmulTc, PLAIN_TILE, pickTcTile, rowsEligible, rowsVecEligible, tcEligible, type RowsTune, type TcTile } from '../../src/backend/webgpu/kernels/matmul.ts';
 import type { GpuHandle } from '../../src/backend/webgpu/backend.ts';
 import { exitAfterWebgpu, webgpuOrSkip, webgpuSkipReason } from './webgpu_setup.ts';
 
@@ -148,24 +148,41 @@ test('matmul few-rows kernel vs CPU: 1, 3 and 4 rows, N 1 … 130, K 64 … 2048
   }
 });
 
-test('matmul few-rows vec form: lanes a column 2 … 64, with and without subgroup sums, columns past N, every row count; refusals by name [webgpu]', { skip }, async () => {
+test('matmul few-rows vec form: lanes a column 2 … 256, summed by subgroup shuffles, by subgroup sums (SGT) and in workgroup memory, columns past N, every row count; refusals by name [webgpu]', { skip }, async () => {
   const g = gpu!;
-  // 2 and 4 lanes sum by subgroup shuffles wherever subgroups hold them; 64 lanes sum in workgroup memory.
-  const tunes: RowsTune[] = [{ lanes: 2, wg: 64 }, { lanes: 4, wg: 32 }, { lanes: 16, wg: 256 }, { lanes: 64, wg: 64 }];
-  for (const tune of tunes) {
-    for (const [m, n, k] of [[1, 37, 132], [2, 9, 64], [3, 33, 256], [4, 5, 1028]] as const) {
-      for (const dtype of ['f32', 'f16', 'bf16'] as const) {
-        await check({ m, n, k, batch: 2, batchA: 2, batchB: 1, transA: false, transB: true, dtype, out: 'f32' }, (a, b, args) => matmulRows(g, a, b, args, { form: 'vec', ...tune }));
+  // With subgroups: a column within a subgroup sums by shuffles (SGR), a column of whole subgroups by
+  // subgroup sums (SGT: 128 and 256 lanes on every device, 16 and 64 where subgroups are 4 wide);
+  // without them, every column in workgroup memory.
+  const tunes: RowsTune[] = [{ lanes: 2, wg: 64 }, { lanes: 4, wg: 32 }, { lanes: 16, wg: 256 }, { lanes: 64, wg: 64 }, { lanes: 128, wg: 256 }, { lanes: 256, wg: 256 }];
+  const caps = g.caps as { subgroups: boolean };
+  const has = caps.subgroups;
+  const sums = new Set<string>();
+  const run = g.rt.run.bind(g.rt);
+  g.rt.run = (d) => { if (d.variant.VEC) sums.add(d.variant.SGR ? 'SGR' : d.variant.SGT ? 'SGT' : 'tree'); run(d); };
+  try {
+    for (const sg of has ? [true, false] : [false]) {
+      caps.subgroups = sg;
+      for (const tune of tunes) {
+        if (tune.wg! > g.caps.maxInvocations) continue;
+        for (const [m, n, k] of [[1, 37, 132], [2, 9, 64], [3, 33, 256], [4, 5, 1028]] as const) {
+          for (const dtype of ['f32', 'f16', 'bf16'] as const) {
+            await check({ m, n, k, batch: 2, batchA: 2, batchB: 1, transA: false, transB: true, dtype, out: 'f32' }, (a, b, args) => matmulRows(g, a, b, args, { form: 'vec', ...tune }));
+          }
+        }
       }
     }
+  } finally {
+    caps.subgroups = has;
+    g.rt.run = run;
   }
+  assert.deepEqual([...sums].sort(), has ? ['SGR', 'SGT', 'tree'] : ['tree']);
   const ref = (shape: number[]) => ({ h: g.alloc('f32', shape[0] * shape[1], 'test'), shape, dtype: 'f32' as const });
   const a = ref([1, 66]), b = ref([8, 66]);
   const args: MatmulArgs = { batch: 1, m: 1, n: 8, k: 66, transA: false, transB: true, batchA: 1, batchB: 1, outDType: 'f32' };
   assert.throws(() => matmulRows(g, a, b, args, { form: 'vec' }), /the few-rows matmul's vec form needs B stored \(N, K\), A not transposed and K a multiple of 4; got transA=false, transB=true, k=66/);
   const a2 = ref([1, 64]), b2 = ref([8, 64]);
   const args2 = { ...args, k: 64 };
-  assert.throws(() => matmulRows(g, a2, b2, args2, { form: 'vec', lanes: 3 }), /vec form takes a power of two from 2 to 64 lanes a column and a workgroup of a multiple of them up to \d+; got 3 lanes, 128 invocations/);
+  assert.throws(() => matmulRows(g, a2, b2, args2, { form: 'vec', lanes: 3 }), /vec form takes a power of two from 2 to 256 lanes a column and a workgroup of a multiple of them up to \d+; got 3 lanes, 128 invocations/);
   assert.throws(() => matmulRows(g, a2, b2, args2, { form: 'vec', lanes: 32, wg: 48 }), /got 32 lanes, 48 invocations/);
   for (const x of [a, b, a2, b2]) g.free(x.h);
 });
@@ -209,7 +226,8 @@ test('matmulMany (several weights of one input, one dispatch: matmul_rows.wgsl M
     // K long enough for the loop's steps of four groups a lane, and a remainder after them (k/4 = 325).
     [2, 1300, [5, 9, 3], 'f32', ['f32', 'f32', 'f32']],
   ];
-  for (const [m, k, ns, dtype, outDTypes] of cases) {
+  // The default geometry, and 256 lanes a column (its sums by subgroup sums where the device has subgroups).
+  for (const [m, k, ns, dtype, outDTypes, tune] of cases.flatMap((c) => [[...c, {}], [...c, { lanes: 256, wg: 256 }]] as const)) {
     const ah = randomHost(m * k, dtype), bhs = ns.map((n) => randomHost(n * k, dtype));
     const a = { h: g.upload(ah, dtype), shape: [m, k], dtype }, bs = bhs.map((bh, i) => ({ h: g.upload(bh, dtype), shape: [ns[i], k], dtype }));
     const kernels: string[] = [];
@@ -217,7 +235,7 @@ test('matmulMany (several weights of one input, one dispatch: matmul_rows.wgsl M
     g.rt.run = (d) => { kernels.push(`${d.kernel.name}${d.variant.MANY ? ' many' : ''}`); run(d); };
     let hs: GpuHandle[];
     try {
-      hs = g.matmulMany(a, bs, { m, k, ns, outDTypes });
+      hs = matmulMany(g, a, bs, { m, k, ns, outDTypes }, tune);
     } finally {
       g.rt.run = run;
     }
@@ -230,7 +248,7 @@ test('matmulMany (several weights of one input, one dispatch: matmul_rows.wgsl M
       const out = hostToF32(await g.read(hs[i], outDTypes[i], m * ns[i]), outDTypes[i]);
       let worst = 0;
       for (let x = 0; x < ref.length; x++) worst = Math.max(worst, Math.abs(out[x] - ref[x]) / (1 + Math.abs(ref[x])));
-      assert.ok(worst <= TOL[outDTypes[i]], `${m} × ${k}, weight ${i} (${ns[i]} rows, ${dtype}) into ${outDTypes[i]}: worst error ${worst}`);
+      assert.ok(worst <= TOL[outDTypes[i]], `${m} × ${k}, weight ${i} (${ns[i]} rows, ${dtype}) into ${outDTypes[i]}, ${JSON.stringify(tune)}: worst error ${worst}`);
       g.free(hs[i]);
     }
     g.free(a.h);

@@ -264,7 +264,7 @@ const rowsKernel: Kernel = {
         + '\n' + loader4('a', dt(v, 'A')) + '\n' + loader4('b', dt(v, 'B'))
         + (nw > 1 ? '\n' + manyBindings(caps, dt(v, 'B'), outs.slice(1)) : '')
       : bindings(caps, { dtype: dt(v, 'A') }, { dtype: dt(v, 'B') }, { dtype: dt(v, 'C') });
-    const head = (f16 ? 'enable f16;\n' : '') + (v.SGR ? 'enable subgroups;\n' : '') + body;
+    const head = (f16 ? 'enable f16;\n' : '') + (v.SGR || v.SGT ? 'enable subgroups;\n' : '') + body;
     return preprocess(wgslSource('matmul_rows'), { ...v, HEADER: head });
   },
 };
@@ -272,9 +272,10 @@ const rowsKernel: Kernel = {
 /**
  * How matmul_rows.wgsl runs a call (dev/kernels/gemv.ts times the forms): `form` 'vec' (B stored
  * (N, K), A not transposed, K a multiple of 4: every row of A a workgroup, 4-wide loads) or
- * 'scalar' (any call the kernel takes); `lanes` a column (VEC: a power of two from 2 to 64, summed
- * by subgroup shuffles where a subgroup holds them) and `wg` invocations a workgroup (VEC: a
- * multiple of lanes, at most the device's limit). Defaults: ROWS_DEFAULTS.
+ * 'scalar' (any call the kernel takes); `lanes` a column (VEC: a power of two from 2 to
+ * ROWS_MAX_LANES, summed by subgroup shuffles where a subgroup holds them, by subgroup sums where they
+ * hold whole subgroups, else in workgroup memory) and `wg` invocations a workgroup (VEC: a multiple of
+ * lanes, at most the device's limit). Defaults: ROWS_DEFAULTS.
  */
 export interface RowsTune { form?: 'vec' | 'scalar'; lanes?: number; wg?: number }
 
@@ -313,15 +314,42 @@ export function matmulRows(be: WebGpuBackend, a: GpuRef, b: GpuRef, args: Matmul
     return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) =>
       dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: transA, TRANS_B: transB }, a, b, buf, args, 1, rowsCols(transB)));
   }
-  const lanes = tune.lanes ?? ROWS_DEFAULTS.lanes, wg = tune.wg ?? Math.min(be.caps.maxInvocations, Math.max(lanes, ROWS_DEFAULTS.wg));
-  if (!(lanes >= 2 && lanes <= 64 && (lanes & (lanes - 1)) === 0 && wg % lanes === 0 && wg <= be.caps.maxInvocations)) {
-    throw new UnsupportedError(`webgpu: the few-rows matmul's vec form takes a power of two from 2 to 64 lanes a column and a workgroup of a multiple of them up to ${be.caps.maxInvocations}; got ${lanes} lanes, ${wg} invocations`);
-  }
-  const sgr = be.caps.subgroups && be.caps.subgroupMinSize >= lanes;
+  const { lanes, wg, sums } = rowsVecGeometry(be, tune);
   // Every row of A a workgroup (M ≤ 4 rows a block), wg / lanes columns a workgroup.
   return viaStorable(be, args.outDType, args.batch * m * n, 'matmul', (buf, c) =>
-    dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: false, TRANS_B: true, VEC: true, LC: lanes, WG: wg, SGR: sgr }, a, b, buf, args, ROWS_MAX, wg / lanes));
+    dispatchGrid(be, rowsKernel, { A: a.dtype, B: b.dtype, C: c, TRANS_A: false, TRANS_B: true, VEC: true, LC: lanes, WG: wg, ...sums }, a, b, buf, args, ROWS_MAX, wg / lanes));
 }
+
+/**
+ * The VEC form's lanes a column and invocations a workgroup (RowsTune, else ROWS_DEFAULTS), checked,
+ * and how a column's partials are summed: SGR (subgroup shuffles: every subgroup holds whole
+ * columns), SGT (a subgroup sum, then one partial a subgroup: every column holds whole subgroups),
+ * else a tree in workgroup memory.
+ */
+function rowsVecGeometry(be: WebGpuBackend, tune: Omit<RowsTune, 'form'>): { lanes: number; wg: number; sums: { SGR: boolean; SGT: boolean } } {
+  const { lanes, wg } = vecShape(be, tune);
+  if (!(lanes >= 2 && lanes <= ROWS_MAX_LANES && (lanes & (lanes - 1)) === 0 && wg % lanes === 0 && wg <= be.caps.maxInvocations)) {
+    throw new UnsupportedError(`webgpu: the few-rows matmul's vec form takes a power of two from 2 to ${ROWS_MAX_LANES} lanes a column and a workgroup of a multiple of them up to ${be.caps.maxInvocations}; got ${lanes} lanes, ${wg} invocations`);
+  }
+  const sgr = be.caps.subgroups && be.caps.subgroupMinSize >= lanes;
+  const sgt = !sgr && be.caps.subgroups && be.caps.subgroupMaxSize <= lanes;
+  return { lanes, wg, sums: { SGR: sgr, SGT: sgt } };
+}
+
+/** The VEC form's lanes a column and invocations a workgroup under `tune` (unchecked: rowsVecGeometry checks). */
+function vecShape(be: WebGpuBackend, tune: Omit<RowsTune, 'form'>): { lanes: number; wg: number } {
+  const lanes = tune.lanes ?? ROWS_DEFAULTS.lanes;
+  return { lanes, wg: tune.wg ?? Math.min(be.caps.maxInvocations, Math.max(lanes, ROWS_DEFAULTS.wg)) };
+}
+
+/** Columns of C a VEC workgroup takes under `tune`. */
+function columnsPerWorkgroup(be: WebGpuBackend, tune: Omit<RowsTune, 'form'>): number {
+  const { lanes, wg } = vecShape(be, tune);
+  return Math.max(1, Math.floor(wg / lanes));
+}
+
+/** The most lanes a column the VEC form takes. */
+export const ROWS_MAX_LANES = 256;
 
 /** The most weights Backend.matmulMany takes in one dispatch (matmul_rows.wgsl MANY). */
 export const MANY_MAX = 3;
@@ -331,11 +359,11 @@ export const MANY_MAX = 3;
  * (n_i, k) as a Linear stores it, few rows, K a multiple of 4 and long enough to split, the columns
  * within one grid axis.
  */
-export function manyEligible(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs): boolean {
+export function manyEligible(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs, tune: Omit<RowsTune, 'form'> = {}): boolean {
   const n = args.ns.reduce((x, y) => x + y, 0);
   return bs.length >= 2 && bs.length <= MANY_MAX && bs.every((b) => b.dtype === bs[0].dtype) && [a, ...bs].every((x) => x.dtype === 'f32' || x.dtype === 'f16' || x.dtype === 'bf16')
     && args.m >= 1 && args.m <= ROWS_MAX && args.k >= ROWS_MIN_K && args.k % 4 === 0
-    && cdiv(n, Math.max(1, Math.min(be.caps.maxInvocations, ROWS_DEFAULTS.wg) / ROWS_DEFAULTS.lanes)) <= 65535;
+    && cdiv(n, columnsPerWorkgroup(be, tune)) <= 65535;
 }
 
 /**
@@ -343,20 +371,19 @@ export function manyEligible(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[]
  * takes the call (manyEligible), an output the device does not store as it is (bf16, f16 without
  * shader-f16) written in f32 and cast after; else one matmul a weight.
  */
-export function matmulMany(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs): GpuHandle[] {
+export function matmulMany(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs, tune: Omit<RowsTune, 'form'> = {}): GpuHandle[] {
   const { m, k, ns, outDTypes } = args;
-  if (!manyEligible(be, a, bs, args)) {
+  if (!manyEligible(be, a, bs, args, tune)) {
     return bs.map((b, i) => matmul(be, a, b, { batch: 1, m, n: ns[i], k, transA: false, transB: true, batchA: 1, batchB: 1, outDType: outDTypes[i] }));
   }
   const n = ns.reduce((x, y) => x + y, 0);
-  const lanes = ROWS_DEFAULTS.lanes, wg = Math.min(be.caps.maxInvocations, Math.max(lanes, ROWS_DEFAULTS.wg));
-  const sgr = be.caps.subgroups && be.caps.subgroupMinSize >= lanes;
+  const { lanes, wg, sums } = rowsVecGeometry(be, tune);
   const stored = outDTypes.map((d) => (d === 'f32' || (d === 'f16' && be.caps.f16) ? d : 'f32'));
   const outs = bs.map((_, i) => be.alloc(stored[i], m * ns[i], 'matmulMany'));
   const nw = bs.length;
   be.rt.run({
     kernel: rowsKernel,
-    variant: { A: a.dtype, B: bs[0].dtype, C: stored[0], C1: stored[1], ...(nw > 2 ? { C2: stored[2] } : {}), TRANS_A: false, TRANS_B: true, VEC: true, MANY: true, NW: nw, NW3: nw > 2, LC: lanes, WG: wg, SGR: sgr },
+    variant: { A: a.dtype, B: bs[0].dtype, C: stored[0], C1: stored[1], ...(nw > 2 ? { C2: stored[2] } : {}), TRANS_A: false, TRANS_B: true, VEC: true, MANY: true, NW: nw, NW3: nw > 2, LC: lanes, WG: wg, ...sums },
     uniforms: [m, n, k, 0, 0, 0, 0, ns[0], nw > 2 ? ns[0] + ns[1] : n],
     buffers: [a.h.buffer, bs[0].h.buffer, outs[0].buffer, ...bs.slice(1).flatMap((b, i) => [b.h.buffer, outs[i + 1].buffer])],
     workgroups: [cdiv(n, wg / lanes), 1, 1],

@@ -63,7 +63,11 @@ fn rows_fma(s: ptr<function, vec4<f32>>, abase: u32, k4: u32, g: u32, bv: vec4<f
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32
+#if SGT
+        , @builtin(subgroup_size) sgsize: u32, @builtin(subgroup_invocation_id) sgl: u32
+#endif
+        ) {
   let bz = wid.z + P.b0;
   let c = lid / LC;
   let kl = lid % LC;
@@ -108,6 +112,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // A column's LC lanes lie in one subgroup (LC ≤ the least subgroup size, lanes contiguous).
   for (var o = LC / 2u; o > 0u; o >>= 1u) { s += subgroupShuffleXor(s, o); }
 #else
+#if SGT
+  // SGT: a column's LC lanes fill whole subgroups (the largest subgroup size ≤ LC): each subgroup's
+  // sum, then the column's first lane adds its LC / sgsize subgroups' sums.
+  s = subgroupAdd(s);
+  if (sgl == 0u) { red4[lid / sgsize] = s; }
+  workgroupBarrier();
+  if (kl == 0u) {
+    for (var g2 = 1u; g2 < LC / sgsize; g2++) { s += red4[lid / sgsize + g2]; }
+  }
+#else
   red4[lid] = s;
   workgroupBarrier();
   for (var w = LC / 2u; w > 0u; w >>= 1u) {
@@ -115,6 +129,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   s = red4[lid];
+#endif
 #endif
   if (kl == 0u && j < P.n) {
 #if MANY

@@ -134,10 +134,12 @@ fn mass_search(lid: u32, sgsize: u32, goal: f32) -> u32 {
 // largest digit d whose count at or above (`above`: the keys above θ's prefix, plus the bins from d
 // up) reaches goal; `above` then becomes that count less bin d. The answer is the goal-th largest
 // key, so it lies between the least and largest key and shares their prefix (goal, a count `take`,
-// never exceeds the open entries). θ = 2³² − 1 where goal = 0, as the bitwise search gives.
+// never exceeds the open entries). θ = 2³² − 1 where goal = 0, as the bitwise search gives. Where
+// a round's digit holds the last of the goal exactly, the search stops there (θ just below that
+// digit's keys: the same entries above θ, none at it).
 var<workgroup> hist: array<atomic<u32>, 256>;
 var<workgroup> kext: array<atomic<u32>, 2>;
-var<workgroup> pick: vec2<u32>;
+var<workgroup> pick: vec3<u32>;
 const BPT = max(1u, 256u / WG); // bins an invocation scans
 
 // The mask of the bits at and above bit `at` (0 where at = 32).
@@ -171,7 +173,7 @@ fn count_search(lid: u32, sgsize: u32, goal: u32) -> u32 {
     let fixed = bits_from(u32(end));
     for (var b = lid; b < 256u; b += WG) { atomicStore(&hist[b], 0u); }
     workgroupBarrier();
-    if (lid == 0u) { pick = vec2<u32>(0u, above); }
+    if (lid == 0u) { pick = vec3<u32>(0u, above, 0u); }
     if (width > 0u) {
       var run = 0u;
       var at = 0u;
@@ -199,13 +201,16 @@ fn count_search(lid: u32, sgsize: u32, goal: u32) -> u32 {
     for (var j = 0u; j < BPT; j++) {
       let b = lid * BPT + j;
       let f = above + total - below; // open keys at or above digit b
-      if (width > 0u && b < (1u << width) && f >= goal && f - h[j] < goal) { pick = vec2<u32>(b, f - h[j]); }
+      if (width > 0u && b < (1u << width) && f >= goal && f - h[j] < goal) { pick = vec3<u32>(b, f - h[j], select(0u, 1u, f == goal && (theta | (b << s)) > 0u)); }
       below += h[j];
     }
-    workgroupBarrier();
-    let got = pick;
+    let got = workgroupUniformLoad(&pick);
     theta |= got.x << s;
     above = got.y;
+    // The keys at or above this digit are exactly `goal`: every key of its bin is kept, so the bin's
+    // least possible key less one serves as θ (the keys above it are the goal-th largest and those
+    // above; none ties at it), and the rounds below are skipped.
+    if (got.z != 0u) { return theta - 1u; }
   }
   return select(theta, 0xffffffffu, goal == 0u);
 }
