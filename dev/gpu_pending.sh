@@ -194,3 +194,15 @@ if [ "$what" = pf ]; then
   step 90 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072 --lanes
   step 90 spot_int4 node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16,int4 --paths mask --profile --json "$OUT/spot_int4.json"
 fi
+# `pf2` (about 6 minutes; 2026-12-07, second session): `pf`'s tests and timings, and the forms timed
+# for the first time — matmulMany at 128 and 256 lanes a column (SGT), index_scores with its words
+# loaded ahead (PRE), the count search that stops at an exact digit — and the GPU tests of each.
+if [ "$what" = pf2 ]; then
+  FON_REQUIRE_WEBGPU=1 step 150 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_attention.test.ts test/backend/webgpu_fox_fpa_decode.test.ts test/backend/webgpu_int4.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_select.test.ts
+  FON_REQUIRE_WEBGPU=1 step 60 gpu_tests2 node --import tsx --test --test-name-pattern "matmulMany|few-rows" test/backend/webgpu_matmul.test.ts
+  step 60 gemv_many node --import tsx dev/kernels/gemv.ts --many
+  step 60 index_forms node --import tsx dev/kernels/index_scores.ts --tokens 131072,524288
+  step 60 select_open node --import tsx dev/kernels/select_open.ts --tokens 131072 --rules top-k:0.1 --wg 512
+  step 90 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072 --lanes
+  step 90 spot_int4 node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16,int4 --paths mask --profile --json "$OUT/spot_int4.json"
+fi

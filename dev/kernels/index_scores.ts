@@ -7,6 +7,7 @@
  *   lanes 1    the default: one invocation a key, reading its 256-byte row in 16-byte loads
  *   lanes G    G invocations of one subgroup a key, each reading every G-th 16-byte word, the partial
  *              dots summed by subgroupShuffleXor (IndexScoreTune.lanes; COOP in the kernel)
+ *   lanes G PRE  the same with every key's words loaded before the first dot (IndexScoreTune.prefetch)
  *
  *   node --import tsx dev/kernels/index_scores.ts [--tokens 131072,524288]
  */
@@ -14,7 +15,7 @@ import { parseArgs } from 'node:util';
 import * as fon from '../../src/index.ts';
 import '../../src/backend/webgpu/index.ts';
 import { WebGpuBackend, type GpuRef } from '../../src/backend/webgpu/backend.ts';
-import { indexBlockScores } from '../../src/backend/webgpu/kernels/index_scores.ts';
+import { indexBlockScores, type IndexScoreTune } from '../../src/backend/webgpu/kernels/index_scores.ts';
 import { ref, wrap } from '../../src/ops/run.ts';
 import { timeBatched } from '../../bench/lib/report.ts';
 import { deviceRandn } from '../../bench/lib/device_data.ts';
@@ -32,22 +33,23 @@ async function main(): Promise<void> {
     const keys = fon.reshape(deviceRandn(b, 1, t, D, 3), [1, t, D]);
     const a = { batch: 1, n: 1, heads: HEADS, d: D, l: t, tmax: t, pos: t - 1, block: BLOCK, scale: 1 / Math.sqrt(D) };
     const nb = Math.ceil(t / BLOCK);
-    const call = (lanes: number) => indexBlockScores(b, ref(q) as GpuRef, ref(w) as GpuRef, ref(keys) as GpuRef, a, { lanes }).map((h) => wrap(b, h, [1, 1, nb], 'f32'));
-    const [want] = call(1);
+    const call = (tune: IndexScoreTune) => indexBlockScores(b, ref(q) as GpuRef, ref(w) as GpuRef, ref(keys) as GpuRef, a, tune).map((h) => wrap(b, h, [1, 1, nb], 'f32'));
+    const [want] = call({ lanes: 1 });
     const wantV = (await want.data()) as Float32Array;
-    for (const lanes of [1, 2, 4, 8, 16]) {
+    for (const tune of [1, 2, 4, 8, 16].flatMap((lanes) => (lanes > 1 ? [{ lanes }, { lanes, prefetch: true }] : [{ lanes }]))) {
+      const { lanes } = tune;
       if (lanes > 1 && (!b.caps.subgroups || b.caps.subgroupMinSize < lanes)) continue;
-      const outs = call(lanes);
+      const outs = call(tune);
       const got = (await outs[0].data()) as Float32Array;
       let diff = 0;
       for (let i = 0; i < got.length; i++) diff = Math.max(diff, Math.abs(got[i] - wantV[i]));
       outs.forEach((x) => x.dispose());
-      const ms = await timeBatched(sync, () => { call(lanes).forEach((x) => x.dispose()); });
+      const ms = await timeBatched(sync, () => { call(tune).forEach((x) => x.dispose()); });
       b.rt.startProfile();
-      for (let i = 0; i < 10; i++) call(lanes).forEach((x) => x.dispose());
+      for (let i = 0; i < 10; i++) call(tune).forEach((x) => x.dispose());
       const prof = await b.rt.stopProfile();
       const gpuMs = prof.filter((p) => p.kernel === 'index_scores').reduce((s, p) => s + p.ms, 0) / 10;
-      console.log(`  ${t} lanes ${String(lanes).padStart(2)}: ${ms.toFixed(3)} ms (${gpuMs.toFixed(3)} ms on the GPU's clock), ${((2 * t * D) / ms / 1e6).toFixed(0)} GB/s of keys; max |Δ| ${diff.toExponential(2)}`);
+      console.log(`  ${t} lanes ${String(lanes).padStart(2)}${tune.prefetch ? ' PRE' : '    '}: ${ms.toFixed(3)} ms (${gpuMs.toFixed(3)} ms on the GPU's clock), ${((2 * t * D) / ms / 1e6).toFixed(0)} GB/s of keys; max |Δ| ${diff.toExponential(2)}`);
     }
     want.dispose();
     keys.dispose();

@@ -273,22 +273,22 @@ test('indexBlockScores over INT4 keys (codes and scales, scored as stored) equal
   for (const key of ['max', 'logMass'] as const) check((await got[key].data()) as Float32Array, want[key].dataSync() as Float32Array, `webgpu INT4, ${key}`);
 });
 
-test('WebGPU indexBlockScores with several lanes a key (IndexScoreTune.lanes: partial dots summed across a subgroup) equals the CPU: f16 keys, 2 and 4 lanes, a cache longer than the keys read [webgpu]', { skip: webgpuSkipReason() }, async () => {
+test('WebGPU indexBlockScores with several lanes a key (IndexScoreTune.lanes: partial dots summed across a subgroup) equals the CPU: f16 keys, 2 and 4 lanes, each with its words loaded ahead (prefetch) and not, a cache longer than the keys read [webgpu]', { skip: webgpuSkipReason() }, async () => {
   const caps = (gpu as WebGpuBackend).caps;
   let ran = 0;
-  for (const [lanes, d] of [[2, 32], [4, 32], [4, 64]] as const) {
+  for (const [lanes, d, prefetch] of [[2, 32, false], [4, 32, false], [4, 64, false], [2, 32, true], [4, 64, true], [2, 128, true]] as const) {
     if (!caps.subgroups || caps.subgroupMinSize < lanes) continue;
     const [b, n, heads, tmax, l, pos] = [2, 3, 4, 700, 613, 600];
     const c = indexInputs(cpu, b, n, heads, d, tmax, 'f16'), g = indexInputs(gpu!, b, n, heads, d, tmax, 'f16');
     const rc = indexBlockScores(c.q, c.w, c.keys, { l, pos, block: 16, scale: 0.2 });
     const be = gpu as WebGpuBackend, nb = Math.ceil(l / 16);
-    const [mx, lm] = webgpuIndexBlockScores(be, ref(g.q) as GpuRef, ref(g.w) as GpuRef, ref(g.keys) as GpuRef, { batch: b, n, heads, d, l, tmax, pos, block: 16, scale: 0.2 }, { lanes });
+    const [mx, lm] = webgpuIndexBlockScores(be, ref(g.q) as GpuRef, ref(g.w) as GpuRef, ref(g.keys) as GpuRef, { batch: b, n, heads, d, l, tmax, pos, block: 16, scale: 0.2 }, { lanes, prefetch });
     const got = { max: (await wrap(be, mx, [b, n, nb], 'f32').data()) as Float32Array, logMass: (await wrap(be, lm, [b, n, nb], 'f32').data()) as Float32Array };
     for (const key of ['max', 'logMass'] as const) {
       const x = got[key], y = rc[key].dataSync() as Float32Array;
       let worst = 0;
       for (let i = 0; i < x.length; i++) worst = Math.max(worst, Math.abs(x[i] - y[i]) / Math.max(1, Math.abs(y[i])));
-      assert.ok(worst < 1e-5, `${lanes} lanes, d ${d}, ${key}: worst relative error ${worst}`);
+      assert.ok(worst < 1e-5, `${lanes} lanes${prefetch ? ', prefetch' : ''}, d ${d}, ${key}: worst relative error ${worst}`);
     }
     ran++;
   }

@@ -39,7 +39,11 @@ const indexKernel: Kernel = {
  * with G lanes of one subgroup (COOP; 16-bit keys, d a multiple of 8·G, subgroups of at least G
  * lanes), 1 one lane a key; the default is 2 where it can run, else 1.
  */
-export interface IndexScoreTune { lanes?: number }
+export interface IndexScoreTune {
+  lanes?: number;
+  /** COOP over 16-bit keys: each lane's words of every key it scores loaded before the first dot (PRE). */
+  prefetch?: boolean;
+}
 
 export function indexBlockScores(be: WebGpuBackend, q: GpuRef, w: GpuRef, keys: GpuRef, a: IndexScoreArgs, tune: IndexScoreTune = {}, scales?: GpuRef): [GpuHandle, GpuHandle] {
   if (CHUNK % a.block !== 0 || a.heads > 16 || a.heads * a.d > 4096) throw new UnsupportedError(`webgpu: indexBlockScores takes blocks dividing ${CHUNK}, at most 16 heads and 4096 query values; got block ${a.block}, ${a.heads} × ${a.d}`);
@@ -61,7 +65,7 @@ export function indexBlockScores(be: WebGpuBackend, q: GpuRef, w: GpuRef, keys: 
   if (g > 1 && !(k8 && [2, 4, 8, 16].includes(g) && (a.d / 8) % g === 0 && be.caps.subgroups && be.caps.subgroupMinSize >= g)) {
     throw new UnsupportedError(`webgpu: indexBlockScores with ${g} lanes a key needs 16-bit keys of a dim divisible by ${8 * g} and subgroups of at least ${g} lanes; got ${keys.dtype} keys of dim ${a.d}, subgroups ${be.caps.subgroups ? `of ${be.caps.subgroupMinSize}+` : 'none'}`);
   }
-  return run(be, q, w, keys, a, { K: keys.dtype, K8: k8, ...(g > 1 ? { COOP: true, G: g } : {}) });
+  return run(be, q, w, keys, a, { K: keys.dtype, K8: k8, ...(g > 1 ? { COOP: true, G: g, PRE: !!tune.prefetch } : {}) });
 }
 
 /** One dispatch of index_scores.wgsl in the form `form` (its K and key-reading flags); with `scales`, INT4 keys. */

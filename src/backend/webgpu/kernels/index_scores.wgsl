@@ -61,6 +61,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let p = P.pos + row % max(P.n, 1u);
   let grp = lid / G;
   let lane = lid % G;
+#if PRE
+  // PRE (IndexScoreTune.prefetch): every iteration's words of its key loaded before any is used
+  // (constant indices: issued together), G · DK / 8 / G = DK / 8 words a lane.
+  var pre: array<vec4<u32>, {{DK}}u / 8u>;
+  for (var it = 0u; it < G; it++) {
+    let t = chunk * WG + it * (WG / G) + grp;
+    let base = (b * P.tmax + min(t, P.l - 1u)) * {{DK}}u;
+    for (var c = 0u; c < {{DK}}u / 8u / G; c++) { pre[it * ({{DK}}u / 8u / G) + c] = k[(base >> 3u) + lane + c * G]; }
+  }
+#endif
   for (var it = 0u; it < G; it++) {
     let t = chunk * WG + it * (WG / G) + grp;
     // Past the keys read, the last one is read again (no branch around the loads or the shuffles).
@@ -90,7 +100,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #else
     let base = (b * P.tmax + min(t, P.l - 1u)) * {{DK}}u;
     for (var c8 = lane; c8 < {{DK}}u / 8u; c8 += G) {
+#if PRE
+      let wv = pre[it * ({{DK}}u / 8u / G) + c8 / G];
+#else
       let wv = k[(base >> 3u) + c8];
+#endif
       let lo = up4(wv.xy);
       let hi = up4(wv.zw);
       for (var h = 0u; h < HEADS; h++) {
