@@ -81,6 +81,31 @@ fn sel_scan(lid: u32, sgsize: u32, v: f32) -> vec2<f32> {
   return wg_scan(lid, v);
 #endif
 }
+// The exclusive prefix sums of v's two parts over the workgroup ([0]) and their totals ([1]), to
+// every invocation (uniform control flow): one scan where two would take twice the barriers (SG:
+// subgroup scans, one partial a subgroup in `part`; else two wg_scans).
+fn sel_scan2(lid: u32, sgsize: u32, v: vec2<f32>) -> array<vec2<f32>, 2> {
+#if SG
+  let incl = subgroupInclusiveAdd(v);
+  let sg = lid / sgsize;
+  if (lid % sgsize == sgsize - 1u) { part[sg] = vec4<f32>(incl, 0.0, 0.0); }
+  workgroupBarrier();
+  var before = vec2<f32>(0.0);
+  var total = vec2<f32>(0.0);
+  for (var g = 0u; g < (WG + sgsize - 1u) / sgsize; g++) {
+    let x = part[g].xy;
+    if (g < sg) { before += x; }
+    total += x;
+  }
+  workgroupBarrier();
+  return array<vec2<f32>, 2>(before + incl - v, total);
+#else
+  let a = wg_scan(lid, v.x);
+  let b = wg_scan(lid, v.y);
+  return array<vec2<f32>, 2>(vec2<f32>(a.x, b.x), vec2<f32>(a.y, b.y));
+#endif
+}
+
 // This invocation's span of the open entries: the first one, how many, their keys (and masses).
 var<private> first: u32;
 var<private> mine: u32;
@@ -284,26 +309,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
       if (ks[i] == theta2) { ties += 1u; }
     }
   }
-  let c_above2 = sel_count(lid, sgsize, n_above2);
-  let k0 = u32(sel_scan(lid, sgsize, f32(ties)).x);
+  // One scan gives the count above θ₂ (its total), the ties of the spans before this one (k0) and,
+  // for the list, the kept entries before this span: those above θ₂ and min(k0, need) ties.
+  let sc2 = sel_scan2(lid, sgsize, vec2<f32>(f32(n_above2), f32(ties)));
+  let c_above2 = u32(sc2[1].x);
+  let k0 = u32(sc2[0].y);
   let need = select(0u, take - c_above2, take > c_above2);
-  var k = k0;
-  var kept_n = 0u;
   if (live) {
-    for (var i = 0u; i < PER; i++) {
-      if (i < mine) {
-        let kept = kept_at(i, theta2, need, &k);
-        if (kept) { kept_n += 1u; }
-#if NOFLAGS
-#else
-        sti_y(base + first + i, select(0i, 1i, kept));
-#endif
-      }
-    }
 #if NOFLAGS
     // NOFLAGS (BlockListArgs.flags false): the table alone (a Spot step's flags took 6 of 32 µs at
     // 128K on the H100: dev/kernels/select_open.ts, bench/results_select_list_1207_h100.log).
 #else
+    var k = k0;
+    for (var i = 0u; i < PER; i++) {
+      if (i < mine) { sti_y(base + first + i, select(0i, 1i, kept_at(i, theta2, need, &k))); }
+    }
     for (var e = lid; e < P.n; e += WG) {
       if (!is_open(e)) { sti_y(base + e, select(0i, 1i, e < P.valid)); }
     }
@@ -314,13 +334,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
   // it with one fine block a mask block and no segment ids: its by-query index entry, its by-key
   // index at the empty list, and its list (the count, then 2·e + partial for each kept entry e in
   // index order, zeros after): the reserved entries below P.low first, the kept open ones at the
-  // places an exclusive sum of the spans' kept counts gives, then the reserved ones from P.high.
-  let placed = sel_scan(lid, sgsize, f32(kept_n));
+  // places the spans' kept counts before them give (sc2), then the reserved ones from P.high.
   if (live) {
     let stride = P.valid + 1u;
     let empty = P.rows + P.rows * P.kblocks;
     let list = empty + 1u + row * stride;
-    let kept_open = u32(placed.y);
+    let kept_open = c_above2 + min(u32(sc2[1].y), need);
     let count = P.low + kept_open + (P.valid - P.high);
     if (lid == 0u) {
       sti_t(row, i32(list));
@@ -328,8 +347,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw: vec3
       if (row == 0u) { sti_t(empty, 0i); }
     }
     for (var c = lid; c < P.kblocks; c += WG) { sti_t(P.rows + row * P.kblocks + c, i32(empty)); }
-    var at = P.low + u32(placed.x);
-    k = k0;
+    var at = P.low + u32(sc2[0].x) + min(k0, need);
+    var k = k0;
     for (var i = 0u; i < PER; i++) {
       if (i < mine) {
         if (kept_at(i, theta2, need, &k)) { sti_t(list + 1u + at, entry_of(first + i)); at += 1u; }
