@@ -34,6 +34,10 @@
  * 32000-token vocabulary, f16 weights (random, drawn on the device: bench/lib/device_data.ts deviceDraw), at each of `--model-tokens` cached tokens (K, V and selector
  * keys of random values written straight into the cache), with Spot layers (top-K 0.5 and top-p
  * 0.9, f16 keys) and with full attention (paged K/V, FON's dense decode); PyTorch is not run there.
+ * `--forms SET;SET…`: the kernels' forms each set of rows runs with (a whole step timed with a form
+ * before it becomes the default), a set a comma list of `many:L/W` (matmulMany's lanes a column and
+ * invocations: MANY_DEFAULTS), `index-prefetch` (INDEX_SCORE_DEFAULTS.prefetch), `lanes-prefetch`
+ * (DECODE_DEFAULTS.lanesPrefetch), or `default`; the model runs with the last set.
  */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
@@ -41,6 +45,9 @@ import * as fon from '../src/index.ts';
 import '../src/backend/webgpu/index.ts';
 import { WebGpuBackend } from '../src/backend/webgpu/backend.ts';
 import { profileTable } from '../src/backend/webgpu/profile.ts';
+import { DECODE_DEFAULTS } from '../src/backend/webgpu/kernels/attention_decode.ts';
+import { INDEX_SCORE_DEFAULTS } from '../src/backend/webgpu/kernels/index_scores.ts';
+import { MANY_DEFAULTS } from '../src/backend/webgpu/kernels/matmul.ts';
 import type { Backend } from '../src/index.ts';
 import { linePlot } from '../src/io/plot_svg.ts';
 import { attention } from '../src/ops/attention.ts';
@@ -72,6 +79,7 @@ const { values: flags } = parseArgs({
     json: { type: 'string' },
     profile: { type: 'boolean', default: false },
     paths: { type: 'string', default: 'mask' },
+    forms: { type: 'string', default: 'default' },
   },
 });
 
@@ -91,9 +99,26 @@ const paths = flags.paths.split(',').filter(Boolean) as SpotDecodePath[];
 const TIMED_PATHS: readonly SpotDecodePath[] = SPOT_DECODE_PATHS.filter((p) => p !== 'auto');
 for (const p of paths) if (!TIMED_PATHS.includes(p)) throw new ArgumentError(`--paths: '${p}': expected ${TIMED_PATHS.join(' or ')}`);
 
-interface Row { tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; stepHostMs: number; stepGpuMs?: number; groups?: number; budget: number; denseMs: number; denseHostMs: number; torchMs?: number }
+/** Sets the defaults a --forms set names (the others back to theirs). */
+function applyForms(set: string): void {
+  Object.assign(DECODE_DEFAULTS, { lanesPrefetch: false });
+  Object.assign(INDEX_SCORE_DEFAULTS, { prefetch: false });
+  for (const key of Object.keys(MANY_DEFAULTS)) delete MANY_DEFAULTS[key as keyof typeof MANY_DEFAULTS];
+  for (const item of set.split(',').filter(Boolean)) {
+    const many = /^many:(\d+)\/(\d+)$/.exec(item);
+    if (many) Object.assign(MANY_DEFAULTS, { lanes: Number(many[1]), wg: Number(many[2]) });
+    else if (item === 'index-prefetch') INDEX_SCORE_DEFAULTS.prefetch = true;
+    else if (item === 'lanes-prefetch') DECODE_DEFAULTS.lanesPrefetch = true;
+    else if (item !== 'default') throw new ArgumentError(`--forms: '${item}': expected many:L/W, index-prefetch, lanes-prefetch or default`);
+  }
+}
+const formSets = flags.forms.split(';').filter(Boolean);
+for (const set of formSets) applyForms(set);
+applyForms(formSets[0] ?? 'default');
 
-async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[]> {
+interface Row { forms: string; tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; stepHostMs: number; stepGpuMs?: number; groups?: number; budget: number; denseMs: number; denseHostMs: number; torchMs?: number }
+
+async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Omit<Row, 'forms'>[]> {
   const sync = () => b.sync();
   const k = deviceRandn(b, HKV, t, D, 2), v = deviceRandn(b, HKV, t, D, 3);
   const sk = deviceRandn(b, 1, t, SPOT_DEFAULTS.dim, 4);
@@ -108,7 +133,7 @@ async function timeAt(b: Backend, t: number, layer: SpotAttention): Promise<Row[
   const q = fon.randn([1, H, 1, D], { seed: 5, backend: b, dtype: 'f16' });
   const kNew = fon.randn([1, HKV, 1, D], { seed: 6, backend: b, dtype: 'f16' }), vNew = fon.randn([1, HKV, 1, D], { seed: 7, backend: b, dtype: 'f16' });
   const x = fon.randn([1, 1, C], { seed: 8, backend: b });
-  const rows: Row[] = [];
+  const rows: Omit<Row, 'forms'>[] = [];
   try {
     const denseMs = await timeBatched(sync, () => fon.noGrad(() => fon.tidy(() => { attention(q, k, v, { kvLength: t }); })));
     const denseHostMs = await timeHost(sync, () => fon.noGrad(() => fon.tidy(() => { attention(q, k, v, { kvLength: t }); })));
@@ -235,11 +260,12 @@ async function timeModel(b: Backend, t: number, layers: number, onRow: (r: Model
 function save(adapter: string, rows: Row[], modelRows: ModelRow[] = []): void {
   if (!flags.json) return;
   writeJson(flags.json, { date: new Date().toISOString(), adapter, shapes: { batch: 1, heads: H, kvHeads: HKV, headDim: D, dModel: C, selector: `${SPOT_DEFAULTS.heads} × ${SPOT_DEFAULTS.dim}`, dtype: 'f16 (FON), bf16 (PyTorch)' }, rows, model: modelRows });
-  const points = (pick: (r: Row) => number | undefined, config?: string) => [...new Map(rows.filter((r) => (!config || `${r.rule}|${r.keys}` === config) && pick(r) !== undefined).map((r) => [r.tokens, pick(r)!])).entries()];
+  const configOf = (r: Row) => `${r.rule}|${r.keys}${r.forms === 'default' ? '' : `|${r.forms}`}`;
+  const points = (pick: (r: Row) => number | undefined, config?: string) => [...new Map(rows.filter((r) => (!config || configOf(r) === config) && pick(r) !== undefined).map((r) => [r.tokens, pick(r)!])).entries()];
   const series = [
     { name: 'FON dense decode', points: points((r) => r.denseMs) },
     { name: 'PyTorch SDPA decode (bf16)', points: points((r) => r.torchMs) },
-    ...[...new Set(rows.map((r) => `${r.rule}|${r.keys}`))].map((c) => ({ name: `Spot ${c.replace('|', ', ')} keys: step`, points: points((r) => r.stepMs, c) })),
+    ...[...new Set(rows.map(configOf))].map((c) => ({ name: `Spot ${c.replace('|', ', ').replace('|', ' keys, ')}${c.split('|').length > 2 ? '' : ' keys'}: step`, points: points((r) => r.stepMs, c) })),
   ].filter((s) => s.points.length > 0);
   if (series.length) writeFileSync(flags.json.replace(/\.json$/, '') + '-decode.svg', linePlot({ title: `Spot decode step on ${adapter.split(':')[0]}`, xLabel: 'cached tokens', yLabel: 'ms per layer (H 32/8, D 128)', series, logX: true, logY: true, markers: true }));
 }
@@ -258,14 +284,19 @@ async function main(): Promise<void> {
   const dims = { dModel: C, nLayers: 1, nHeads: H, nKvHeads: HKV, headDim: D, normEps: 1e-5 };
   const layer = new SpotAttention({ type: 'spot', ...SPOT_DEFAULTS }, { f: new ParamFactory({ backend: b, seed: 1 }), name: 'layers.0.attn', dims });
   const rows: Row[] = [];
-  for (const t of tokens) {
-    for (const r of await timeAt(b, t, layer)) {
-      const torchMs = torch.get(t);
-      rows.push({ ...r, ...(torchMs !== undefined ? { torchMs } : {}) });
-      console.log(`  ${t} ${r.rule}, ${r.keys} keys: selector ${r.selectorMs.toFixed(3)} ms + attention ${r.attentionMs.toFixed(3)} ms (budget ${(100 * r.budget).toFixed(1)}%); step ${r.stepMs.toFixed(3)} ms (host ${r.stepHostMs.toFixed(3)}, GPU ${r.stepGpuMs?.toFixed(3) ?? '—'}, ${r.groups ?? '—'} bind groups made a step); FON dense ${r.denseMs.toFixed(3)} ms (host ${r.denseHostMs.toFixed(3)})${torchMs !== undefined ? `, PyTorch SDPA ${torchMs.toFixed(3)} ms: step ${(torchMs / r.stepMs).toFixed(2)}× SDPA${r.stepGpuMs !== undefined ? ` (GPU alone ${(torchMs / r.stepGpuMs).toFixed(2)}×)` : ''}` : ''}, ${(r.denseMs / r.stepMs).toFixed(2)}× FON dense`);
-      save(caps.adapterName, rows);
+  for (const forms of formSets) {
+    applyForms(forms);
+    if (formSets.length > 1) console.log(`  forms: ${forms}`);
+    for (const t of tokens) {
+      for (const r0 of await timeAt(b, t, layer)) {
+        const torchMs = torch.get(t);
+        const r: Row = { forms, ...r0, ...(torchMs !== undefined ? { torchMs } : {}) };
+        rows.push(r);
+        console.log(`  ${t} ${r.rule}, ${r.keys} keys: selector ${r.selectorMs.toFixed(3)} ms + attention ${r.attentionMs.toFixed(3)} ms (budget ${(100 * r.budget).toFixed(1)}%); step ${r.stepMs.toFixed(3)} ms (host ${r.stepHostMs.toFixed(3)}, GPU ${r.stepGpuMs?.toFixed(3) ?? '—'}, ${r.groups ?? '—'} bind groups made a step); FON dense ${r.denseMs.toFixed(3)} ms (host ${r.denseHostMs.toFixed(3)})${torchMs !== undefined ? `, PyTorch SDPA ${torchMs.toFixed(3)} ms: step ${(torchMs / r.stepMs).toFixed(2)}× SDPA${r.stepGpuMs !== undefined ? ` (GPU alone ${(torchMs / r.stepGpuMs).toFixed(2)}×)` : ''}` : ''}, ${(r.denseMs / r.stepMs).toFixed(2)}× FON dense`);
+        save(caps.adapterName, rows);
+      }
+      trim(b);
     }
-    trim(b);
   }
   const modelLayers = Number(flags['model-layers']);
   const modelRows: ModelRow[] = [];
@@ -278,10 +309,11 @@ async function main(): Promise<void> {
       });
     }
   }
-  console.log('\n| cached tokens | rule | keys | selector ms | attention ms | budget | step ms | step host ms | step GPU ms | FON dense ms | dense host ms | PyTorch SDPA ms | step vs SDPA | step GPU vs SDPA | step vs FON dense |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  const byForms = formSets.length > 1;
+  console.log('\n|' + (byForms ? ' forms |' : '') + ' cached tokens | rule | keys | selector ms | attention ms | budget | step ms | step host ms | step GPU ms | FON dense ms | dense host ms | PyTorch SDPA ms | step vs SDPA | step GPU vs SDPA | step vs FON dense |');
+  console.log((byForms ? '|---' : '') + '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.tokens} | ${r.rule} | ${r.keys} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.stepHostMs.toFixed(3)} | ${r.stepGpuMs?.toFixed(3) ?? '—'} | ${r.denseMs.toFixed(3)} | ${r.denseHostMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${r.torchMs !== undefined && r.stepGpuMs !== undefined ? `${(r.torchMs / r.stepGpuMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
+    console.log(`|${byForms ? ` ${r.forms} |` : ''} ${r.tokens} | ${r.rule} | ${r.keys} | ${r.selectorMs.toFixed(3)} | ${r.attentionMs.toFixed(3)} | ${(100 * r.budget).toFixed(1)}% | ${r.stepMs.toFixed(3)} | ${r.stepHostMs.toFixed(3)} | ${r.stepGpuMs?.toFixed(3) ?? '—'} | ${r.denseMs.toFixed(3)} | ${r.denseHostMs.toFixed(3)} | ${r.torchMs?.toFixed(3) ?? '—'} | ${r.torchMs !== undefined ? `${(r.torchMs / r.stepMs).toFixed(2)}×` : '—'} | ${r.torchMs !== undefined && r.stepGpuMs !== undefined ? `${(r.torchMs / r.stepGpuMs).toFixed(2)}×` : '—'} | ${(r.denseMs / r.stepMs).toFixed(2)}× |`);
   }
   if (modelRows.length) {
     console.log(`\n| cached tokens | model | tokens/s | ms a token | host recording ms | wait for the logits ms | against full attention |\n|---|---|---|---|---|---|---|`);

@@ -271,9 +271,10 @@ export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean;
 
 /**
  * What attentionDecode does where DecodeTune is silent: `lanes`, the LANES split pass for fine masks
- * (dev/kernels/spot_decode.ts turns it off to time the step kernel's forms through the attention op).
+ * (dev/kernels/spot_decode.ts turns it off to time the step kernel's forms through the attention op),
+ * and `lanesPrefetch`, its PF form (bench/spot.ts --forms sets it to time a whole step with it).
  */
-export const DECODE_DEFAULTS = { lanes: true };
+export const DECODE_DEFAULTS = { lanes: true, lanesPrefetch: false };
 
 /** Subgroups a LANES workgroup holds at most, the iterations each takes a chunk, and its list's room (LMAX). */
 const LANES_W = 8;
@@ -367,7 +368,7 @@ export function attentionDecode(be: WebGpuBackend, q: GpuRef, k: GpuRef, v: GpuR
   const stepForm = tune.blockV || tune.stageList || tune.preloadList !== undefined || tune.uniformCount !== undefined || tune.wg !== undefined;
   const lanes = mask && (tune.lanes ?? (DECODE_DEFAULTS.lanes && !stepForm)) && subgroups ? lanesForm(be.caps, a, rows) : undefined;
   if (lanes) {
-    const variant: Variant = { X: q.dtype, K8: q.dtype !== 'f32', DK: a.d, RM: pow2AtLeast(rows, 1), S: lanes.S, W: lanes.W, LMAX: LANES_LMAX, LANES: true, UCOUNT: !!(a.mask!.countAt || a.mask!.counts), PF: !!tune.lanesPrefetch };
+    const variant: Variant = { X: q.dtype, K8: q.dtype !== 'f32', DK: a.d, RM: pow2AtLeast(rows, 1), S: lanes.S, W: lanes.W, LMAX: LANES_LMAX, LANES: true, UCOUNT: !!(a.mask!.countAt || a.mask!.counts), PF: tune.lanesPrefetch ?? DECODE_DEFAULTS.lanesPrefetch };
     return splitAndCombine(be, variant, q, k, v, a, rows, splits, combine, mask, lanesChunks(be, a, lanes, splits, tune.lanesIter));
   }
   return splitAndCombine(be, decodeVariant(q.dtype, a, rows, subgroups, tune), q, k, v, a, rows, splits, combine, mask);

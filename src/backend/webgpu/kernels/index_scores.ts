@@ -39,6 +39,9 @@ const indexKernel: Kernel = {
  * with G lanes of one subgroup (COOP; 16-bit keys, d a multiple of 8·G, subgroups of at least G
  * lanes), 1 one lane a key; the default is 2 where it can run, else 1.
  */
+/** What indexBlockScores does where IndexScoreTune is silent (bench/spot.ts --forms sets `prefetch` to time a whole step with it). */
+export const INDEX_SCORE_DEFAULTS = { prefetch: false };
+
 export interface IndexScoreTune {
   lanes?: number;
   /** COOP over 16-bit keys: each lane's words of every key it scores loaded before the first dot (PRE). */
@@ -65,7 +68,7 @@ export function indexBlockScores(be: WebGpuBackend, q: GpuRef, w: GpuRef, keys: 
   if (g > 1 && !(k8 && [2, 4, 8, 16].includes(g) && (a.d / 8) % g === 0 && be.caps.subgroups && be.caps.subgroupMinSize >= g)) {
     throw new UnsupportedError(`webgpu: indexBlockScores with ${g} lanes a key needs 16-bit keys of a dim divisible by ${8 * g} and subgroups of at least ${g} lanes; got ${keys.dtype} keys of dim ${a.d}, subgroups ${be.caps.subgroups ? `of ${be.caps.subgroupMinSize}+` : 'none'}`);
   }
-  return run(be, q, w, keys, a, { K: keys.dtype, K8: k8, ...(g > 1 ? { COOP: true, G: g, PRE: !!tune.prefetch } : {}) });
+  return run(be, q, w, keys, a, { K: keys.dtype, K8: k8, ...(g > 1 ? { COOP: true, G: g, PRE: tune.prefetch ?? INDEX_SCORE_DEFAULTS.prefetch } : {}) });
 }
 
 /** One dispatch of index_scores.wgsl in the form `form` (its K and key-reading flags); with `scales`, INT4 keys. */

@@ -351,6 +351,12 @@ function columnsPerWorkgroup(be: WebGpuBackend, tune: Omit<RowsTune, 'form'>): n
 /** The most lanes a column the VEC form takes. */
 export const ROWS_MAX_LANES = 256;
 
+/**
+ * matmulMany's geometry where the caller names none (ROWS_DEFAULTS' where these are unset; bench/spot.ts
+ * --forms sets them to time a whole step with another).
+ */
+export const MANY_DEFAULTS: Omit<RowsTune, 'form'> = {};
+
 /** The most weights Backend.matmulMany takes in one dispatch (matmul_rows.wgsl MANY). */
 export const MANY_MAX = 3;
 
@@ -371,7 +377,7 @@ export function manyEligible(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[]
  * takes the call (manyEligible), an output the device does not store as it is (bf16, f16 without
  * shader-f16) written in f32 and cast after; else one matmul a weight.
  */
-export function matmulMany(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs, tune: Omit<RowsTune, 'form'> = {}): GpuHandle[] {
+export function matmulMany(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs, tune: Omit<RowsTune, 'form'> = MANY_DEFAULTS): GpuHandle[] {
   const { m, k, ns, outDTypes } = args;
   if (!manyEligible(be, a, bs, args, tune)) {
     return bs.map((b, i) => matmul(be, a, b, { batch: 1, m, n: ns[i], k, transA: false, transB: true, batchA: 1, batchB: 1, outDType: outDTypes[i] }));
