@@ -7,8 +7,9 @@
 //           for 2 … 4 rows, matmul.ts ROWS_DEFAULTS): LC lanes a column, WG / LC columns a workgroup, every row of A at
 //           once: each lane reads 4-wide groups of its column's row of B (16-byte loads of f32,
 //           8-byte of 16-bit storage) once and dots them with up to 4 rows of A, then the LC
-//           partials are summed (SGR: subgroupShuffleXor within a subgroup, else a tree in
-//           workgroup memory). One workgroup per (column block, batch);
+//           partials are summed (SGR: subgroupShuffleXor within a subgroup; SGT, a column of
+//           whole subgroups: subgroupAdd, then one partial a subgroup in workgroup memory; else a
+//           tree in workgroup memory). One workgroup per (column block, batch);
 //   TRANS_B (the scalar form, any K): 4 columns a workgroup, 64 lanes along K each (consecutive
 //           lanes read consecutive k of one row of B), then a tree sum of 64;
 //   else    (B stored (K, N)): 64 columns a workgroup (consecutive lanes read consecutive n), 4
