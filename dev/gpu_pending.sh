@@ -212,11 +212,11 @@ fi
 # dispatch's GPU time; dev/pick_forms.ts joins the forms that beat the defaults, and the decode table
 # (16K–512K, top-K 0.1 and 0.5) and a 4-layer model's tokens/s (128K, 512K) run with them.
 if [ "$what" = final ]; then
-  FON_REQUIRE_WEBGPU=1 step 100 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_attention.test.ts test/backend/webgpu_fox_fpa_decode.test.ts test/backend/webgpu_int4.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_select.test.ts
-  FON_REQUIRE_WEBGPU=1 step 45 gpu_tests2 node --import tsx --test --test-name-pattern "matmulMany|few-rows" test/backend/webgpu_matmul.test.ts
-  step 140 spot_forms node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --profile --forms "default;many:256/256;many:128/256;index-prefetch;lanes-prefetch" --json /tmp/spot_forms.json
+  FON_REQUIRE_WEBGPU=1 step 90 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_attention.test.ts test/backend/webgpu_fox_fpa_decode.test.ts test/backend/webgpu_int4.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_select.test.ts
+  FON_REQUIRE_WEBGPU=1 step 40 gpu_tests2 node --import tsx --test --test-name-pattern "matmulMany|few-rows" test/backend/webgpu_matmul.test.ts
+  step 130 spot_forms node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --profile --forms "default;many:256/256;many:128/256;index-prefetch;lanes-prefetch" --json /tmp/spot_forms.json
   best=$(node --import tsx dev/pick_forms.ts /tmp/spot_forms.json 2>>"$OUT/spot_forms.log" || echo default)
   echo "   forms picked: $best" | tee -a "$OUT/spot_forms.log"
-  step 150 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask --forms "$best" --json "$OUT/spot_table.json"
-  step 150 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --model-layers 4 --model-tokens 131072,524288 --forms "$best" --json /tmp/spot_model.json
+  step 140 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask --forms "$best" --json "$OUT/spot_table.json"
+  step 130 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --model-layers 4 --model-tokens 131072,524288 --forms "$best" --json /tmp/spot_model.json
 fi
