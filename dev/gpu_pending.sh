@@ -220,3 +220,13 @@ if [ "$what" = final ]; then
   step 140 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask --forms "$best" --json "$OUT/spot_table.json"
   step 130 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --model-layers 4 --model-tokens 131072,524288 --forms "$best" --json /tmp/spot_model.json
 fi
+# `short` (about 5.5 minutes: `final` cut to what the session's device time left allowed): its tests,
+# the 128K step with each form, and the table at top-K 0.1 alone with the forms picked; no model.
+if [ "$what" = short ]; then
+  FON_REQUIRE_WEBGPU=1 step 80 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_attention.test.ts test/backend/webgpu_fox_fpa_decode.test.ts test/backend/webgpu_int4.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_select.test.ts
+  FON_REQUIRE_WEBGPU=1 step 30 gpu_tests2 node --import tsx --test --test-name-pattern "matmulMany|few-rows" test/backend/webgpu_matmul.test.ts
+  step 120 spot_forms node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --profile --forms "default;many:256/256;many:128/256;index-prefetch;lanes-prefetch" --json /tmp/spot_forms.json
+  best=$(node --import tsx dev/pick_forms.ts /tmp/spot_forms.json 2>>"$OUT/spot_forms.log" || echo default)
+  echo "   forms picked: $best" | tee -a "$OUT/spot_forms.log"
+  step 100 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1 --keys f16 --paths mask --forms "$best" --json "$OUT/spot_table.json"
+fi
