@@ -36,7 +36,7 @@
  * 0.9, f16 keys) and with full attention (paged K/V, FON's dense decode); PyTorch is not run there.
  * `--forms SET;SET…`: the kernels' forms each set of rows runs with (a whole step timed with a form
  * before it becomes the default), a set a comma list of `many:L/W` (matmulMany's lanes a column and
- * invocations: MANY_DEFAULTS), `index-prefetch` (INDEX_SCORE_DEFAULTS.prefetch), `lanes-prefetch`
+ * invocations at every K: MANY_DEFAULTS), `index-prefetch` (INDEX_SCORE_DEFAULTS.prefetch), `lanes-prefetch`
  * (DECODE_DEFAULTS.lanesPrefetch), or `default`; the model runs with the last set.
  */
 import { parseArgs } from 'node:util';
@@ -99,14 +99,15 @@ const paths = flags.paths.split(',').filter(Boolean) as SpotDecodePath[];
 const TIMED_PATHS: readonly SpotDecodePath[] = SPOT_DECODE_PATHS.filter((p) => p !== 'auto');
 for (const p of paths) if (!TIMED_PATHS.includes(p)) throw new ArgumentError(`--paths: '${p}': expected ${TIMED_PATHS.join(' or ')}`);
 
+const MANY_COMMITTED = { ...MANY_DEFAULTS };
 /** Sets the defaults a --forms set names (the others back to theirs). */
 function applyForms(set: string): void {
   Object.assign(DECODE_DEFAULTS, { lanesPrefetch: false });
   Object.assign(INDEX_SCORE_DEFAULTS, { prefetch: false });
-  for (const key of Object.keys(MANY_DEFAULTS)) delete MANY_DEFAULTS[key as keyof typeof MANY_DEFAULTS];
+  Object.assign(MANY_DEFAULTS, MANY_COMMITTED);
   for (const item of set.split(',').filter(Boolean)) {
     const many = /^many:(\d+)\/(\d+)$/.exec(item);
-    if (many) Object.assign(MANY_DEFAULTS, { lanes: Number(many[1]), wg: Number(many[2]) });
+    if (many) Object.assign(MANY_DEFAULTS, { lanes: Number(many[1]), wg: Number(many[2]), fromK: 0 });
     else if (item === 'index-prefetch') INDEX_SCORE_DEFAULTS.prefetch = true;
     else if (item === 'lanes-prefetch') DECODE_DEFAULTS.lanesPrefetch = true;
     else if (item !== 'default') throw new ArgumentError(`--forms: '${item}': expected many:L/W, index-prefetch, lanes-prefetch or default`);

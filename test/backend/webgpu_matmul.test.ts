@@ -226,8 +226,9 @@ test('matmulMany (several weights of one input, one dispatch: matmul_rows.wgsl M
     // K long enough for the loop's steps of four groups a lane, and a remainder after them (k/4 = 325).
     [2, 1300, [5, 9, 3], 'f32', ['f32', 'f32', 'f32']],
   ];
-  // The default geometry, and 256 lanes a column (its sums by subgroup sums where the device has subgroups).
-  for (const [m, k, ns, dtype, outDTypes, tune] of cases.flatMap((c) => [[...c, {}], [...c, { lanes: 256, wg: 256 }]] as const)) {
+  // The default geometry (MANY_DEFAULTS: at these K, ROWS_DEFAULTS'), and 256 lanes a column (the
+  // default from K = 4096: its sums by subgroup sums where the device has subgroups).
+  for (const [m, k, ns, dtype, outDTypes, tune] of cases.flatMap((c) => [[...c, undefined], [...c, { lanes: 256, wg: 256 }]] as const)) {
     const ah = randomHost(m * k, dtype), bhs = ns.map((n) => randomHost(n * k, dtype));
     const a = { h: g.upload(ah, dtype), shape: [m, k], dtype }, bs = bhs.map((bh, i) => ({ h: g.upload(bh, dtype), shape: [ns[i], k], dtype }));
     const kernels: string[] = [];

@@ -264,15 +264,16 @@ const LIST_MAX = 512;
  * where lanesForm takes the call; the default unless one of the step kernel's forms above is asked
  * for; false: the step kernel) runs attention_decode_lanes.wgsl, lane pairs a key with no barrier in
  * the loop, `lanesIter` the iterations a subgroup takes a chunk (default LANES_ITER) where the host
- * knows the lists' lengths, `lanesPrefetch` its PF form (each iteration's loads one iteration ahead;
- * not yet timed on a GPU).
+ * knows the lists' lengths, `lanesPrefetch` its PF form (each iteration's loads one iteration ahead:
+ * slower, so off by default; in a Spot step at 128K keys, top-K 0.1, 61.7 against 44.9 µs, the step
+ * 0.106 against 0.093 ms on the H100: bench/results_spot_1207b_forms_h100.log).
  */
 export interface DecodeTune { prefetch?: boolean; wg?: number; vEarly?: boolean; vMid?: boolean; lsumOnce?: boolean; combineCols?: number; combineUnroll?: boolean; noCombine?: boolean; stageList?: boolean; preloadList?: boolean; uniformCount?: boolean; blockV?: boolean; lanes?: boolean; lanesIter?: number; lanesPrefetch?: boolean }
 
 /**
  * What attentionDecode does where DecodeTune is silent: `lanes`, the LANES split pass for fine masks
  * (dev/kernels/spot_decode.ts turns it off to time the step kernel's forms through the attention op),
- * and `lanesPrefetch`, its PF form (bench/spot.ts --forms sets it to time a whole step with it).
+ * and `lanesPrefetch`, its PF form (off: slower; bench/spot.ts --forms sets it to time a whole step with it).
  */
 export const DECODE_DEFAULTS = { lanes: true, lanesPrefetch: false };
 

@@ -100,7 +100,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   // V values are loaded before its scores, so that their latency runs under the K loads and the
   // softmax, not after them (0.050 against 0.059 ms loaded after, results_lanes2_forms_1207_h100.log).
   // A key that is not visible reads the last valid row (its P is 0, and must not meet a stale NaN).
-  // PF (DecodeTune.lanesPrefetch): the next iteration's K and V loaded before this one's math.
+  // PF (DecodeTune.lanesPrefetch, off: slower on the H100): the next iteration's K and V loaded before this one's math.
 {{ITER_BEFORE}}
   for (var v0 = w * KPI; v0 < nv; v0 += W * KPI) {
     let v = min(v0 + kk, nv - 1u);

@@ -44,7 +44,11 @@ export const INDEX_SCORE_DEFAULTS = { prefetch: false };
 
 export interface IndexScoreTune {
   lanes?: number;
-  /** COOP over 16-bit keys: each lane's words of every key it scores loaded before the first dot (PRE). */
+  /**
+   * COOP over 16-bit keys: each lane's words of every key it scores loaded before the first dot
+   * (PRE). Slower, so off: 57.4 against 27.0 µs at 128K keys, the Spot step 0.126 against 0.093 ms
+   * (H100, bench/spot.ts --forms, bench/results_spot_1207b_forms_h100.log).
+   */
   prefetch?: boolean;
 }
 

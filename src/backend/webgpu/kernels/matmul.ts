@@ -352,10 +352,20 @@ function columnsPerWorkgroup(be: WebGpuBackend, tune: Omit<RowsTune, 'form'>): n
 export const ROWS_MAX_LANES = 256;
 
 /**
- * matmulMany's geometry where the caller names none (ROWS_DEFAULTS' where these are unset; bench/spot.ts
- * --forms sets them to time a whole step with another).
+ * matmulMany's geometry where the caller names none: from K = `fromK` on, `lanes` a column summed by
+ * subgroup sums (SGT) in workgroups of `wg`, four groups a lane a loop step; below it ROWS_DEFAULTS'.
+ * A Spot step's selector projections (516 + 128 rows of 4096, f32) took 15.4 µs against 19.5 at 64
+ * lanes in 128 (16.2 at 128 in 256), the step 0.089 against 0.093 ms at 128K keys (H100,
+ * bench/spot.ts --forms, bench/results_spot_1207b_forms_h100.log). Mutable: bench/spot.ts --forms
+ * sets it to time a whole step with another geometry.
  */
-export const MANY_DEFAULTS: Omit<RowsTune, 'form'> = {};
+export const MANY_DEFAULTS: { lanes: number; wg: number; fromK: number } = { lanes: 256, wg: 256, fromK: 4096 };
+
+/** matmulMany's default geometry at K = k on this device (MANY_DEFAULTS). */
+function manyGeometry(be: WebGpuBackend, k: number): Omit<RowsTune, 'form'> {
+  const { lanes, wg, fromK } = MANY_DEFAULTS;
+  return k >= fromK && wg <= be.caps.maxInvocations ? { lanes, wg } : {};
+}
 
 /** The most weights Backend.matmulMany takes in one dispatch (matmul_rows.wgsl MANY). */
 export const MANY_MAX = 3;
@@ -377,7 +387,7 @@ export function manyEligible(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[]
  * takes the call (manyEligible), an output the device does not store as it is (bf16, f16 without
  * shader-f16) written in f32 and cast after; else one matmul a weight.
  */
-export function matmulMany(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs, tune: Omit<RowsTune, 'form'> = MANY_DEFAULTS): GpuHandle[] {
+export function matmulMany(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs, tune: Omit<RowsTune, 'form'> = manyGeometry(be, args.k)): GpuHandle[] {
   const { m, k, ns, outDTypes } = args;
   if (!manyEligible(be, a, bs, args, tune)) {
     return bs.map((b, i) => matmul(be, a, b, { batch: 1, m, n: ns[i], k, transA: false, transB: true, batchA: 1, batchB: 1, outDType: outDTypes[i] }));
