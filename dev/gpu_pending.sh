@@ -206,22 +206,12 @@ if [ "$what" = pf2 ]; then
   step 90 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072 --lanes
   step 90 spot_int4 node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16,int4 --paths mask --profile --json "$OUT/spot_int4.json"
 fi
-# `final` (about 10 minutes, one call; 2026-12-07, second session, the device scarce): the GPU tests of
-# everything changed since the `last` call; a Spot step at 128K, top-K 0.1, with each new form alone
-# (matmulMany at 256 and 128 lanes a column, index_scores PRE, LANES PF) beside the defaults, each
-# dispatch's GPU time; dev/pick_forms.ts joins the forms that beat the defaults, and the decode table
-# (16K–512K, top-K 0.1 and 0.5) and a 4-layer model's tokens/s (128K, 512K) run with them.
-if [ "$what" = final ]; then
-  FON_REQUIRE_WEBGPU=1 step 90 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_attention.test.ts test/backend/webgpu_fox_fpa_decode.test.ts test/backend/webgpu_int4.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_select.test.ts
-  FON_REQUIRE_WEBGPU=1 step 40 gpu_tests2 node --import tsx --test --test-name-pattern "matmulMany|few-rows" test/backend/webgpu_matmul.test.ts
-  step 130 spot_forms node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --profile --forms "default;many:256/256;many:128/256;index-prefetch;lanes-prefetch" --json /tmp/spot_forms.json
-  best=$(node --import tsx dev/pick_forms.ts /tmp/spot_forms.json 2>>"$OUT/spot_forms.log" || echo default)
-  echo "   forms picked: $best" | tee -a "$OUT/spot_forms.log"
-  step 140 spot_table node --import tsx bench/spot.ts --tokens 16384,65536,131072,262144,524288 --rules top-k:0.1,top-k:0.5 --keys f16 --paths mask --forms "$best" --json "$OUT/spot_table.json"
-  step 130 spot_model node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16 --paths mask --model-layers 4 --model-tokens 131072,524288 --forms "$best" --json /tmp/spot_model.json
-fi
-# `short` (about 5.5 minutes: `final` cut to what the session's device time left allowed): its tests,
-# the 128K step with each form, and the table at top-K 0.1 alone with the forms picked; no model.
+# `short` (about 4 minutes; 2026-12-07, second session, the one call the device took of nine): the GPU
+# tests of everything changed since the `last` call; a Spot step at 128K, top-K 0.1, with each new
+# form alone (matmulMany at 256 and 128 lanes a column, index_scores PRE, LANES PF) beside the
+# defaults, each dispatch's GPU time; dev/pick_forms.ts joins the forms that beat the defaults, and the
+# decode table (16K–512K, top-K 0.1) runs with them. Run at tree b779fa7, whose defaults were 64 lanes
+# in 128: many:256/256 won and is the default since (MANY_DEFAULTS), so `default` now means it.
 if [ "$what" = short ]; then
   FON_REQUIRE_WEBGPU=1 step 80 gpu_tests node --import tsx --test test/attention/spot_decode.test.ts test/backend/webgpu_attention.test.ts test/backend/webgpu_fox_fpa_decode.test.ts test/backend/webgpu_int4.test.ts test/attention/spot_webgpu.test.ts test/backend/webgpu_select.test.ts
   FON_REQUIRE_WEBGPU=1 step 30 gpu_tests2 node --import tsx --test --test-name-pattern "matmulMany|few-rows" test/backend/webgpu_matmul.test.ts

@@ -354,7 +354,7 @@ export const ROWS_MAX_LANES = 256;
 /**
  * matmulMany's geometry where the caller names none: from K = `fromK` on, `lanes` a column summed by
  * subgroup sums (SGT) in workgroups of `wg`, four groups a lane a loop step; below it ROWS_DEFAULTS'.
- * A Spot step's selector projections (516 + 128 rows of 4096, f32) took 15.4 µs against 19.5 at 64
+ * A Spot step's selector projections (512 + 4 + 128 rows of 4096, f32) took 15.4 µs against 19.5 at 64
  * lanes in 128 (16.2 at 128 in 256), the step 0.089 against 0.093 ms at 128K keys (H100,
  * bench/spot.ts --forms, bench/results_spot_1207b_forms_h100.log). Mutable: bench/spot.ts --forms
  * sets it to time a whole step with another geometry.
