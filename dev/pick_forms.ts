@@ -1,6 +1,6 @@
 /**
  * Picks the kernels' forms a Spot step runs fastest with, from a bench/spot.ts --json file whose
- * rows ran several --forms sets at one length (dev/gpu_pending.sh `final` then times the whole table
+ * rows ran several --forms sets at one length (dev/gpu_pending.sh `short` then times the decode table
  * with them): each form whose step, on the GPU alone, beat the default's by more than 1% (of the
  * matmulMany geometries the fastest), joined into one set; `default` where none did. Prints the set.
  *
