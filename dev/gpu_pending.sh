@@ -206,7 +206,7 @@ if [ "$what" = pf2 ]; then
   step 90 lanes_forms node --import tsx dev/kernels/spot_decode.ts --tokens 131072 --lanes
   step 90 spot_int4 node --import tsx bench/spot.ts --tokens 131072 --rules top-k:0.1 --keys f16,int4 --paths mask --profile --json "$OUT/spot_int4.json"
 fi
-# `short` (about 4 minutes; 2026-12-07, second session, the one call the device took of nine): the GPU
+# `short` (about 4 minutes; 2026-12-07, second session, the one call the device took of eleven): the GPU
 # tests of everything changed since the `last` call; a Spot step at 128K, top-K 0.1, with each new
 # form alone (matmulMany at 256 and 128 lanes a column, index_scores PRE, LANES PF) beside the
 # defaults, each dispatch's GPU time; dev/pick_forms.ts joins the forms that beat the defaults, and the
