@@ -99,12 +99,13 @@ const paths = flags.paths.split(',').filter(Boolean) as SpotDecodePath[];
 const TIMED_PATHS: readonly SpotDecodePath[] = SPOT_DECODE_PATHS.filter((p) => p !== 'auto');
 for (const p of paths) if (!TIMED_PATHS.includes(p)) throw new ArgumentError(`--paths: '${p}': expected ${TIMED_PATHS.join(' or ')}`);
 
-const MANY_COMMITTED = { ...MANY_DEFAULTS };
+/** The defaults as committed, which each --forms set starts from. */
+const COMMITTED = { decode: { ...DECODE_DEFAULTS }, index: { ...INDEX_SCORE_DEFAULTS }, many: { ...MANY_DEFAULTS } };
 /** Sets the defaults a --forms set names (the others back to theirs). */
 function applyForms(set: string): void {
-  Object.assign(DECODE_DEFAULTS, { lanesPrefetch: false });
-  Object.assign(INDEX_SCORE_DEFAULTS, { prefetch: false });
-  Object.assign(MANY_DEFAULTS, MANY_COMMITTED);
+  Object.assign(DECODE_DEFAULTS, COMMITTED.decode);
+  Object.assign(INDEX_SCORE_DEFAULTS, COMMITTED.index);
+  Object.assign(MANY_DEFAULTS, COMMITTED.many);
   for (const item of set.split(',').filter(Boolean)) {
     const many = /^many:(\d+)\/(\d+)$/.exec(item);
     if (many) Object.assign(MANY_DEFAULTS, { lanes: Number(many[1]), wg: Number(many[2]), fromK: 0 });
@@ -114,8 +115,7 @@ function applyForms(set: string): void {
   }
 }
 const formSets = flags.forms.split(';').filter(Boolean);
-for (const set of formSets) applyForms(set);
-applyForms(formSets[0] ?? 'default');
+for (const set of formSets) applyForms(set); // every set checked before anything is timed (the rows apply theirs)
 
 interface Row { forms: string; tokens: number; rule: string; keys: string; selectorMs: number; attentionMs: number; stepMs: number; stepHostMs: number; stepGpuMs?: number; groups?: number; budget: number; denseMs: number; denseHostMs: number; torchMs?: number }
 

@@ -373,9 +373,9 @@ export const MANY_MAX = 3;
 /**
  * Whether matmul_rows.wgsl MANY takes a matmulMany call: 2 … MANY_MAX weights of one dtype, each
  * (n_i, k) as a Linear stores it, few rows, K a multiple of 4 and long enough to split, the columns
- * within one grid axis.
+ * within one grid axis at `tune`'s columns a workgroup.
  */
-export function manyEligible(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs, tune: Omit<RowsTune, 'form'> = {}): boolean {
+export function manyEligible(be: WebGpuBackend, a: GpuRef, bs: readonly GpuRef[], args: MatmulManyArgs, tune: Omit<RowsTune, 'form'>): boolean {
   const n = args.ns.reduce((x, y) => x + y, 0);
   return bs.length >= 2 && bs.length <= MANY_MAX && bs.every((b) => b.dtype === bs[0].dtype) && [a, ...bs].every((x) => x.dtype === 'f32' || x.dtype === 'f16' || x.dtype === 'bf16')
     && args.m >= 1 && args.m <= ROWS_MAX && args.k >= ROWS_MIN_K && args.k % 4 === 0
